@@ -1,0 +1,65 @@
+/* The corpus reader: one instance per rank, each opening the HDF5 corpus file written by
+ * txl-prep independently and read-only (plain H5Fopen, no collective calls). The layout is
+ * described in data/FORMAT.md.
+ *
+ * Every problem (a missing or foreign file, a damaged dataset, a read beyond a split, a token id
+ * outside the vocabulary) ends the job through txl_fatal with one line naming the file and the
+ * problem. Not thread-safe (neither is the HDF5 library): use an instance from one thread. */
+#ifndef TXL_DATA_CORPUS_H
+#define TXL_DATA_CORPUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TXL_CORPUS_FORMAT "txl-corpus"
+#define TXL_CORPUS_FORMAT_VERSION 1
+
+typedef struct TxlCorpus TxlCorpus;
+
+/* Opens and validates (format attribute, version, mode, datasets present with rank 1 and an
+ * unsigned 8/16/32-bit id type, vocab_size consistent with the vocabulary datasets, eos_id and
+ * unk_id in range). Errors: txl_fatal naming the path and the problem. */
+TxlCorpus *txl_corpus_open(const char *path);
+void txl_corpus_close(TxlCorpus *c);
+
+/* split: "train" | "valid" | "test"; any other name is an error. */
+int64_t txl_corpus_split_length(const TxlCorpus *c, const char *split);
+int64_t txl_corpus_vocab_size(const TxlCorpus *c);
+const char *txl_corpus_mode(const TxlCorpus *c); /* "word" | "char" | "byte" */
+const char *txl_corpus_path(const TxlCorpus *c);
+int64_t txl_corpus_eos_id(const TxlCorpus *c);   /* -1 when the corpus has no <eos> */
+int64_t txl_corpus_unk_id(const TxlCorpus *c);   /* -1 when the vocabulary has no <unk> */
+
+/* Reads a [n_rows, n_cols] time-major block of one split:
+ *   out[i * n_cols + j] = split[(col_first + j) * col_len + offset + i]   (i < n_rows, j < n_cols)
+ * as ONE hyperslab selection (start = col_first * col_len + offset, stride = col_len,
+ * count = n_cols, block = n_rows) into a [n_cols, n_rows] buffer, transposed into out.
+ * Requires col_len >= 1, n_cols >= 1, n_rows >= 1, offset >= 0, col_first >= 0,
+ * offset + n_rows <= col_len (a read stays inside its columns) and
+ * (col_first + n_cols) * col_len <= split length; anything else is an error. Every id read is
+ * checked to be < vocab_size (error naming the file, split and position).
+ * scratch: NULL (then a buffer is allocated and freed here) or n_rows * n_cols int32 of the
+ * caller's. The chunk cache of the split is sized for n_cols columns on the first such read,
+ * so that walking down the columns reads each stored chunk once. */
+void txl_corpus_read_block(TxlCorpus *c, const char *split, int64_t col_len, int64_t col_first,
+                           int n_cols, int64_t offset, int n_rows, int32_t *out, int32_t *scratch);
+
+/* Contiguous read: out[i] = split[start + i] for i < n (same checks as read_block). */
+void txl_corpus_read_range(TxlCorpus *c, const char *split, int64_t start, int64_t n,
+                           int32_t *out);
+
+/* The vocabulary (owned by the corpus, loaded on the first call of any of these three).
+ * token_string: the token's bytes followed by a NUL (UTF-8 for word and char corpora; for a byte
+ * corpus the single byte, so byte 0 and the char "\0" read as ""; use token_bytes for those).
+ * An id outside [0, vocab_size) is an error. */
+const char *txl_corpus_token_string(TxlCorpus *c, int64_t id);
+const char *txl_corpus_token_bytes(TxlCorpus *c, int64_t id, size_t *len);
+/* Token id of a string, -1 if absent (in char mode a one-character string: the id of that
+ * character; in byte mode a one-byte string). token_id_n takes a length (strings with NULs). */
+int64_t txl_corpus_token_id(TxlCorpus *c, const char *s);
+int64_t txl_corpus_token_id_n(TxlCorpus *c, const char *s, size_t len);
+
+/* Entropy in bits per token of the unigram distribution of a split (streams through it). */
+double txl_corpus_unigram_entropy_bits(TxlCorpus *c, const char *split);
+
+#endif

@@ -1,0 +1,523 @@
+/* txl-prep: text files -> one HDF5 corpus file (layout: data/FORMAT.md).
+ *
+ * Two passes over the three source files: the first counts tokens (and hashes the files), the
+ * vocabulary is built, the second maps the tokens to ids and writes them. The output is written
+ * to OUT.tmp-<pid> and renamed to OUT at the end; on any error the temporary file is removed, so
+ * no output is left behind. */
+#include <ctype.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "data/prep/text.h"
+#include "data/prep/vocab.h"
+#include "data/prep/writer.h"
+#include "src/base/error.h"
+
+enum { MODE_WORD, MODE_CHAR, MODE_BYTE };
+enum { N_SPLITS = 3 };
+static const char *const SPLIT[N_SPLITS] = {"train", "valid", "test"};
+
+#define IDS_CHUNK ((int64_t)1 << 16)   /* elements per stored chunk (see FORMAT.md) */
+#define WRITE_BUF ((int64_t)1 << 20)   /* ids buffered before each write */
+#define MAX_VOCAB ((int64_t)1 << 31)   /* ids are int32 in the trainer */
+
+typedef struct {
+  int mode;
+  const char *mode_name;
+  const char *path[N_SPLITS];
+  const char *out;
+  int lower;
+  int64_t min_freq, max_size;
+  int vocab_train_only;
+  const char *dtype; /* auto | uint8 | uint16 | uint32 */
+  int quiet;
+} Options;
+
+typedef struct {
+  Options opt;
+  TokTable tab;
+  int32_t *cp_entry; /* char mode: [0x110000] table entry of each code point, -1 = none yet */
+  int64_t eos_entry; /* word mode: the entry of "<eos>" */
+  Vocab vocab;
+  int64_t n_tokens[N_SPLITS];
+  int64_t n_unk[N_SPLITS];
+  char sha[N_SPLITS][65];
+  /* progress */
+  int pass;
+  int split;
+  int64_t split_bytes, split_done;
+  double last_report;
+  /* pass 2 output */
+  H5Out out;
+  hid_t dset;
+  uint32_t *buf;
+  int64_t buf_n, written;
+} Prep;
+
+/* ---------------------------------------------------------------------------------------------
+ * The temporary output file: removed at exit (and on SIGINT/SIGTERM/SIGHUP) unless renamed.
+ * ------------------------------------------------------------------------------------------- */
+
+static char g_tmp[4096];
+static volatile sig_atomic_t g_tmp_live = 0;
+
+static void remove_tmp(void) {
+  if (g_tmp_live) {
+    unlink(g_tmp);
+    g_tmp_live = 0;
+  }
+}
+
+static void on_signal(int sig) {
+  if (g_tmp_live) unlink(g_tmp);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Command line
+ * ------------------------------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+      "usage: txl-prep --mode word|char|byte --train FILE --valid FILE --test FILE --out FILE.h5\n"
+      "                [--lower] [--min-freq N] [--max-size N] [--vocab-from train|all]\n"
+      "                [--dtype auto|uint8|uint16|uint32] [--quiet]\n"
+      "\n"
+      "Turns three text files into one HDF5 corpus file for txl-train (layout: data/FORMAT.md).\n"
+      "\n"
+      "  --mode MODE        (required) how text becomes tokens:\n"
+      "                       word  as the original Transformer-XL: each line is stripped and split\n"
+      "                             on whitespace (Python's str.split(): Unicode whitespace), and\n"
+      "                             <eos> is appended to every line, an empty line included. Lines\n"
+      "                             end at \\n, \\r\\n or \\r. Vocabulary: <eos> (id 0), then the\n"
+      "                             words by descending count, ties by first occurrence (train,\n"
+      "                             valid, test in that order). When some word of any split is not\n"
+      "                             in the vocabulary it becomes <unk>; <unk> is then added as id 1\n"
+      "                             unless the text has a <unk> word that is in the vocabulary.\n"
+      "                       char  every Unicode character (UTF-8 code point) is a token, line\n"
+      "                             ends included as they are (\\n; \\r\\n is two tokens); no <eos>.\n"
+      "                             Vocabulary: the characters sorted by code point (deterministic,\n"
+      "                             independent of frequencies); a needed <unk> is added last.\n"
+      "                       byte  every byte is a token; the vocabulary is the 256 byte values,\n"
+      "                             always all of them, id = byte value. No UTF-8 check.\n"
+      "                     Invalid UTF-8 (word, char) is an error naming the file and line.\n"
+      "  --train FILE       (required) training text\n"
+      "  --valid FILE       (required) validation text\n"
+      "  --test FILE        (required) test text\n"
+      "  --out FILE.h5      (required) output corpus; written as FILE.h5.tmp-<pid>, then renamed\n"
+      "  --lower            lower-case the text first: ASCII letters only (A-Z), not Unicode\n"
+      "                     (default: off)\n"
+      "  --min-freq N       leave out tokens counted fewer than N times (default: 0 = keep all;\n"
+      "                     word and char modes)\n"
+      "  --max-size N       at most N tokens in the vocabulary, <eos> and <unk> included; the most\n"
+      "                     frequent are kept (default: 0 = no limit; word and char modes)\n"
+      "  --vocab-from S     count the vocabulary over 'train' only or over 'all' three splits\n"
+      "                     (default: all)\n"
+      "  --dtype T          stored id type: auto = the smallest unsigned type that holds\n"
+      "                     vocab_size - 1, or uint8|uint16|uint32 (an error when the vocabulary\n"
+      "                     does not fit) (default: auto)\n"
+      "  --quiet            no progress (stderr) and no summary (stdout); errors still printed\n"
+      "  --help, -h         this text\n"
+      "\n"
+      "The same input and options always give a byte-identical output file.\n");
+}
+
+static int64_t parse_count(const char *opt, const char *s) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno || v < 0)
+    txl_fatal("%s: '%s' is not a non-negative integer (see txl-prep --help)", opt, s);
+  return (int64_t)v;
+}
+
+static void parse_args(int argc, char **argv, Options *o) {
+  memset(o, 0, sizeof *o);
+  o->mode = -1;
+  o->dtype = "auto";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (!strcmp(a, "--lower")) { o->lower = 1; continue; }
+    if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+    /* options with a value: "--opt value" or "--opt=value" */
+    char name[64];
+    const char *val = NULL, *eq = strchr(a, '=');
+    if (strncmp(a, "--", 2) != 0)
+      txl_fatal("unexpected argument '%s' (see txl-prep --help)", a);
+    if (eq) {
+      snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+      val = eq + 1;
+    } else {
+      snprintf(name, sizeof name, "%s", a);
+    }
+    static const char *const with_value[] = {"--mode", "--train", "--valid", "--test", "--out",
+                                             "--min-freq", "--max-size", "--vocab-from", "--dtype"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+      known |= !strcmp(name, with_value[k]);
+    if (!known) txl_fatal("unknown option '%s' (see txl-prep --help)", a);
+    if (!val) {
+      if (i + 1 >= argc) txl_fatal("%s needs a value (see txl-prep --help)", name);
+      val = argv[++i];
+    }
+    if (!strcmp(name, "--mode")) {
+      if (!strcmp(val, "word")) o->mode = MODE_WORD;
+      else if (!strcmp(val, "char")) o->mode = MODE_CHAR;
+      else if (!strcmp(val, "byte")) o->mode = MODE_BYTE;
+      else txl_fatal("--mode: '%s' is not one of word, char, byte", val);
+      o->mode_name = val;
+    } else if (!strcmp(name, "--train")) o->path[0] = val;
+    else if (!strcmp(name, "--valid")) o->path[1] = val;
+    else if (!strcmp(name, "--test")) o->path[2] = val;
+    else if (!strcmp(name, "--out")) o->out = val;
+    else if (!strcmp(name, "--min-freq")) o->min_freq = parse_count(name, val);
+    else if (!strcmp(name, "--max-size")) o->max_size = parse_count(name, val);
+    else if (!strcmp(name, "--vocab-from")) {
+      if (!strcmp(val, "train")) o->vocab_train_only = 1;
+      else if (!strcmp(val, "all")) o->vocab_train_only = 0;
+      else txl_fatal("--vocab-from: '%s' is not one of train, all", val);
+    } else if (!strcmp(name, "--dtype")) {
+      if (strcmp(val, "auto") && strcmp(val, "uint8") && strcmp(val, "uint16") && strcmp(val, "uint32"))
+        txl_fatal("--dtype: '%s' is not one of auto, uint8, uint16, uint32", val);
+      o->dtype = val;
+    }
+  }
+  if (o->mode < 0) txl_fatal("--mode is required (see txl-prep --help)");
+  for (int k = 0; k < N_SPLITS; k++)
+    if (!o->path[k] || !*o->path[k]) txl_fatal("--%s FILE is required (see txl-prep --help)", SPLIT[k]);
+  if (!o->out || !*o->out) txl_fatal("--out FILE.h5 is required (see txl-prep --help)");
+  if (o->mode == MODE_BYTE && (o->min_freq > 0 || o->max_size > 0))
+    txl_fatal("--min-freq and --max-size do not apply to --mode byte (its vocabulary is the 256 "
+              "byte values)");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Progress
+ * ------------------------------------------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void on_read(void *ctx, size_t n) {
+  Prep *P = ctx;
+  P->split_done += (int64_t)n;
+  if (P->opt.quiet) return;
+  double t = now_s();
+  if (t - P->last_report < 1.0) return;
+  P->last_report = t;
+  fprintf(stderr, "txl-prep: pass %d/2 (%s) %s: %.1f of %.1f MB\n", P->pass,
+          P->pass == 1 ? "counting" : "writing ids", SPLIT[P->split], 1e-6 * (double)P->split_done,
+          1e-6 * (double)P->split_bytes);
+  fflush(stderr);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The two passes
+ * ------------------------------------------------------------------------------------------- */
+
+static void changed(const Prep *P, int k) {
+  txl_fatal("%s: the %s file changed while txl-prep was reading it", P->opt.path[k], SPLIT[k]);
+}
+
+static void flush_ids(Prep *P, int k) {
+  h5out_write(&P->out, P->dset, SPLIT[k], H5T_NATIVE_UINT32, P->written, P->buf_n, P->buf);
+  P->written += P->buf_n;
+  P->buf_n = 0;
+}
+
+/* pass 2: one id */
+static inline void emit(Prep *P, int k, int64_t id) {
+  if (P->written + P->buf_n >= P->n_tokens[k]) changed(P, k);
+  P->buf[P->buf_n++] = (uint32_t)id;
+  if (P->buf_n == WRITE_BUF) flush_ids(P, k);
+}
+
+/* One token given by its table entry (-1: not in the table, possible only if the file changed). */
+static inline void token(Prep *P, int k, int64_t entry, int counted) {
+  if (P->pass == 1) {
+    tok_occur(&P->tab, entry, counted);
+    P->n_tokens[k]++;
+    return;
+  }
+  int64_t id = entry >= 0 ? P->tab.e[entry].id : -1;
+  if (id < 0) {
+    if (P->vocab.unk_id < 0) changed(P, k);
+    id = P->vocab.unk_id;
+    P->n_unk[k]++;
+  }
+  emit(P, k, id);
+}
+
+static void bad_utf8(const LineReader *r, size_t col, unsigned char b) {
+  txl_fatal("%s:%lld: invalid UTF-8 (byte 0x%02X at byte %zu of the line)", r->path,
+            (long long)r->line_no, b, col + 1);
+}
+
+static void process_split(Prep *P, int k) {
+  const Options *o = &P->opt;
+  char what[32];
+  snprintf(what, sizeof what, "%s file", SPLIT[k]);
+  struct stat st;
+  P->split = k;
+  P->split_bytes = stat(o->path[k], &st) == 0 ? (int64_t)st.st_size : 0;
+  P->split_done = 0;
+  LineReader r;
+  lr_open(&r, o->path[k], what);
+  r.on_read = on_read;
+  r.ctx = P;
+  const int counted = !o->vocab_train_only || k == 0;
+  const int pass1 = P->pass == 1;
+
+  if (o->mode == MODE_BYTE) {
+    unsigned char *data;
+    size_t len;
+    while (lr_next_raw(&r, &data, &len)) {
+      if (pass1) {
+        P->n_tokens[k] += (int64_t)len;
+        continue;
+      }
+      for (size_t i = 0; i < len; i++)
+        emit(P, k, o->lower ? tolower(data[i]) : data[i]);
+    }
+  } else {
+    unsigned char *line;
+    size_t clen, tlen;
+    while (lr_next(&r, &line, &clen, &tlen)) {
+      if (o->lower)
+        for (size_t i = 0; i < tlen; i++)
+          if (line[i] >= 'A' && line[i] <= 'Z') line[i] = (unsigned char)(line[i] - 'A' + 'a');
+      if (o->mode == MODE_WORD) {
+        size_t i = 0, start = 0;
+        int in_word = 0;
+        while (i < clen) {
+          uint32_t cp = line[i];
+          int l = 1;
+          if (cp >= 0x80 && (l = utf8_decode(line + i, clen - i, &cp)) == 0) bad_utf8(&r, i, line[i]);
+          if (py_isspace(cp)) {
+            if (in_word) {
+              const char *w = (const char *)line + start;
+              token(P, k, pass1 ? tok_add(&P->tab, w, i - start) : tok_find(&P->tab, w, i - start),
+                    counted);
+              in_word = 0;
+            }
+          } else if (!in_word) {
+            in_word = 1;
+            start = i;
+          }
+          i += (size_t)l;
+        }
+        if (in_word) {
+          const char *w = (const char *)line + start;
+          token(P, k, pass1 ? tok_add(&P->tab, w, clen - start) : tok_find(&P->tab, w, clen - start),
+                counted);
+        }
+        token(P, k, P->eos_entry, counted);
+      } else { /* MODE_CHAR: every code point of the line, its terminator included */
+        size_t i = 0;
+        while (i < tlen) {
+          uint32_t cp = line[i];
+          int l = 1;
+          if (cp >= 0x80 && (l = utf8_decode(line + i, tlen - i, &cp)) == 0) bad_utf8(&r, i, line[i]);
+          int32_t e = P->cp_entry[cp];
+          if (pass1 && e < 0) P->cp_entry[cp] = e = (int32_t)tok_add(&P->tab, (const char *)line + i, (size_t)l);
+          token(P, k, e, counted);
+          i += (size_t)l;
+        }
+      }
+    }
+  }
+  char sha[65];
+  lr_close(&r, sha);
+  if (pass1) {
+    memcpy(P->sha[k], sha, sizeof sha);
+    if (P->n_tokens[k] == 0)
+      txl_fatal("%s: the %s split has no tokens (the file is empty)", o->path[k], SPLIT[k]);
+  } else {
+    if (P->buf_n > 0) flush_ids(P, k);
+    if (strcmp(sha, P->sha[k]) != 0 || P->written != P->n_tokens[k]) changed(P, k);
+  }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Output
+ * ------------------------------------------------------------------------------------------- */
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+/* The bytes of token `id` (vocab_size tokens in all). */
+static const char *token_bytes(const Prep *P, int64_t id, size_t *len, unsigned char *byte) {
+  if (P->opt.mode == MODE_BYTE) {
+    *byte = (unsigned char)id;
+    *len = 1;
+    return (const char *)byte;
+  }
+  int64_t e = P->vocab.entry[id];
+  if (e < 0) {
+    *len = 5;
+    return "<unk>";
+  }
+  *len = P->tab.e[e].len;
+  return tok_bytes(&P->tab, e);
+}
+
+static void write_output(Prep *P, const char *tmp) {
+  const Options *o = &P->opt;
+  const int64_t V = P->vocab.size;
+  hid_t id_type;
+  int64_t cap;
+  const char *dtype = o->dtype;
+  if (!strcmp(dtype, "auto")) dtype = V <= 256 ? "uint8" : V <= 65536 ? "uint16" : "uint32";
+  if (!strcmp(dtype, "uint8")) { id_type = H5T_STD_U8LE; cap = 256; }
+  else if (!strcmp(dtype, "uint16")) { id_type = H5T_STD_U16LE; cap = 65536; }
+  else { id_type = H5T_STD_U32LE; cap = MAX_VOCAB; }
+  if (V > cap)
+    txl_fatal("%s: a vocabulary of %lld tokens does not fit in --dtype %s (at most %lld tokens)",
+              o->out, (long long)V, dtype, (long long)cap);
+
+  H5Out *out = &P->out;
+  h5out_create(out, tmp, o->out);
+  h5out_attr_string(out, "format", TXL_CORPUS_FORMAT);
+  h5out_attr_int32(out, "format_version", TXL_CORPUS_FORMAT_VERSION);
+  h5out_attr_string(out, "mode", o->mode_name);
+  h5out_attr_int32(out, "lower", o->lower);
+  h5out_attr_int32(out, "add_eos", o->mode == MODE_WORD);
+  h5out_attr_int64(out, "min_freq", o->min_freq);
+  h5out_attr_int64(out, "max_size", o->max_size);
+  h5out_attr_string(out, "vocab_from", o->vocab_train_only ? "train" : "all");
+  h5out_attr_int64(out, "vocab_size", V);
+  h5out_attr_int64(out, "unk_id", P->vocab.unk_id);
+  h5out_attr_int64(out, "eos_id", P->vocab.eos_id);
+  for (int k = 0; k < N_SPLITS; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "%s_source", SPLIT[k]);
+    h5out_attr_string(out, name, base_name(o->path[k]));
+    snprintf(name, sizeof name, "%s_sha256", SPLIT[k]);
+    h5out_attr_string(out, name, P->sha[k]);
+  }
+
+  /* the vocabulary: /vocab (all token bytes, concatenated) and /vocab_offsets [V + 1] */
+  int64_t *off = txl_malloc((size_t)(V + 1) * sizeof *off, "vocabulary offsets");
+  off[0] = 0;
+  for (int64_t i = 0; i < V; i++) {
+    size_t len;
+    unsigned char b;
+    token_bytes(P, i, &len, &b);
+    off[i + 1] = off[i] + (int64_t)len;
+  }
+  unsigned char *bytes = txl_malloc((size_t)off[V], "vocabulary bytes");
+  for (int64_t i = 0; i < V; i++) {
+    size_t len;
+    unsigned char b;
+    const char *s = token_bytes(P, i, &len, &b);
+    memcpy(bytes + off[i], s, len);
+  }
+  hid_t d = h5out_dataset(out, "vocab", H5T_STD_U8LE, off[V], IDS_CHUNK);
+  h5out_write(out, d, "vocab", H5T_NATIVE_UCHAR, 0, off[V], bytes);
+  h5out_close_dataset(out, d, "vocab");
+  d = h5out_dataset(out, "vocab_offsets", H5T_STD_I64LE, V + 1, IDS_CHUNK);
+  h5out_write(out, d, "vocab_offsets", H5T_NATIVE_INT64, 0, V + 1, off);
+  h5out_close_dataset(out, d, "vocab_offsets");
+  free(bytes);
+  free(off);
+
+  /* pass 2: the ids */
+  P->pass = 2;
+  P->buf = txl_malloc((size_t)WRITE_BUF * sizeof *P->buf, "id buffer");
+  for (int k = 0; k < N_SPLITS; k++) {
+    P->dset = h5out_dataset(out, SPLIT[k], id_type, P->n_tokens[k], IDS_CHUNK);
+    P->buf_n = P->written = 0;
+    process_split(P, k);
+    h5out_close_dataset(out, P->dset, SPLIT[k]);
+  }
+  free(P->buf);
+  h5out_close(out);
+  if (!o->quiet) {
+    printf("txl-prep: wrote %s: %s mode, vocabulary %lld tokens (ids %s", o->out, o->mode_name,
+           (long long)V, dtype);
+    if (P->vocab.eos_id >= 0) printf(", <eos> = %lld", (long long)P->vocab.eos_id);
+    if (P->vocab.unk_id >= 0) printf(", <unk> = %lld", (long long)P->vocab.unk_id);
+    printf(")\n");
+    for (int k = 0; k < N_SPLITS; k++)
+      printf("  %-5s %12lld tokens (%lld mapped to <unk>)  %s\n", SPLIT[k],
+             (long long)P->n_tokens[k], (long long)P->n_unk[k], o->path[k]);
+  }
+}
+
+int main(int argc, char **argv) {
+  Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
+  Options *o = &P->opt;
+  parse_args(argc, argv, o);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, in one line */
+
+  /* create the temporary output first: an unwritable destination fails before any work */
+  struct stat st;
+  if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
+    txl_fatal("%s: cannot write the output file: it is a directory", o->out);
+  int n = snprintf(g_tmp, sizeof g_tmp, "%s.tmp-%ld", o->out, (long)getpid());
+  if (n < 0 || (size_t)n >= sizeof g_tmp) txl_fatal("%s: output path too long", o->out);
+  atexit(remove_tmp);
+  FILE *f = fopen(g_tmp, "wb");
+  if (!f) txl_fatal("%s: cannot create the output file (%s): %s", o->out, g_tmp, strerror(errno));
+  g_tmp_live = 1;
+  fclose(f);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGHUP, on_signal);
+
+  /* pass 1: count */
+  tok_init(&P->tab);
+  P->eos_entry = -1;
+  if (o->mode == MODE_WORD) P->eos_entry = tok_add(&P->tab, "<eos>", 5);
+  if (o->mode == MODE_CHAR) {
+    P->cp_entry = txl_malloc(0x110000 * sizeof *P->cp_entry, "character table");
+    for (int i = 0; i < 0x110000; i++) P->cp_entry[i] = -1;
+  }
+  P->pass = 1;
+  P->last_report = now_s();
+  for (int k = 0; k < N_SPLITS; k++) process_split(P, k);
+
+  /* the vocabulary */
+  if (o->mode == MODE_BYTE) {
+    P->vocab.size = 256;
+    P->vocab.eos_id = P->vocab.unk_id = -1;
+  } else {
+    VocabRules rules = {.min_freq = o->min_freq, .max_size = o->max_size,
+                        .sorted_by_bytes = o->mode == MODE_CHAR, .eos_entry = P->eos_entry};
+    char err[256];
+    vocab_build(&P->tab, &rules, &P->vocab, err, sizeof err);
+    if (err[0]) txl_fatal("%s: %s", o->out, err);
+  }
+  if (P->vocab.size > MAX_VOCAB)
+    txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31)", o->out,
+              (long long)P->vocab.size);
+
+  write_output(P, g_tmp);
+  if (rename(g_tmp, o->out) != 0)
+    txl_fatal("%s: cannot rename %s to it: %s", o->out, g_tmp, strerror(errno));
+  g_tmp_live = 0;
+
+  vocab_free(&P->vocab);
+  tok_free(&P->tab);
+  free(P->cp_entry);
+  free(P);
+  return 0;
+}

@@ -1,0 +1,94 @@
+#include "data/prep/writer.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "src/base/error.h"
+
+static herr_t first_error_cb(unsigned n, const H5E_error2_t *err, void *data) {
+  if (n == 0 && err->desc) snprintf((char *)data, 256, "%s", err->desc);
+  return 0;
+}
+
+static void fail(const H5Out *o, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void fail(const H5Out *o, const char *fmt, ...) {
+  char h5msg[256] = "", msg[512];
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error_cb, h5msg);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  txl_fatal("%s: writing the output failed: %s%s%s%s", o->name, msg, h5msg[0] ? " (HDF5: " : "",
+            h5msg, h5msg[0] ? ")" : "");
+}
+
+void h5out_create(H5Out *o, const char *tmp_path, const char *name) {
+  o->name = name;
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  if (fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) fail(o, "file creation properties");
+  o->file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  if (o->file < 0) fail(o, "cannot create %s", tmp_path);
+  H5Pclose(fcpl);
+}
+
+void h5out_close(H5Out *o) {
+  if (H5Fclose(o->file) < 0) fail(o, "closing the file");
+  o->file = -1;
+}
+
+static void write_attr(H5Out *o, const char *attr, hid_t file_type, hid_t mem_type, const void *v) {
+  hid_t sp = H5Screate(H5S_SCALAR);
+  hid_t a = sp < 0 ? -1 : H5Acreate2(o->file, attr, file_type, sp, H5P_DEFAULT, H5P_DEFAULT);
+  if (a < 0 || H5Awrite(a, mem_type, v) < 0) fail(o, "attribute '%s'", attr);
+  H5Aclose(a);
+  H5Sclose(sp);
+}
+
+void h5out_attr_string(H5Out *o, const char *attr, const char *value) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  if (t < 0 || H5Tset_size(t, strlen(value) + 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0)
+    fail(o, "string type for '%s'", attr);
+  write_attr(o, attr, t, t, value);
+  H5Tclose(t);
+}
+
+void h5out_attr_int32(H5Out *o, const char *attr, int32_t value) {
+  write_attr(o, attr, H5T_STD_I32LE, H5T_NATIVE_INT32, &value);
+}
+
+void h5out_attr_int64(H5Out *o, const char *attr, int64_t value) {
+  write_attr(o, attr, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+hid_t h5out_dataset(H5Out *o, const char *dset, hid_t type, int64_t n, int64_t chunk) {
+  hsize_t dim = (hsize_t)n, ch = (hsize_t)(n < chunk ? n : chunk);
+  if (ch == 0) ch = 1;
+  hid_t sp = H5Screate_simple(1, &dim, NULL);
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (sp < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 || H5Pset_chunk(dcpl, 1, &ch) < 0 ||
+      H5Pset_fletcher32(dcpl) < 0)
+    fail(o, "dataset properties of '/%s'", dset);
+  hid_t d = H5Dcreate2(o->file, dset, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (d < 0) fail(o, "creating dataset '/%s'", dset);
+  H5Pclose(dcpl);
+  H5Sclose(sp);
+  return d;
+}
+
+void h5out_write(H5Out *o, hid_t dset, const char *dset_name, hid_t mem_type, int64_t start,
+                 int64_t n, const void *buf) {
+  if (n == 0) return;
+  hsize_t st = (hsize_t)start, cnt = (hsize_t)n;
+  hid_t fsp = H5Dget_space(dset);
+  hid_t msp = H5Screate_simple(1, &cnt, NULL);
+  if (fsp < 0 || msp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &st, NULL, &cnt, NULL) < 0 ||
+      H5Dwrite(dset, mem_type, msp, fsp, H5P_DEFAULT, buf) < 0)
+    fail(o, "writing '/%s'", dset_name);
+  H5Sclose(msp);
+  H5Sclose(fsp);
+}
+
+void h5out_close_dataset(H5Out *o, hid_t dset, const char *dset_name) {
+  if (H5Dclose(dset) < 0) fail(o, "closing '/%s'", dset_name);
+}

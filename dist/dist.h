@@ -1,0 +1,40 @@
+/* Everything that knows there is more than one rank. src/ calls these and never MPI directly.
+ * With one rank every function here is a cheap no-op or copy. */
+#ifndef TXL_DIST_DIST_H
+#define TXL_DIST_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/base/error.h"
+
+#define MPI_CHECK(call) do { int mpi_rc_ = (call); if (mpi_rc_ != 0) \
+    txl_dist_mpi_fail(__FILE__, __LINE__, #call, mpi_rc_); } while (0)
+
+typedef struct {
+  int rank;        /* this process in the world                    */
+  int world;       /* number of ranks                              */
+  int local_rank;  /* this process among the ranks of its node     */
+  int local_size;  /* ranks on this node                           */
+  char host[64];   /* this node's name                             */
+} TxlDist;
+
+/* MPI_Init, ranks, node-local rank (MPI_Comm_split_type). collective: all ranks */
+void txl_dist_init(TxlDist *d, int *argc, char ***argv);
+/* collective: all ranks */
+void txl_dist_finalize(void);
+
+/* Sum in place across ranks. collective: all ranks */
+void txl_dist_allreduce_sum_f32(float *x, int64_t n);
+void txl_dist_allreduce_sum_f64(double *x, int n);
+/* Maximum in place across ranks. collective: all ranks */
+void txl_dist_allreduce_max_i32(int *x, int n);
+/* Rank 0's bytes to every rank. collective: all ranks */
+void txl_dist_broadcast(void *buf, size_t bytes);
+/* collective: all ranks */
+void txl_dist_barrier(void);
+
+/* Reports an MPI failure with the library's message, then ends the job. */
+void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,68 @@
+/* The CPU backend's ops, one function per TxlOps member, with exactly the member's signature
+ * (see kernels/ops.h for what each computes, the shapes and the += / = conventions).
+ * Host memory throughout. Threads: OpenMP for the element-wise and row-wise ops, OpenBLAS for
+ * gemm (kernels/cpu/threads.h sets both). Every op is deterministic: its result does not depend
+ * on the number of threads or on their timing (fixed partitions, fixed reduction orders). */
+#ifndef TXL_KERNELS_CPU_KERNELS_H
+#define TXL_KERNELS_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/ops.h"
+
+/* ---- memory (memory.c) ------------------------------------------------------------------- */
+void *txl_cpu_alloc(size_t bytes, const char *what); /* 64-byte aligned, zero-filled */
+void txl_cpu_free(void *p);
+void txl_cpu_copy(void *dst, const void *src, size_t bytes);
+void txl_cpu_to_device(void *dst, const void *host_src, size_t bytes);
+void txl_cpu_to_host(void *host_dst, const void *src, size_t bytes);
+void txl_cpu_zero(void *p, size_t bytes);
+
+/* ---- dense algebra (gemm.c, elementwise.c) ----------------------------------------------- */
+void txl_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc);
+void txl_cpu_bias_add(float *x, const float *b, int64_t rows, int n);
+void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n);
+void txl_cpu_relu_forward(float *x, int64_t n);
+void txl_cpu_relu_backward(float *dx, const float *y, int64_t n);
+void txl_cpu_add(float *out, const float *a, const float *b, int64_t n);
+void txl_cpu_scale(float *x, float s, int64_t n);
+double txl_cpu_sumsq(const float *x, int64_t n);
+
+/* ---- embedding and positions (embedding.c, posemb.c) ------------------------------------- */
+void txl_cpu_embedding_forward(float *out, const int32_t *tok, const float *emb, float scale,
+                               int64_t n, int d);
+void txl_cpu_embedding_backward(float *demb, const float *dout, const int32_t *tok, float scale,
+                                int64_t n, int d);
+void txl_cpu_posemb_forward(float *R, int K, int d, int clamp_len);
+
+/* ---- dropout (dropout.c) ----------------------------------------------------------------- */
+void txl_cpu_dropout(float *x, int rows, int cols, int feats, int col0, TxlDropout d);
+
+/* ---- layer norm (layernorm.c) ------------------------------------------------------------ */
+void txl_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, int64_t n, int d, float eps);
+void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int64_t n, int d);
+
+/* ---- relative attention (rel_attn.c) ----------------------------------------------------- */
+void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const float *kv,
+                              const float *r, const float *u, const float *vb, TxlAttnShape s,
+                              TxlDropout drop, void *work);
+void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, float *dvb,
+                               const float *dvec, const float *q, const float *kv, const float *r,
+                               const float *u, const float *vb, const float *prob, TxlAttnShape s,
+                               TxlDropout drop, void *work);
+size_t txl_cpu_rel_attn_workspace(int L, int K, int B, int H, int dh);
+
+/* ---- loss (xent.c) ----------------------------------------------------------------------- */
+void txl_cpu_xent_forward_backward(float *logits, float *loss, const int32_t *target,
+                                   float grad_scale, int64_t n, int V);
+
+/* ---- optimizer (adam.c) ------------------------------------------------------------------ */
+void txl_cpu_adam_update(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+                         float beta1, float beta2, float eps, int step, float grad_scale);
+
+#endif

@@ -1,0 +1,70 @@
+/* Element-wise ops and column sums. Parameter gradients accumulate (+=); see kernels/ops.h. */
+#include <omp.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_util.h"
+
+void txl_cpu_bias_add(float *x, const float *b, int64_t rows, int n) {
+#pragma omp parallel for schedule(static) if (rows * n >= TXL_CPU_PAR_MIN_WORK)
+  for (int64_t r = 0; r < rows; r++) {
+    float *xr = x + r * n;
+#pragma omp simd
+    for (int j = 0; j < n; j++) xr[j] += b[j];
+  }
+}
+
+/* db[j] += sum_r dy[r, j]: column blocks, each summed over all rows in order, in double. */
+void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
+  const int nblk = (n + TXL_CPU_COL_BLOCK - 1) / TXL_CPU_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (rows * n >= TXL_CPU_PAR_MIN_WORK)
+  for (int blk = 0; blk < nblk; blk++) {
+    const int j0 = blk * TXL_CPU_COL_BLOCK;
+    const int w = n - j0 < TXL_CPU_COL_BLOCK ? n - j0 : TXL_CPU_COL_BLOCK;
+    double acc[TXL_CPU_COL_BLOCK] = {0};
+    for (int64_t r = 0; r < rows; r++) {
+      const float *dr = dy + r * n + j0;
+#pragma omp simd
+      for (int j = 0; j < w; j++) acc[j] += (double)dr[j];
+    }
+    for (int j = 0; j < w; j++) db[j0 + j] = (float)((double)db[j0 + j] + acc[j]);
+  }
+}
+
+void txl_cpu_relu_forward(float *x, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void txl_cpu_relu_backward(float *dx, const float *y, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
+}
+
+void txl_cpu_add(float *out, const float *a, const float *b, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void txl_cpu_scale(float *x, float s, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* A fixed number of chunks, independent of the thread count; each chunk is summed in double by
+ * the same (vectorised) code, and the chunk sums are added in chunk order. */
+#define TXL_SUMSQ_CHUNKS 64
+
+double txl_cpu_sumsq(const float *x, int64_t n) {
+  double part[TXL_SUMSQ_CHUNKS];
+#pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) {
+    const int64_t i0 = n * c / TXL_SUMSQ_CHUNKS, i1 = n * (c + 1) / TXL_SUMSQ_CHUNKS;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = i0; i < i1; i++) s += (double)x[i] * (double)x[i];
+    part[c] = s;
+  }
+  double total = 0.0;
+  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) total += part[c];
+  return total;
+}

@@ -1,0 +1,36 @@
+/* Memory of the CPU backend: host memory, 64-byte aligned (one cache line, one AVX-512 vector). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "src/base/error.h"
+
+#define TXL_CPU_ALIGN 64
+
+void *txl_cpu_alloc(size_t bytes, const char *what) {
+  size_t rounded = (bytes + TXL_CPU_ALIGN - 1) / TXL_CPU_ALIGN * TXL_CPU_ALIGN;
+  if (rounded < bytes) txl_fatal("allocation size %zu bytes for %s overflows", bytes, what);
+  if (rounded == 0) rounded = TXL_CPU_ALIGN;
+  void *p = aligned_alloc(TXL_CPU_ALIGN, rounded);
+  if (!p) txl_fatal("out of memory allocating %zu bytes for %s", bytes, what ? what : "(unnamed)");
+  memset(p, 0, rounded);
+  return p;
+}
+
+void txl_cpu_free(void *p) { free(p); }
+
+void txl_cpu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) memmove(dst, src, bytes);
+}
+
+void txl_cpu_to_device(void *dst, const void *host_src, size_t bytes) {
+  txl_cpu_copy(dst, host_src, bytes);
+}
+
+void txl_cpu_to_host(void *host_dst, const void *src, size_t bytes) {
+  txl_cpu_copy(host_dst, src, bytes);
+}
+
+void txl_cpu_zero(void *p, size_t bytes) {
+  if (bytes) memset(p, 0, bytes);
+}

@@ -1,0 +1,223 @@
+/* Relative multi-head attention of Transformer-XL (attn_type 0) on the CPU.
+ *
+ * Per (column c, head h) the work is three small GEMMs forward (AC = (q+u) k^T, BD = (q+vb) r^T,
+ * vec = P v) and six backward, run in parallel over (c, h) with OpenBLAS kept single-threaded
+ * inside the parallel region. The "rel-shift" of the original code is a gather here:
+ * score[i, j] uses BD[i, L-1-i+j], the row of r for relative distance M+i-j.
+ *
+ * Gradients: dq, dkv, dr are overwritten; du, dvb accumulate (parameters).
+ * Determinism: every output element is written by exactly one thread; the reductions over
+ * columns (dr, du, dvb) run after the parallel part, in column order.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/common/dropout.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+
+/* Per-thread scratch: qu, qv [L, dh]; s, p2, t [L, K]. */
+static size_t thread_floats(int L, int K, int dh) { return (size_t)2 * L * dh + (size_t)3 * L * K; }
+
+size_t txl_cpu_rel_attn_workspace(int L, int K, int B, int H, int dh) {
+  size_t per_thread = thread_floats(L, K, dh);
+  size_t shared = (size_t)B * H * L * K      /* dBD of every (h, c):   [H, B, L, K]   */
+                  + (size_t)H * B * L * dh   /* q + vb of every (h, c): [H, B, L, dh] */
+                  + (size_t)2 * B * H * dh;  /* du, dvb partials:      [2, B, H, dh]  */
+  return ((size_t)omp_get_max_threads() * per_thread + shared) * sizeof(float) + 64;
+}
+
+/* The keep-and-scale factor of dropatt for row i of (c, h): m[j] for j < K. */
+static void dropatt_row(float *m, TxlDropout drop, int i, int column, int h, int K) {
+  const uint32_t thr = txl_dropout_threshold(drop.p);
+  const float scale = txl_dropout_scale(drop.p);
+  uint32_t f0 = (uint32_t)h * (uint32_t)K;
+  TxlPhilox4 w = txl_dropout_words(drop, (uint32_t)i, (uint32_t)column, f0);
+  for (int j = 0; j < K; j++) {
+    uint32_t f = f0 + (uint32_t)j;
+    if (j > 0 && (f & 3u) == 0) w = txl_dropout_words(drop, (uint32_t)i, (uint32_t)column, f);
+    m[j] = (w.v[f & 3u] >> 8) >= thr ? scale : 0.0f;
+  }
+}
+
+/* Keys visible to query i: j in [lo, hi]. */
+static inline void visible(const TxlAttnShape *s, int i, int *lo, int *hi) {
+  *hi = s->M + i;
+  *lo = s->same_length ? i - s->same_shift + 1 : 0;
+  if (*lo < 0) *lo = 0;
+}
+
+/* qu = q + u, qv = q + vb for the L rows of (c, h). */
+static void add_biases(float *qu, float *qv, const float *q, const float *u, const float *vb,
+                       const TxlAttnShape *s, int c, int h) {
+  const int HD = s->H * s->dh;
+  for (int i = 0; i < s->L; i++) {
+    const float *qi = q + ((size_t)i * s->B + c) * HD + (size_t)h * s->dh;
+    for (int e = 0; e < s->dh; e++) {
+      qu[(size_t)i * s->dh + e] = qi[e] + u[h * s->dh + e];
+      qv[(size_t)i * s->dh + e] = qi[e] + vb[h * s->dh + e];
+    }
+  }
+}
+
+void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const float *kv,
+                              const float *r, const float *u, const float *vb, TxlAttnShape s,
+                              TxlDropout drop, void *work) {
+  const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
+  const int ldkv = B * 2 * HD;
+  const int nthreads = omp_get_max_threads();
+  const int blas_threads = openblas_get_num_threads();
+  float *ws = (float *)work;
+  openblas_set_num_threads(1);
+#pragma omp parallel num_threads(nthreads)
+  {
+    float *qu = ws + (size_t)omp_get_thread_num() * thread_floats(L, K, dh);
+    float *qv = qu + (size_t)L * dh;
+    float *ac = qv + (size_t)L * dh; /* [L, K] */
+    float *bd = ac + (size_t)L * K;  /* [L, K] */
+    float *pd = bd + (size_t)L * K;  /* [L, K] probabilities after dropatt */
+#pragma omp for schedule(static)
+    for (int ch = 0; ch < B * H; ch++) {
+      const int c = ch / H, h = ch % H;
+      add_biases(qu, qv, q, u, vb, &s, c, h);
+      const float *k = kv + (size_t)c * 2 * HD + (size_t)h * dh;
+      const float *v = k + HD;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qu, dh, k, ldkv, 0.0f, ac, K);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qv, dh, r + (size_t)h * dh, HD,
+                  0.0f, bd, K);
+      float *P = prob + (size_t)ch * L * K; /* [L, K] of (c, h) */
+      for (int i = 0; i < L; i++) {
+        int lo, hi;
+        visible(&s, i, &lo, &hi);
+        float *pi = P + (size_t)i * K;
+        const float *aci = ac + (size_t)i * K;
+        const float *bdi = bd + (size_t)i * K + (L - 1 - i); /* bdi[j] = BD[i, L-1-i+j] */
+        float mx = -INFINITY;
+        for (int j = lo; j <= hi; j++) {
+          float sc = (aci[j] + bdi[j]) * s.scale;
+          pi[j] = sc;
+          mx = sc > mx ? sc : mx;
+        }
+        float sum = 0.0f;
+        for (int j = lo; j <= hi; j++) {
+          float e = expf(pi[j] - mx);
+          pi[j] = e;
+          sum += e;
+        }
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < lo; j++) pi[j] = 0.0f;
+        for (int j = lo; j <= hi; j++) pi[j] *= inv;
+        for (int j = hi + 1; j < K; j++) pi[j] = 0.0f;
+        if (drop.p > 0.0f) {
+          float *pdi = pd + (size_t)i * K;
+          dropatt_row(pdi, drop, i, s.col0 + c, h, K);
+          for (int j = 0; j < K; j++) pdi[j] *= pi[j];
+        }
+      }
+      const float *Pv = drop.p > 0.0f ? pd : P;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, Pv, K, v, ldkv, 0.0f,
+                  vec + (size_t)c * HD + (size_t)h * dh, B * HD);
+    }
+  }
+  openblas_set_num_threads(blas_threads);
+}
+
+void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, float *dvb,
+                               const float *dvec, const float *q, const float *kv, const float *r,
+                               const float *u, const float *vb, const float *prob, TxlAttnShape s,
+                               TxlDropout drop, void *work) {
+  const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
+  const int ldkv = B * 2 * HD;
+  const int nthreads = omp_get_max_threads();
+  const int blas_threads = openblas_get_num_threads();
+  float *ws = (float *)work;
+  float *dbd_all = ws + (size_t)nthreads * thread_floats(L, K, dh); /* [H, B, L, K] */
+  float *qv_all = dbd_all + (size_t)B * H * L * K;                   /* [H, B, L, dh] */
+  float *du_part = qv_all + (size_t)H * B * L * dh;                  /* [B, H, dh] */
+  float *dvb_part = du_part + (size_t)B * H * dh;                    /* [B, H, dh] */
+  openblas_set_num_threads(1);
+#pragma omp parallel num_threads(nthreads)
+  {
+    float *qu = ws + (size_t)omp_get_thread_num() * thread_floats(L, K, dh);
+    float *qvt = qu + (size_t)L * dh; /* [L, dh] dqv scratch */
+    float *pd = qvt + (size_t)L * dh; /* [L, K] probabilities after dropatt */
+    float *dp = pd + (size_t)L * K;   /* [L, K] d(probabilities after dropatt) -> d score */
+    float *mk = dp + (size_t)L * K;   /* [L, K] dropatt factors */
+#pragma omp for schedule(static)
+    for (int ch = 0; ch < B * H; ch++) {
+      const int c = ch / H, h = ch % H;
+      float *qv = qv_all + ((size_t)h * B + c) * L * dh;
+      add_biases(qu, qv, q, u, vb, &s, c, h);
+      const float *k = kv + (size_t)c * 2 * HD + (size_t)h * dh;
+      const float *v = k + HD;
+      float *dk = dkv + (size_t)c * 2 * HD + (size_t)h * dh;
+      float *dv = dk + HD;
+      const float *dveci = dvec + (size_t)c * HD + (size_t)h * dh;
+      float *dqi = dq + (size_t)c * HD + (size_t)h * dh;
+      const float *P = prob + (size_t)ch * L * K;
+      const float *Pv = P;
+      if (drop.p > 0.0f) {
+        for (int i = 0; i < L; i++) {
+          dropatt_row(mk + (size_t)i * K, drop, i, s.col0 + c, h, K);
+          for (int j = 0; j < K; j++) pd[(size_t)i * K + j] = P[(size_t)i * K + j] * mk[(size_t)i * K + j];
+        }
+        Pv = pd;
+      }
+      /* dv = Pd^T dvec;  dPd = dvec v^T */
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, L, 1.0f, Pv, K, dveci, B * HD, 0.0f, dv, ldkv);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, dveci, B * HD, v, ldkv, 0.0f, dp, K);
+      /* softmax backward, then the score scale; dBD[i, L-1-i+j] = dscore[i, j] */
+      float *dbd = dbd_all + ((size_t)h * B + c) * L * K;
+      memset(dbd, 0, (size_t)L * K * sizeof(float));
+      for (int i = 0; i < L; i++) {
+        int lo, hi;
+        visible(&s, i, &lo, &hi);
+        const float *pi = P + (size_t)i * K;
+        float *dpi = dp + (size_t)i * K;
+        if (drop.p > 0.0f)
+          for (int j = lo; j <= hi; j++) dpi[j] *= mk[(size_t)i * K + j];
+        float dot = 0.0f;
+        for (int j = lo; j <= hi; j++) dot += pi[j] * dpi[j];
+        for (int j = 0; j < lo; j++) dpi[j] = 0.0f;
+        for (int j = lo; j <= hi; j++) dpi[j] = pi[j] * (dpi[j] - dot) * s.scale;
+        for (int j = hi + 1; j < K; j++) dpi[j] = 0.0f;
+        float *dbdi = dbd + (size_t)i * K + (L - 1 - i);
+        for (int j = lo; j <= hi; j++) dbdi[j] = dpi[j];
+      }
+      /* AC part: dq = dS k; dk = dS^T (q + u) */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dp, K, k, ldkv, 0.0f, dqi, B * HD);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, L, 1.0f, dp, K, qu, dh, 0.0f, dk, ldkv);
+      /* BD part: dq += dBD r */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dbd, K, r + (size_t)h * dh, HD, 0.0f,
+                  qvt, dh);
+      float *dup = du_part + (size_t)ch * dh, *dvp = dvb_part + (size_t)ch * dh;
+      memset(dup, 0, (size_t)dh * sizeof(float));
+      memset(dvp, 0, (size_t)dh * sizeof(float));
+      for (int i = 0; i < L; i++) {
+        float *dqr = dqi + (size_t)i * B * HD;
+        const float *t = qvt + (size_t)i * dh;
+        for (int e = 0; e < dh; e++) {
+          dup[e] += dqr[e];
+          dvp[e] += t[e];
+          dqr[e] += t[e];
+        }
+      }
+    }
+    /* dr[:, h, :] = sum_c dBD[h, c]^T (q + vb)[h, c]: one GEMM over all columns per head. */
+#pragma omp for schedule(static)
+    for (int h = 0; h < H; h++)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, B * L, 1.0f, dbd_all + (size_t)h * B * L * K, K,
+                  qv_all + (size_t)h * B * L * dh, dh, 0.0f, dr + (size_t)h * dh, HD);
+  }
+  openblas_set_num_threads(blas_threads);
+  for (int c = 0; c < B; c++)
+    for (int h = 0; h < H; h++)
+      for (int e = 0; e < dh; e++) {
+        du[h * dh + e] += du_part[((size_t)c * H + h) * dh + e];
+        dvb[h * dh + e] += dvb_part[((size_t)c * H + h) * dh + e];
+      }
+}

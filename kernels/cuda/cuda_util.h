@@ -1,0 +1,33 @@
+/* Helpers shared by the CUDA kernels (private to kernels/cuda; C++ / CUDA only). */
+#ifndef TXL_KERNELS_CUDA_UTIL_H
+#define TXL_KERNELS_CUDA_UTIL_H
+
+#include <stdint.h>
+
+#include "kernels/cuda/cuda_check.h"
+
+/* Threads per block of the element-wise and row-wise kernels (8 warps). */
+#define TXL_CUDA_THREADS 256
+
+/* Blocks of a 1-D grid covering n items with `threads` per block, capped: the element-wise
+ * kernels use grid-stride loops, so a capped grid still covers everything, and 2^20 blocks of
+ * 256 threads fill any GPU many times over. Host only. */
+static inline unsigned int txl_cuda_blocks(int64_t n, int threads) {
+  const int64_t cap = (int64_t)1 << 20;
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  return (unsigned int)(b < cap ? b : cap);
+}
+
+/* Sum / max over the 32 lanes of a warp; every lane gets the result. The butterfly order is
+ * fixed, so the result is deterministic. Device only. */
+static __device__ __forceinline__ float txl_warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+/* Resources made on first use and released by txl_cuda_release (kernels/cuda/memory.cu). */
+void txl_cuda_gemm_release(void);      /* gemm.cu: the cuBLAS handle        */
+void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */
+
+#endif

@@ -1,0 +1,63 @@
+/* C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, row-major, op(X) = X or X^T, through cuBLAS.
+ *
+ * cuBLAS is column-major. A row-major matrix X [r, c] with leading dimension ld is, read
+ * column-major with the same ld, the matrix X^T [c, r]. So the row-major C is the column-major
+ * C^T [N, M], and
+ *     C^T = alpha op(B)^T op(A)^T + beta C^T,
+ * which is one column-major cublasSgemm with the operands swapped (B first), the same
+ * transpose flags (the column-major view of B already is B^T; transposing it again gives
+ * op(B)^T when trans_b), m = N, n = M, and the same leading dimensions.
+ *
+ * Math mode: CUBLAS_DEFAULT_MATH, i.e. true fp32 (no TF32 tensor cores); the parity test would
+ * notice TF32 (its 10-bit mantissa is far outside the fp32 tolerance).
+ * Determinism: cuBLAS gives bit-identical results run to run for one stream on one
+ * architecture. */
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+/* One handle for the process, made lazily on the current device (see cuda_ops.h: one host
+ * thread drives one device). */
+static cublasHandle_t g_handle = NULL;
+
+static cublasHandle_t handle(void) {
+  if (!g_handle) {
+    CUBLAS_CHECK(cublasCreate(&g_handle));
+    CUBLAS_CHECK(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasSetPointerMode(g_handle, CUBLAS_POINTER_MODE_HOST));
+    CUBLAS_CHECK(cublasSetStream(g_handle, 0)); /* the legacy default stream, as every op */
+  }
+  return g_handle;
+}
+
+void txl_cuda_gemm_release(void) {
+  if (g_handle) {
+    CUBLAS_CHECK(cublasDestroy(g_handle));
+    g_handle = NULL;
+  }
+}
+
+/* C = beta C (C = 0 when beta == 0, without reading C, as BLAS does).   C [M, N] (ldc) */
+static __global__ void scale_matrix_kernel(float *C, int M, int N, int ldc, float beta) {
+  const int64_t total = (int64_t)M * N;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = e / N, j = e % N;
+    float *c = C + i * ldc + j;
+    *c = beta == 0.0f ? 0.0f : beta * *c;
+  }
+}
+
+extern "C" void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                              const float *A, int lda, const float *B, int ldb, float beta,
+                              float *C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) { /* no product: C = beta C (BLAS implementations differ on K = 0) */
+    scale_matrix_kernel<<<txl_cuda_blocks((int64_t)M * N, TXL_CUDA_THREADS), TXL_CUDA_THREADS>>>(
+        C, M, N, ldc, beta);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasSgemm(handle(), op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+}

@@ -1,0 +1,58 @@
+/* Memory of the CUDA backend: device memory from cudaMalloc (256-byte aligned), and the
+ * copies between it and the host. Copies are synchronous with respect to the host for host
+ * memory (cudaMemcpy), and ordered after all earlier work on the default stream. */
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+extern "C" int txl_cuda_device_count(void) {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess) {
+    /* cudaErrorNoDevice, cudaErrorInsufficientDriver (no driver at all, or too old), ...:
+     * no usable device. These errors are not sticky: clear them so that no later
+     * cudaGetLastError reports them. */
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
+  void *p = NULL;
+  const size_t n = bytes ? bytes : 1; /* a real, distinct pointer even for 0 bytes */
+  const cudaError_t rc = cudaMalloc(&p, n);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+    txl_fatal("out of GPU memory allocating %zu bytes for %s: %s (%zu of %zu MiB free)", bytes,
+              what ? what : "(unnamed)", cudaGetErrorString(rc), free_b >> 20, total_b >> 20);
+  }
+  CUDA_CHECK(cudaMemset(p, 0, n));
+  return p;
+}
+
+extern "C" void txl_cuda_free(void *p) {
+  if (p) CUDA_CHECK(cudaFree(p));
+}
+
+extern "C" void txl_cuda_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes && dst != src) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+
+extern "C" void txl_cuda_to_device(void *dst, const void *host_src, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
+extern "C" void txl_cuda_to_host(void *host_dst, const void *src, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+extern "C" void txl_cuda_zero(void *p, size_t bytes) {
+  if (bytes) CUDA_CHECK(cudaMemset(p, 0, bytes));
+}
+
+extern "C" void txl_cuda_release(void) {
+  txl_cuda_gemm_release();
+  txl_cuda_layernorm_release();
+}

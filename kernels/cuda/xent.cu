@@ -1,0 +1,85 @@
+/* Softmax cross-entropy per row with the max shift, as the CPU backend:
+ *   loss[t] = log(sum_j exp(x[t,j] - m)) + (m - x[t, target[t]]),  m = max_j x[t, j];
+ * and, when grad_scale != 0, the logits are overwritten with the gradient
+ *   x[t, j] = exp(x[t,j] - m) * (grad_scale / sum) - (j == target[t] ? grad_scale : 0).
+ *   logits [n, V], target [n], loss [n]
+ *
+ * One block per row. Pass 1 reads the row once with an online max / sum (each thread keeps a
+ * running max m and sum s of exp(x - m), rescaling s when m grows); the per-thread pairs are
+ * combined in a fixed order (warp butterflies, then warp 0 over the warps), so the result is
+ * deterministic. Pass 2 writes the gradient.
+ *
+ * A target outside [0, V) gives loss NaN (the CPU backend stops with an error instead; here
+ * that would cost a device-to-host copy per call). The corpus reader checks token ids. */
+#include <math.h>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+/* (m, s) of two parts -> (m, s) of their union. An empty part is (-inf, 0). */
+static __device__ __forceinline__ void combine(float &m, float &s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return; /* both empty (or all -inf): keep (-inf, s) */
+  s = (m == -INFINITY ? 0.0f : s * expf(m - mm)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - mm));
+  m = mm;
+}
+
+static __global__ void xent_kernel(float *logits, float *loss, const int32_t *target,
+                                   float grad_scale, int64_t n, int V) {
+  __shared__ float sm[TXL_CUDA_THREADS / 32], ss[TXL_CUDA_THREADS / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  for (int64_t t = blockIdx.x; t < n; t += gridDim.x) { /* t is uniform across the block */
+    float *x = logits + t * V;
+    const int tg = target[t];
+    const bool tg_ok = tg >= 0 && tg < V;
+    const float xt = tg_ok ? x[tg] : NAN; /* read before any thread overwrites the row */
+
+    float m = -INFINITY, s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+      const float v = x[j];
+      if (v > m) {
+        s = s * expf(m - v) + 1.0f; /* m = -inf at first: s = 0 * 0 + 1 */
+        m = v;
+      } else {
+        s += expf(v - m); /* NaN logits make s NaN, as they should */
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1)
+      combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0) {
+      sm[warp] = m;
+      ss[warp] = s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      m = lane < nwarps ? sm[lane] : -INFINITY;
+      s = lane < nwarps ? ss[lane] : 0.0f;
+      for (int o = 16; o > 0; o >>= 1)
+        combine(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+      if (lane == 0) {
+        sm[0] = m;
+        ss[0] = s;
+        loss[t] = logf(s) + (m - xt);
+      }
+    }
+    __syncthreads();
+    m = sm[0];
+    s = ss[0];
+    if (grad_scale != 0.0f) {
+      const float k = grad_scale / s;
+      for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        const float g = expf(x[j] - m) * k;
+        x[j] = j == tg ? g - grad_scale : g;
+      }
+    }
+    __syncthreads(); /* sm, ss are rewritten by the next row */
+  }
+}
+
+extern "C" void txl_cuda_xent_forward_backward(float *logits, float *loss, const int32_t *target,
+                                               float grad_scale, int64_t n, int V) {
+  if (n <= 0 || V <= 0) return;
+  const unsigned int blocks = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
+  xent_kernel<<<blocks, TXL_CUDA_THREADS>>>(logits, loss, target, grad_scale, n, V);
+  CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,130 @@
+/* The operations a Transformer-XL is made of, as one table of function pointers per backend.
+ * The model (src/model) calls only these; it never knows which device runs them.
+ *
+ * Conventions for every op:
+ *   - outputs first, then inputs, then sizes; gradient pointers are prefixed `d`;
+ *   - gradients of PARAMETERS accumulate (+=); gradients of ACTIVATIONS overwrite (=),
+ *     except where an op says "(+=, residual stream)";
+ *   - tensors are row-major, time-major ([T, B, ...]); every pointer is device memory of the
+ *     backend (host memory for the CPU backend);
+ *   - no op allocates: scratch comes from a workspace whose size the backend reports.
+ */
+#ifndef TXL_KERNELS_OPS_H
+#define TXL_KERNELS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/common/dropout.h"
+
+/* Shape of one relative-attention call. K = M + L keys: M memory rows, then the L current rows. */
+typedef struct {
+  int L;           /* query rows (current segment length)                         */
+  int M;           /* memory rows before them                                      */
+  int B;           /* batch columns on this rank                                   */
+  int H;           /* heads                                                        */
+  int dh;          /* head size                                                    */
+  int col0;        /* global index of this rank's first column (dropout key)       */
+  int same_length; /* 0: causal mask only; 1: also mask j <= i - same_shift         */
+  int same_shift;  /* s in [0, L] (see src/model for how it follows from mem_len)   */
+  float scale;     /* 1 / sqrt(dh)                                                 */
+} TxlAttnShape;
+
+typedef struct TxlOps {
+  const char *name; /* "cpu" or "cuda" */
+
+  /* ---- memory (device) ---------------------------------------------------------------- */
+  void *(*alloc)(size_t bytes, const char *what); /* zero-filled; ends the job when out of memory */
+  void (*free)(void *p);
+  void (*copy)(void *dst, const void *src, size_t bytes);          /* device -> device */
+  void (*to_device)(void *dst, const void *host_src, size_t bytes); /* host -> device   */
+  void (*to_host)(void *host_dst, const void *src, size_t bytes);   /* device -> host   */
+  void (*zero)(void *p, size_t bytes);
+
+  /* ---- dense algebra ------------------------------------------------------------------- */
+  /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, op(X) = X or X^T. */
+  void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *C, int ldc);
+  /* x[r, :] += b for r < rows.                 x [rows, n], b [n] */
+  void (*bias_add)(float *x, const float *b, int64_t rows, int n);
+  /* db += sum_r dy[r, :].                      db [n], dy [rows, n] */
+  void (*bias_backward)(float *db, const float *dy, int64_t rows, int n);
+  /* x = max(x, 0) in place.                    x [n] */
+  void (*relu_forward)(float *x, int64_t n);
+  /* dx[i] = y[i] > 0 ? dx[i] : 0 in place; y is the ReLU output (after or before dropout: only
+   * its sign is used, and dropout keeps zeros zero).   dx, y [n] */
+  void (*relu_backward)(float *dx, const float *y, int64_t n);
+  /* out = a + b.   out may alias a or b.         [n] */
+  void (*add)(float *out, const float *a, const float *b, int64_t n);
+  /* x *= s.                                      [n] */
+  void (*scale)(float *x, float s, int64_t n);
+  /* sum of squares, accumulated in double in a fixed order (deterministic). [n] */
+  double (*sumsq)(const float *x, int64_t n);
+
+  /* ---- embedding and positions --------------------------------------------------------- */
+  /* out[t, :] = emb[tok[t], :] * scale.        out [n, d], tok [n], emb [V, d] */
+  void (*embedding_forward)(float *out, const int32_t *tok, const float *emb, float scale,
+                            int64_t n, int d);
+  /* demb[tok[t], :] += dout[t, :] * scale (+=, parameter); deterministic order.  */
+  void (*embedding_backward)(float *demb, const float *dout, const int32_t *tok, float scale,
+                             int64_t n, int d);
+  /* R[p, :] for p < K, position pos = K-1-p, clamped to clamp_len when clamp_len > 0:
+   * R[p, i] = sin(pos * f_i), R[p, d/2 + i] = cos(pos * f_i), f_i = 1 / 10000^(2i/d),
+   * computed in double and rounded to float.    R [K, d], d even */
+  void (*posemb_forward)(float *R, int K, int d, int clamp_len);
+
+  /* ---- dropout ------------------------------------------------------------------------- */
+  /* x[i, c, f] *= keep(i, col0 + c, f) * scale in place (see kernels/common/dropout.h).
+   * The backward pass is the same call on the gradient.   x [rows, cols, feats] */
+  void (*dropout)(float *x, int rows, int cols, int feats, int col0, TxlDropout d);
+
+  /* ---- layer norm ---------------------------------------------------------------------- */
+  /* out = (inp - mean) * rstd * w + b over the last dim; saves mean and rstd.
+   * out, inp [n, d]; mean, rstd [n]; w, b [d] */
+  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, int64_t n, int d, float eps);
+  /* dinp += (residual stream), dw += , db += (parameters). dinp may be NULL: then only dw and db
+   * are accumulated (rows whose input takes no gradient, such as the memory rows). */
+  void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, const float *mean,
+                             const float *rstd, int64_t n, int d);
+
+  /* ---- relative multi-head attention (Transformer-XL, attn_type 0) --------------------- */
+  /* score[c,h,i,j] = ((q[i,c,h] + u[h]) . k[j,c,h] + (q[i,c,h] + vb[h]) . r[K-1-(M+i-j), h]) * scale
+   * masked where j > M + i (and j <= i - same_shift when same_length), softmax over j,
+   * prob saved before dropatt (site drop.site, row i, column col0 + c, feature h*K + j),
+   * vec[i,c,h] = sum_j dropatt(prob)[c,h,i,j] * v[j,c,h].
+   *   vec  [L, B, H, dh]    prob [B, H, L, K]
+   *   q    [L, B, H, dh]    kv   [K, B, 2, H, dh] (k then v)    r [K, H, dh]
+   *   u, vb [H, dh] (r_w_bias, r_r_bias)                          work: rel_attn_workspace bytes */
+  void (*rel_attn_forward)(float *vec, float *prob, const float *q, const float *kv,
+                           const float *r, const float *u, const float *vb, TxlAttnShape s,
+                           TxlDropout drop, void *work);
+  /* dq, dkv, dr overwritten; du, dvb += (parameters).  Shapes as in the forward. */
+  void (*rel_attn_backward)(float *dq, float *dkv, float *dr, float *du, float *dvb,
+                            const float *dvec, const float *q, const float *kv, const float *r,
+                            const float *u, const float *vb, const float *prob, TxlAttnShape s,
+                            TxlDropout drop, void *work);
+  /* Bytes of workspace the two calls above need for shapes up to (L, K, B, H, dh). */
+  size_t (*rel_attn_workspace)(int L, int K, int B, int H, int dh);
+
+  /* ---- loss ---------------------------------------------------------------------------- */
+  /* loss[t] = logsumexp(logits[t, :]) - logits[t, target[t]]  (computed with a max shift).
+   * When grad_scale != 0, logits is overwritten with (softmax(logits) - onehot) * grad_scale.
+   * logits [n, V], target [n], loss [n] */
+  void (*xent_forward_backward)(float *logits, float *loss, const int32_t *target,
+                                float grad_scale, int64_t n, int V);
+
+  /* ---- optimizer ----------------------------------------------------------------------- */
+  /* Adam (as torch.optim.Adam, no weight decay), on g' = g * grad_scale:
+   *   m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
+   *   p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),  t = step (1-based).
+   * p, g, m, v [n] */
+  void (*adam_update)(float *p, const float *g, float *m, float *v, int64_t n, float lr,
+                      float beta1, float beta2, float eps, int step, float grad_scale);
+} TxlOps;
+
+/* The CPU backend (kernels/cpu). Always available. */
+const TxlOps *txl_ops_cpu(void);
+
+#endif

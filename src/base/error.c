@@ -1,0 +1,70 @@
+#include "src/base/error.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank = 0;
+static int g_world = 1;
+static char g_host[64] = "";
+
+void txl_error_set_rank(int rank, int world_size, const char *host) {
+  g_rank = rank;
+  g_world = world_size;
+  snprintf(g_host, sizeof g_host, "%s", host ? host : "");
+}
+
+static void vreport(const char *fmt, va_list ap) {
+  char msg[2048];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  if (g_world > 1)
+    fprintf(stderr, "txl: error: [rank %d@%s] %s\n", g_rank, g_host, msg);
+  else
+    fprintf(stderr, "txl: error: %s\n", msg);
+  fflush(stderr);
+}
+
+static int mpi_running(void) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+void txl_fatal(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(fmt, ap);
+  va_end(ap);
+  if (mpi_running() && g_world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (mpi_running()) MPI_Finalize();
+  exit(1);
+}
+
+void txl_fatal_all(const char *fmt, ...) {
+  if (g_rank == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "txl: error: %s\n", msg);
+    fflush(stderr);
+  }
+  if (mpi_running()) MPI_Finalize();
+  exit(1);
+}
+
+void *txl_malloc(size_t bytes, const char *what) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) txl_fatal("out of memory allocating %zu bytes for %s", bytes, what);
+  return p;
+}
+
+void *txl_calloc(size_t count, size_t size, const char *what) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) txl_fatal("out of memory allocating %zu x %zu bytes for %s", count, size, what);
+  return p;
+}

@@ -1,0 +1,423 @@
+/* Transformer-XL forward and backward as lists of backend ops (see model.h and DESIGN.md).
+ * Notation: L query rows, M memory rows, K = M + L, B columns on this rank, d = d_model,
+ * H heads of dh, HD = H*dh, di = d_inner, V = vocabulary. Time-major [T, B, ...] throughout. */
+#include "src/model/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/base/error.h"
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec) {
+  memset(m, 0, sizeof *m);
+  m->ops = ops;
+  m->spec = *spec;
+  txl_param_table_build(&m->table, &spec->dims);
+  size_t bytes = (size_t)m->table.total * sizeof(float);
+  m->param_buf = ops->alloc(bytes, "parameters");
+  m->grad_buf = ops->alloc(bytes, "gradients");
+  txl_params_bind(&m->p, m->param_buf, &spec->dims);
+  txl_params_bind(&m->g, m->grad_buf, &spec->dims);
+}
+
+void txl_model_destroy(TxlModel *m) {
+  m->ops->free(m->param_buf);
+  m->ops->free(m->grad_buf);
+  txl_params_unbind(&m->p);
+  txl_params_unbind(&m->g);
+  txl_param_table_free(&m->table);
+}
+
+void txl_model_init_params(TxlModel *m, float init_std, uint32_t seed) {
+  float *host = txl_malloc((size_t)m->table.total * sizeof(float), "initial parameters");
+  txl_params_init(host, &m->table, init_std, seed);
+  m->ops->to_device(m->param_buf, host, (size_t)m->table.total * sizeof(float));
+  free(host);
+}
+
+/* ---- run state ----------------------------------------------------------------------------- */
+
+/* Every buffer of a run, with its size in bytes; one walk serves the size estimate and the
+ * allocation, so the two cannot disagree. */
+typedef struct {
+  const TxlModel *m;
+  const TxlRunShape *s;
+  TxlRun *r;      /* NULL: only count */
+  size_t bytes;
+} Alloc;
+
+static void *take(Alloc *a, size_t bytes, const char *what) {
+  a->bytes += bytes;
+  if (!a->r) return NULL;
+  return a->m->ops->alloc(bytes, what);
+}
+
+static void walk_run(Alloc *a) {
+  const TxlDims *dm = &a->m->spec.dims;
+  const TxlRunShape *s = a->s;
+  const size_t F = sizeof(float);
+  const size_t L = (size_t)s->L_max, B = (size_t)s->B, K = (size_t)(s->L_max + s->mem_len);
+  const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
+  const size_t V = (size_t)dm->n_token, H = (size_t)dm->n_head;
+  const int pre = a->m->spec.pre_lnorm;
+  TxlRun tmp;
+  TxlRun *r = a->r ? a->r : &tmp;
+  r->n_slots = s->training ? dm->n_layer : 1;
+  r->tokens = take(a, L * B * sizeof(int32_t), "tokens");
+  r->targets = take(a, L * B * sizeof(int32_t), "targets");
+  r->mems = take(a, (size_t)dm->n_layer * (size_t)s->mem_len * B * d * F + F, "memory");
+  r->R = take(a, K * d * F, "relative positions");
+  if (a->r) r->acts = txl_calloc((size_t)r->n_slots, sizeof(TxlLayerActs), "activation slots");
+  for (int l = 0; l < r->n_slots; l++) {
+    TxlLayerActs dummy, *x = a->r ? &r->acts[l] : &dummy;
+    x->cat = take(a, K * B * d * F, "cat");
+    x->ln_cat = pre ? take(a, K * B * d * F, "ln_cat") : NULL;
+    x->ln_cat_mean = pre ? take(a, K * B * F, "ln_cat mean") : NULL;
+    x->ln_cat_rstd = pre ? take(a, K * B * F, "ln_cat rstd") : NULL;
+    x->q = take(a, L * B * HD * F, "q");
+    x->kv = take(a, K * B * 2 * HD * F, "kv");
+    x->r = take(a, K * HD * F, "r");
+    x->prob = take(a, B * H * L * K * F, "attention probabilities");
+    x->vec = take(a, L * B * HD * F, "attention vectors");
+    x->res1 = take(a, L * B * d * F, "res1");
+    x->h1 = take(a, L * B * d * F, "h1");
+    x->ln1_mean = take(a, L * B * F, "ln1 mean");
+    x->ln1_rstd = take(a, L * B * F, "ln1 rstd");
+    x->ff_a = take(a, L * B * di * F, "ffn hidden");
+    x->res2 = pre ? NULL : take(a, L * B * d * F, "res2");
+    x->ln2_mean = take(a, L * B * F, "ln2 mean");
+    x->ln2_rstd = take(a, L * B * F, "ln2 rstd");
+  }
+  r->hout = take(a, L * B * d * F, "output");
+  r->logits = take(a, L * B * V * F, "logits");
+  r->loss = take(a, L * B * F, "loss");
+  r->ff_drop = take(a, L * B * di * F, "ffn dropout scratch");
+  r->tmp = take(a, L * B * d * F, "scratch");
+  r->attn_work = take(a, a->m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head),
+                      "attention workspace");
+  if (s->training) {
+    r->dh = take(a, L * B * d * F, "dh");
+    r->dres = take(a, L * B * d * F, "dres");
+    r->dtmp = take(a, L * B * d * F, "dtmp");
+    r->dff = take(a, L * B * di * F, "dff");
+    r->dq = take(a, L * B * HD * F, "dq");
+    r->dkv = take(a, K * B * 2 * HD * F, "dkv");
+    r->dr = take(a, K * HD * F, "dr");
+    r->dvec = take(a, L * B * HD * F, "dvec");
+    r->dmem = pre ? take(a, (size_t)s->mem_len * B * d * F + F, "dmem") : NULL;
+  }
+}
+
+size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape) {
+  Alloc a = {m, shape, NULL, 0};
+  walk_run(&a);
+  return a.bytes;
+}
+
+void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
+  memset(r, 0, sizeof *r);
+  r->L_max = shape->L_max;
+  r->B = shape->B;
+  r->col0 = shape->col0;
+  r->mem_len = shape->mem_len;
+  r->clamp_len = shape->clamp_len;
+  r->same_length = shape->same_length;
+  r->training = shape->training;
+  Alloc a = {m, shape, r, 0};
+  walk_run(&a);
+  r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
+}
+
+void txl_run_destroy(TxlRun *r, const TxlModel *m) {
+  const TxlOps *o = m->ops;
+  void *bufs[] = {r->tokens, r->targets, r->mems, r->R, r->hout, r->logits, r->loss, r->ff_drop,
+                  r->tmp, r->attn_work, r->dh, r->dres, r->dtmp, r->dff, r->dq, r->dkv, r->dr, r->dvec, r->dmem};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) o->free(bufs[i]);
+  for (int l = 0; l < r->n_slots; l++) {
+    TxlLayerActs *x = &r->acts[l];
+    void *ab[] = {x->cat, x->ln_cat, x->ln_cat_mean, x->ln_cat_rstd, x->q, x->kv, x->r, x->prob, x->vec,
+                  x->res1, x->h1, x->ln1_mean, x->ln1_rstd, x->ff_a, x->res2, x->ln2_mean, x->ln2_rstd};
+    for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
+      if (ab[i]) o->free(ab[i]);
+  }
+  free(r->acts);
+  free(r->loss_host);
+  memset(r, 0, sizeof *r);
+}
+
+void txl_run_reset_memory(TxlRun *r) { r->mem_rows = 0; }
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static TxlDropout drop_at(const TxlModel *m, const TxlRun *r, uint32_t site, float p) {
+  TxlDropout d = {r->last_dropout_on ? p : 0.0f, m->spec.seed, site, (uint32_t)r->last_step};
+  return d;
+}
+
+static TxlLayerActs *slot(TxlRun *r, int l) { return &r->acts[l % r->n_slots]; }
+
+static const float *bias_u(const TxlModel *m, int l) {
+  return m->p.layers[l].r_w_bias ? m->p.layers[l].r_w_bias : m->p.r_w_bias;
+}
+static const float *bias_vb(const TxlModel *m, int l) {
+  return m->p.layers[l].r_r_bias ? m->p.layers[l].r_r_bias : m->p.r_r_bias;
+}
+
+static TxlAttnShape attn_shape(const TxlModel *m, const TxlRun *r, int L, int M) {
+  const TxlDims *dm = &m->spec.dims;
+  const int K = M + L;
+  TxlAttnShape s;
+  s.L = L;
+  s.M = M;
+  s.B = r->B;
+  s.H = dm->n_head;
+  s.dh = dm->d_head;
+  s.col0 = r->col0;
+  s.same_length = r->same_length;
+  /* the original's tril(ones, -s): s = L - (K - mem_len) when K > mem_len, else L */
+  s.same_shift = K > r->mem_len ? L - (K - r->mem_len) : L;
+  s.scale = (float)(1.0 / sqrt((double)dm->d_head));
+  return s;
+}
+
+/* ---- forward ------------------------------------------------------------------------------- */
+
+double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets,
+                         int L, int step, int dropout_on, float grad_scale) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p;
+  if (L < 1 || L > r->L_max) txl_fatal("internal: segment of %d rows, capacity %d", L, r->L_max);
+  const int B = r->B, d = dm->d_model, HD = dm->n_head * dm->d_head, di = dm->d_inner, V = dm->n_token;
+  const int M = r->mem_rows, K = M + L;
+  const int64_t LB = (int64_t)L * B, KB = (int64_t)K * B;
+  const float pd = m->spec.dropout;
+  r->last_L = L;
+  r->last_M = M;
+  r->last_step = step;
+  r->last_dropout_on = dropout_on;
+
+  o->to_device(r->tokens, tokens, (size_t)LB * sizeof(int32_t));
+  if (targets) o->to_device(r->targets, targets, (size_t)LB * sizeof(int32_t));
+
+  /* word embedding * sqrt(d), dropout: layer 0's input, written after its memory rows */
+  float *h = slot(r, 0)->cat + (size_t)M * B * d; /* [L, B, d] */
+  o->embedding_forward(h, r->tokens, p->word_emb, sqrtf((float)d), LB, d);
+  o->dropout(h, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
+  /* relative positions K-1 .. 0, dropout (one mask for every column) */
+  o->posemb_forward(r->R, K, d, r->clamp_len);
+  o->dropout(r->R, K, 1, d, 0, drop_at(m, r, TXL_SITE_POS, pd));
+
+  const TxlAttnShape as = attn_shape(m, r, L, M);
+  const int Mnew = K < r->mem_len ? K : r->mem_len;
+  for (int l = 0; l < dm->n_layer; l++) {
+    const TxlLayerParams *lp = &p->layers[l];
+    TxlLayerActs *a = slot(r, l);
+    float *mem = r->mems + (size_t)l * r->mem_len * B * d; /* [mem_len, B, d] */
+    h = a->cat + (size_t)M * B * d;
+    /* cat = [memory; h]; the new memory is the last mem_len rows of cat (no gradient) */
+    if (M) o->copy(a->cat, mem, (size_t)M * B * d * sizeof(float));
+    if (Mnew) o->copy(mem, a->cat + (size_t)(K - Mnew) * B * d, (size_t)Mnew * B * d * sizeof(float));
+    const float *in = a->cat; /* [K, B, d] what q, k, v are computed from */
+    if (m->spec.pre_lnorm) {
+      o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, KB, d, 1e-5f);
+      in = a->ln_cat;
+    }
+    /* q = in[M:] W_q; [k v] = in W_kv; r = R W_r */
+    o->gemm(0, 0, (int)LB, HD, d, 1.0f, in + (size_t)M * B * d, d, lp->w_qkv, 3 * HD, 0.0f, a->q, HD);
+    o->gemm(0, 0, (int)KB, 2 * HD, d, 1.0f, in, d, lp->w_qkv + HD, 3 * HD, 0.0f, a->kv, 2 * HD);
+    o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, a->r, HD);
+    o->rel_attn_forward(a->vec, a->prob, a->q, a->kv, a->r, bias_u(m, l), bias_vb(m, l), as,
+                        drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
+    /* attention output W_o, dropout, residual */
+    o->gemm(0, 0, (int)LB, d, HD, 1.0f, a->vec, HD, lp->w_o, d, 0.0f, r->tmp, d);
+    o->dropout(r->tmp, L, B, d, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_OUT), pd));
+    o->add(a->res1, h, r->tmp, LB * d);
+    const float *ffn_in; /* [L, B, d] */
+    if (m->spec.pre_lnorm) {
+      o->layernorm_forward(a->h1, a->ln2_mean, a->ln2_rstd, a->res1, lp->ln2_w, lp->ln2_b, LB, d, 1e-5f);
+    } else {
+      o->layernorm_forward(a->h1, a->ln1_mean, a->ln1_rstd, a->res1, lp->ln1_w, lp->ln1_b, LB, d, 1e-5f);
+    }
+    ffn_in = a->h1;
+    /* FFN: ReLU(x W1 + b1), dropout, W2 + b2, dropout */
+    o->gemm(0, 0, (int)LB, di, d, 1.0f, ffn_in, d, lp->w_ff1, di, 0.0f, a->ff_a, di);
+    o->bias_add(a->ff_a, lp->b_ff1, LB, di);
+    o->relu_forward(a->ff_a, LB * di);
+    const float *ffd = a->ff_a;
+    if (dropout_on && pd > 0.0f) {
+      o->copy(r->ff_drop, a->ff_a, (size_t)LB * di * sizeof(float));
+      o->dropout(r->ff_drop, L, B, di, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_HIDDEN), pd));
+      ffd = r->ff_drop;
+    }
+    o->gemm(0, 0, (int)LB, d, di, 1.0f, ffd, di, lp->w_ff2, d, 0.0f, r->tmp, d);
+    o->bias_add(r->tmp, lp->b_ff2, LB, d);
+    o->dropout(r->tmp, L, B, d, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_OUT), pd));
+    /* the layer's output is the next layer's input (after its memory rows) */
+    float *out = l + 1 < dm->n_layer ? slot(r, l + 1)->cat + (size_t)M * B * d : r->hout;
+    if (m->spec.pre_lnorm) {
+      o->add(out, a->res1, r->tmp, LB * d);
+    } else {
+      o->add(a->res2, a->h1, r->tmp, LB * d);
+      o->layernorm_forward(out, a->ln2_mean, a->ln2_rstd, a->res2, lp->ln2_w, lp->ln2_b, LB, d, 1e-5f);
+    }
+  }
+  r->mem_rows = Mnew;
+
+  /* output: dropout, logits = h E^T + b, cross-entropy */
+  o->dropout(r->hout, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));
+  const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
+  o->gemm(0, 1, (int)LB, V, d, 1.0f, r->hout, d, w_out, d, 0.0f, r->logits, V);
+  o->bias_add(r->logits, p->out_bias, LB, V);
+  if (!targets) return 0.0;
+  o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, LB, V);
+  o->to_host(r->loss_host, r->loss, (size_t)LB * sizeof(float));
+  double sum = 0.0;
+  for (int64_t t = 0; t < LB; t++) sum += r->loss_host[t];
+  return sum;
+}
+
+/* ---- backward ------------------------------------------------------------------------------ */
+
+/* FFN backward: dout [L,B,d] is d(FFN output) after its dropout's backward; x the FFN input.
+ * Adds d(x) into dx (residual stream). */
+static void ffn_backward(TxlModel *m, TxlRun *r, int l, float *dx, float *dout, const float *x) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  const TxlLayerParams *gp = &m->g.layers[l];
+  TxlLayerActs *a = slot(r, l);
+  const int d = dm->d_model, di = dm->d_inner, L = r->last_L, B = r->B;
+  const int64_t LB = (int64_t)L * B;
+  const float pd = m->spec.dropout;
+  TxlDropout dhid = drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_HIDDEN), pd);
+  o->bias_backward(gp->b_ff2, dout, LB, d);
+  const float *ffd = a->ff_a;
+  if (dhid.p > 0.0f) { /* recompute the dropped hidden layer from its mask */
+    o->copy(r->ff_drop, a->ff_a, (size_t)LB * di * sizeof(float));
+    o->dropout(r->ff_drop, L, B, di, r->col0, dhid);
+    ffd = r->ff_drop;
+  }
+  o->gemm(1, 0, di, d, (int)LB, 1.0f, ffd, di, dout, d, 1.0f, gp->w_ff2, d);
+  o->gemm(0, 1, (int)LB, di, d, 1.0f, dout, d, lp->w_ff2, d, 0.0f, r->dff, di);
+  o->dropout(r->dff, L, B, di, r->col0, dhid);
+  o->relu_backward(r->dff, a->ff_a, LB * di);
+  o->bias_backward(gp->b_ff1, r->dff, LB, di);
+  o->gemm(1, 0, d, di, (int)LB, 1.0f, x, d, r->dff, di, 1.0f, gp->w_ff1, di);
+  o->gemm(0, 1, (int)LB, d, di, 1.0f, r->dff, di, lp->w_ff1, di, 1.0f, dx, d);
+}
+
+/* Attention backward: datt [L,B,d] is d(attention output) after its dropout's backward;
+ * in [K,B,d] what q, k, v were computed from. Adds d(in[M:]) into dx; when dmem is not NULL
+ * writes d(in[:M]) there ([M,B,d], needed for the parameters of a pre-norm LayerNorm: the
+ * memory itself takes no gradient). */
+static void attn_backward(TxlModel *m, TxlRun *r, int l, float *dx, float *dmem, float *datt, const float *in) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  const TxlLayerParams *gp = &m->g.layers[l];
+  TxlLayerActs *a = slot(r, l);
+  const int d = dm->d_model, HD = dm->n_head * dm->d_head, L = r->last_L, M = r->last_M, B = r->B;
+  const int K = M + L;
+  const int64_t LB = (int64_t)L * B, KB = (int64_t)K * B;
+  float *gu = gp->r_w_bias ? gp->r_w_bias : m->g.r_w_bias;
+  float *gvb = gp->r_r_bias ? gp->r_r_bias : m->g.r_r_bias;
+  o->gemm(1, 0, HD, d, (int)LB, 1.0f, a->vec, HD, datt, d, 1.0f, gp->w_o, d);
+  o->gemm(0, 1, (int)LB, HD, d, 1.0f, datt, d, lp->w_o, d, 0.0f, r->dvec, HD);
+  o->rel_attn_backward(r->dq, r->dkv, r->dr, gu, gvb, r->dvec, a->q, a->kv, a->r, bias_u(m, l), bias_vb(m, l),
+                       a->prob, attn_shape(m, r, L, M),
+                       drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
+  o->gemm(1, 0, d, HD, K, 1.0f, r->R, d, r->dr, HD, 1.0f, gp->w_r, HD);
+  o->gemm(1, 0, d, HD, (int)LB, 1.0f, in + (size_t)M * B * d, d, r->dq, HD, 1.0f, gp->w_qkv, 3 * HD);
+  o->gemm(1, 0, d, 2 * HD, (int)KB, 1.0f, in, d, r->dkv, 2 * HD, 1.0f, gp->w_qkv + HD, 3 * HD);
+  o->gemm(0, 1, (int)LB, d, HD, 1.0f, r->dq, HD, lp->w_qkv, 3 * HD, 1.0f, dx, d);
+  o->gemm(0, 1, (int)LB, d, 2 * HD, 1.0f, r->dkv + (size_t)M * B * 2 * HD, 2 * HD, lp->w_qkv + HD, 3 * HD, 1.0f,
+          dx, d);
+  if (dmem && M)
+    o->gemm(0, 1, M * B, d, 2 * HD, 1.0f, r->dkv, 2 * HD, lp->w_qkv + HD, 3 * HD, 0.0f, dmem, d);
+}
+
+void txl_model_backward(TxlModel *m, TxlRun *r) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p;
+  const TxlParams *g = &m->g;
+  if (!r->training) txl_fatal("internal: backward on a forward-only run state");
+  const int B = r->B, d = dm->d_model, V = dm->n_token, L = r->last_L, M = r->last_M;
+  const int64_t LB = (int64_t)L * B;
+  const size_t act_bytes = (size_t)LB * d * sizeof(float);
+  const float pd = m->spec.dropout;
+
+  /* output layer: logits holds d(loss)/d(logits) */
+  const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
+  float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
+  o->bias_backward(g->out_bias, r->logits, LB, V);
+  o->gemm(1, 0, V, d, (int)LB, 1.0f, r->logits, V, r->hout, d, 1.0f, gw_out, d);
+  o->gemm(0, 0, (int)LB, d, V, 1.0f, r->logits, V, w_out, d, 0.0f, r->dh, d);
+  o->dropout(r->dh, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));
+
+  /* layers in reverse; r->dh holds d(layer output) on entry, d(layer input) on exit */
+  for (int l = dm->n_layer - 1; l >= 0; l--) {
+    const TxlLayerParams *lp = &p->layers[l];
+    const TxlLayerParams *gp = &g->layers[l];
+    TxlLayerActs *a = slot(r, l);
+    TxlDropout d_ff_out = drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_OUT), pd);
+    TxlDropout d_attn_out = drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_OUT), pd);
+    if (!m->spec.pre_lnorm) {
+      /* out = LN2(res2), res2 = h1 + drop(ffn(h1)) */
+      o->zero(r->dres, act_bytes);
+      o->layernorm_backward(r->dres, gp->ln2_w, gp->ln2_b, r->dh, a->res2, lp->ln2_w, a->ln2_mean, a->ln2_rstd,
+                            LB, d);
+      o->copy(r->dtmp, r->dres, act_bytes);
+      o->dropout(r->dtmp, L, B, d, r->col0, d_ff_out);
+      ffn_backward(m, r, l, r->dres, r->dtmp, a->h1); /* dres = d h1 */
+      /* h1 = LN1(res1), res1 = h + drop(attn(h)) */
+      o->zero(r->dh, act_bytes);
+      o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w, a->ln1_mean, a->ln1_rstd,
+                            LB, d);
+      o->copy(r->dtmp, r->dh, act_bytes);
+      o->dropout(r->dtmp, L, B, d, r->col0, d_attn_out);
+      attn_backward(m, r, l, r->dh, NULL, r->dtmp, a->cat);
+    } else {
+      /* out = out1 + drop(ffn(LN2(out1))) */
+      o->copy(r->dtmp, r->dh, act_bytes);
+      o->dropout(r->dtmp, L, B, d, r->col0, d_ff_out);
+      o->zero(r->dres, act_bytes);
+      ffn_backward(m, r, l, r->dres, r->dtmp, a->h1); /* dres = d LN2(out1) */
+      o->layernorm_backward(r->dh, gp->ln2_w, gp->ln2_b, r->dres, a->res1, lp->ln2_w, a->ln2_mean, a->ln2_rstd,
+                            LB, d);
+      /* out1 = h + drop(attn(LN1([mem; h]))) */
+      o->copy(r->dtmp, r->dh, act_bytes);
+      o->dropout(r->dtmp, L, B, d, r->col0, d_attn_out);
+      o->zero(r->dres, act_bytes);
+      attn_backward(m, r, l, r->dres, r->dmem, r->dtmp, a->ln_cat); /* d LN1(cat): dmem rows, then dres */
+      if (M) /* the memory rows: LayerNorm parameters only, the memory takes no gradient */
+        o->layernorm_backward(NULL, gp->ln1_w, gp->ln1_b, r->dmem, a->cat, lp->ln1_w, a->ln_cat_mean,
+                              a->ln_cat_rstd, (int64_t)M * B, d);
+      o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, a->cat + (size_t)M * B * d, lp->ln1_w,
+                            a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, LB, d);
+    }
+  }
+
+  /* embedding: h0 = drop(E[x] * sqrt(d)) */
+  o->dropout(r->dh, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
+  o->embedding_backward(g->word_emb, r->dh, r->tokens, sqrtf((float)d), LB, d);
+}
+
+/* ---- cost ---------------------------------------------------------------------------------- */
+
+double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
+  /* The estimate of the reference notes: forward = 2 x non-embedding parameters
+   * + 2 d V (output layer) + per layer 3 x 2 x K x H x dh (AC, BD, P v) + 2 K d H dh / L (R W_r);
+   * backward about twice the forward. */
+  const TxlDims *dm = &m->spec.dims;
+  const double d = dm->d_model, HD = (double)dm->n_head * dm->d_head, V = dm->n_token;
+  const double K = (double)L + mem_len;
+  double fwd = 2.0 * (double)txl_param_count_non_embedding(&m->table) + 2.0 * d * V +
+               dm->n_layer * (6.0 * K * HD + 2.0 * K * d * HD / L);
+  return 3.0 * fwd;
+}

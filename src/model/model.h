@@ -1,0 +1,118 @@
+/* The Transformer-XL model (attn_type 0 of the original code): parameters, the per-use run
+ * state (activations, memory), and the forward / backward passes as lists of backend ops.
+ * Nothing here knows about MPI, CUDA or files. */
+#ifndef TXL_MODEL_MODEL_H
+#define TXL_MODEL_MODEL_H
+
+#include <stdint.h>
+
+#include "kernels/ops.h"
+#include "src/model/params.h"
+
+/* Hyper-parameters the forward pass needs besides the shapes. */
+typedef struct {
+  TxlDims dims;
+  float dropout;   /* p of every dropout but dropatt */
+  float dropatt;   /* p of the attention-probability dropout */
+  int pre_lnorm;   /* 1: pre-norm layers, 0: post-norm */
+  uint32_t seed;   /* dropout key */
+} TxlModelSpec;
+
+typedef struct {
+  const TxlOps *ops;
+  TxlModelSpec spec;
+  TxlParamTable table;
+  float *param_buf; /* [table.total] device */
+  float *grad_buf;  /* [table.total] device */
+  TxlParams p;      /* views into param_buf */
+  TxlParams g;      /* views into grad_buf  */
+} TxlModel;
+
+/* Allocates parameters and gradients (zero); does not initialise the parameters. */
+void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec);
+void txl_model_destroy(TxlModel *m);
+/* The original's initialisation (see txl_params_init), copied to the device. */
+void txl_model_init_params(TxlModel *m, float init_std, uint32_t seed);
+
+/* Activations saved by one layer for its backward pass (one slot per layer when training,
+ * one shared slot when only running forward). Shapes at capacity; K = M + L rows in use. */
+typedef struct {
+  float *cat;       /* [K, B, d]   memory rows, then this layer's input h                     */
+  float *ln_cat;    /* [K, B, d]   pre-norm: LayerNorm(cat); NULL for post-norm               */
+  float *ln_cat_mean, *ln_cat_rstd; /* [K, B]                                                 */
+  float *q;         /* [L, B, H*dh]                                                           */
+  float *kv;        /* [K, B, 2, H, dh]                                                       */
+  float *r;         /* [K, H*dh]   R W_r                                                      */
+  float *prob;      /* [B, H, L, K] attention probabilities before dropatt                    */
+  float *vec;       /* [L, B, H*dh]                                                           */
+  float *res1;      /* [L, B, d]   post-norm: h + attn (LayerNorm 1 input); pre-norm: out1    */
+  float *h1;        /* [L, B, d]   post-norm: LayerNorm 1 output; pre-norm: LayerNorm 2 output */
+  float *ln1_mean, *ln1_rstd; /* [L, B] */
+  float *ff_a;      /* [L, B, di]  ReLU output, before dropout                                */
+  float *res2;      /* [L, B, d]   post-norm: h1 + ffn (LayerNorm 2 input); unused pre-norm   */
+  float *ln2_mean, *ln2_rstd; /* [L, B] */
+} TxlLayerActs;
+
+/* Everything one use of the model (training, evaluation, generation) needs besides the
+ * parameters: capacities fixed at creation, no allocation afterwards. */
+typedef struct {
+  int L_max;        /* segment rows at most                                    */
+  int B;            /* columns on this rank                                    */
+  int col0;         /* global index of this rank's first column                */
+  int mem_len;      /* memory rows kept per layer                              */
+  int clamp_len;    /* <= 0: none                                              */
+  int same_length;
+  int training;     /* 1: one activation slot per layer + gradient buffers     */
+  int mem_rows;     /* M: memory rows valid now (0 after a reset)              */
+
+  int32_t *tokens;  /* [L_max, B] device */
+  int32_t *targets; /* [L_max, B] device */
+  float *mems;      /* [n_layer, mem_len, B, d] */
+  float *R;         /* [K_max, d] relative positions after dropout */
+  TxlLayerActs *acts; /* [n_slots] */
+  int n_slots;
+  float *hout;      /* [L, B, d] last layer output after dropout */
+  float *logits;    /* [L*B, V]; after a training forward: d(loss)/d(logits) */
+  float *loss;      /* [L*B] per-token loss */
+  float *ff_drop;   /* [L, B, di] scratch: FFN hidden after dropout */
+  float *tmp;       /* [L, B, d] scratch */
+  void *attn_work;  /* rel_attn_workspace bytes */
+  /* backward only */
+  float *dh, *dres, *dtmp; /* [L, B, d] */
+  float *dmem;      /* [mem_len, B, d] pre-norm only: d LayerNorm(memory rows) */
+  float *dff;       /* [L, B, di] */
+  float *dq;        /* [L, B, H*dh] */
+  float *dkv;       /* [K, B, 2*H*dh] */
+  float *dr;        /* [K, H*dh] */
+  float *dvec;      /* [L, B, H*dh] */
+  float *loss_host; /* [L*B] host copy of loss */
+
+  /* state of the last forward, used by the backward */
+  int last_L, last_M, last_step, last_dropout_on;
+} TxlRun;
+
+typedef struct {
+  int L_max, B, col0, mem_len, clamp_len, same_length, training;
+} TxlRunShape;
+
+void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape);
+void txl_run_destroy(TxlRun *r, const TxlModel *m);
+/* Forget the memory (start of a stream). */
+void txl_run_reset_memory(TxlRun *r);
+/* Bytes of device memory the run state holds. */
+size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
+
+/* Forward over one segment of L <= L_max rows whose tokens and targets ([L, B], host) are
+ * copied in; targets may be NULL (generation: logits only). Dropout is on when
+ * dropout_on (keyed with `step`). When grad_scale != 0 the logits buffer ends holding
+ * d(loss)/d(logits) * grad_scale, ready for txl_model_backward. Advances the memory.
+ * Returns the SUM of the per-token losses of this rank's L*B tokens (0 without targets). */
+double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets,
+                         int L, int step, int dropout_on, float grad_scale);
+/* Backward of the last forward: adds every parameter's gradient into m->grad_buf. */
+void txl_model_backward(TxlModel *m, TxlRun *r);
+
+/* FLOPs of one trained token (forward + backward), the estimate of the README. */
+double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len);
+
+#endif

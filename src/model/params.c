@@ -1,0 +1,117 @@
+#include "src/model/params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/common/philox.h"
+#include "src/base/error.h"
+
+enum { SEC_HEAD, SEC_LAYER, SEC_TAIL };
+#define SEC_ID_HEAD SEC_HEAD
+#define SEC_ID_LAYER SEC_LAYER
+#define SEC_ID_TAIL SEC_TAIL
+#define INIT_ID_NORMAL TXL_INIT_NORMAL
+#define INIT_ID_NORMAL_ONE TXL_INIT_NORMAL_ONE
+#define INIT_ID_ZERO TXL_INIT_ZERO
+
+static int64_t numel_of(int rank, int64_t d0, int64_t d1) { return rank == 1 ? d0 : d0 * d1; }
+
+/* Walks the table in storage order: head tensors, then each layer's, then the tail's. */
+void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
+  int cap = 8 + 32 * m->n_layer;
+  memset(t, 0, sizeof *t);
+  t->tensors = txl_calloc((size_t)cap, sizeof(TxlTensorInfo), "parameter table");
+  int64_t off = 0;
+  int n = 0;
+  for (int pass = SEC_HEAD; pass <= SEC_TAIL; pass++) {
+    int layers = pass == SEC_LAYER ? m->n_layer : 1;
+    if (pass == SEC_LAYER) t->layer_begin = off;
+    for (int l = 0; l < layers; l++) {
+#define X(pname, section, present, pinit, prank, d0, d1)                                       \
+      if (SEC_ID_##section == pass && (present)) {                                           \
+        TxlTensorInfo *ti = &t->tensors[n++];                                                \
+        if (pass == SEC_LAYER) snprintf(ti->name, sizeof ti->name, "layers.%d.%s", l, #pname); \
+        else snprintf(ti->name, sizeof ti->name, "%s", #pname);                               \
+        ti->rank = prank;                                                                     \
+        ti->shape[0] = (d0);                                                                 \
+        ti->shape[1] = prank == 2 ? (d1) : 1;                                                 \
+        ti->numel = numel_of(prank, ti->shape[0], ti->shape[1]);                              \
+        ti->offset = off;                                                                    \
+        ti->init = INIT_ID_##pinit;                                                           \
+        ti->layer = pass == SEC_LAYER ? l : -1;                                              \
+        off += ti->numel;                                                                    \
+      }
+#include "src/model/params.def"
+#undef X
+      if (pass == SEC_LAYER && l == 0) t->layer_size = off - t->layer_begin;
+    }
+    if (pass == SEC_LAYER) t->layer_end = off;
+  }
+  t->n_tensors = n;
+  t->total = off;
+}
+
+void txl_param_table_free(TxlParamTable *t) {
+  free(t->tensors);
+  t->tensors = NULL;
+}
+
+#define FIELD_HEAD(p, l, name) (&(p)->name)
+#define FIELD_LAYER(p, l, name) (&(p)->layers[l].name)
+#define FIELD_TAIL(p, l, name) (&(p)->name)
+
+void txl_params_bind(TxlParams *p, float *base, const TxlDims *m) {
+  memset(p, 0, sizeof *p);
+  p->layers = txl_calloc((size_t)m->n_layer, sizeof(TxlLayerParams), "layer parameter pointers");
+  int64_t off = 0; /* same walk as txl_param_table_build */
+  for (int pass = SEC_HEAD; pass <= SEC_TAIL; pass++) {
+    int layers = pass == SEC_LAYER ? m->n_layer : 1;
+    for (int l = 0; l < layers; l++) {
+#define X(pname, section, present, pinit, prank, d0, d1) \
+      if (SEC_ID_##section == pass && (present)) {      \
+        *FIELD_##section(p, l, pname) = base + off;     \
+        off += numel_of(prank, d0, d1);                  \
+      }
+#include "src/model/params.def"
+#undef X
+    }
+  }
+}
+
+void txl_params_unbind(TxlParams *p) {
+  free(p->layers);
+  p->layers = NULL;
+}
+
+/* N(0, 1) from Philox via Box-Muller: element e of tensor k uses counter (e, k, 0x1417, 0). */
+void txl_params_init(float *host, const TxlParamTable *t, float init_std, uint32_t seed) {
+  for (int k = 0; k < t->n_tensors; k++) {
+    const TxlTensorInfo *ti = &t->tensors[k];
+    float *x = host + ti->offset;
+    if (ti->init == TXL_INIT_ZERO) {
+      memset(x, 0, (size_t)ti->numel * sizeof(float));
+      continue;
+    }
+    float mean = ti->init == TXL_INIT_NORMAL_ONE ? 1.0f : 0.0f;
+    for (int64_t e = 0; e < ti->numel; e += 2) {
+      TxlPhilox4 r = txl_philox4x32_10((uint32_t)(e >> 1), (uint32_t)((uint64_t)e >> 33), (uint32_t)k,
+                                       0x1417u, seed, 0x9a7a11u);
+      double u1 = ((double)r.v[0] + 1.0) / 4294967296.0; /* (0, 1] */
+      double u2 = (double)r.v[1] / 4294967296.0;
+      double rad = sqrt(-2.0 * log(u1));
+      x[e] = (float)(mean + init_std * rad * cos(2.0 * M_PI * u2));
+      if (e + 1 < ti->numel) x[e + 1] = (float)(mean + init_std * rad * sin(2.0 * M_PI * u2));
+    }
+  }
+}
+
+int64_t txl_param_count_non_embedding(const TxlParamTable *t) {
+  int64_t n = 0;
+  for (int k = 0; k < t->n_tensors; k++)
+    if (strcmp(t->tensors[k].name, "word_emb") && strcmp(t->tensors[k].name, "out_weight") &&
+        strcmp(t->tensors[k].name, "out_bias"))
+      n += t->tensors[k].numel;
+  return n;
+}

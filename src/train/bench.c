@@ -1,0 +1,69 @@
+/* txl-train --bench: training steps on synthetic tokens, timed, against the measured fp32 GEMM
+ * peak of this rank's device. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/common/philox.h"
+#include "src/base/timer.h"
+#include "src/train/trainer.h"
+
+/* GFLOP/s of a square fp32 GEMM (best of a few), the ceiling the step is compared with. */
+static double gemm_peak_gflops(const TxlOps *o) {
+  const int n = 1536;
+  size_t bytes = (size_t)n * n * sizeof(float);
+  float *a = o->alloc(bytes, "bench A"), *b = o->alloc(bytes, "bench B"), *c = o->alloc(bytes, "bench C");
+  float *h = malloc(bytes);
+  if (!h) txl_fatal("out of memory for the GEMM benchmark");
+  for (size_t i = 0; i < (size_t)n * n; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f;
+  o->to_device(a, h, bytes);
+  o->to_device(b, h, bytes);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; rep++) {
+    double t0 = txl_now_s();
+    o->gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    o->to_host(h, c, sizeof(float)); /* waits for the device */
+    double dt = txl_now_s() - t0;
+    if (rep > 0 && dt < best) best = dt;
+  }
+  free(h);
+  o->free(a);
+  o->free(b);
+  o->free(c);
+  return 2.0 * n * (double)n * n / best / 1e9;
+}
+
+void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
+  const TxlConfig *c = &t->cfg;
+  const int L = c->tgt_len, B = t->B_local, V = t->model.spec.dims.n_token;
+  int32_t *tok = malloc((size_t)(L + 1) * B * sizeof(int32_t));
+  if (!tok) txl_fatal("out of memory for synthetic tokens");
+  double peak = gemm_peak_gflops(t->ops);
+  double t0 = 0.0, norm = 0.0, loss = 0.0;
+  for (int s = 0; s < warmup + steps; s++) {
+    for (int i = 0; i <= L; i++) /* fresh random tokens per step, keyed by global column */
+      for (int j = 0; j < B; j++) {
+        TxlPhilox4 r = txl_philox4x32_10((uint32_t)i, (uint32_t)(t->col0 + j), (uint32_t)s, 0xbe4c4u,
+                                         (uint32_t)c->seed, 0u);
+        tok[(size_t)i * B + j] = (int32_t)(r.v[0] % (uint32_t)V);
+      }
+    if (s == warmup) {
+      txl_dist_barrier();
+      t0 = txl_now_s();
+    }
+    loss = txl_trainer_step(t, tok, tok + B, L, &norm);
+  }
+  txl_dist_barrier();
+  double dt = txl_now_s() - t0;
+  free(tok);
+  if (t->dist.rank != 0) return;
+  double tokens_per_s = (double)steps * L * c->batch_size / dt;
+  double flops = txl_model_flops_per_token(&t->model, L, c->mem_len);
+  double gflops_rank = tokens_per_s * flops / 1e9 / t->dist.world;
+  char tps[32];
+  txl_format_count((long long)(tokens_per_s + 0.5), tps, sizeof tps);
+  printf("bench: %d steps (after %d warm-up) | loss %.4f | %s tok/s | %.2f ms/step | %.1f GFLOP/s per rank = "
+         "%.1f%% of the measured fp32 GEMM peak %.1f GFLOP/s (%d thread%s)\n",
+         steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, peak, t->threads,
+         t->threads > 1 ? "s" : "");
+  fflush(stdout);
+}

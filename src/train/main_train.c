@@ -1,0 +1,97 @@
+/* txl-train: train a Transformer-XL language model.
+ *   mpirun -n P txl-train CONFIG.ini [--set section.key=value ...] [--bench [STEPS]] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+#include "src/config/config.h"
+#include "src/train/trainer.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: txl-train CONFIG.ini [options]\n"
+          "       mpirun -n P txl-train CONFIG.ini [options]   (P ranks, train.batch_size columns split among them)\n"
+          "\n"
+          "options:\n"
+          "  --set section.key=value   override one config key (repeatable), e.g. --set train.lr=1e-3\n"
+          "  --bench [STEPS]           time STEPS training steps (default 20) on synthetic tokens after 3 warm-up\n"
+          "                            steps; prints tokens/s, ms/step and the share of the measured GEMM peak\n"
+          "  --bench-warmup N          warm-up steps of --bench (default 3)\n"
+          "  --print-config            print the resolved config and exit\n"
+          "  -h, --help                this text, with every config key\n"
+          "\n"
+          "config keys (INI sections and keys; values are checked, unknown keys are errors):\n");
+  txl_config_print_help(f);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    }
+  TxlDist dist;
+  txl_dist_init(&dist, &argc, &argv);
+
+  TxlConfig cfg;
+  txl_config_defaults(&cfg);
+  const char *config_path = NULL;
+  int bench = 0, bench_steps = 20, bench_warmup = 3, print_only = 0;
+  char err[1024];
+  /* the config file first, then the --set overrides in order */
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--set")) {
+      if (++i >= argc) txl_fatal_all("--set needs section.key=value");
+    } else if (!strncmp(a, "--set=", 6)) {
+    } else if (!strcmp(a, "--bench")) {
+      bench = 1;
+      if (i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+        char *end;
+        long v = strtol(argv[++i], &end, 10);
+        if (*end || v < 1 || v > 1000000) txl_fatal_all("--bench %s: expected a step count in [1, 1000000]", argv[i]);
+        bench_steps = (int)v;
+      }
+    } else if (!strcmp(a, "--bench-warmup")) {
+      char *end;
+      long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
+      if (v < 0 || v > 1000000 || *end) txl_fatal_all("--bench-warmup needs a step count in [0, 1000000]");
+      bench_warmup = (int)v;
+    } else if (!strcmp(a, "--print-config")) {
+      print_only = 1;
+    } else if (a[0] == '-') {
+      txl_fatal_all("unknown option '%s' (see txl-train --help)", a);
+    } else if (config_path) {
+      txl_fatal_all("two config files given ('%s' and '%s')", config_path, a);
+    } else {
+      config_path = a;
+    }
+  }
+  if (!config_path) txl_fatal_all("no config file given (usage: txl-train CONFIG.ini [options], see --help)");
+  if (txl_config_load_ini(&cfg, config_path, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  for (int i = 1; i < argc; i++) {
+    const char *v = NULL;
+    if (!strcmp(argv[i], "--set")) v = argv[++i];
+    else if (!strncmp(argv[i], "--set=", 6)) v = argv[i] + 6;
+    if (v && txl_config_set(&cfg, v, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  }
+  if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s: %s", config_path, err);
+  if (print_only) {
+    if (dist.rank == 0) txl_config_write_ini(&cfg, stdout, 1);
+    txl_dist_finalize();
+    return 0;
+  }
+
+  TxlTrainer t;
+  txl_trainer_setup(&t, &cfg, &dist, bench);
+  if (bench) {
+    txl_trainer_bench(&t, bench_steps, bench_warmup);
+  } else {
+    txl_trainer_train(&t);
+    txl_trainer_generate(&t);
+  }
+  txl_trainer_teardown(&t);
+  txl_dist_finalize();
+  return 0;
+}

@@ -1,0 +1,20 @@
+#include "src/train/step.h"
+
+#include "dist/dist.h"
+
+double txl_train_step(TxlModel *m, TxlRun *r, TxlAdam *adam, const TxlSchedule *sched, int step,
+                      int batch_global, int world, const int32_t *inputs, const int32_t *targets, int L,
+                      double *grad_norm) {
+  const double global_tokens = (double)L * batch_global;
+  m->ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
+  double loss_sum = txl_model_forward(m, r, inputs, targets, L, step, 1, (float)(1.0 / global_tokens));
+  txl_model_backward(m, r);
+  if (world > 1) {
+    txl_dist_allreduce_sum_f32(m->grad_buf, m->table.total);
+    txl_dist_allreduce_sum_f64(&loss_sum, 1);
+  }
+  double norm = txl_grad_norm(m->ops, m->grad_buf, m->table.total);
+  txl_adam_step(adam, m->param_buf, m->grad_buf, norm, (float)txl_schedule_lr(sched, step));
+  if (grad_norm) *grad_norm = norm;
+  return loss_sum / global_tokens;
+}

@@ -1,0 +1,45 @@
+#include "src/train/stream.h"
+
+#include <stdlib.h>
+
+#include "src/base/error.h"
+
+void txl_stream_open(TxlStream *s, TxlCorpus *c, const char *split, int B_global, int B_local, int col0,
+                     int L_max, int min_rows) {
+  s->corpus = c;
+  s->split = split;
+  s->B_global = B_global;
+  s->B_local = B_local;
+  s->col0 = col0;
+  s->L_max = L_max;
+  s->pos = 0;
+  int64_t len = txl_corpus_split_length(c, split);
+  s->col_len = len / B_global;
+  if (s->col_len < (int64_t)min_rows + 1)
+    txl_fatal_all("%s: the %s split (%lld tokens) is too short for %d columns of %d+1 tokens",
+                  txl_corpus_path(c), split, (long long)len, B_global, min_rows);
+  s->block = txl_malloc((size_t)(L_max + 1) * B_local * sizeof(int32_t), "token block");
+  s->scratch = txl_malloc((size_t)(L_max + 1) * B_local * sizeof(int32_t), "token block scratch");
+}
+
+void txl_stream_close(TxlStream *s) {
+  free(s->block);
+  free(s->scratch);
+  s->block = s->scratch = NULL;
+}
+
+int txl_stream_next(TxlStream *s, const int32_t **inputs, const int32_t **targets) {
+  int64_t left = s->col_len - 1 - s->pos; /* rows that still have a target */
+  if (left <= 0) return 0;
+  int n = left < s->L_max ? (int)left : s->L_max;
+  txl_corpus_read_block(s->corpus, s->split, s->col_len, s->col0, s->B_local, s->pos, n + 1, s->block,
+                        s->scratch);
+  *inputs = s->block;
+  *targets = s->block + s->B_local;
+  s->pos += n;
+  return n;
+}
+
+void txl_stream_rewind(TxlStream *s) { s->pos = 0; }
+
+int64_t txl_stream_segments(const TxlStream *s) { return (s->col_len - 1 + s->L_max - 1) / s->L_max; }

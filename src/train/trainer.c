@@ -1,0 +1,228 @@
+#include "src/train/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cpu/threads.h"
+#include "src/base/timer.h"
+#include "src/train/step.h"
+#include "src/train/stream.h"
+
+/* ---- setup -------------------------------------------------------------------------------- */
+
+static int auto_threads(const TxlDist *d) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  long n = cores / (d->local_size > 0 ? d->local_size : 1);
+  return n < 1 ? 1 : (int)n;
+}
+
+static int is_char_level(const TxlTrainer *t) {
+  return t->corpus && strcmp(txl_corpus_mode(t->corpus), "word") != 0;
+}
+
+static void print_summary(const TxlTrainer *t, int bench) {
+  if (t->dist.rank != 0) return;
+  const TxlConfig *c = &t->cfg;
+  char n_all[32], n_ne[32];
+  txl_format_count((long long)t->model.table.total, n_all, sizeof n_all);
+  txl_format_count((long long)txl_param_count_non_embedding(&t->model.table), n_ne, sizeof n_ne);
+  printf("txl-train: %d rank%s x %d thread%s on %s (%s)\n", t->dist.world, t->dist.world > 1 ? "s" : "",
+         t->threads, t->threads > 1 ? "s" : "", c->device, t->dist.host);
+  if (t->corpus) {
+    char tr[32];
+    txl_format_count((long long)txl_corpus_split_length(t->corpus, "train"), tr, sizeof tr);
+    printf("corpus: %s (%s level, vocabulary %lld, train %s tokens)\n", txl_corpus_path(t->corpus),
+           txl_corpus_mode(t->corpus), (long long)txl_corpus_vocab_size(t->corpus), tr);
+  } else if (bench) {
+    printf("corpus: none (benchmark on synthetic tokens, vocabulary %d)\n", c->n_token);
+  }
+  printf("resolved config (# marks values that differ from the defaults):\n");
+  txl_config_write_ini(c, stdout, 1);
+  const TxlModel *m = &t->model;
+  double flops = txl_model_flops_per_token(m, c->tgt_len, c->mem_len);
+  TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
+  double state_mb = 4.0 * (double)m->table.total * sizeof(float) / 1048576.0;
+  double act_mb = (double)txl_run_bytes(m, &ts) / 1048576.0;
+  printf("model: %s parameters (%s without embeddings); %.3g MFLOP per trained token\n", n_all, n_ne,
+         flops / 1e6);
+  printf("memory per rank: %.1f MiB parameters + gradients + Adam moments, %.1f MiB activations and memory\n",
+         state_mb, act_mb);
+  printf("columns: %d global, %d on each rank; %d rows per step, memory %d rows\n", c->batch_size, t->B_local,
+         c->tgt_len, c->mem_len);
+  fflush(stdout);
+}
+
+void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench) {
+  memset(t, 0, sizeof *t);
+  t->cfg = *cfg;
+  t->dist = *dist;
+  const TxlConfig *c = &t->cfg;
+
+  if (strcmp(c->device, "cpu") != 0)
+    txl_fatal_all("run.device = %s: this build trains on the CPU only (the CUDA backend is not complete yet)",
+                  c->device);
+  t->ops = txl_ops_cpu();
+  t->threads = c->threads > 0 ? c->threads : auto_threads(dist);
+  txl_cpu_set_threads(t->threads);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (dist->rank == 0 && (long)t->threads * dist->local_size > cores) {
+    fprintf(stderr,
+            "txl: warning: %d ranks x %d threads on a node with %ld cores: oversubscribed, expect slow steps\n",
+            dist->local_size, t->threads, cores);
+  }
+
+  int n_token = c->n_token;
+  if (!bench || *c->corpus) {
+    if (!*c->corpus) txl_fatal_all("data.corpus is not set (make one with txl-prep, see README)");
+    t->corpus = txl_corpus_open(c->corpus);
+    int64_t v = txl_corpus_vocab_size(t->corpus);
+    if (c->n_token > 0 && c->n_token != v)
+      txl_fatal_all("%s: vocabulary of %lld tokens, but data.n_token = %d", c->corpus, (long long)v, c->n_token);
+    n_token = (int)v;
+  } else if (n_token <= 0) {
+    txl_fatal_all("--bench without data.corpus needs data.n_token > 0 (the synthetic vocabulary)");
+  }
+  t->cfg.n_token = n_token;
+
+  t->B_local = c->batch_size / dist->world;
+  t->col0 = dist->rank * t->B_local;
+
+  TxlModelSpec spec;
+  memset(&spec, 0, sizeof spec);
+  spec.dims.n_token = n_token;
+  spec.dims.n_layer = c->n_layer;
+  spec.dims.d_model = c->d_model;
+  spec.dims.n_head = c->n_head;
+  spec.dims.d_head = c->d_head;
+  spec.dims.d_inner = c->d_inner;
+  spec.dims.untie_r = c->untie_r;
+  spec.dims.tie_weight = c->tie_weight;
+  spec.dropout = (float)c->dropout;
+  spec.dropatt = (float)c->dropatt;
+  spec.pre_lnorm = c->pre_lnorm;
+  spec.seed = (uint32_t)c->seed;
+  txl_model_create(&t->model, t->ops, &spec);
+  txl_model_init_params(&t->model, (float)c->init_std, (uint32_t)c->seed);
+
+  TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
+  txl_run_create(&t->run, &t->model, &ts);
+  txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
+                  (float)c->clip);
+  t->sched.kind = (TxlSchedKind)txl_schedule_kind(c->scheduler);
+  t->sched.lr = c->lr;
+  t->sched.eta_min = c->eta_min;
+  t->sched.warmup_step = c->warmup_step;
+  t->sched.max_step = c->max_step;
+  if (!bench) txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
+  print_summary(t, bench);
+  if (!bench && dist->rank == 0) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.ini", c->work_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) txl_fatal("%s: cannot write the resolved config", path);
+    txl_config_write_ini(&t->cfg, f, 0);
+    fclose(f);
+  }
+}
+
+void txl_trainer_teardown(TxlTrainer *t) {
+  txl_report_close(&t->report);
+  txl_adam_destroy(&t->adam);
+  txl_run_destroy(&t->run, &t->model);
+  txl_model_destroy(&t->model);
+  if (t->corpus) txl_corpus_close(t->corpus);
+}
+
+/* ---- one step ----------------------------------------------------------------------------- */
+
+double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
+  double loss = txl_train_step(&t->model, &t->run, &t->adam, &t->sched, t->step, t->cfg.batch_size, t->dist.world,
+                               inputs, targets, L, grad_norm);
+  t->step++;
+  return loss;
+}
+
+/* ---- training ----------------------------------------------------------------------------- */
+
+static void validate(TxlTrainer *t) {
+  double tokens = 0.0, t0 = txl_now_s();
+  double loss = txl_trainer_evaluate(t, "valid", t->cfg.max_eval_steps, &tokens);
+  txl_report_eval(&t->report, "valid", t->step, loss, tokens, txl_now_s() - t0);
+}
+
+void txl_trainer_train(TxlTrainer *t) {
+  const TxlConfig *c = &t->cfg;
+  TxlStream s;
+  txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
+  if (t->dist.rank == 0) {
+    printf("training: %lld segments per epoch, %d steps\n", (long long)txl_stream_segments(&s), c->max_step);
+    fflush(stdout);
+  }
+  double t_start = txl_now_s(), t_log = t_start, loss_acc = 0.0, tokens_acc = 0.0;
+  int steps_acc = 0, last_eval = -1;
+  while (t->step < c->max_step) {
+    const int32_t *in, *tg;
+    int n = txl_stream_next(&s, &in, &tg);
+    if (n == 0) { /* a new epoch: back to the top of every column, with an empty memory */
+      txl_stream_rewind(&s);
+      txl_run_reset_memory(&t->run);
+      n = txl_stream_next(&s, &in, &tg);
+    }
+    double norm = 0.0;
+    double lr = txl_schedule_lr(&t->sched, t->step);
+    double loss = txl_trainer_step(t, in, tg, n, &norm);
+    if (!isfinite(loss)) txl_fatal("step %d: the loss is %f; stopping (lower train.lr?)", t->step, loss);
+    loss_acc += loss;
+    tokens_acc += (double)n * c->batch_size;
+    steps_acc++;
+    if (t->step % c->log_interval == 0 || t->step == c->max_step) {
+      double now = txl_now_s();
+      TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
+                           1000.0 * (now - t_log) / steps_acc, now - t_start};
+      txl_report_train(&t->report, &f);
+      loss_acc = tokens_acc = 0.0;
+      steps_acc = 0;
+      t_log = now;
+    }
+    if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {
+      validate(t);
+      last_eval = t->step;
+      t_log = txl_now_s(); /* evaluation time is not training time */
+    }
+  }
+  txl_stream_close(&s);
+  if (last_eval != t->step) validate(t);
+  double tokens = 0.0, t0 = txl_now_s();
+  double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
+  txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+}
+
+/* ---- evaluation --------------------------------------------------------------------------- */
+
+double txl_trainer_evaluate(TxlTrainer *t, const char *split, int max_segments, double *tokens_out) {
+  const TxlConfig *c = &t->cfg;
+  const int B_local = c->eval_batch_size / t->dist.world;
+  TxlRunShape es = {c->eval_tgt_len, B_local, t->dist.rank * B_local, txl_config_eval_mem_len(c),
+                    txl_config_eval_clamp_len(c), c->eval_same_length, 0};
+  TxlRun run;
+  txl_run_create(&run, &t->model, &es);
+  TxlStream s;
+  txl_stream_open(&s, t->corpus, split, c->eval_batch_size, B_local, es.col0, c->eval_tgt_len, 1);
+  double sums[2] = {0.0, 0.0}; /* loss, tokens */
+  const int32_t *in, *tg;
+  int n, seg = 0;
+  while ((max_segments < 0 || seg < max_segments) && (n = txl_stream_next(&s, &in, &tg)) > 0) {
+    sums[0] += txl_model_forward(&t->model, &run, in, tg, n, t->step, 0, 0.0f);
+    sums[1] += (double)n * B_local;
+    seg++;
+  }
+  txl_stream_close(&s);
+  txl_run_destroy(&run, &t->model);
+  txl_dist_allreduce_sum_f64(sums, 2);
+  if (tokens_out) *tokens_out = sums[1];
+  return sums[0] / sums[1];
+}

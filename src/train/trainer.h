@@ -1,0 +1,54 @@
+/* One training job: the resolved config, this rank's device and data, the model, the
+ * optimizer, and the loops that train, evaluate, generate and benchmark. */
+#ifndef TXL_TRAIN_TRAINER_H
+#define TXL_TRAIN_TRAINER_H
+
+#include "data/corpus.h"
+#include "dist/dist.h"
+#include "src/config/config.h"
+#include "src/model/model.h"
+#include "src/optim/adam.h"
+#include "src/optim/schedule.h"
+#include "src/train/report.h"
+
+typedef struct {
+  TxlConfig cfg;
+  TxlDist dist;
+  const TxlOps *ops;
+  int threads;         /* CPU threads of this rank */
+  TxlCorpus *corpus;   /* NULL in bench mode */
+  TxlModel model;
+  TxlRun run;          /* training run state */
+  TxlAdam adam;
+  TxlSchedule sched;
+  TxlReport report;
+  int B_local, col0;
+  int step;            /* updates done */
+} TxlTrainer;
+
+/* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
+ * collective: all ranks */
+void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench);
+void txl_trainer_teardown(TxlTrainer *t);
+
+/* Trains for max_step updates, validating every eval_interval and testing at the end.
+ * collective: all ranks */
+void txl_trainer_train(TxlTrainer *t);
+
+/* Mean loss (nats per token) over a split with the evaluation settings; max_segments < 0: all.
+ * tokens_out: tokens scored (global). collective: all ranks */
+double txl_trainer_evaluate(TxlTrainer *t, const char *split, int max_segments, double *tokens_out);
+
+/* Prints sample_tokens generated tokens (rank 0 computes; the others wait). collective: all ranks */
+void txl_trainer_generate(TxlTrainer *t);
+
+/* Runs `steps` training steps on synthetic tokens after `warmup` untimed ones and prints
+ * tokens/s, ms/step and the share of the measured fp32 GEMM peak. collective: all ranks */
+void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
+
+/* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam.
+ * Returns the global mean loss; *grad_norm the global gradient norm before clipping.
+ * collective: all ranks */
+double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
+
+#endif

@@ -1,0 +1,555 @@
+/* Every CUDA op written so far against its CPU op (kernels/cpu, itself tested against a
+ * double-precision reference in tests/ops) on the same random inputs, odd sizes throughout.
+ *
+ * Where there is no CUDA device (or no driver) it prints "SKIPPED: no CUDA device" and exits 0.
+ * Otherwise it prints one line per checked output: the max absolute and relative error and the
+ * max ratio error / bound, and exits 1 if any element is outside its bound (a NaN is always
+ * outside).
+ *
+ * Tolerances. u = 2^-24 is the unit roundoff of float. A float sum of k terms computed in any
+ * order (pairwise, blocked, with or without FMA) is within gamma_k = k u / (1 - k u) ~ k u of
+ * the exact sum, relative to the sum of the absolute values of the terms (Higham, "Accuracy
+ * and Stability of Numerical Algorithms", 2nd ed., sec. 3.1). The GPU and the CPU are each
+ * within that of the exact value, so they are within 2 gamma_k of each other. Each check below
+ * therefore bounds element i by
+ *     bound_i = c * (k + a) * u * mag_i,
+ * where k is the length of the longest sum behind the element, a counts the few extra
+ * roundings (products, divisions, sqrt, exp: at most 2 ulp each on either side), mag_i is the
+ * element's "sum of absolute values", computed in double from the inputs, and c = 4 is the
+ * factor 2 of the two backends times 2 of slack for the rounding of intermediate results used
+ * in more than one place (the mean in layer norm, the max in softmax). These are worst-case
+ * bounds, so a correct kernel sits far below them (the printed ratio shows how far), while a
+ * wrong index, a missing term, a wrong constant or TF32 arithmetic (10-bit mantissa) is far
+ * above. Ops that are one rounding of the same operation on both sides (embedding, dropout)
+ * must be bit-identical; dropout masks must be bit-identical by design (Philox). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_ops.h"
+
+#define U_F32 (1.0 / 16777216.0) /* 2^-24 */
+#define TOL_C 4.0
+
+static int g_failures = 0;
+
+/* ---- inputs ------------------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+
+static double urand(void) { /* uniform in [0, 1), xorshift64* */
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  return (double)((g_rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float *host_rand(int64_t n, double lo, double hi) {
+  float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!x) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
+  return x;
+}
+
+static float *host_copy(const float *x, int64_t n) {
+  float *y = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!y) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  memcpy(y, x, (size_t)n * sizeof(float));
+  return y;
+}
+
+static double *bounds_alloc(int64_t n) {
+  double *b = calloc((size_t)(n ? n : 1), sizeof(double));
+  if (!b) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  return b;
+}
+
+/* A device copy of host data. */
+static void *dev_from(const void *host, size_t bytes, const char *what) {
+  void *d = txl_cuda_alloc(bytes, what);
+  txl_cuda_to_device(d, host, bytes);
+  return d;
+}
+
+/* The device array back on the host (a new allocation). */
+static float *host_from(const float *dev, int64_t n) {
+  float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  txl_cuda_to_host(h, dev, (size_t)n * sizeof(float));
+  return h;
+}
+
+/* ---- comparisons ------------------------------------------------------------------------- */
+
+static void report(const char *what, double max_abs, double max_rel, int bad, int64_t first_bad,
+                   float got, float want, const char *kind) {
+  printf("%-50s max abs %.3e  max rel %.3e  %s%s\n", what, max_abs, max_rel, kind,
+         bad ? "  FAIL" : "  ok");
+  if (bad) {
+    printf("    %d elements out of tolerance; first at %lld: cuda %.9g, cpu %.9g\n", bad,
+           (long long)first_bad, (double)got, (double)want);
+    g_failures++;
+  }
+}
+
+/* got (CUDA) against want (CPU): |got_i - want_i| <= bound_i for every i. */
+static void check_close(const char *what, const float *got, const float *want,
+                        const double *bound, int64_t n) {
+  double max_abs = 0.0, max_rel = 0.0, max_ratio = 0.0;
+  int bad = 0;
+  int64_t first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs((double)got[i] - (double)want[i]);
+    const double r = e / fmax(fabs((double)want[i]), 1e-30);
+    const double q = e / fmax(bound[i], 1e-300);
+    if (!(e <= bound[i])) { /* NaN in either side fails here */
+      if (!bad) first = i;
+      bad++;
+    }
+    if (e > max_abs || isnan(e)) max_abs = e;
+    if (r > max_rel || isnan(r)) max_rel = r;
+    if (q > max_ratio || isnan(q)) max_ratio = q;
+  }
+  char kind[64];
+  snprintf(kind, sizeof kind, "err/bound %.2e", max_ratio);
+  report(what, max_abs, max_rel, bad, first, bad ? got[first] : 0.0f,
+         bad ? want[first] : 0.0f, kind);
+}
+
+/* got and want must be the same bits (and not NaN). */
+static void check_bits(const char *what, const float *got, const float *want, int64_t n) {
+  double max_abs = 0.0;
+  int bad = 0;
+  int64_t first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t a, b;
+    memcpy(&a, &got[i], 4);
+    memcpy(&b, &want[i], 4);
+    if (a != b || isnan(got[i])) {
+      if (!bad) first = i;
+      bad++;
+      const double e = fabs((double)got[i] - (double)want[i]);
+      if (e > max_abs || isnan(e)) max_abs = e;
+    }
+  }
+  report(what, max_abs, max_abs, bad, first, bad ? got[first] : 0.0f,
+         bad ? want[first] : 0.0f, "bit-identical required");
+}
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+static void test_memory(void) {
+  const int64_t n = 1237;
+  float *d = txl_cuda_alloc((size_t)n * sizeof(float), "test: zeroed");
+  float *zeros = calloc((size_t)n, sizeof(float));
+  float *h = host_from(d, n);
+  check_bits("memory: alloc is zero-filled", h, zeros, n);
+  free(h);
+
+  float *x = host_rand(n, -1.0, 1.0);
+  float *d2 = txl_cuda_alloc((size_t)n * sizeof(float), "test: copy");
+  txl_cuda_to_device(d, x, (size_t)n * sizeof(float));
+  txl_cuda_copy(d2, d, (size_t)n * sizeof(float));
+  h = host_from(d2, n);
+  check_bits("memory: to_device, copy, to_host", h, x, n);
+  free(h);
+
+  txl_cuda_zero(d2 + 5, (size_t)(n - 10) * sizeof(float)); /* an interior range */
+  float *want = host_copy(x, n);
+  memset(want + 5, 0, (size_t)(n - 10) * sizeof(float));
+  h = host_from(d2, n);
+  check_bits("memory: zero (interior range)", h, want, n);
+  free(h);
+
+  void *empty = txl_cuda_alloc(0, "test: empty");
+  txl_cuda_free(empty);
+  txl_cuda_free(NULL);
+  txl_cuda_free(d);
+  txl_cuda_free(d2);
+  free(x);
+  free(zeros);
+  free(want);
+}
+
+/* ---- gemm -------------------------------------------------------------------------------- */
+
+/* C[M,N] = alpha op(A) op(B) + beta C, row-major with padded leading dimensions.
+ * Bound: the dot products have K terms: bound = c (K + 3) u (|alpha| |op(A)| |op(B)| + |beta| |C|). */
+static void test_gemm_case(int ta, int tb, int M, int N, int K, float alpha, float beta,
+                           int nan_c) {
+  const int ar = ta ? K : M, ac = ta ? M : K; /* A as stored: [ar, ac] */
+  const int br = tb ? N : K, bc = tb ? K : N;
+  const int lda = ac + 3, ldb = bc + 1, ldc = N + 2;
+  float *A = host_rand((int64_t)ar * lda, -1.0, 1.0);
+  float *B = host_rand((int64_t)br * ldb, -1.0, 1.0);
+  float *C = host_rand((int64_t)M * ldc, -1.0, 1.0);
+  if (nan_c) /* beta = 0 must not read C, as BLAS */
+    for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = NAN;
+  float *Cc = host_copy(C, (int64_t)M * ldc);
+  float *dA = dev_from(A, (size_t)ar * lda * sizeof(float), "test: A");
+  float *dB = dev_from(B, (size_t)br * ldb * sizeof(float), "test: B");
+  float *dC = dev_from(C, (size_t)M * ldc * sizeof(float), "test: C");
+
+  txl_cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cc, ldc);
+  txl_cuda_gemm(ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc);
+  float *Cg = host_from(dC, (int64_t)M * ldc);
+
+  /* compare the M x N window only (the padding columns are not part of C) */
+  float *got = malloc((size_t)M * N * sizeof(float)), *want = malloc((size_t)M * N * sizeof(float));
+  double *bound = bounds_alloc((int64_t)M * N);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double mag = nan_c ? 0.0 : fabs((double)beta) * fabs((double)C[(int64_t)i * ldc + j]);
+      for (int k = 0; k < K; k++) {
+        const double a = A[ta ? (int64_t)k * lda + i : (int64_t)i * lda + k];
+        const double b = B[tb ? (int64_t)j * ldb + k : (int64_t)k * ldb + j];
+        mag += fabs((double)alpha) * fabs(a * b);
+      }
+      got[(int64_t)i * N + j] = Cg[(int64_t)i * ldc + j];
+      want[(int64_t)i * N + j] = Cc[(int64_t)i * ldc + j];
+      bound[(int64_t)i * N + j] = TOL_C * (K + 3) * U_F32 * mag;
+    }
+  char what[96];
+  snprintf(what, sizeof what, "gemm %c%c M=%d N=%d K=%d beta=%g%s", ta ? 'T' : 'N', tb ? 'T' : 'N',
+           M, N, K, (double)beta, nan_c ? " (C=NaN)" : "");
+  check_close(what, got, want, bound, (int64_t)M * N);
+
+  txl_cuda_free(dA);
+  txl_cuda_free(dB);
+  txl_cuda_free(dC);
+  free(A); free(B); free(C); free(Cc); free(Cg); free(got); free(want); free(bound);
+}
+
+static void test_gemm(void) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) test_gemm_case(ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
+  test_gemm_case(0, 1, 131, 67, 257, 1.0f, 0.0f, 1);
+  test_gemm_case(1, 0, 5, 3, 0, 1.0f, 0.5f, 0); /* K = 0: C = beta C */
+}
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+/* One float multiply per element on both sides: bit-identical. */
+static void test_embedding(void) {
+  const int V = 101, d = 67;
+  const int64_t n = 45;
+  const float scale = sqrtf((float)d);
+  float *emb = host_rand((int64_t)V * d, -1.0, 1.0);
+  int32_t tok[45];
+  for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)(urand() * V);
+  tok[0] = 0;
+  tok[1] = V - 1;
+  float *want = host_rand(n * d, -1.0, 1.0);
+  txl_cpu_embedding_forward(want, tok, emb, scale, n, d);
+
+  float *demb = dev_from(emb, (size_t)V * d * sizeof(float), "test: emb");
+  int32_t *dtok = dev_from(tok, sizeof tok, "test: tok");
+  float *dout = txl_cuda_alloc((size_t)(n * d) * sizeof(float), "test: out");
+  txl_cuda_embedding_forward(dout, dtok, demb, scale, n, d);
+  float *got = host_from(dout, n * d);
+  check_bits("embedding_forward n=45 d=67 V=101", got, want, n * d);
+  txl_cuda_free(demb);
+  txl_cuda_free(dtok);
+  txl_cuda_free(dout);
+  free(emb); free(want); free(got);
+}
+
+/* ---- dropout ----------------------------------------------------------------------------- */
+
+/* Masks bit-identical (checked on ones, where the output is the mask times the scale), and the
+ * values too (one float multiply per element on both sides). */
+static void test_dropout_case(int rows, int cols, int feats, int col0, TxlDropout d) {
+  const int64_t n = (int64_t)rows * cols * feats;
+  char what[96];
+  for (int ones = 1; ones >= 0; ones--) {
+    float *x = host_rand(n, -2.0, 2.0);
+    if (ones)
+      for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
+    float *dx = dev_from(x, (size_t)n * sizeof(float), "test: dropout x");
+    txl_cpu_dropout(x, rows, cols, feats, col0, d);
+    txl_cuda_dropout(dx, rows, cols, feats, col0, d);
+    float *got = host_from(dx, n);
+    snprintf(what, sizeof what, "dropout %s %dx%dx%d col0=%d p=%g", ones ? "mask" : "values", rows,
+             cols, feats, col0, (double)d.p);
+    check_bits(what, got, x, n);
+    if (ones && d.p > 0.0f) { /* sanity: the kept fraction is near 1 - p */
+      int64_t kept = 0;
+      for (int64_t i = 0; i < n; i++) kept += got[i] != 0.0f;
+      const double frac = (double)kept / (double)n;
+      if (fabs(frac - (1.0 - d.p)) > 0.05) {
+        printf("    kept fraction %.4f, expected about %.4f  FAIL\n", frac, 1.0 - d.p);
+        g_failures++;
+      }
+    }
+    txl_cuda_free(dx);
+    free(x);
+    free(got);
+  }
+}
+
+static void test_dropout(void) {
+  TxlDropout d = {0.3f, 1234u, txl_layer_site(2, TXL_LSITE_FF_HIDDEN), 77u};
+  test_dropout_case(7, 5, 203, 3, d);  /* feats not a multiple of 4 */
+  d.p = 0.1f;
+  d.site = TXL_SITE_EMBED;
+  test_dropout_case(3, 11, 4, 100, d); /* exactly one Philox group per row */
+  d.p = 0.0f;
+  test_dropout_case(2, 3, 9, 0, d);    /* identity */
+}
+
+/* ---- layer norm -------------------------------------------------------------------------- */
+
+/* Forward: the mean and the variance are sums of d terms; out_i depends on them through
+ * (x_i - mean) * rstd. Bounds (k = d, a = 6):
+ *   mean:  c (d + a) u mean|x|
+ *   rstd:  c (d + a) u rstd                  (relative error of var, halved by the sqrt)
+ *   out:   c (d + a) u ((|x_i| + mean|x|) rstd |w_i| + |b_i|)
+ * Backward (given the same mean, rstd): dinp sums d terms per row, dw and db sum n terms per
+ * column:
+ *   dinp:  c (d + a) u (|dinp0_i| + rstd (|g_i| + mean|g| + |xhat_i| mean|g xhat|)),  g = dout w
+ *   dw:    c (n + a) u (|dw0_j| + sum_r |dout xhat|),   db: the same with |dout|. */
+static void test_layernorm_case(int64_t n, int d) {
+  const float eps = 1e-5f;
+  const double k_d = TOL_C * (d + 6) * U_F32, k_n = TOL_C * ((double)n + 6) * U_F32;
+  float *x = host_rand(n * d, -1.0, 1.0);
+  for (int64_t r = 0; r < n; r++) /* a per-row offset: exercises the mean subtraction */
+    for (int j = 0; j < d; j++) x[r * d + j] += (float)(r % 7) - 3.0f;
+  float *w = host_rand(d, 0.5, 1.5), *b = host_rand(d, -0.2, 0.2);
+  float *out = host_rand(n * d, -1, 1), *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
+  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, eps);
+
+  float *dx = dev_from(x, (size_t)(n * d) * sizeof(float), "test: ln x");
+  float *dw_ = dev_from(w, (size_t)d * sizeof(float), "test: ln w");
+  float *db_ = dev_from(b, (size_t)d * sizeof(float), "test: ln b");
+  float *dout = txl_cuda_alloc((size_t)(n * d) * sizeof(float), "test: ln out");
+  float *dmean = txl_cuda_alloc((size_t)n * sizeof(float), "test: ln mean");
+  float *drstd = txl_cuda_alloc((size_t)n * sizeof(float), "test: ln rstd");
+  txl_cuda_layernorm_forward(dout, dmean, drstd, dx, dw_, db_, n, d, eps);
+  float *gout = host_from(dout, n * d), *gmean = host_from(dmean, n), *grstd = host_from(drstd, n);
+
+  double *bo = bounds_alloc(n * d), *bm = bounds_alloc(n), *br = bounds_alloc(n);
+  for (int64_t r = 0; r < n; r++) {
+    double mabs = 0.0;
+    for (int j = 0; j < d; j++) mabs += fabs((double)x[r * d + j]);
+    mabs /= d;
+    bm[r] = k_d * mabs;
+    br[r] = k_d * rstd[r];
+    for (int j = 0; j < d; j++)
+      bo[r * d + j] = k_d * ((fabs((double)x[r * d + j]) + mabs) * rstd[r] * fabs((double)w[j]) +
+                             fabs((double)b[j]));
+  }
+  char what[96];
+  snprintf(what, sizeof what, "layernorm_forward n=%lld d=%d: out", (long long)n, d);
+  check_close(what, gout, out, bo, n * d);
+  snprintf(what, sizeof what, "layernorm_forward n=%lld d=%d: mean", (long long)n, d);
+  check_close(what, gmean, mean, bm, n);
+  snprintf(what, sizeof what, "layernorm_forward n=%lld d=%d: rstd", (long long)n, d);
+  check_close(what, grstd, rstd, br, n);
+
+  /* backward, from the CPU's mean and rstd on both sides; dinp, dw, db start non-zero (+=) */
+  float *dy = host_rand(n * d, -1.0, 1.0);
+  float *dinp = host_rand(n * d, -1.0, 1.0), *dwp = host_rand(d, -1.0, 1.0), *dbp = host_rand(d, -1.0, 1.0);
+  float *dinp0 = host_copy(dinp, n * d), *dw0 = host_copy(dwp, d), *db0 = host_copy(dbp, d);
+  float *d_dy = dev_from(dy, (size_t)(n * d) * sizeof(float), "test: ln dy");
+  float *d_dinp = dev_from(dinp, (size_t)(n * d) * sizeof(float), "test: ln dinp");
+  float *d_dw = dev_from(dwp, (size_t)d * sizeof(float), "test: ln dw");
+  float *d_db = dev_from(dbp, (size_t)d * sizeof(float), "test: ln db");
+  txl_cuda_to_device(dmean, mean, (size_t)n * sizeof(float));
+  txl_cuda_to_device(drstd, rstd, (size_t)n * sizeof(float));
+  txl_cpu_layernorm_backward(dinp, dwp, dbp, dy, x, w, mean, rstd, n, d);
+  txl_cuda_layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
+  float *g_dinp = host_from(d_dinp, n * d), *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
+
+  double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
+  for (int j = 0; j < d; j++) {
+    bdw[j] = fabs((double)dw0[j]);
+    bdb[j] = fabs((double)db0[j]);
+  }
+  for (int64_t r = 0; r < n; r++) {
+    double mg = 0.0, mgx = 0.0;
+    for (int j = 0; j < d; j++) {
+      const double g = (double)dy[r * d + j] * w[j];
+      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
+      mg += fabs(g);
+      mgx += fabs(g * xh);
+      bdw[j] += fabs((double)dy[r * d + j] * xh);
+      bdb[j] += fabs((double)dy[r * d + j]);
+    }
+    mg /= d;
+    mgx /= d;
+    for (int j = 0; j < d; j++) {
+      const double g = (double)dy[r * d + j] * w[j];
+      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
+      bdi[r * d + j] = k_d * (fabs((double)dinp0[r * d + j]) + rstd[r] * (fabs(g) + mg + fabs(xh) * mgx));
+    }
+  }
+  for (int j = 0; j < d; j++) {
+    bdw[j] *= k_n;
+    bdb[j] *= k_n;
+  }
+  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dinp (+=)", (long long)n, d);
+  check_close(what, g_dinp, dinp, bdi, n * d);
+  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dw (+=)", (long long)n, d);
+  check_close(what, g_dw, dwp, bdw, d);
+  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: db (+=)", (long long)n, d);
+  check_close(what, g_db, dbp, bdb, d);
+
+  /* determinism: the same call again from the same state gives the same bits */
+  txl_cuda_to_device(d_dinp, dinp0, (size_t)(n * d) * sizeof(float));
+  txl_cuda_to_device(d_dw, dw0, (size_t)d * sizeof(float));
+  txl_cuda_to_device(d_db, db0, (size_t)d * sizeof(float));
+  txl_cuda_layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
+  float *g2_dw = host_from(d_dw, d), *g2_db = host_from(d_db, d);
+  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dw rerun", (long long)n, d);
+  check_bits(what, g2_dw, g_dw, d);
+  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: db rerun", (long long)n, d);
+  check_bits(what, g2_db, g_db, d);
+
+  txl_cuda_free(dx); txl_cuda_free(dw_); txl_cuda_free(db_); txl_cuda_free(dout);
+  txl_cuda_free(dmean); txl_cuda_free(drstd); txl_cuda_free(d_dy); txl_cuda_free(d_dinp);
+  txl_cuda_free(d_dw); txl_cuda_free(d_db);
+  free(x); free(w); free(b); free(out); free(mean); free(rstd); free(gout); free(gmean);
+  free(grstd); free(bo); free(bm); free(br); free(dy); free(dinp); free(dwp); free(dbp);
+  free(dinp0); free(dw0); free(db0); free(g_dinp); free(g_dw); free(g_db); free(bdi);
+  free(bdw); free(bdb); free(g2_dw); free(g2_db);
+}
+
+static void test_layernorm(void) {
+  test_layernorm_case(77, 333);  /* d over one 256-column tile, a few row chunks */
+  test_layernorm_case(9001, 67); /* many rows: the chunk count reaches its cap */
+  test_layernorm_case(1, 5);
+}
+
+/* ---- cross-entropy ----------------------------------------------------------------------- */
+
+/* loss = log(s) + (m - x_t), s = sum_j exp(x_j - m) (V terms, each with an exp: a = 8):
+ *   loss:  c (V + a) u (1 + |log s| + |m - x_t|)    (|log s| error ~ relative error of s)
+ *   grad:  c (V + a + |x_j - m|) u |grad_scale| p_j  (+ the same for the -grad_scale at the
+ *          target), p_j = softmax; |x_j - m| u is the relative error that rounding the argument
+ *          of exp brings. With grad_scale = 0 the logits must come back untouched (bits). */
+static void test_xent_case(int64_t n, int V, float grad_scale, double spread) {
+  float *x = host_rand(n * V, -spread, spread);
+  for (int64_t t = 0; t < n; t++) /* shifted rows: the max shift matters */
+    for (int j = 0; j < V; j++) x[t * V + j] += (float)(40.0 * (double)(t % 3) - 40.0);
+  int32_t *tg = malloc((size_t)n * sizeof(int32_t));
+  for (int64_t t = 0; t < n; t++) tg[t] = (int32_t)(urand() * V);
+  tg[0] = 0;
+  if (n > 1) tg[n - 1] = V - 1;
+  float *x0 = host_copy(x, n * V);
+  float *loss = host_rand(n, -1, 1);
+
+  float *dx = dev_from(x, (size_t)(n * V) * sizeof(float), "test: logits");
+  int32_t *dtg = dev_from(tg, (size_t)n * sizeof(int32_t), "test: target");
+  float *dloss = txl_cuda_alloc((size_t)n * sizeof(float), "test: loss");
+  txl_cpu_xent_forward_backward(x, loss, tg, grad_scale, n, V);
+  txl_cuda_xent_forward_backward(dx, dloss, dtg, grad_scale, n, V);
+  float *gx = host_from(dx, n * V), *gloss = host_from(dloss, n);
+
+  double *bl = bounds_alloc(n), *bg = bounds_alloc(n * V);
+  for (int64_t t = 0; t < n; t++) {
+    const float *xr = x0 + t * V;
+    double m = xr[0];
+    for (int j = 0; j < V; j++) m = fmax(m, xr[j]);
+    double s = 0.0;
+    for (int j = 0; j < V; j++) s += exp((double)xr[j] - m);
+    bl[t] = TOL_C * (V + 8) * U_F32 * (1.0 + fabs(log(s)) + fabs(m - xr[tg[t]]));
+    for (int j = 0; j < V; j++) {
+      const double p = exp((double)xr[j] - m) / s;
+      bg[t * V + j] = TOL_C * (V + 8 + fabs((double)xr[j] - m)) * U_F32 * fabs((double)grad_scale) *
+                      (p + (j == tg[t] ? 1.0 : 0.0));
+    }
+  }
+  char what[96];
+  snprintf(what, sizeof what, "xent n=%lld V=%d grad_scale=%g: loss", (long long)n, V, (double)grad_scale);
+  check_close(what, gloss, loss, bl, n);
+  snprintf(what, sizeof what, "xent n=%lld V=%d grad_scale=%g: dlogits", (long long)n, V,
+           (double)grad_scale);
+  if (grad_scale != 0.0f) {
+    check_close(what, gx, x, bg, n * V);
+  } else {
+    check_bits(what, gx, x0, n * V);
+  }
+  txl_cuda_free(dx); txl_cuda_free(dtg); txl_cuda_free(dloss);
+  free(x); free(tg); free(x0); free(loss); free(gx); free(gloss); free(bl); free(bg);
+}
+
+static void test_xent(void) {
+  test_xent_case(13, 1001, 1.0f / 13.0f, 3.0);
+  test_xent_case(5, 30011, 0.25f, 8.0);
+  test_xent_case(7, 33, 0.0f, 3.0); /* loss only */
+  test_xent_case(3, 1, 1.0f, 3.0);  /* a single class: loss 0, gradient 0 */
+}
+
+/* ---- Adam -------------------------------------------------------------------------------- */
+
+/* The same sequence of float operations on both sides (the bias corrections are computed in
+ * double on the host by both, then rounded to float); they may differ only where a compiler
+ * contracts a * b + c into an FMA (one rounding fewer). A few roundings each (a = 8, k = 0):
+ *   m:  c a u (b1 |m0| + (1 - b1) |g'|)       v:  c a u (b2 v0 + (1 - b2) g'^2)
+ *   p:  c a u (|p0| + |update|)  */
+static void test_adam_case(int64_t n, int step) {
+  const float lr = 2.5e-4f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, gs = 0.37f;
+  float *p = host_rand(n, -1, 1), *g = host_rand(n, -1, 1), *m = host_rand(n, -0.1, 0.1);
+  float *v = host_rand(n, 0.0, 0.01);
+  v[0] = 0.0f; /* sqrt(0): the eps path */
+  g[0] = 0.0f;
+  m[0] = 0.0f;
+  float *p0 = host_copy(p, n), *m0 = host_copy(m, n), *v0 = host_copy(v, n);
+  float *dp = dev_from(p, (size_t)n * sizeof(float), "test: p");
+  float *dg = dev_from(g, (size_t)n * sizeof(float), "test: g");
+  float *dm = dev_from(m, (size_t)n * sizeof(float), "test: m");
+  float *dv = dev_from(v, (size_t)n * sizeof(float), "test: v");
+  txl_cpu_adam_update(p, g, m, v, n, lr, b1, b2, eps, step, gs);
+  txl_cuda_adam_update(dp, dg, dm, dv, n, lr, b1, b2, eps, step, gs);
+  float *gp = host_from(dp, n), *gm = host_from(dm, n), *gv = host_from(dv, n);
+
+  const double k = TOL_C * 8 * U_F32;
+  double *bp = bounds_alloc(n), *bm = bounds_alloc(n), *bv = bounds_alloc(n);
+  for (int64_t i = 0; i < n; i++) {
+    const double gi = (double)g[i] * gs;
+    bm[i] = k * (b1 * fabs((double)m0[i]) + (1.0 - b1) * fabs(gi));
+    bv[i] = k * (b2 * (double)v0[i] + (1.0 - b2) * gi * gi);
+    bp[i] = k * (fabs((double)p0[i]) + fabs((double)p0[i] - (double)p[i]));
+  }
+  char what[96];
+  snprintf(what, sizeof what, "adam n=%lld step=%d: p", (long long)n, step);
+  check_close(what, gp, p, bp, n);
+  snprintf(what, sizeof what, "adam n=%lld step=%d: m", (long long)n, step);
+  check_close(what, gm, m, bm, n);
+  snprintf(what, sizeof what, "adam n=%lld step=%d: v", (long long)n, step);
+  check_close(what, gv, v, bv, n);
+  txl_cuda_free(dp); txl_cuda_free(dg); txl_cuda_free(dm); txl_cuda_free(dv);
+  free(p); free(g); free(m); free(v); free(p0); free(m0); free(v0); free(gp); free(gm); free(gv);
+  free(bp); free(bm); free(bv);
+}
+
+static void test_adam(void) {
+  test_adam_case(1001, 1);
+  test_adam_case(100003, 7);
+}
+
+int main(void) {
+  const int devices = txl_cuda_device_count();
+  if (devices == 0) {
+    printf("SKIPPED: no CUDA device\n");
+    return 0;
+  }
+  printf("CUDA devices: %d\n", devices);
+  test_memory();
+  test_gemm();
+  test_embedding();
+  test_dropout();
+  test_layernorm();
+  test_xent();
+  test_adam();
+  txl_cuda_release();
+  if (g_failures) {
+    printf("FAILED: %d check(s)\n", g_failures);
+    return 1;
+  }
+  printf("all CUDA parity checks passed\n");
+  return 0;
+}

@@ -1,0 +1,203 @@
+/* Test helper for the shell tests of tests/data: looks into corpus files through the reader
+ * library (data/corpus.h), and makes hand-made good and bad files.
+ *
+ *   corpus_tool info FILE                 mode, vocab_size, eos_id, unk_id, split lengths
+ *   corpus_tool attr FILE NAME            one root attribute (string or integer)
+ *   corpus_tool ids FILE SPLIT            the split's ids, one per line
+ *   corpus_tool vocab FILE                the tokens, one per line (\n \r \t \\ and bytes outside
+ *                                         printable ASCII escaped as \xHH)
+ *   corpus_tool decode FILE SPLIT         the split's tokens' bytes concatenated (char, byte), or
+ *                                         words joined by spaces with <eos> as a line end (word)
+ *   corpus_tool block FILE SPLIT COL_LEN COL_FIRST N_COLS OFFSET N_ROWS
+ *                                         txl_corpus_read_block, one row per line
+ *   corpus_tool entropy FILE SPLIT        txl_corpus_unigram_entropy_bits
+ *   corpus_tool tokid FILE STRING         txl_corpus_token_id
+ *   corpus_tool make FILE LEN VOCAB [BAD_POS]  hand-made corpus (tests/data/handmade.h), uint16
+ *   corpus_tool make-foreign FILE         an HDF5 file that is no corpus
+ *   corpus_tool dtype FILE SPLIT          the stored id type of a split: uint8, uint16, ...
+ *   corpus_tool set-attr FILE NAME VALUE  (over)writes an int64 root attribute (to break files)
+ *
+ * Errors in the reader end the program through txl_fatal (one line, exit status 1). */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/corpus.h"
+#include "tests/data/handmade.h"
+
+static void usage(void) {
+  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|block|entropy|tokid|make|make-foreign|set-attr ...\n");
+  exit(2);
+}
+
+static long long num(const char *s) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end) {
+    fprintf(stderr, "corpus_tool: '%s' is not an integer\n", s);
+    exit(2);
+  }
+  return v;
+}
+
+/* escape_high: bytes >= 0x80 as \xHH too (byte corpora: single bytes are not UTF-8) */
+static void print_escaped(const char *s, size_t n, int escape_high) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char b = (unsigned char)s[i];
+    if (b == '\n') fputs("\\n", stdout);
+    else if (b == '\r') fputs("\\r", stdout);
+    else if (b == '\t') fputs("\\t", stdout);
+    else if (b == '\\') fputs("\\\\", stdout);
+    else if (b < 0x20 || b == 0x7f || (escape_high && b >= 0x80)) printf("\\x%02X", b);
+    else putchar(b);
+  }
+}
+
+/* root attribute via HDF5 directly (the reader does not expose them all) */
+static int print_attr(const char *path, const char *name) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return 1;
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  if (a < 0) return 1;
+  hid_t t = H5Aget_type(a);
+  if (H5Tget_class(t) == H5T_STRING) {
+    size_t n = H5Tget_size(t);
+    char *buf = calloc(n + 1, 1);
+    hid_t m = H5Tcopy(H5T_C_S1);
+    H5Tset_size(m, n + 1);
+    if (H5Aread(a, m, buf) < 0) return 1;
+    printf("%s\n", buf);
+    free(buf);
+    H5Tclose(m);
+  } else {
+    long long v;
+    if (H5Aread(a, H5T_NATIVE_LLONG, &v) < 0) return 1;
+    printf("%lld\n", v);
+  }
+  H5Tclose(t);
+  H5Aclose(a);
+  H5Fclose(f);
+  return 0;
+}
+
+static int print_dtype(const char *path, const char *split) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = f < 0 ? -1 : H5Dopen2(f, split, H5P_DEFAULT);
+  if (d < 0) return 1;
+  hid_t t = H5Dget_type(d);
+  printf("%s%d\n", H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int", (int)H5Tget_size(t) * 8);
+  H5Tclose(t);
+  H5Dclose(d);
+  H5Fclose(f);
+  return 0;
+}
+
+static int set_attr(const char *path, const char *name, long long v) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  if (f < 0) return 1;
+  if (H5Aexists(f, name) > 0) H5Adelete(f, name);
+  hid_t s = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(f, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+  int rc = (a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &v) >= 0) ? 0 : 1;
+  H5Aclose(a);
+  H5Sclose(s);
+  return (H5Fclose(f) < 0) | rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) usage();
+  const char *cmd = argv[1], *path = argv[2];
+
+  if (!strcmp(cmd, "make")) {
+    if (argc < 5) usage();
+    int64_t n = num(argv[3]);
+    int64_t len[3] = {n, n / 2 + 1, n / 3 + 2};
+    int64_t bad = argc > 5 ? num(argv[5]) : -1;
+    if (handmade_corpus(path, len, num(argv[4]), 2, 97, bad) != 0) {
+      fprintf(stderr, "corpus_tool: cannot write %s\n", path);
+      return 1;
+    }
+    return 0;
+  }
+  if (!strcmp(cmd, "make-foreign")) return handmade_foreign(path) != 0;
+  if (!strcmp(cmd, "dtype")) {
+    if (argc < 4) usage();
+    return print_dtype(path, argv[3]);
+  }
+  if (!strcmp(cmd, "set-attr")) {
+    if (argc < 5) usage();
+    return set_attr(path, argv[3], num(argv[4]));
+  }
+  if (!strcmp(cmd, "attr")) {
+    if (argc < 4) usage();
+    return print_attr(path, argv[3]);
+  }
+
+  TxlCorpus *c = txl_corpus_open(path);
+  if (!strcmp(cmd, "info")) {
+    printf("mode %s\nvocab_size %lld\neos_id %lld\nunk_id %lld\n", txl_corpus_mode(c),
+           (long long)txl_corpus_vocab_size(c), (long long)txl_corpus_eos_id(c),
+           (long long)txl_corpus_unk_id(c));
+    const char *sp[3] = {"train", "valid", "test"};
+    for (int k = 0; k < 3; k++) printf("%s %lld\n", sp[k], (long long)txl_corpus_split_length(c, sp[k]));
+  } else if (!strcmp(cmd, "vocab")) {
+    int byte_mode = !strcmp(txl_corpus_mode(c), "byte");
+    for (int64_t v = 0; v < txl_corpus_vocab_size(c); v++) {
+      size_t n;
+      const char *s = txl_corpus_token_bytes(c, v, &n);
+      print_escaped(s, n, byte_mode);
+      putchar('\n');
+    }
+  } else if (!strcmp(cmd, "ids") || !strcmp(cmd, "decode")) {
+    if (argc < 4) usage();
+    const char *split = argv[3];
+    int64_t len = txl_corpus_split_length(c, split), step = 1 << 16;
+    int32_t *buf = malloc((size_t)step * sizeof *buf);
+    int word = !strcmp(txl_corpus_mode(c), "word");
+    int64_t eos = txl_corpus_eos_id(c);
+    int at_line_start = 1;
+    for (int64_t s = 0; s < len; s += step) {
+      int64_t n = len - s < step ? len - s : step;
+      txl_corpus_read_range(c, split, s, n, buf);
+      for (int64_t i = 0; i < n; i++) {
+        if (!strcmp(cmd, "ids")) {
+          printf("%d\n", buf[i]);
+          continue;
+        }
+        size_t bl;
+        const char *b = txl_corpus_token_bytes(c, buf[i], &bl);
+        if (word && buf[i] == eos) {
+          putchar('\n');
+          at_line_start = 1;
+          continue;
+        }
+        if (word && !at_line_start) putchar(' ');
+        fwrite(b, 1, bl, stdout);
+        at_line_start = 0;
+      }
+    }
+    free(buf);
+  } else if (!strcmp(cmd, "block")) {
+    if (argc < 9) usage();
+    int64_t col_len = num(argv[4]), col_first = num(argv[5]), offset = num(argv[7]);
+    int n_cols = (int)num(argv[6]), n_rows = (int)num(argv[8]);
+    int32_t *out = malloc((size_t)(n_cols > 0 ? n_cols : 1) * (size_t)(n_rows > 0 ? n_rows : 1) * 4);
+    txl_corpus_read_block(c, argv[3], col_len, col_first, n_cols, offset, n_rows, out, NULL);
+    for (int i = 0; i < n_rows; i++) {
+      for (int j = 0; j < n_cols; j++) printf(j ? " %d" : "%d", out[i * n_cols + j]);
+      putchar('\n');
+    }
+    free(out);
+  } else if (!strcmp(cmd, "entropy")) {
+    if (argc < 4) usage();
+    printf("%.12f\n", txl_corpus_unigram_entropy_bits(c, argv[3]));
+  } else if (!strcmp(cmd, "tokid")) {
+    if (argc < 4) usage();
+    printf("%lld\n", (long long)txl_corpus_token_id(c, argv[3]));
+  } else {
+    usage();
+  }
+  txl_corpus_close(c);
+  return 0;
+}

@@ -1,0 +1,149 @@
+/* The corpus reader (data/corpus.h) against values computed independently: hand-made files
+ * (tests/data/handmade.c, plain HDF5 calls) whose ids follow a formula, odd sizes and chunk
+ * lengths, ids stored as uint8, uint16 and uint32.
+ *   test_corpus_reader WORKDIR */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/corpus.h"
+#include "tests/data/handmade.h"
+#include <sys/stat.h>
+
+static int failures = 0;
+static long long checks = 0;
+
+#define CHECK(cond, ...)                     \
+  do {                                       \
+    checks++;                                \
+    if (!(cond)) {                           \
+      failures++;                            \
+      if (failures <= 20) {                  \
+        printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+        printf(__VA_ARGS__);                 \
+        printf("\n");                        \
+      }                                      \
+    }                                        \
+  } while (0)
+
+static const char *const SPLIT[3] = {"train", "valid", "test"};
+
+static void check_file(const char *dir, const char *name, const int64_t len[3], int64_t vocab,
+                       int id_bytes, int64_t chunk) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (handmade_corpus(path, len, vocab, id_bytes, chunk, -1) != 0) {
+    printf("FAIL cannot write %s\n", path);
+    failures++;
+    return;
+  }
+  long long before = checks;
+  int fail_before = failures;
+  TxlCorpus *c = txl_corpus_open(path);
+  CHECK(!strcmp(txl_corpus_mode(c), "word"), "mode");
+  CHECK(!strcmp(txl_corpus_path(c), path), "path");
+  CHECK(txl_corpus_vocab_size(c) == vocab, "vocab_size %lld", (long long)txl_corpus_vocab_size(c));
+  CHECK(txl_corpus_eos_id(c) == 0 && txl_corpus_unk_id(c) == -1, "eos/unk ids");
+  for (int k = 0; k < 3; k++)
+    CHECK(txl_corpus_split_length(c, SPLIT[k]) == len[k], "%s length", SPLIT[k]);
+
+  /* read_block: every column length / column range / row range combination of a grid */
+  int64_t max_block = 0;
+  for (int k = 0; k < 3; k++) max_block = len[k] > max_block ? len[k] : max_block;
+  int32_t *out = malloc((size_t)max_block * sizeof *out), *scratch = malloc((size_t)max_block * 4);
+  const int64_t col_lens[] = {1, 2, 7, 96, 97, 98, 100, 251};
+  for (int k = 0; k < 3; k++) {
+    for (size_t a = 0; a < sizeof col_lens / sizeof *col_lens; a++) {
+      int64_t cl = col_lens[a], n_all = len[k] / cl;
+      if (n_all < 1) continue;
+      const int64_t firsts[] = {0, 1, n_all / 3, n_all - 1};
+      for (size_t b = 0; b < 4; b++) {
+        int64_t cf = firsts[b];
+        if (cf < 0 || cf >= n_all) continue;
+        for (int nc = 1; cf + nc <= n_all; nc = nc * 2 + 1) {
+          const int64_t offs[] = {0, 1, cl / 2, cl - 1};
+          for (size_t d = 0; d < 4; d++) {
+            int64_t off = offs[d];
+            for (int nr = 1; off + nr <= cl; nr = nr * 3 + 2) {
+              txl_corpus_read_block(c, SPLIT[k], cl, cf, nc, off, nr, out, (nr & 1) ? scratch : NULL);
+              int bad = 0;
+              for (int i = 0; i < nr; i++)
+                for (int j = 0; j < nc; j++)
+                  bad += out[i * nc + j] != handmade_id(k, (cf + j) * cl + off + i, vocab);
+              CHECK(bad == 0, "%s: read_block(col_len %lld, col_first %lld, n_cols %d, offset %lld, "
+                    "n_rows %d): %d wrong", SPLIT[k], (long long)cl, (long long)cf, nc,
+                    (long long)off, nr, bad);
+            }
+          }
+        }
+      }
+    }
+    /* the whole split as one column, and the whole split as len columns of one row */
+    txl_corpus_read_block(c, SPLIT[k], len[k], 0, 1, 0, (int)len[k], out, NULL);
+    int bad = 0;
+    for (int64_t i = 0; i < len[k]; i++) bad += out[i] != handmade_id(k, i, vocab);
+    CHECK(bad == 0, "%s: whole split as one column", SPLIT[k]);
+    txl_corpus_read_block(c, SPLIT[k], 1, 0, (int)len[k], 0, 1, out, scratch);
+    bad = 0;
+    for (int64_t i = 0; i < len[k]; i++) bad += out[i] != handmade_id(k, i, vocab);
+    CHECK(bad == 0, "%s: whole split as columns of one row", SPLIT[k]);
+    /* read_range */
+    for (int64_t s = 0; s < len[k]; s += 37) {
+      int64_t n = len[k] - s < 53 ? len[k] - s : 53;
+      txl_corpus_read_range(c, SPLIT[k], s, n, out);
+      bad = 0;
+      for (int64_t i = 0; i < n; i++) bad += out[i] != handmade_id(k, s + i, vocab);
+      CHECK(bad == 0, "%s: read_range(%lld, %lld)", SPLIT[k], (long long)s, (long long)n);
+    }
+    /* unigram entropy against a direct computation */
+    double *cnt = calloc((size_t)vocab, sizeof *cnt), h = 0.0;
+    for (int64_t i = 0; i < len[k]; i++) cnt[handmade_id(k, i, vocab)] += 1.0;
+    for (int64_t v = 0; v < vocab; v++)
+      if (cnt[v] > 0) h -= cnt[v] / (double)len[k] * log2(cnt[v] / (double)len[k]);
+    double got = txl_corpus_unigram_entropy_bits(c, SPLIT[k]);
+    CHECK(fabs(got - h) < 1e-9, "%s: entropy %.12f, expected %.12f", SPLIT[k], got, h);
+    free(cnt);
+  }
+  free(out);
+  free(scratch);
+
+  /* vocabulary */
+  CHECK(!strcmp(txl_corpus_token_string(c, 0), "<eos>"), "token 0");
+  char want[32];
+  int bad = 0;
+  for (int64_t v = 1; v < vocab; v++) {
+    snprintf(want, sizeof want, "t%lld", (long long)v);
+    size_t n;
+    const char *s = txl_corpus_token_bytes(c, v, &n);
+    bad += strcmp(s, want) != 0 || n != strlen(want) || txl_corpus_token_id(c, want) != v;
+  }
+  CHECK(bad == 0, "vocabulary strings and ids: %d wrong", bad);
+  CHECK(txl_corpus_token_id(c, "<eos>") == 0, "id of <eos>");
+  CHECK(txl_corpus_token_id(c, "absent") == -1, "id of an absent token");
+  CHECK(txl_corpus_token_id_n(c, "t12345", 2) == 1, "token_id_n");
+  txl_corpus_close(c);
+  printf("%s %s: ids uint%d, vocab %lld, lengths %lld/%lld/%lld, chunk %lld: %lld checks\n",
+         failures == fail_before ? "ok  " : "FAIL", name, 8 * id_bytes, (long long)vocab,
+         (long long)len[0], (long long)len[1], (long long)len[2], (long long)chunk,
+         checks - before);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_corpus_reader WORKDIR\n");
+    return 2;
+  }
+  if (mkdir(argv[1], 0755) != 0 && errno != EEXIST) {
+    perror(argv[1]);
+    return 2;
+  }
+  const int64_t a[3] = {1009, 503, 338}, b[3] = {2000, 1, 97}, d[3] = {4099, 1031, 7};
+  check_file(argv[1], "u16.h5", a, 300, 2, 97);
+  check_file(argv[1], "u8.h5", b, 256, 1, 64);
+  check_file(argv[1], "u32.h5", d, 70001, 4, 1000);
+  check_file(argv[1], "u16-bigchunk.h5", a, 65536, 2, 1 << 20);
+  printf("%s (%lld checks, %d failed)\n", failures ? "FAILED" : "PASSED", checks, failures);
+  return failures ? 1 : 0;
+}

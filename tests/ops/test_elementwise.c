@@ -1,0 +1,136 @@
+/* bias_add, bias_backward, relu forward/backward, add, scale, sumsq against double references,
+ * and the reductions bit-identical across thread counts. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/ops/op_test.h"
+
+static void test_bias(int64_t rows, int n, OtRng *rng) {
+  char name[96];
+  float *x = ot_alloc(rows * n), *b = ot_alloc(n), *db = ot_alloc(n);
+  double *want = ot_alloc_d(rows * n), *wdb = ot_alloc_d(n), *bound = ot_alloc_d(n);
+  ot_fill(x, rows * n, -2.0f, 2.0f, rng);
+  ot_fill(b, n, -1.0f, 1.0f, rng);
+  ot_fill(db, n, -1.0f, 1.0f, rng); /* db accumulates: start from a non-zero value */
+  for (int64_t r = 0; r < rows; r++)
+    for (int j = 0; j < n; j++) want[r * n + j] = (double)x[r * n + j] + b[j];
+  /* each column sum: db0 + sum_r dy[r, j] over `rows` terms. Bound: any fp32 summation order of
+   * rows + 1 terms is within gamma_{rows+1} sum |terms| ~ (rows + 1) u sum |terms| (the kernel
+   * sums in double and rounds once, far inside this). */
+  for (int j = 0; j < n; j++) {
+    double s = db[j], sa = fabs(db[j]);
+    for (int64_t r = 0; r < rows; r++) s += x[r * n + j], sa += fabs(x[r * n + j]);
+    wdb[j] = s;
+    bound[j] = OT_U * fabs(s) + 1.01 * (double)(rows + 1) * OT_U * sa;
+  }
+  txl_cpu_bias_backward(db, x, rows, n); /* x is dy here (before bias_add changes it) */
+  snprintf(name, sizeof name, "bias_backward db rows=%lld n=%d", (long long)rows, n);
+  ot_check_bound(name, db, wdb, bound, n);
+  txl_cpu_bias_add(x, b, rows, n);
+  /* one fp32 addition per element: |err| <= u |x + b| */
+  snprintf(name, sizeof name, "bias_add rows=%lld n=%d", (long long)rows, n);
+  ot_check(name, x, want, rows * n, 0.0, OT_U);
+  free(x), free(b), free(db), free(want), free(wdb), free(bound);
+}
+
+static void test_elementwise(int64_t n, OtRng *rng) {
+  char name[96];
+  float *x = ot_alloc(n), *y = ot_alloc(n), *dx = ot_alloc(n), *a = ot_alloc(n), *o = ot_alloc(n);
+  double *want = ot_alloc_d(n);
+  ot_fill(x, n, -1.0f, 1.0f, rng);
+  if (n > 2) x[0] = 0.0f, x[1] = -0.0f; /* relu(0) = 0 and its gradient is 0 */
+  ot_fill(dx, n, -3.0f, 3.0f, rng);
+  ot_fill(a, n, -5.0f, 5.0f, rng);
+
+  /* relu: exact (a select, no arithmetic) */
+  for (int64_t i = 0; i < n; i++) want[i] = x[i] > 0 ? x[i] : 0.0;
+  memcpy(y, x, (size_t)n * sizeof(float));
+  txl_cpu_relu_forward(y, n);
+  snprintf(name, sizeof name, "relu_forward n=%lld", (long long)n);
+  ot_check(name, y, want, n, 0.0, 0.0);
+  for (int64_t i = 0; i < n; i++) want[i] = y[i] > 0 ? dx[i] : 0.0;
+  txl_cpu_relu_backward(dx, y, n);
+  snprintf(name, sizeof name, "relu_backward n=%lld", (long long)n);
+  ot_check(name, dx, want, n, 0.0, 0.0);
+
+  /* add: one rounding, |err| <= u |a + b|; also in place (out aliases a) */
+  for (int64_t i = 0; i < n; i++) want[i] = (double)a[i] + x[i];
+  txl_cpu_add(o, a, x, n);
+  snprintf(name, sizeof name, "add n=%lld", (long long)n);
+  ot_check(name, o, want, n, 0.0, OT_U);
+  txl_cpu_add(a, a, x, n);
+  snprintf(name, sizeof name, "add in place n=%lld", (long long)n);
+  ot_check(name, a, want, n, 0.0, OT_U);
+
+  /* scale: one rounding */
+  const float s = -1.7f;
+  for (int64_t i = 0; i < n; i++) want[i] = (double)x[i] * s;
+  txl_cpu_scale(x, s, n);
+  snprintf(name, sizeof name, "scale n=%lld", (long long)n);
+  ot_check(name, x, want, n, 0.0, OT_U);
+  free(x), free(y), free(dx), free(a), free(o), free(want);
+}
+
+static void test_sumsq(int64_t n, OtRng *rng) {
+  char name[96];
+  float *x = ot_alloc(n);
+  ot_fill(x, n, -3.0f, 3.0f, rng);
+  /* Reference: sequential double sum of the exact (in double) squares. Both sums add n
+   * non-negative terms in double, each within gamma_n ~ n 2^-53 (relative) of the exact sum. */
+  double want = 0.0;
+  for (int64_t i = 0; i < n; i++) want += (double)x[i] * x[i];
+  omp_set_num_threads(1);
+  const double got1 = txl_cpu_sumsq(x, n);
+  omp_set_num_threads(2);
+  const double got2 = txl_cpu_sumsq(x, n);
+  omp_set_num_threads(3);
+  const double got3 = txl_cpu_sumsq(x, n);
+  omp_set_num_threads(2);
+  snprintf(name, sizeof name, "sumsq n=%lld", (long long)n);
+  ot_check_scalar(name, got2, want, 2.02 * (double)n * ldexp(1.0, -53) * want);
+  snprintf(name, sizeof name, "sumsq threads 1/2/3 n=%lld", (long long)n);
+  ot_check_true(name, memcmp(&got1, &got2, sizeof got1) == 0 && memcmp(&got1, &got3, sizeof got1) == 0,
+                "%.17g %.17g %.17g", got1, got2, got3);
+  free(x);
+}
+
+/* The column reductions must not depend on the number of threads. */
+static void test_bias_backward_threads(OtRng *rng) {
+  const int64_t rows = 3001;
+  const int n = 301;
+  float *dy = ot_alloc(rows * n), *db1 = ot_alloc(n), *db2 = ot_alloc(n), *db3 = ot_alloc(n);
+  ot_fill(dy, rows * n, -1.0f, 1.0f, rng);
+  omp_set_num_threads(1);
+  txl_cpu_bias_backward(db1, dy, rows, n);
+  omp_set_num_threads(2);
+  txl_cpu_bias_backward(db2, dy, rows, n);
+  omp_set_num_threads(3);
+  txl_cpu_bias_backward(db3, dy, rows, n);
+  omp_set_num_threads(2);
+  ot_check_same("bias_backward threads 1 vs 2", db1, db2, (size_t)n * sizeof(float));
+  ot_check_same("bias_backward threads 1 vs 3", db1, db3, (size_t)n * sizeof(float));
+  free(dy), free(db1), free(db2), free(db3);
+}
+
+int main(void) {
+  OtRng rng = ot_rng(2);
+  printf("bias_add / bias_backward\n");
+  test_bias(1, 7, &rng);
+  test_bias(13, 7, &rng);
+  test_bias(37, 33, &rng);
+  test_bias(2050, 97, &rng); /* large enough for the parallel path */
+  test_bias_backward_threads(&rng);
+  printf("relu / add / scale\n");
+  test_elementwise(1, &rng);
+  test_elementwise(13, &rng);
+  test_elementwise(100003, &rng);
+  printf("sumsq\n");
+  test_sumsq(1, &rng);
+  test_sumsq(7, &rng);
+  test_sumsq(1000003, &rng);
+  return ot_finish("test_op_elementwise");
+}

@@ -1,0 +1,220 @@
+/* layernorm forward against a double reference (out, mean, rstd), backward against central
+ * finite differences of the double reference (dinp, dw, db all accumulate into pre-filled
+ * buffers), odd shapes, a row whose variance is below eps (eps placement), a row with a large
+ * mean (cancellation), and thread-count independence. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/ops/op_test.h"
+
+static const float kEps = 1e-5f;
+
+/* out = (x - mean) / sqrt(var + eps) * w + b, var biased: torch.nn.LayerNorm. */
+static void ln_ref(double *out, double *mean, double *rstd, const double *x, const double *w,
+                   const double *b, int64_t n, int d, double eps) {
+  for (int64_t r = 0; r < n; r++) {
+    const double *xr = x + r * d;
+    double mu = 0.0, var = 0.0;
+    for (int j = 0; j < d; j++) mu += xr[j];
+    mu /= d;
+    for (int j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);
+    var /= d;
+    const double rs = 1.0 / sqrt(var + eps);
+    if (mean) mean[r] = mu, rstd[r] = rs;
+    for (int j = 0; j < d; j++) out[r * d + j] = (xr[j] - mu) * rs * w[j] + b[j];
+  }
+}
+
+typedef struct {
+  double *x, *w, *b, *out;
+  const double *proj;
+  int64_t n;
+  int d;
+} LnCtx;
+
+static double ln_loss(void *p) {
+  LnCtx *c = p;
+  ln_ref(c->out, NULL, NULL, c->x, c->w, c->b, c->n, c->d, kEps);
+  return ot_dot(c->out, c->proj, c->n * c->d);
+}
+
+/* Analytic double backward (for the shape too large for finite differences). */
+static void ln_ref_backward(double *dx, double *dw, double *db, const double *dy, const double *x,
+                            const double *w, int64_t n, int d, double eps) {
+  for (int64_t r = 0; r < n; r++) {
+    const double *xr = x + r * d, *g = dy + r * d;
+    double mu = 0.0, var = 0.0;
+    for (int j = 0; j < d; j++) mu += xr[j];
+    mu /= d;
+    for (int j = 0; j < d; j++) var += (xr[j] - mu) * (xr[j] - mu);
+    var /= d;
+    const double rs = 1.0 / sqrt(var + eps);
+    double sg = 0.0, sgx = 0.0;
+    for (int j = 0; j < d; j++) {
+      const double xh = (xr[j] - mu) * rs;
+      sg += g[j] * w[j];
+      sgx += g[j] * w[j] * xh;
+      dw[j] += g[j] * xh;
+      db[j] += g[j];
+    }
+    for (int j = 0; j < d; j++) {
+      const double xh = (xr[j] - mu) * rs;
+      dx[r * d + j] += rs * (g[j] * w[j] - sg / d - xh * sgx / d);
+    }
+  }
+}
+
+static void test_layernorm(int64_t n, int d, int use_fd, OtRng *rng) {
+  char name[128];
+  const int64_t N = n * d;
+  float *x = ot_alloc(N), *w = ot_alloc(d), *b = ot_alloc(d), *out = ot_alloc(N);
+  float *mean = ot_alloc(n), *rstd = ot_alloc(n), *dy = ot_alloc(N);
+  float *dx = ot_alloc(N), *dw = ot_alloc(d), *db = ot_alloc(d);
+  ot_fill(x, N, -2.0f, 2.0f, rng);
+  if (n >= 3 && d > 1) {
+    for (int j = 0; j < d; j++) x[1 * d + j] = 1e-3f * x[1 * d + j]; /* var ~ 1e-6/3 < eps */
+    for (int j = 0; j < d; j++) x[2 * d + j] += 50.0f;                /* mean ~ 50, var ~ 1.3 */
+  }
+  ot_fill(w, d, 0.5f, 1.5f, rng);
+  ot_fill(b, d, -0.5f, 0.5f, rng);
+  ot_fill(dy, N, -1.0f, 1.0f, rng);
+  ot_fill(dx, N, -1.0f, 1.0f, rng); /* all three gradients accumulate */
+  ot_fill(dw, d, -1.0f, 1.0f, rng);
+  ot_fill(db, d, -1.0f, 1.0f, rng);
+
+  double *xd = ot_alloc_d(N), *wd = ot_alloc_d(d), *bd = ot_alloc_d(d), *outd = ot_alloc_d(N);
+  double *meand = ot_alloc_d(n), *rstdd = ot_alloc_d(n), *dyd = ot_alloc_d(N);
+  ot_to_double(xd, x, N), ot_to_double(wd, w, d), ot_to_double(bd, b, d), ot_to_double(dyd, dy, N);
+  ln_ref(outd, meand, rstdd, xd, wd, bd, n, d, kEps);
+  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, kEps);
+
+  /* Forward error bounds, per row (u = 2^-24):
+   *   mean: a d-term fp32 sum then a division: dmu <= (d + 1) u sum|x| / d;
+   *   var: d squared deviations (their own error from dmu is second order, sum (x - mu) = 0),
+   *        summed: relative (d + 3) u; rstd = 1 / sqrt(var + eps) adds 3 roundings and halves
+   *        the relative error of var: er = ((d + 3) / 2 + 3) u, doubled for slack;
+   *   out: |w| rstd (|x - mu| (er + 4u) + dmu) + 2u (|out| + |b|).                           */
+  double *bo = ot_alloc_d(N), *bm = ot_alloc_d(n), *br = ot_alloc_d(n), *dxh = ot_alloc_d(n);
+  for (int64_t r = 0; r < n; r++) {
+    double sa = 0.0;
+    for (int j = 0; j < d; j++) sa += fabs(xd[r * d + j]);
+    const double dmu = (d + 1) * OT_U * sa / d, er = (d + 9) * OT_U;
+    bm[r] = 1.01 * dmu;
+    br[r] = 1.01 * er * rstdd[r];
+    dxh[r] = dmu * rstdd[r] + er * 4.0; /* error of the saved xhat = (x - mean) rstd, |xhat| <= ~4 */
+    for (int j = 0; j < d; j++) {
+      const int64_t k = r * d + j;
+      bo[k] = 1.01 * (fabs(wd[j]) * rstdd[r] * (fabs(xd[k] - meand[r]) * (er + 4 * OT_U) + dmu) +
+                      2 * OT_U * (fabs(outd[k]) + fabs(bd[j])));
+    }
+  }
+  snprintf(name, sizeof name, "layernorm_forward out n=%lld d=%d", (long long)n, d);
+  ot_check_bound(name, out, outd, bo, N);
+  ot_check_bound("layernorm_forward mean", mean, meand, bm, n);
+  ot_check_bound("layernorm_forward rstd", rstd, rstdd, br, n);
+
+  /* Backward: loss = sum(out * dy); gradients w.r.t. x, w, b of the double reference. */
+  double *gx = ot_alloc_d(N), *gw = ot_alloc_d(d), *gb = ot_alloc_d(d);
+  const double eps = 1e-6;
+  double l1 = 0.0;
+  for (int64_t k = 0; k < N; k++) l1 += fabs(outd[k] * dyd[k]);
+  if (use_fd) {
+    double *scratch = ot_alloc_d(N);
+    LnCtx ctx = {xd, wd, bd, scratch, dyd, n, d};
+    ot_fd_grad(gx, xd, N, eps, ln_loss, &ctx);
+    ot_fd_grad(gw, wd, d, eps, ln_loss, &ctx);
+    ot_fd_grad(gb, bd, d, eps, ln_loss, &ctx);
+    free(scratch);
+  } else {
+    ln_ref_backward(gx, gw, gb, dyd, xd, wd, n, d, kEps);
+  }
+  /* Finite differences: truncation eps^2 f''' / 6 (~1e-12 here) plus ~100 double roundings of
+   * the loss over 2 eps. */
+  const double fd_tol = use_fd ? 100.0 * ldexp(1.0, -53) * l1 / eps + 1e-10 : 0.0;
+  /* dinp per row: rstd (g - mean(g) - xhat mean(g xhat)), g = dy w. The two d-term means carry
+   * gamma_d relative errors, the saved rstd er and xhat dxh: bound
+   *   rstd ((d + 8) u + 2 er) (|g| + mean|g| + (|xhat| + dxh) mean|g xhat|) + rstd dxh mean|g|
+   *   + u |dinp0 + grad| (the final +=) + fd_tol.                                            */
+  double *bx = ot_alloc_d(N), *bw = ot_alloc_d(d), *bb = ot_alloc_d(d);
+  for (int64_t r = 0; r < n; r++) {
+    double mg = 0.0, mgx = 0.0;
+    for (int j = 0; j < d; j++) {
+      const double g = fabs(dyd[r * d + j] * wd[j]), xh = fabs((xd[r * d + j] - meand[r]) * rstdd[r]);
+      mg += g / d, mgx += g * xh / d;
+    }
+    const double er = (d + 9) * OT_U;
+    for (int j = 0; j < d; j++) {
+      const int64_t k = r * d + j;
+      const double g = fabs(dyd[k] * wd[j]), xh = fabs((xd[k] - meand[r]) * rstdd[r]);
+      bx[k] = 1.01 * (rstdd[r] * (((d + 8) * OT_U + 2 * er) * (g + mg + (xh + dxh[r]) * mgx) +
+                                  dxh[r] * mg) +
+                      OT_U * (fabs(dx[k]) + fabs(gx[k]))) + fd_tol;
+    }
+  }
+  /* dw[j] = dw0 + sum_r dy xhat: n + 1 terms, each with the saved-xhat error dxh:
+   *   (n + 4) u (|dw0| + sum |dy xhat|) + sum |dy| dxh.   db: (n + 2) u (|db0| + sum |dy|). */
+  for (int j = 0; j < d; j++) {
+    double sw = fabs(dw[j]), sx = 0.0, sb = fabs(db[j]);
+    for (int64_t r = 0; r < n; r++) {
+      sw += fabs(dyd[r * d + j] * (xd[r * d + j] - meand[r]) * rstdd[r]);
+      sx += fabs(dyd[r * d + j]) * dxh[r];
+      sb += fabs(dyd[r * d + j]);
+    }
+    bw[j] = 1.01 * ((n + 4) * OT_U * sw + sx) + fd_tol;
+    bb[j] = 1.01 * (n + 2) * OT_U * sb + fd_tol;
+  }
+  for (int64_t k = 0; k < N; k++) gx[k] += dx[k];
+  for (int j = 0; j < d; j++) gw[j] += dw[j], gb[j] += db[j];
+  txl_cpu_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, n, d);
+  const char *how = use_fd ? "FD" : "double";
+  snprintf(name, sizeof name, "layernorm_backward dinp (+=) vs %s", how);
+  ot_check_bound(name, dx, gx, bx, N);
+  snprintf(name, sizeof name, "layernorm_backward dw (+=) vs %s", how);
+  ot_check_bound(name, dw, gw, bw, d);
+  snprintf(name, sizeof name, "layernorm_backward db (+=) vs %s", how);
+  ot_check_bound(name, db, gb, bb, d);
+
+  free(x), free(w), free(b), free(out), free(mean), free(rstd), free(dy), free(dx), free(dw), free(db);
+  free(xd), free(wd), free(bd), free(outd), free(meand), free(rstdd), free(dyd), free(bo), free(bm);
+  free(br), free(dxh), free(gx), free(gw), free(gb), free(bx), free(bw), free(bb);
+}
+
+static void test_threads(OtRng *rng) {
+  const int64_t n = 1001;
+  const int d = 131;
+  const int64_t N = n * d;
+  float *x = ot_alloc(N), *w = ot_alloc(d), *b = ot_alloc(d), *dy = ot_alloc(N);
+  float *out[2], *mean[2], *rstd[2], *dx[2], *dw[2], *db[2];
+  ot_fill(x, N, -2.0f, 2.0f, rng), ot_fill(w, d, 0.5f, 1.5f, rng), ot_fill(b, d, -1.0f, 1.0f, rng);
+  ot_fill(dy, N, -1.0f, 1.0f, rng);
+  for (int t = 0; t < 2; t++) {
+    out[t] = ot_alloc(N), mean[t] = ot_alloc(n), rstd[t] = ot_alloc(n);
+    dx[t] = ot_alloc(N), dw[t] = ot_alloc(d), db[t] = ot_alloc(d);
+    omp_set_num_threads(t + 1);
+    txl_cpu_layernorm_forward(out[t], mean[t], rstd[t], x, w, b, n, d, kEps);
+    txl_cpu_layernorm_backward(dx[t], dw[t], db[t], dy, x, w, mean[t], rstd[t], n, d);
+  }
+  omp_set_num_threads(2);
+  ot_check_same("layernorm out threads 1 vs 2", out[0], out[1], (size_t)N * sizeof(float));
+  ot_check_same("layernorm dinp threads 1 vs 2", dx[0], dx[1], (size_t)N * sizeof(float));
+  ot_check_same("layernorm dw threads 1 vs 2", dw[0], dw[1], (size_t)d * sizeof(float));
+  ot_check_same("layernorm db threads 1 vs 2", db[0], db[1], (size_t)d * sizeof(float));
+  for (int t = 0; t < 2; t++) free(out[t]), free(mean[t]), free(rstd[t]), free(dx[t]), free(dw[t]), free(db[t]);
+  free(x), free(w), free(b), free(dy);
+}
+
+int main(void) {
+  OtRng rng = ot_rng(5);
+  printf("layernorm (eps = 1e-5)\n");
+  test_layernorm(1, 7, 1, &rng);
+  test_layernorm(5, 1, 1, &rng); /* d = 1: out = b, gradients of x vanish */
+  test_layernorm(13, 37, 1, &rng);
+  test_layernorm(6, 64, 1, &rng);
+  test_layernorm(300, 129, 0, &rng); /* parallel path, against the analytic double backward */
+  test_threads(&rng);
+  return ot_finish("test_op_layernorm");
+}

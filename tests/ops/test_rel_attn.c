@@ -1,0 +1,342 @@
+/* Relative multi-head attention (Transformer-XL attn_type 0): forward (vec, prob) against a naive
+ * double reference of the math in kernels/ops.h, backward (dq, dkv, dr, du, dvb) against central
+ * finite differences of that reference, with causal / same_length masks, memory, dropatt (keyed
+ * masks, so the reference draws the same ones), col0 > 0, odd sizes everywhere; thread-count
+ * independence. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/common/dropout.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/ops/op_test.h"
+
+typedef struct {
+  TxlAttnShape s;
+  TxlDropout drop;
+  int K;
+  /* inputs (double copies of the float inputs; FD perturbs them) */
+  double *q, *kv, *r, *u, *vb; /* [L,B,H,dh] [K,B,2,H,dh] [K,H,dh] [H,dh] [H,dh] */
+  double *proj;                /* [L,B,H,dh]: loss = sum(vec * proj) */
+  /* outputs of the reference forward */
+  double *vec, *prob, *drop_factor; /* [L,B,H,dh] [B,H,L,K] [B,H,L,K] */
+} Ref;
+
+static int64_t q_at(const TxlAttnShape *s, int i, int c, int h) {
+  return (((int64_t)i * s->B + c) * s->H + h) * s->dh;
+}
+static int64_t k_at(const TxlAttnShape *s, int j, int c, int h) {
+  return ((((int64_t)j * s->B + c) * 2) * s->H + h) * s->dh;
+}
+static int64_t v_at(const TxlAttnShape *s, int j, int c, int h) { return k_at(s, j, c, h) + (int64_t)s->H * s->dh; }
+static int64_t r_at(const TxlAttnShape *s, int t, int h) { return ((int64_t)t * s->H + h) * s->dh; }
+static int64_t p_at(const TxlAttnShape *s, int K, int c, int h, int i) {
+  return (((int64_t)c * s->H + h) * s->L + i) * K;
+}
+
+static int visible(const TxlAttnShape *s, int i, int j) {
+  if (j > s->M + i) return 0;                               /* the future */
+  if (s->same_length && j <= i - s->same_shift) return 0;   /* same_length */
+  return 1;
+}
+
+/* The forward of kernels/ops.h, in double, element by element. */
+static void ref_forward(Ref *a) {
+  const TxlAttnShape *s = &a->s;
+  const int K = a->K, dh = s->dh;
+  const double dscale = a->drop.p > 0.0f ? (double)txl_dropout_scale(a->drop.p) : 1.0;
+  double *sc = malloc((size_t)K * sizeof *sc);
+  for (int c = 0; c < s->B; c++)
+    for (int h = 0; h < s->H; h++)
+      for (int i = 0; i < s->L; i++) {
+        const double *qi = a->q + q_at(s, i, c, h);
+        double mx = -INFINITY;
+        for (int j = 0; j < K; j++) {
+          if (!visible(s, i, j)) continue;
+          const double *kj = a->kv + k_at(s, j, c, h);
+          const double *rt = a->r + r_at(s, K - 1 - (s->M + i - j), h); /* distance M + i - j */
+          double ac = 0.0, bd = 0.0;
+          for (int e = 0; e < dh; e++) {
+            ac += (qi[e] + a->u[h * dh + e]) * kj[e];
+            bd += (qi[e] + a->vb[h * dh + e]) * rt[e];
+          }
+          sc[j] = (ac + bd) * s->scale;
+          if (sc[j] > mx) mx = sc[j];
+        }
+        double sum = 0.0;
+        for (int j = 0; j < K; j++)
+          if (visible(s, i, j)) sum += exp(sc[j] - mx);
+        double *p = a->prob + p_at(s, K, c, h, i), *df = a->drop_factor + p_at(s, K, c, h, i);
+        for (int j = 0; j < K; j++) {
+          p[j] = visible(s, i, j) ? exp(sc[j] - mx) / sum : 0.0;
+          df[j] = a->drop.p > 0.0f
+                      ? (txl_dropout_keep(a->drop, (uint32_t)i, (uint32_t)(s->col0 + c), (uint32_t)(h * K + j)) ? dscale : 0.0)
+                      : 1.0;
+        }
+        double *o = a->vec + q_at(s, i, c, h);
+        for (int e = 0; e < dh; e++) {
+          double acc = 0.0;
+          for (int j = 0; j < K; j++) acc += p[j] * df[j] * a->kv[v_at(s, j, c, h) + e];
+          o[e] = acc;
+        }
+      }
+  free(sc);
+}
+
+static double ref_loss(void *ctx) {
+  Ref *a = ctx;
+  ref_forward(a);
+  const TxlAttnShape *s = &a->s;
+  return ot_dot(a->vec, a->proj, (int64_t)s->L * s->B * s->H * s->dh);
+}
+
+/* Analytic backward of the reference (run after ref_forward). With absolute = 1 every input and
+ * intermediate is replaced by its absolute value and differences by sums: the result bounds
+ * the magnitude of every term that enters each gradient element (for the error bounds). */
+static void ref_backward(double *dq, double *dkv, double *dr, double *du, double *dvb, const Ref *a,
+                         int absolute) {
+  const TxlAttnShape *s = &a->s;
+  const int K = a->K, dh = s->dh;
+#define A(x) (absolute ? fabs(x) : (x))
+  double *dp = malloc((size_t)K * sizeof *dp);
+  for (int c = 0; c < s->B; c++)
+    for (int h = 0; h < s->H; h++)
+      for (int i = 0; i < s->L; i++) {
+        const double *p = a->prob + p_at(s, K, c, h, i), *df = a->drop_factor + p_at(s, K, c, h, i);
+        const double *g = a->proj + q_at(s, i, c, h), *qi = a->q + q_at(s, i, c, h);
+        double dot = 0.0;
+        for (int j = 0; j < K; j++) {
+          double t = 0.0;
+          for (int e = 0; e < dh; e++) {
+            t += A(g[e]) * A(a->kv[v_at(s, j, c, h) + e]);
+            dkv[v_at(s, j, c, h) + e] += p[j] * df[j] * A(g[e]);
+          }
+          dp[j] = t * df[j];
+          dot += p[j] * dp[j];
+        }
+        for (int j = 0; j < K; j++) {
+          if (!visible(s, i, j)) continue;
+          const double ds = p[j] * (absolute ? dp[j] + dot : dp[j] - dot) * s->scale;
+          const int t = K - 1 - (s->M + i - j);
+          for (int e = 0; e < dh; e++) {
+            const double kj = A(a->kv[k_at(s, j, c, h) + e]), rt = A(a->r[r_at(s, t, h) + e]);
+            dq[q_at(s, i, c, h) + e] += ds * (kj + rt);
+            du[h * dh + e] += ds * kj;
+            dvb[h * dh + e] += ds * rt;
+            dkv[k_at(s, j, c, h) + e] += ds * (absolute ? fabs(qi[e]) + fabs(a->u[h * dh + e]) : qi[e] + a->u[h * dh + e]);
+            dr[r_at(s, t, h) + e] += ds * (absolute ? fabs(qi[e]) + fabs(a->vb[h * dh + e]) : qi[e] + a->vb[h * dh + e]);
+          }
+        }
+      }
+#undef A
+  free(dp);
+}
+
+typedef struct {
+  int L, M, B, H, dh, col0, same_length, same_shift;
+  float p;
+  int use_fd;
+} Case;
+
+static void run_case(const Case *cs, OtRng *rng) {
+  char name[160];
+  TxlAttnShape s = {cs->L, cs->M, cs->B, cs->H, cs->dh, cs->col0, cs->same_length, cs->same_shift,
+                    (float)(1.0 / sqrt((double)cs->dh))};
+  const int K = s.M + s.L, dh = s.dh, HD = s.H * dh;
+  TxlDropout drop = {cs->p, 2024u, txl_layer_site(1, TXL_LSITE_ATTN_PROB), 5u};
+  const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
+  const int64_t np = (int64_t)s.B * s.H * s.L * K;
+  printf("rel_attn L=%d M=%d B=%d H=%d dh=%d col0=%d same_length=%d same_shift=%d dropatt=%.2f\n",
+         s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift, (double)cs->p);
+
+  float *q = ot_alloc(nq), *kv = ot_alloc(nkv), *r = ot_alloc(nr), *u = ot_alloc(HD), *vb = ot_alloc(HD);
+  float *dvec = ot_alloc(nq), *vec = ot_alloc(nq), *prob = ot_alloc(np);
+  float *dq = ot_alloc(nq), *dkv = ot_alloc(nkv), *dr = ot_alloc(nr), *du = ot_alloc(HD), *dvb = ot_alloc(HD);
+  ot_fill(q, nq, -1.0f, 1.0f, rng), ot_fill(kv, nkv, -1.0f, 1.0f, rng), ot_fill(r, nr, -1.0f, 1.0f, rng);
+  ot_fill(u, HD, -0.5f, 0.5f, rng), ot_fill(vb, HD, -0.5f, 0.5f, rng), ot_fill(dvec, nq, -1.0f, 1.0f, rng);
+  ot_fill(du, HD, -1.0f, 1.0f, rng), ot_fill(dvb, HD, -1.0f, 1.0f, rng); /* parameters: += */
+  for (int64_t k = 0; k < nq; k++) dq[k] = NAN; /* activations: must be overwritten, every element */
+  for (int64_t k = 0; k < nkv; k++) dkv[k] = NAN;
+  for (int64_t k = 0; k < nr; k++) dr[k] = NAN;
+  for (int64_t k = 0; k < np; k++) prob[k] = NAN;
+  for (int64_t k = 0; k < nq; k++) vec[k] = NAN;
+
+  Ref a = {s, drop, K, ot_alloc_d(nq), ot_alloc_d(nkv), ot_alloc_d(nr), ot_alloc_d(HD), ot_alloc_d(HD),
+           ot_alloc_d(nq), ot_alloc_d(nq), ot_alloc_d(np), ot_alloc_d(np)};
+  ot_to_double(a.q, q, nq), ot_to_double(a.kv, kv, nkv), ot_to_double(a.r, r, nr);
+  ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.proj, dvec, nq);
+  ref_forward(&a);
+
+  const size_t wbytes = txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh);
+  void *work = ot_alloc((int64_t)(wbytes + 3) / 4);
+  txl_cpu_rel_attn_forward(vec, prob, q, kv, r, u, vb, s, drop, work);
+
+  /* ---- forward bounds (u = 2^-24) -------------------------------------------------------
+   * score: two length-dh dot products (q + u, q + vb: one rounding per term), their sum and
+   *   the scale: ds <= (dh + 4) u A,  A = scale sum_e (|q+u| |k| + |q+vb| |r|);
+   * prob: p = exp(s_j - m) / sum; d ln p_j = ds_j - sum_k p_k ds_k, so a relative 2 max ds,
+   *   plus exp (1-2 ulp), a K-term float sum (gamma_K), the division: (K + 4) u;
+   *   masked entries must be exactly 0;
+   * vec: K-term dot of dropatt(prob) with v: (K + 1) u sum |pd v| + sum_j |v| D bound_p.     */
+  double ds_max = 0.0;
+  for (int c = 0; c < s.B; c++)
+    for (int h = 0; h < s.H; h++)
+      for (int i = 0; i < s.L; i++)
+        for (int j = 0; j < K; j++) {
+          if (!visible(&s, i, j)) continue;
+          const int t = K - 1 - (s.M + i - j);
+          double A = 0.0;
+          for (int e = 0; e < dh; e++)
+            A += fabs(a.q[q_at(&s, i, c, h) + e] + a.u[h * dh + e]) * fabs(a.kv[k_at(&s, j, c, h) + e]) +
+                 fabs(a.q[q_at(&s, i, c, h) + e] + a.vb[h * dh + e]) * fabs(a.r[r_at(&s, t, h) + e]);
+          const double ds = (dh + 4) * OT_U * s.scale * A;
+          if (ds > ds_max) ds_max = ds;
+        }
+  const double p_rel = 2.0 * ds_max + (K + 4) * OT_U;
+  double *bp = ot_alloc_d(np), *bvec = ot_alloc_d(nq);
+  for (int64_t k = 0; k < np; k++) bp[k] = 1.01 * a.prob[k] * p_rel;
+  for (int c = 0; c < s.B; c++)
+    for (int h = 0; h < s.H; h++)
+      for (int i = 0; i < s.L; i++)
+        for (int e = 0; e < dh; e++) {
+          double sa = 0.0, sp = 0.0;
+          for (int j = 0; j < K; j++) {
+            const int64_t pk = p_at(&s, K, c, h, i) + j;
+            const double vj = fabs(a.kv[v_at(&s, j, c, h) + e]);
+            sa += a.prob[pk] * a.drop_factor[pk] * vj;
+            sp += a.drop_factor[pk] * bp[pk] * vj;
+          }
+          bvec[q_at(&s, i, c, h) + e] = 1.01 * ((K + 1) * OT_U * sa + sp);
+        }
+  ot_check_bound("vec", vec, a.vec, bvec, nq);
+  ot_check_bound("prob (before dropatt)", prob, a.prob, bp, np);
+
+  /* ---- backward ------------------------------------------------------------------------ */
+  double *gq = ot_alloc_d(nq), *gkv = ot_alloc_d(nkv), *gr = ot_alloc_d(nr), *gu = ot_alloc_d(HD), *gvb = ot_alloc_d(HD);
+  double *aq = ot_alloc_d(nq), *akv = ot_alloc_d(nkv), *ar = ot_alloc_d(nr), *au = ot_alloc_d(HD), *avb = ot_alloc_d(HD);
+  /* The gradients of the double reference: analytic, and (small cases) finite differences. */
+  ref_backward(aq, akv, ar, au, avb, &a, 0);
+  const double eps = 1e-6;
+  if (cs->use_fd) {
+    ot_fd_grad(gq, a.q, nq, eps, ref_loss, &a);
+    ot_fd_grad(gkv, a.kv, nkv, eps, ref_loss, &a);
+    ot_fd_grad(gr, a.r, nr, eps, ref_loss, &a);
+    ot_fd_grad(gu, a.u, HD, eps, ref_loss, &a);
+    ot_fd_grad(gvb, a.vb, HD, eps, ref_loss, &a);
+    ref_forward(&a);
+  } else {
+    memcpy(gq, aq, (size_t)nq * sizeof(double)), memcpy(gkv, akv, (size_t)nkv * sizeof(double));
+    memcpy(gr, ar, (size_t)nr * sizeof(double)), memcpy(gu, au, (size_t)HD * sizeof(double));
+    memcpy(gvb, avb, (size_t)HD * sizeof(double));
+  }
+  /* Magnitudes of the terms of every gradient element (the reference backward on |.|). */
+  double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr), *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
+  ref_backward(mq, mkv, mr, mu, mvb, &a, 1);
+  /* Bound per element (first-order running error analysis): a computed sum/product chain with
+   * at most N roundings on any path is within N u of the exact value relative to the sum of the
+   * absolute values of its terms, which is what the |.| backward computes. The longest chains:
+   * the forward score (2 dh), the softmax sum (K), d prob (dh), the softmax-backward dot (K), dq
+   * and dk (K and L), dr / du / dvb summed over all B columns and L rows (2 B L), plus ~16 single
+   * roundings: N = 2 dh + 2 K + 2 B L + 16. The probabilities enter up to quadratically, each with
+   * the relative error p_rel above: + 2 p_rel. Finite differences in double (eps = 1e-6):
+   * truncation eps^2 |f'''| / 6 ~ 1e-12 and roundoff ~ 2^-53 |loss| sqrt(n) / eps ~ 1e-9 here;
+   * allowed 1e-8 (1 + max |grad|) — the "FD vs analytic" lines below show the actual size.   */
+  const double rel = (2.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 16.0) * OT_U + 2.0 * p_rel;
+  double gmax = fmax(fmax(ot_max_abs(gq, nq), ot_max_abs(gkv, nkv)), fmax(ot_max_abs(gr, nr), ot_max_abs(gu, HD)));
+  gmax = fmax(gmax, ot_max_abs(gvb, HD));
+  const double fd_tol = cs->use_fd ? 1e-8 * (1.0 + gmax) : 0.0;
+  if (cs->use_fd) { /* self-check of the reference: FD vs its analytic backward */
+    double worst = 0.0;
+    const double *fd[5] = {gq, gkv, gr, gu, gvb}, *an[5] = {aq, akv, ar, au, avb};
+    const int64_t nn[5] = {nq, nkv, nr, HD, HD};
+    for (int t = 0; t < 5; t++)
+      for (int64_t k = 0; k < nn[t]; k++) worst = fmax(worst, fabs(fd[t][k] - an[t][k]));
+    ot_check_true("reference: FD vs analytic double", worst <= fd_tol, "max diff %.3e (allowed %.3e)", worst, fd_tol);
+  }
+  double *bq = ot_alloc_d(nq), *bkv = ot_alloc_d(nkv), *br = ot_alloc_d(nr), *bu = ot_alloc_d(HD), *bvb = ot_alloc_d(HD);
+  for (int64_t k = 0; k < nq; k++) bq[k] = 1.01 * rel * mq[k] + fd_tol;
+  for (int64_t k = 0; k < nkv; k++) bkv[k] = 1.01 * rel * mkv[k] + fd_tol;
+  for (int64_t k = 0; k < nr; k++) br[k] = 1.01 * rel * mr[k] + fd_tol;
+  for (int e = 0; e < HD; e++) { /* du, dvb accumulate: + the rounding of the final += */
+    gu[e] += du[e], gvb[e] += dvb[e];
+    bu[e] = 1.01 * (rel * mu[e] + OT_U * (fabs(du[e]) + fabs(gu[e]))) + fd_tol;
+    bvb[e] = 1.01 * (rel * mvb[e] + OT_U * (fabs(dvb[e]) + fabs(gvb[e]))) + fd_tol;
+  }
+  txl_cpu_rel_attn_backward(dq, dkv, dr, du, dvb, dvec, q, kv, r, u, vb, prob, s, drop, work);
+  const char *how = cs->use_fd ? "FD" : "analytic double";
+  snprintf(name, sizeof name, "dq vs %s", how);
+  ot_check_bound(name, dq, gq, bq, nq);
+  snprintf(name, sizeof name, "dkv vs %s", how);
+  ot_check_bound(name, dkv, gkv, bkv, nkv);
+  snprintf(name, sizeof name, "dr vs %s", how);
+  ot_check_bound(name, dr, gr, br, nr);
+  snprintf(name, sizeof name, "du (+=) vs %s", how);
+  ot_check_bound(name, du, gu, bu, HD);
+  snprintf(name, sizeof name, "dvb (+=) vs %s", how);
+  ot_check_bound(name, dvb, gvb, bvb, HD);
+
+  free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(vec), free(prob), free(work);
+  free(dq), free(dkv), free(dr), free(du), free(dvb);
+  free(a.q), free(a.kv), free(a.r), free(a.u), free(a.vb), free(a.proj), free(a.vec), free(a.prob), free(a.drop_factor);
+  free(bp), free(bvec), free(gq), free(gkv), free(gr), free(gu), free(gvb), free(aq), free(akv), free(ar), free(au), free(avb);
+  free(mq), free(mkv), free(mr), free(mu), free(mvb), free(bq), free(bkv), free(br), free(bu), free(bvb);
+}
+
+/* Forward and backward bit-identical with 1, 2 and 3 OpenMP threads. */
+static void test_threads(OtRng *rng) {
+  TxlAttnShape s = {7, 9, 3, 4, 8, 1, 1, 3, (float)(1.0 / sqrt(8.0))};
+  const int K = s.M + s.L, HD = s.H * s.dh;
+  TxlDropout drop = {0.1f, 3u, txl_layer_site(0, TXL_LSITE_ATTN_PROB), 1u};
+  const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
+  const int64_t np = (int64_t)s.B * s.H * s.L * K;
+  float *q = ot_alloc(nq), *kv = ot_alloc(nkv), *r = ot_alloc(nr), *u = ot_alloc(HD), *vb = ot_alloc(HD);
+  float *dvec = ot_alloc(nq);
+  ot_fill(q, nq, -1.0f, 1.0f, rng), ot_fill(kv, nkv, -1.0f, 1.0f, rng), ot_fill(r, nr, -1.0f, 1.0f, rng);
+  ot_fill(u, HD, -0.5f, 0.5f, rng), ot_fill(vb, HD, -0.5f, 0.5f, rng), ot_fill(dvec, nq, -1.0f, 1.0f, rng);
+  float *out[3][7];
+  const int64_t sizes[7] = {nq, np, nq, nkv, nr, HD, HD};
+  for (int t = 0; t < 3; t++) {
+    omp_set_num_threads(t + 1);
+    for (int k = 0; k < 7; k++) out[t][k] = ot_alloc(sizes[k]);
+    void *work = ot_alloc((int64_t)(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, s.dh) + 3) / 4);
+    txl_cpu_rel_attn_forward(out[t][0], out[t][1], q, kv, r, u, vb, s, drop, work);
+    txl_cpu_rel_attn_backward(out[t][2], out[t][3], out[t][4], out[t][5], out[t][6], dvec, q, kv, r, u, vb,
+                              out[t][1], s, drop, work);
+    free(work);
+  }
+  omp_set_num_threads(2);
+  const char *names[7] = {"vec", "prob", "dq", "dkv", "dr", "du", "dvb"};
+  printf("rel_attn threads 1 / 2 / 3 (L=7 M=9 B=3 H=4 dh=8, same_length, dropatt 0.1)\n");
+  for (int k = 0; k < 7; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s threads 1 vs 2", names[k]);
+    ot_check_same(name, out[0][k], out[1][k], (size_t)sizes[k] * sizeof(float));
+    snprintf(name, sizeof name, "%s threads 1 vs 3", names[k]);
+    ot_check_same(name, out[0][k], out[2][k], (size_t)sizes[k] * sizeof(float));
+  }
+  for (int t = 0; t < 3; t++)
+    for (int k = 0; k < 7; k++) free(out[t][k]);
+  free(q), free(kv), free(r), free(u), free(vb), free(dvec);
+}
+
+int main(void) {
+  OtRng rng = ot_rng(8);
+  /*            L  M  B  H  dh col0 same_length shift dropatt fd */
+  const Case cases[] = {
+      {5, 0, 3, 3, 5, 2, 0, 0, 0.0f, 1},
+      {5, 0, 3, 3, 5, 2, 0, 0, 0.2f, 1},
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.0f, 1},
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.2f, 1},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.0f, 1},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 1},
+      {4, 4, 2, 3, 3, 7, 1, 0, 0.2f, 1}, /* same_shift 0: query i sees keys (i, M + i] */
+      {4, 2, 1, 2, 3, 0, 1, 4, 0.0f, 1}, /* same_shift = L: the same as the causal mask */
+      {1, 0, 1, 1, 1, 0, 0, 0, 0.2f, 1}, /* one key */
+      {17, 15, 4, 4, 16, 3, 1, 5, 0.1f, 0}, /* larger: against the analytic double backward */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], &rng);
+  test_threads(&rng);
+  return ot_finish("test_op_rel_attn");
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Training throughput of the reference Transformer-XL in PyTorch, to compare with txl's own
+benchmark: full steps (forward, backward, gradient clipping, Adam), memory carried from step to
+step, random tokens.
+
+    python3 tests/reference/bench_ref.py --config small --threads 2 --steps 20 --warmup 3
+
+It uses the efficient formulation (einsum + the original code's _rel_shift). By default it uses
+torch's own dropout (--fast-dropout); --philox-dropout uses txl's Philox masks instead, which are
+computed in NumPy and are slow.
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import txl_ref  # noqa: E402
+
+CONFIGS = {
+    "tiny": dict(n_layer=4, d_model=32, n_head=3, d_head=17, d_inner=71, tgt_len=33, mem_len=41,
+                 batch=8, n_token=10000),
+    "small": dict(n_layer=4, d_model=256, n_head=8, d_head=32, d_inner=1024, tgt_len=128,
+                  mem_len=128, batch=16, n_token=10000),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--fast-dropout", dest="fast_dropout", action="store_true", default=True,
+                   help="torch's own dropout (default)")
+    g.add_argument("--philox-dropout", dest="fast_dropout", action="store_false",
+                   help="txl's Philox dropout masks (slow, NumPy)")
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    cfg = txl_ref.make_config(**CONFIGS[a.config], dropout=0.1, dropatt=0.0, pre_lnorm=0,
+                              tie_weight=1, untie_r=0, same_length=0, clamp_len=0, lr=2.5e-4,
+                              warmup_step=0, max_step=1000, eta_min=0.0, scheduler="cosine")
+    params = {n: t.requires_grad_(True)
+              for n, t in txl_ref.init_params(cfg, torch.Generator().manual_seed(0)).items()}
+    opt = txl_ref.make_optimizer(params, cfg, foreach=None)  # torch's default Adam
+    L, B, V = cfg["tgt_len"], cfg["batch"], cfg["n_token"]
+    n_steps = a.warmup + a.steps
+    data = torch.randint(0, V, (n_steps * L + 1, B))
+    drop_mode = "torch" if a.fast_dropout else "philox"
+
+    mems = None
+    t0 = None
+    for s in range(n_steps):
+        if s == a.warmup:
+            t0 = time.perf_counter()
+        x = data[s * L:s * L + L]
+        y = data[s * L + 1:s * L + L + 1]
+        loss, _, _, mems = txl_ref.train_step(params, opt, cfg, x, y, mems, s, drop_mode=drop_mode,
+                                              attn_impl="shift")
+    dt = time.perf_counter() - t0
+    ms = 1000.0 * dt / a.steps
+    tok = L * B * a.steps / dt
+    print("torch %s threads %d config %s dropout %s: %.0f tokens/s, %.2f ms/step (loss %.3f)" %
+          (torch.__version__, torch.get_num_threads(), a.config, drop_mode, tok, ms, loss))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,638 @@
+#!/usr/bin/env python3
+"""A PyTorch reference implementation of txl's Transformer-XL (attn_type 0 of the original code).
+
+Written from the equations of Dai et al. 2019 ("Transformer-XL: Attentive Language Models Beyond
+a Fixed-Length Context") and the original PyTorch code, as plain functions over a dict of
+parameters named exactly as txl's parameter table (src/model/params.def; weights [in, out],
+y = x W). It is the source of tests/golden/golden.h5 and of tests/reference/bench_ref.py.
+
+Notation (time-major, tensors [T, B, ...]): L = segment length, M = memory length of this
+segment, K = M + L keys, H heads of size dh, d = d_model, V = n_token.
+
+Dropout masks are txl's (kernels/common/dropout.h): Philox4x32-10 with key (seed, site) and
+counter (feature / 4, row, global column, step); word = output[feature % 4];
+keep = (word >> 8) >= floor(p * 2^24); kept values are multiplied by (float)(1 / (1 - p)).
+Rows, columns and features per site:
+  site 0 (embedding output)  row t < L, column c, feature < d
+  site 1 (positions R)       row p < K, column 0, feature < d
+  site 2 (last layer output) row t < L, column c, feature < d
+  site 16 + 16 l + 0 (dropatt on probabilities) row i < L, column c, feature h*K + j
+  site 16 + 16 l + 1 (attention output)         row i < L, column c, feature < d
+  site 16 + 16 l + 2 (FFN hidden after ReLU)    row i < L, column c, feature < d_inner
+  site 16 + 16 l + 3 (FFN output)               row i < L, column c, feature < d
+
+Run `python3 tests/reference/txl_ref.py --selftest` for the self-checks.
+"""
+import argparse
+import math
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# ---- dropout sites (kernels/common/dropout.h) ------------------------------------------------
+SITE_EMBED = 0
+SITE_POS = 1
+SITE_OUTPUT = 2
+SITE_LAYER0 = 16
+LSITE_ATTN_PROB = 0
+LSITE_ATTN_OUT = 1
+LSITE_FF_HIDDEN = 2
+LSITE_FF_OUT = 3
+
+LN_EPS = 1e-5
+
+
+def layer_site(layer, which):
+    return SITE_LAYER0 + 16 * layer + which
+
+
+# ---- Philox4x32-10 -----------------------------------------------------------------------------
+_PHILOX_M0 = np.uint64(0xD2511F53)
+_PHILOX_M1 = np.uint64(0xCD9E8D57)
+_PHILOX_W0 = 0x9E3779B9
+_PHILOX_W1 = 0xBB67AE85
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+
+
+def philox4x32_10(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on broadcastable arrays of 32-bit counters; k0, k1 are scalars.
+    Returns the four output words as uint32 arrays of the broadcast shape."""
+    c0, c1, c2, c3 = (np.array(c, dtype=np.uint64) & _MASK32 for c in (c0, c1, c2, c3))
+    c0, c1, c2, c3 = np.broadcast_arrays(c0, c1, c2, c3)
+    k0 = int(k0) & 0xFFFFFFFF
+    k1 = int(k1) & 0xFFFFFFFF
+    for _ in range(10):
+        p0 = _PHILOX_M0 * c0  # < 2^64: exact in uint64
+        p1 = _PHILOX_M1 * c2
+        hi0, lo0 = p0 >> _SHIFT32, p0 & _MASK32
+        hi1, lo1 = p1 >> _SHIFT32, p1 & _MASK32
+        c0, c1, c2, c3 = hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0
+        k0 = (k0 + _PHILOX_W0) & 0xFFFFFFFF
+        k1 = (k1 + _PHILOX_W1) & 0xFFFFFFFF
+    return tuple(np.asarray(c).astype(np.uint32) for c in (c0, c1, c2, c3))
+
+
+def _philox_scalar(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on Python ints, line by line as kernels/common/philox.h (self-test only)."""
+    for _ in range(10):
+        p0 = 0xD2511F53 * c0
+        p1 = 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & 0xFFFFFFFF, (p0 >> 32) ^ c3 ^ k1, p0 & 0xFFFFFFFF
+        k0 = (k0 + 0x9E3779B9) & 0xFFFFFFFF
+        k1 = (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    return c0, c1, c2, c3
+
+
+def dropout_threshold(p):
+    """floor(p * 2^24) with p rounded to float32 first, as txl_dropout_threshold(float p)."""
+    return int(math.floor(float(np.float32(p)) * 16777216.0))
+
+
+def dropout_scale(p):
+    """(float)(1 / (1 - (double)(float)p)), as txl_dropout_scale."""
+    return np.float32(1.0 / (1.0 - float(np.float32(p))))
+
+
+def dropout_keep(p, seed, site, step, rows, cols, feats, col0=0):
+    """Boolean keep mask [rows, cols, feats] of txl's dropout (kernels/common/dropout.h)."""
+    groups = (feats + 3) // 4
+    g = np.arange(groups, dtype=np.uint64)[None, None, :]
+    r = np.arange(rows, dtype=np.uint64)[:, None, None]
+    c = (np.uint64(col0) + np.arange(cols, dtype=np.uint64))[None, :, None]
+    words = philox4x32_10(g, r, c, np.uint64(step), seed, site)  # each [rows, cols, groups]
+    words = np.stack(words, axis=-1).reshape(rows, cols, 4 * groups)[:, :, :feats]
+    return (words >> np.uint32(8)) >= np.uint32(dropout_threshold(p))
+
+
+def dropout_multiplier(p, seed, site, step, rows, cols, feats, col0=0):
+    """float32 [rows, cols, feats]: scale where kept, 0 where dropped."""
+    keep = dropout_keep(p, seed, site, step, rows, cols, feats, col0)
+    return keep.astype(np.float32) * dropout_scale(p)
+
+
+class Dropper:
+    """Applies the model's dropouts for one forward pass.
+
+    mode 'philox': txl's masks (deterministic; identical in forward and backward, like txl);
+    mode 'torch':  torch's own F.dropout (for the benchmark only);
+    mode 'off':    identity (evaluation)."""
+
+    def __init__(self, mode, seed=0, step=0, col0=0):
+        assert mode in ("philox", "torch", "off")
+        self.mode, self.seed, self.step, self.col0 = mode, seed, step, col0
+
+    def _mult(self, x, p, site, rows, cols, feats):
+        m = dropout_multiplier(p, self.seed, site, self.step, rows, cols, feats, self.col0)
+        return torch.from_numpy(m).to(dtype=x.dtype)
+
+    def rcf(self, x, p, site):
+        """x [rows, cols, feats] (rows = time, cols = batch column, feats = last dim)."""
+        if self.mode == "off" or p == 0.0:
+            return x
+        if self.mode == "torch":
+            return F.dropout(x, p, training=True)
+        rows, cols, feats = x.shape
+        return x * self._mult(x, p, site, rows, cols, feats)
+
+    def pos(self, R, p):
+        """R [K, d]: row p, column 0, feature = d index."""
+        if self.mode == "off" or p == 0.0:
+            return R
+        if self.mode == "torch":
+            return F.dropout(R, p, training=True)
+        K, d = R.shape
+        return R * self._mult(R, p, SITE_POS, K, 1, d)[:, 0, :]
+
+    def prob_bhlk(self, P, p, site):
+        """P [B, H, L, K]: row i, column b, feature h*K + j."""
+        if self.mode == "off" or p == 0.0:
+            return P
+        if self.mode == "torch":
+            return F.dropout(P, p, training=True)
+        B, H, L, K = P.shape
+        m = self._mult(P, p, site, L, B, H * K).view(L, B, H, K).permute(1, 2, 0, 3)
+        return P * m
+
+    def prob_lkbh(self, P, p, site):
+        """P [L, K, B, H] (the original code's layout): row i, column b, feature h*K + j."""
+        if self.mode == "off" or p == 0.0:
+            return P
+        if self.mode == "torch":
+            return F.dropout(P, p, training=True)
+        L, K, B, H = P.shape
+        m = self._mult(P, p, site, L, B, H * K).view(L, B, H, K).permute(0, 3, 1, 2)
+        return P * m
+
+
+# ---- configuration and parameters ------------------------------------------------------------
+DEFAULTS = dict(
+    n_token=29, n_layer=2, d_model=12, n_head=3, d_head=5, d_inner=19, pre_lnorm=0,
+    tie_weight=1, untie_r=0, dropout=0.1, dropatt=0.0, clamp_len=0, same_length=0,
+    tgt_len=5, mem_len=7, batch=3, seed=1234, lr=2.5e-4, warmup_step=0, max_step=10,
+    eta_min=0.0, clip=0.25, beta1=0.9, beta2=0.999, eps=1e-8, scheduler="cosine", init_std=0.02,
+)
+
+
+def make_config(**kw):
+    cfg = dict(DEFAULTS)
+    for k, v in kw.items():
+        if k not in cfg:
+            raise KeyError("unknown config key %r" % k)
+        cfg[k] = v
+    return cfg
+
+
+def param_table(cfg):
+    """[(name, shape, init)] in the order of src/model/params.def (init: 'normal', 'one', 'zero')."""
+    V, d, H, dh, di = cfg["n_token"], cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["d_inner"]
+    HD = H * dh
+    t = [("word_emb", (V, d), "normal")]
+    if not cfg["untie_r"]:
+        t += [("r_w_bias", (H, dh), "normal"), ("r_r_bias", (H, dh), "normal")]
+    for l in range(cfg["n_layer"]):
+        p = "layers.%d." % l
+        if cfg["untie_r"]:
+            t += [(p + "r_w_bias", (H, dh), "normal"), (p + "r_r_bias", (H, dh), "normal")]
+        t += [
+            (p + "w_qkv", (d, 3 * HD), "normal"),
+            (p + "w_r", (d, HD), "normal"),
+            (p + "w_o", (HD, d), "normal"),
+            (p + "ln1_w", (d,), "one"),
+            (p + "ln1_b", (d,), "zero"),
+            (p + "w_ff1", (d, di), "normal"),
+            (p + "b_ff1", (di,), "zero"),
+            (p + "w_ff2", (di, d), "normal"),
+            (p + "b_ff2", (d,), "zero"),
+            (p + "ln2_w", (d,), "one"),
+            (p + "ln2_b", (d,), "zero"),
+        ]
+    if not cfg["tie_weight"]:
+        t.append(("out_weight", (V, d), "normal"))
+    t.append(("out_bias", (V,), "zero"))
+    return t
+
+
+def init_params(cfg, generator, dtype=torch.float32):
+    """Draws the parameters in table order from `generator`: N(0, init_std), N(1, init_std), 0."""
+    std = float(cfg["init_std"])
+    params = {}
+    for name, shape, init in param_table(cfg):
+        if init == "zero":
+            x = torch.zeros(shape, dtype=torch.float32)
+        else:
+            mean = 1.0 if init == "one" else 0.0
+            x = torch.normal(mean, std, size=shape, generator=generator, dtype=torch.float32)
+        params[name] = x.to(dtype)
+    return params
+
+
+# ---- the model -------------------------------------------------------------------------------
+def posemb(K, d, clamp_len, dtype=torch.float32):
+    """R [K, d]: row p is position K-1-p (clamped to clamp_len when > 0); sin | cos, in double."""
+    assert d % 2 == 0
+    pos = np.arange(K - 1, -1, -1, dtype=np.float64)
+    if clamp_len > 0:
+        pos = np.minimum(pos, float(clamp_len))
+    i = np.arange(d // 2, dtype=np.float64)
+    inv_freq = 1.0 / np.power(10000.0, (2.0 * i) / d)
+    a = pos[:, None] * inv_freq[None, :]
+    R = np.concatenate([np.sin(a), np.cos(a)], axis=1)
+    return torch.from_numpy(R.astype(np.float32)).to(dtype)
+
+
+def same_length_shift(L, K, mem_len):
+    """s of the original's tril(ones, -s): s = L - (K - mem_len) if K > mem_len else L."""
+    return L - (K - mem_len) if K > mem_len else L
+
+
+def attn_mask(L, M, mem_len, same_length):
+    """bool [L, K], True = masked: j > M + i, and with same_length also j <= i - s."""
+    K = M + L
+    i = torch.arange(L)[:, None]
+    j = torch.arange(K)[None, :]
+    mask = j > M + i
+    if same_length:
+        s = same_length_shift(L, K, mem_len)
+        mask = mask | (j <= i - s)
+    return mask
+
+
+def rel_shift(x):
+    """The original code's _rel_shift on x [L, K, ...]: out[i, j] = x[i, j + L-1-i] where
+    j <= M + i (elsewhere: values that the mask removes)."""
+    zero_pad = torch.zeros((x.size(0), 1) + tuple(x.size()[2:]), dtype=x.dtype)
+    x_padded = torch.cat([zero_pad, x], dim=1)
+    x_padded = x_padded.view((x.size(1) + 1, x.size(0)) + tuple(x.size()[2:]))
+    return x_padded[1:].view_as(x)
+
+
+def rel_index(L, M):
+    """idx[i, j] = K-1-(M+i-j) = j + L-1-i: the row of r at relative distance M+i-j, clamped to
+    [0, K-1] (the clamped entries are masked)."""
+    K = M + L
+    i = torch.arange(L)[:, None]
+    j = torch.arange(K)[None, :]
+    return (K - 1 - (M + i - j)).clamp(0, K - 1)
+
+
+def attn_scores_gather(q, k, r, u, vb, M):
+    """Unscaled scores [B, H, L, K] by the direct definition:
+    (q_i + u) . k_j + (q_i + vb) . r[K-1-(M+i-j)].  q [L,B,H,dh], k [K,B,H,dh], r [K,H,dh]."""
+    L, B, H, _ = q.shape
+    K = k.shape[0]
+    ac = torch.einsum("ibhd,jbhd->bhij", q + u, k)
+    bd_full = torch.einsum("ibhd,phd->bhip", q + vb, r)
+    idx = rel_index(L, M).expand(B, H, L, K)
+    return ac + torch.gather(bd_full, 3, idx)
+
+
+def attn_scores_shift(q, k, r, u, vb):
+    """Unscaled scores [L, K, B, H] as the original code computes them (einsum + _rel_shift)."""
+    ac = torch.einsum("ibnd,jbnd->ijbn", q + u, k)
+    bd = torch.einsum("ibnd,jnd->ijbn", q + vb, r)
+    return ac + rel_shift(bd)
+
+
+def attn_scores_naive(q, k, r, u, vb, M):
+    """Element by element from the paper's A^rel = (a) + (b) + (c) + (d), in Python loops:
+    q_i.k_j + q_i.r(M+i-j) + u.k_j + vb.r(M+i-j), with r(t) the row of position t.
+    Returns [B, H, L, K] with masked (j > M + i) entries set to 0."""
+    L, B, H, _ = q.shape
+    K = k.shape[0]
+    out = torch.zeros(B, H, L, K, dtype=q.dtype)
+    for b in range(B):
+        for h in range(H):
+            for i in range(L):
+                for j in range(K):
+                    t = M + i - j  # relative distance query -> key
+                    if t < 0:
+                        continue
+                    rt = r[K - 1 - t, h]  # R row p has position K-1-p
+                    qi, kj = q[i, b, h], k[j, b, h]
+                    out[b, h, i, j] = qi @ kj + qi @ rt + u[h] @ kj + vb[h] @ rt
+    return out
+
+
+def _lin(x, w):
+    return torch.matmul(x, w)
+
+
+def layer_forward(h, m, R, params, l, cfg, drop, attn_impl="gather"):
+    """One Transformer-XL layer. h [L,B,d] input, m [M,B,d] this layer's memory (no gradient),
+    R [K,d] positions after dropout. Returns the layer output [L,B,d]."""
+    L, B, d = h.shape
+    M = m.shape[0]
+    K = M + L
+    H, dh = cfg["n_head"], cfg["d_head"]
+    HD = H * dh
+    P = lambda n: params["layers.%d.%s" % (l, n)]
+    if cfg["untie_r"]:
+        u, vb = P("r_w_bias"), P("r_r_bias")
+    else:
+        u, vb = params["r_w_bias"], params["r_r_bias"]
+
+    cat = torch.cat([m, h], 0)  # [K, B, d]
+    c = F.layer_norm(cat, (d,), P("ln1_w"), P("ln1_b"), LN_EPS) if cfg["pre_lnorm"] else cat
+    w_qkv = P("w_qkv")
+    q = _lin(c[M:], w_qkv[:, 0:HD]).view(L, B, H, dh)
+    k = _lin(c, w_qkv[:, HD:2 * HD]).view(K, B, H, dh)
+    v = _lin(c, w_qkv[:, 2 * HD:3 * HD]).view(K, B, H, dh)
+    r = _lin(R, P("w_r")).view(K, H, dh)
+    scale = 1.0 / math.sqrt(dh)
+    mask = attn_mask(L, M, cfg["mem_len"], cfg["same_length"])  # [L, K]
+    site = layer_site(l, LSITE_ATTN_PROB)
+    if attn_impl == "gather":
+        score = attn_scores_gather(q, k, r, u, vb, M) * scale  # [B, H, L, K]
+        score = score.masked_fill(mask[None, None], float("-inf"))
+        prob = torch.softmax(score, dim=3)
+        prob = drop.prob_bhlk(prob, cfg["dropatt"], site)
+        vec = torch.einsum("bhij,jbhd->ibhd", prob, v)
+    elif attn_impl == "shift":
+        score = attn_scores_shift(q, k, r, u, vb) * scale  # [L, K, B, H]
+        score = score.masked_fill(mask[:, :, None, None], float("-inf"))
+        prob = torch.softmax(score, dim=1)
+        prob = drop.prob_lkbh(prob, cfg["dropatt"], site)
+        vec = torch.einsum("ijbn,jbnd->ibnd", prob, v)
+    else:
+        raise ValueError(attn_impl)
+    attn_out = _lin(vec.reshape(L, B, HD), P("w_o"))
+    attn_out = drop.rcf(attn_out, cfg["dropout"], layer_site(l, LSITE_ATTN_OUT))
+    if cfg["pre_lnorm"]:
+        out1 = h + attn_out
+        ff_in = F.layer_norm(out1, (d,), P("ln2_w"), P("ln2_b"), LN_EPS)
+    else:
+        out1 = F.layer_norm(h + attn_out, (d,), P("ln1_w"), P("ln1_b"), LN_EPS)
+        ff_in = out1
+    a = torch.relu(_lin(ff_in, P("w_ff1")) + P("b_ff1"))
+    a = drop.rcf(a, cfg["dropout"], layer_site(l, LSITE_FF_HIDDEN))
+    f = _lin(a, P("w_ff2")) + P("b_ff2")
+    f = drop.rcf(f, cfg["dropout"], layer_site(l, LSITE_FF_OUT))
+    if cfg["pre_lnorm"]:
+        return out1 + f
+    return F.layer_norm(out1 + f, (d,), P("ln2_w"), P("ln2_b"), LN_EPS)
+
+
+def forward(params, cfg, x, mems=None, target=None, step=0, drop_mode="philox", col0=0,
+            attn_impl="gather"):
+    """x [L, B] token ids, mems: list of n_layer tensors [M, B, d] or None (M = 0).
+    Returns (logits [L,B,V], loss (mean cross entropy, or None without target), new_mems: list of
+    n_layer detached tensors [min(M+L, mem_len), B, d])."""
+    L, B = x.shape
+    d, nl, mem_len = cfg["d_model"], cfg["n_layer"], cfg["mem_len"]
+    emb = params["word_emb"]
+    drop = Dropper(drop_mode, seed=cfg["seed"], step=step, col0=col0)
+    if mems is None:
+        mems = [emb.new_zeros(0, B, d) for _ in range(nl)]
+    M = mems[0].shape[0]
+    K = M + L
+
+    h = F.embedding(x.long(), emb) * math.sqrt(d)
+    h = drop.rcf(h, cfg["dropout"], SITE_EMBED)
+    R = posemb(K, d, cfg["clamp_len"], emb.dtype)
+    R = drop.pos(R, cfg["dropout"])
+    new_mems = []
+    for l in range(nl):
+        m = mems[l].detach()
+        cat = torch.cat([m, h], 0)
+        new_mems.append(cat[K - min(K, mem_len):].detach())
+        h = layer_forward(h, m, R, params, l, cfg, drop, attn_impl)
+    h = drop.rcf(h, cfg["dropout"], SITE_OUTPUT)
+    w_out = emb if cfg["tie_weight"] else params["out_weight"]
+    logits = torch.matmul(h, w_out.t()) + params["out_bias"]
+    loss = None
+    if target is not None:
+        loss = F.cross_entropy(logits.reshape(L * B, -1), target.long().reshape(L * B))
+    return logits, loss, new_mems
+
+
+# ---- optimiser -------------------------------------------------------------------------------
+def lr_at(s, cfg):
+    """Learning rate of update s (0-based), in double."""
+    lr, W = float(cfg["lr"]), int(cfg["warmup_step"])
+    sched = cfg["scheduler"]
+    if sched == "cosine":
+        if s < W:
+            return lr * (s + 1) / W
+        eta = float(cfg["eta_min"])
+        return eta + (lr - eta) * (1.0 + math.cos(math.pi * s / cfg["max_step"])) / 2.0
+    if sched == "inv_sqrt":
+        if s < W:
+            return lr * (s + 1) / W
+        return lr * math.sqrt(max(W, 1)) / math.sqrt(s + 1)
+    if sched == "constant":
+        # the original code warms up linearly for 'constant' too
+        return lr * (s + 1) / W if s < W else lr
+    raise ValueError("unknown scheduler %r" % sched)
+
+
+def make_optimizer(params, cfg, foreach=False):
+    kw = dict(lr=float(cfg["lr"]), betas=(float(cfg["beta1"]), float(cfg["beta2"])),
+              eps=float(cfg["eps"]))
+    if foreach is not None:
+        kw["foreach"] = foreach
+    return torch.optim.Adam(list(params.values()), **kw)
+
+
+def train_step(params, opt, cfg, x, y, mems, s, drop_mode="philox", attn_impl="gather"):
+    """One update: forward, backward, clip_grad_norm_, Adam with lr_at(s).
+    Returns (loss as float, total grad norm before clipping as float, lr, new_mems)."""
+    for p in params.values():
+        p.grad = None
+    _, loss, new_mems = forward(params, cfg, x, mems, y, step=s, drop_mode=drop_mode,
+                                attn_impl=attn_impl)
+    loss.backward()
+    gn = torch.nn.utils.clip_grad_norm_(list(params.values()), float(cfg["clip"]))
+    lr = lr_at(s, cfg)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.step()
+    return float(loss.item()), float(gn.item()), lr, new_mems
+
+
+# ---- self-tests ------------------------------------------------------------------------------
+class _Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def __call__(self, name, ok, detail=""):
+        print("%-4s %s%s" % ("ok" if ok else "FAIL", name, ("  (" + detail + ")") if detail else ""))
+        if not ok:
+            self.failed += 1
+
+
+def _selftest():
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    check = _Checks()
+
+    # Philox known answers (Random123 kat_vectors for philox4x32_10).
+    w = philox4x32_10(0, 0, 0, 0, 0, 0)
+    got = tuple(int(x) for x in w)
+    check("philox4x32-10 known answer, counter 0 key 0", got == (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8),
+          " ".join("%08x" % x for x in got))
+    w = philox4x32_10(0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff)
+    got = tuple(int(x) for x in w)
+    check("philox4x32-10 known answer, all ones", got == (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd),
+          " ".join("%08x" % x for x in got))
+    w = philox4x32_10(0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0)
+    got = tuple(int(x) for x in w)
+    check("philox4x32-10 known answer, pi digits", got == (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1),
+          " ".join("%08x" % x for x in got))
+    # vectorised == scalar at scattered coordinates
+    rng = np.random.default_rng(1)
+    cs = rng.integers(0, 2**32, size=(4, 64), dtype=np.uint64)
+    vec = np.stack(philox4x32_10(cs[0], cs[1], cs[2], cs[3], 77, 3), 0)
+    scal = np.array([_philox_scalar(*(int(c) for c in cs[:, n]), 77, 3) for n in range(64)]).T
+    check("philox vectorised (numpy) == scalar (Python ints)", np.array_equal(vec, scal))
+
+    # dropout masks: shape, keep rate, scale, layout
+    p = 0.1
+    keep = dropout_keep(p, 1234, SITE_EMBED, 3, 40, 6, 37, col0=0)
+    rate = keep.mean()
+    check("dropout mask shape [rows, cols, feats]", keep.shape == (40, 6, 37), str(keep.shape))
+    check("dropout keep rate ~ 1-p", abs(rate - 0.9) < 0.02, "%.4f" % rate)
+    check("dropout threshold / scale", dropout_threshold(0.1) == 1677721 and
+          dropout_scale(0.1) == np.float32(1.0 / (1.0 - float(np.float32(0.1)))),
+          "%d %.9g" % (dropout_threshold(0.1), dropout_scale(0.1)))
+    k2 = dropout_keep(p, 1234, SITE_EMBED, 3, 40, 4, 37, col0=2)
+    check("dropout mask keyed by GLOBAL column (col0 offset)", np.array_equal(k2, keep[:, 2:6]))
+    w4 = philox4x32_10(9 // 4, 5, 1, 3, 1234, SITE_EMBED)
+    check("dropout mask element = word[f%4] of counter (f/4, row, col, step)",
+          bool(keep[5, 1, 9]) == bool((int(w4[9 % 4]) >> 8) >= 1677721))
+    k3 = dropout_keep(p, 1234, SITE_POS, 3, 40, 6, 37)
+    k4 = dropout_keep(p, 1234, SITE_EMBED, 4, 40, 6, 37)
+    check("dropout masks differ across site and step", (k3 != keep).any() and (k4 != keep).any())
+    P = torch.ones(2, 3, 4, 5)
+    Pd = Dropper("philox", seed=7, step=1).prob_bhlk(P, 0.3, 16)
+    kk = dropout_keep(0.3, 7, 16, 1, 4, 2, 15)  # [L, B, H*K]
+    ok = all(bool(Pd[b, h, i, j] != 0) == bool(kk[i, b, h * 5 + j])
+             for b in range(2) for h in range(3) for i in range(4) for j in range(5))
+    check("dropatt mask: row i, column b, feature h*K + j", ok)
+    Pl = Dropper("philox", seed=7, step=1).prob_lkbh(P.permute(2, 3, 0, 1).contiguous(), 0.3, 16)
+    check("dropatt mask in [L,K,B,H] layout == [B,H,L,K] layout", torch.equal(Pl.permute(2, 3, 0, 1), Pd))
+
+    # attention masks
+    for (L, M, mem_len, same) in [(5, 0, 7, 1), (5, 5, 7, 1), (5, 7, 7, 1), (5, 4, 4, 0), (3, 9, 6, 1)]:
+        K = M + L
+        mask = attn_mask(L, M, mem_len, same)
+        ones = torch.ones(L, K)
+        ref = torch.triu(ones, 1 + M)
+        if same:
+            mask_len = K - mem_len
+            s = L - mask_len if mask_len > 0 else L
+            ref = ref + torch.tril(ones, -s)
+        ok = mask.shape == (L, K) and torch.equal(mask, ref > 0)
+        seen = (~mask).sum(1).tolist()
+        check("attention mask == original triu/tril, L=%d M=%d mem_len=%d same_length=%d" % (L, M, mem_len, same),
+              ok and min(seen) > 0, "keys seen per query %s" % seen)
+
+    # rel-shift == direct gather == paper's equation, on unmasked entries
+    for dtype, tol in [(torch.float64, 1e-12), (torch.float32, 2e-6)]:
+        for (L, M) in [(5, 0), (5, 7), (4, 9), (6, 2)]:
+            K, B, H, dh = M + L, 2, 3, 4
+            q = torch.randn(L, B, H, dh, dtype=dtype)
+            k = torch.randn(K, B, H, dh, dtype=dtype)
+            r = torch.randn(K, H, dh, dtype=dtype)
+            u = torch.randn(H, dh, dtype=dtype)
+            vb = torch.randn(H, dh, dtype=dtype)
+            g = attn_scores_gather(q, k, r, u, vb, M)
+            s = attn_scores_shift(q, k, r, u, vb).permute(2, 3, 0, 1)
+            valid = ~attn_mask(L, M, 10**9, 0)[None, None].expand(B, H, L, K)
+            d1 = (g - s)[valid].abs().max().item()
+            check("rel_shift == gather r[K-1-(M+i-j)] (%s, L=%d M=%d)" % (str(dtype)[6:], L, M), d1 <= tol,
+                  "max diff %.3g" % d1)
+            if dtype == torch.float64:
+                n = attn_scores_naive(q, k, r, u, vb, M)
+                d2 = (g - n)[valid].abs().max().item()
+                check("gather == paper's (a)+(b)+(c)+(d), elementwise loops (L=%d M=%d)" % (L, M), d2 <= tol,
+                      "max diff %.3g" % d2)
+
+    # posemb: row p is position K-1-p, clamped
+    R = posemb(9, 6, 4, torch.float64)
+    ok = abs(R[9 - 1 - 2, 0].item() - math.sin(2.0)) < 1e-7 and abs(R[0, 3].item() - math.cos(4.0)) < 1e-7 \
+        and torch.equal(R[0], R[4]) and abs(R[8, 3].item() - 1.0) < 1e-7
+    check("posemb rows and clamp", ok)
+
+    # whole-model checks in float64, tiny sizes, memory present
+    base = dict(n_token=7, n_layer=2, d_model=4, n_head=2, d_head=3, d_inner=5, tgt_len=3, mem_len=4,
+                batch=2, seed=99, init_std=0.3)
+    cases = [
+        ("post, tied, shared r, same_length, clamp", dict(pre_lnorm=0, tie_weight=1, untie_r=0, same_length=1,
+                                                          clamp_len=3, dropout=0.0, dropatt=0.0)),
+        ("pre, untied, per-layer r", dict(pre_lnorm=1, tie_weight=0, untie_r=1, same_length=0, clamp_len=0,
+                                          dropout=0.0, dropatt=0.0)),
+        ("post with Philox dropout + dropatt", dict(pre_lnorm=0, tie_weight=1, untie_r=0, same_length=1,
+                                                   clamp_len=0, dropout=0.2, dropatt=0.2)),
+        ("pre with Philox dropout + dropatt", dict(pre_lnorm=1, tie_weight=0, untie_r=1, same_length=1,
+                                                  clamp_len=2, dropout=0.2, dropatt=0.2)),
+    ]
+    for title, kw in cases:
+        cfg = make_config(**base, **kw)
+        gen = torch.Generator().manual_seed(5)
+        params = init_params(cfg, gen, torch.float64)
+        names = list(params)
+        L, B = cfg["tgt_len"], cfg["batch"]
+        x = torch.randint(0, cfg["n_token"], (L, B), generator=gen)
+        y = torch.randint(0, cfg["n_token"], (L, B), generator=gen)
+        mems = [torch.randn(2, B, cfg["d_model"], generator=gen, dtype=torch.float64) for _ in range(2)]
+
+        def f(*tensors):
+            pd = dict(zip(names, tensors))
+            return forward(pd, cfg, x, mems, y, step=1)[1]
+
+        inputs = tuple(params[n].clone().requires_grad_(True) for n in names)
+        try:
+            ok = torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+        except Exception as e:  # gradcheck raises on mismatch
+            ok = False
+            print(str(e)[:2000])
+        check("gradcheck float64 (%s), %d parameter elements" % (title, sum(t.numel() for t in inputs)), ok)
+
+        # same gradients with the original's rel_shift formulation
+        pa = {n: params[n].clone().requires_grad_(True) for n in names}
+        pb = {n: params[n].clone().requires_grad_(True) for n in names}
+        la = forward(pa, cfg, x, mems, y, step=1, attn_impl="gather")[1]
+        lb = forward(pb, cfg, x, mems, y, step=1, attn_impl="shift")[1]
+        la.backward()
+        lb.backward()
+        dmax = max((pa[n].grad - pb[n].grad).abs().max().item() for n in names)
+        check("gather vs rel_shift: loss and all gradients (%s)" % title,
+              abs(la.item() - lb.item()) < 1e-12 and dmax < 1e-12, "max grad diff %.3g" % dmax)
+
+    # memory update: last mem_len rows of [m; layer input]
+    cfg = make_config(**base, pre_lnorm=0, tie_weight=1, untie_r=0, dropout=0.0, dropatt=0.0)
+    params = init_params(cfg, torch.Generator().manual_seed(1))
+    x = torch.randint(0, 7, (3, 2))
+    _, _, m1 = forward(params, cfg, x)
+    _, _, m2 = forward(params, cfg, x, m1)
+    h0 = F.embedding(x, params["word_emb"]) * math.sqrt(4)
+    ok = m1[0].shape == (3, 2, 4) and m2[0].shape == (4, 2, 4) and torch.allclose(m1[0], h0) \
+        and torch.equal(m2[0][:1], m1[0][2:]) and torch.allclose(m2[0][1:], h0)
+    check("new memory = last mem_len rows of [memory; layer input]", ok)
+
+    # schedules
+    c = make_config(lr=2e-3, warmup_step=3, max_step=10, eta_min=1e-4, scheduler="cosine")
+    ok = abs(lr_at(0, c) - 2e-3 / 3) < 1e-18 and abs(lr_at(3, c) - (1e-4 + 1.9e-3 * (1 + math.cos(math.pi * 0.3)) / 2)) < 1e-18
+    c2 = make_config(lr=2e-3, warmup_step=3, scheduler="inv_sqrt")
+    ok = ok and abs(lr_at(5, c2) - 2e-3 * math.sqrt(3) / math.sqrt(6)) < 1e-18
+    check("learning-rate schedules", ok)
+
+    print("%d check(s) failed" % check.failed if check.failed else "all checks passed")
+    return 1 if check.failed else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--selftest", action="store_true", help="run the self-checks")
+    a = ap.parse_args(argv)
+    if a.selftest:
+        return _selftest()
+    ap.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
