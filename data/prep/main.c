@@ -475,13 +475,17 @@ int main(int argc, char **argv) {
   int n = snprintf(g_tmp, sizeof g_tmp, "%s.tmp-%ld", o->out, (long)getpid());
   if (n < 0 || (size_t)n >= sizeof g_tmp) txl_fatal("%s: output path too long", o->out);
   atexit(remove_tmp);
-  FILE *f = fopen(g_tmp, "wb");
-  if (!f) txl_fatal("%s: cannot create the output file (%s): %s", o->out, g_tmp, strerror(errno));
-  g_tmp_live = 1;
-  fclose(f);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   signal(SIGHUP, on_signal);
+  g_tmp_live = 1; /* before the file exists: a signal right after its creation still removes it */
+  FILE *f = fopen(g_tmp, "wb");
+  if (!f) {
+    int err = errno;
+    g_tmp_live = 0;
+    txl_fatal("%s: cannot create the output file (%s): %s", o->out, g_tmp, strerror(err));
+  }
+  fclose(f);
 
   /* pass 1: count */
   tok_init(&P->tab);

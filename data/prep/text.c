@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "src/base/error.h"
 
@@ -11,6 +12,10 @@
 void lr_open(LineReader *r, const char *path, const char *what) {
   memset(r, 0, sizeof *r);
   r->path = path;
+  r->what = what;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    txl_fatal("%s: cannot read the %s: it is a directory", path, what);
   r->f = fopen(path, "rb");
   if (!r->f) txl_fatal("%s: cannot open the %s: %s", path, what, strerror(errno));
   r->buf = txl_malloc(READ_BUF_BYTES, "read buffer");
@@ -23,7 +28,7 @@ void lr_open(LineReader *r, const char *path, const char *what) {
 static size_t refill(LineReader *r) {
   r->n = fread(r->buf, 1, READ_BUF_BYTES, r->f);
   r->pos = 0;
-  if (r->n == 0 && ferror(r->f)) txl_fatal("%s: read error: %s", r->path, strerror(errno));
+  if (r->n == 0 && ferror(r->f)) txl_fatal("%s: error reading the %s: %s", r->path, r->what, strerror(errno));
   if (r->n > 0) {
     txl_sha256_update(&r->sha, r->buf, r->n);
     r->bytes += (int64_t)r->n;

@@ -12,6 +12,7 @@
 
 typedef struct {
   const char *path;
+  const char *what;    /* "train file", for messages */
   FILE *f;
   unsigned char *buf;  /* read buffer */
   size_t n, pos;       /* valid bytes in buf, next unread byte */

@@ -11,9 +11,24 @@
 /* Below this many rows * columns a row-wise op runs on the calling thread. */
 #define TXL_CPU_PAR_MIN_WORK ((int64_t)1 << 14)
 
-/* Width of the column blocks of the column-sum reductions (bias, layer-norm weights, embedding
- * gradient): each block is owned by one thread, which walks all rows in order, so a column's sum
- * never depends on the thread count. */
-#define TXL_CPU_COL_BLOCK 32
+/* Column sums (bias, layer-norm weights) over many rows are computed deterministically in two
+ * ways, chosen by the shape only (never by the thread count):
+ *   - narrow rows (n <= TXL_CPU_COLSUM_MAX_N): the rows are cut into a fixed number of
+ *     contiguous chunks, each chunk's column sums go to a double partial on the caller's stack
+ *     (TXL_CPU_PARTIAL_DOUBLES at most), and the partials are added in chunk order;
+ *   - wide rows: column blocks of TXL_CPU_COL_BLOCK, each summed over all rows in order by one
+ *     thread. */
+#define TXL_CPU_COLSUM_MAX_N 4096
+#define TXL_CPU_PARTIAL_DOUBLES 32768
+#define TXL_CPU_MAX_CHUNKS 32
+#define TXL_CPU_COL_BLOCK 256
+
+/* Number of row chunks for `rows` rows whose partials take `per_chunk` doubles each. */
+static inline int txl_cpu_row_chunks(int64_t rows, int64_t per_chunk) {
+  int64_t c = TXL_CPU_PARTIAL_DOUBLES / (per_chunk > 0 ? per_chunk : 1);
+  if (c > TXL_CPU_MAX_CHUNKS) c = TXL_CPU_MAX_CHUNKS;
+  if (c > rows / 16) c = rows / 16; /* at least 16 rows a chunk */
+  return c < 1 ? 1 : (int)c;
+}
 
 #endif

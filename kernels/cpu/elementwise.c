@@ -13,20 +13,52 @@ void txl_cpu_bias_add(float *x, const float *b, int64_t rows, int n) {
   }
 }
 
-/* db[j] += sum_r dy[r, j]: column blocks, each summed over all rows in order, in double. */
+/* acc[j] += sum_r y[r * ld + j] for r < rows, j < w: four rows added in float, then into the
+ * double accumulator (a quarter of the double loads and stores). */
+static inline void add_rows(double *acc, const float *y, int64_t rows, int w, int64_t ld) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float *a = y + r * ld, *b = a + ld, *c = b + ld, *d = c + ld;
+#pragma omp simd
+    for (int j = 0; j < w; j++) acc[j] += (double)((a[j] + b[j]) + (c[j] + d[j]));
+  }
+  for (; r < rows; r++) {
+    const float *a = y + r * ld;
+#pragma omp simd
+    for (int j = 0; j < w; j++) acc[j] += (double)a[j];
+  }
+}
+
+/* db[j] += sum_r dy[r, j], accumulated in double (groups of four rows in float) in an order
+ * fixed by the shape, never by the thread count (see cpu_util.h). */
 void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
+  if (rows <= 0 || n <= 0) return;
+  const int par = rows * n >= TXL_CPU_PAR_MIN_WORK;
+  if (n <= TXL_CPU_COLSUM_MAX_N) {
+    const int nc = txl_cpu_row_chunks(rows, n);
+    double part[TXL_CPU_PARTIAL_DOUBLES]; /* [nc, n] */
+#pragma omp parallel for schedule(static) if (par && nc > 1)
+    for (int c = 0; c < nc; c++) {
+      double *pc = part + (int64_t)c * n;
+      for (int j = 0; j < n; j++) pc[j] = 0.0;
+      add_rows(pc, dy + rows * c / nc * n, rows * (c + 1) / nc - rows * c / nc, n, n);
+    }
+    for (int j = 0; j < n; j++) {
+      double s = db[j];
+      for (int c = 0; c < nc; c++) s += part[(int64_t)c * n + j];
+      db[j] = (float)s;
+    }
+    return;
+  }
   const int nblk = (n + TXL_CPU_COL_BLOCK - 1) / TXL_CPU_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (rows * n >= TXL_CPU_PAR_MIN_WORK)
+#pragma omp parallel for schedule(static) if (par)
   for (int blk = 0; blk < nblk; blk++) {
     const int j0 = blk * TXL_CPU_COL_BLOCK;
     const int w = n - j0 < TXL_CPU_COL_BLOCK ? n - j0 : TXL_CPU_COL_BLOCK;
-    double acc[TXL_CPU_COL_BLOCK] = {0};
-    for (int64_t r = 0; r < rows; r++) {
-      const float *dr = dy + r * n + j0;
-#pragma omp simd
-      for (int j = 0; j < w; j++) acc[j] += (double)dr[j];
-    }
-    for (int j = 0; j < w; j++) db[j0 + j] = (float)((double)db[j0 + j] + acc[j]);
+    double acc[TXL_CPU_COL_BLOCK];
+    for (int j = 0; j < w; j++) acc[j] = db[j0 + j];
+    add_rows(acc, dy + j0, rows, w, n);
+    for (int j = 0; j < w; j++) db[j0 + j] = (float)acc[j];
   }
 }
 

@@ -1,4 +1,6 @@
 /* Word embedding lookup and its gradient. demb accumulates (+=, parameter). */
+#include <omp.h>
+
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 
@@ -13,22 +15,23 @@ void txl_cpu_embedding_forward(float *out, const int32_t *tok, const float *emb,
   }
 }
 
-/* Feature blocks of one cache line: each block is owned by one thread, which walks all tokens
- * in order, so repeated token ids never race and every element's sum has a fixed order. */
-#define TXL_EMB_BLOCK 16
-
+/* Each thread owns a contiguous range of features (whole cache lines) and walks all tokens in
+ * order: repeated token ids never race, and every element receives its additions in token
+ * order whatever the number of threads, so the result is deterministic. */
 void txl_cpu_embedding_backward(float *demb, const float *dout, const int32_t *tok, float scale,
                                 int64_t n, int d) {
-  const int nblk = (d + TXL_EMB_BLOCK - 1) / TXL_EMB_BLOCK;
-#pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
-  for (int blk = 0; blk < nblk; blk++) {
-    const int j0 = blk * TXL_EMB_BLOCK;
-    const int w = d - j0 < TXL_EMB_BLOCK ? d - j0 : TXL_EMB_BLOCK;
-    for (int64_t t = 0; t < n; t++) {
-      float *g = demb + (int64_t)tok[t] * d + j0;
-      const float *o = dout + t * d + j0;
+#pragma omp parallel if (n * d >= TXL_CPU_PAR_MIN_WORK)
+  {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int lines = (d + 15) / 16; /* 16 floats = one 64-byte line */
+    const int j0 = 16 * (int)((int64_t)lines * id / nt);
+    int j1 = 16 * (int)((int64_t)lines * (id + 1) / nt);
+    if (j1 > d) j1 = d;
+    for (int64_t t = 0; t < n && j0 < j1; t++) {
+      float *g = demb + (int64_t)tok[t] * d;
+      const float *o = dout + t * d;
 #pragma omp simd
-      for (int j = 0; j < w; j++) g[j] += o[j] * scale;
+      for (int j = j0; j < j1; j++) g[j] += o[j] * scale;
     }
   }
 }

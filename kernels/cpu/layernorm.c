@@ -32,40 +32,74 @@ void txl_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float
   }
 }
 
-/* dinp: row-parallel. dw, db: column blocks, each summed over all rows in order (in double), so
- * that the result does not depend on the thread count. */
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,  xhat = (x - mean) * rstd,
+ * added to dinp[r, :] (skipped when dx is NULL); the row's terms of dw (dout * xhat) and db
+ * (dout) are added to pw, pb (skipped when pw is NULL). */
+static inline void ln_backward_row(float *dx, double *pw, double *pb, const float *dy,
+                                   const float *x, const float *w, float mu, float rs, int d) {
+  if (dx) {
+    float sg = 0.0f, sgx = 0.0f;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int j = 0; j < d; j++) {
+      const float g = dy[j] * w[j];
+      sg += g;
+      sgx += g * ((x[j] - mu) * rs);
+    }
+    const float mg = sg / (float)d, mgx = sgx / (float)d;
+#pragma omp simd
+    for (int j = 0; j < d; j++) {
+      const float xhat = (x[j] - mu) * rs;
+      dx[j] += rs * (dy[j] * w[j] - mg - xhat * mgx);
+    }
+  }
+  if (pw) {
+#pragma omp simd
+    for (int j = 0; j < d; j++) {
+      pw[j] += (double)(dy[j] * ((x[j] - mu) * rs));
+      pb[j] += (double)dy[j];
+    }
+  }
+}
+
+/* dw, db are summed in double in an order fixed by the shape (see cpu_util.h): for d up to
+ * TXL_CPU_COLSUM_MAX_N, per fixed row chunk during the same pass as dinp, the chunk partials
+ * added in chunk order; for wider rows, a second pass over column blocks. */
 void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int64_t n, int d) {
+  if (n <= 0 || d <= 0) return;
   const int par = n * d >= TXL_CPU_PAR_MIN_WORK;
+  if (d <= TXL_CPU_COLSUM_MAX_N) {
+    const int nc = txl_cpu_row_chunks(n, 2 * (int64_t)d);
+    double part[TXL_CPU_PARTIAL_DOUBLES]; /* [nc][2][d]: dw then db partials of each chunk */
+#pragma omp parallel for schedule(static) if (par && nc > 1)
+    for (int c = 0; c < nc; c++) {
+      double *pw = part + (int64_t)c * 2 * d, *pb = pw + d;
+      for (int j = 0; j < d; j++) pw[j] = 0.0, pb[j] = 0.0;
+      for (int64_t r = n * c / nc; r < n * (c + 1) / nc; r++)
+        ln_backward_row(dinp ? dinp + r * d : NULL, pw, pb, dout + r * d, inp + r * d, w, mean[r],
+                        rstd[r], d);
+    }
+    for (int j = 0; j < d; j++) {
+      double sw = dw[j], sb = db[j];
+      for (int c = 0; c < nc; c++) sw += part[(int64_t)c * 2 * d + j], sb += part[(int64_t)c * 2 * d + d + j];
+      dw[j] = (float)sw;
+      db[j] = (float)sb;
+    }
+    return;
+  }
   const int nblk = (d + TXL_CPU_COL_BLOCK - 1) / TXL_CPU_COL_BLOCK;
 #pragma omp parallel if (par)
   {
-    /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,  xhat = (x - mean) rstd */
 #pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < (dinp ? n : 0); r++) {
-      const float *x = inp + r * d, *dy = dout + r * d;
-      float *dx = dinp + r * d;
-      const float mu = mean[r], rs = rstd[r];
-      float sg = 0.0f, sgx = 0.0f;
-#pragma omp simd reduction(+ : sg, sgx)
-      for (int j = 0; j < d; j++) {
-        const float g = dy[j] * w[j];
-        sg += g;
-        sgx += g * ((x[j] - mu) * rs);
-      }
-      const float mg = sg / (float)d, mgx = sgx / (float)d;
-#pragma omp simd
-      for (int j = 0; j < d; j++) {
-        const float xhat = (x[j] - mu) * rs;
-        dx[j] += rs * (dy[j] * w[j] - mg - xhat * mgx);
-      }
-    }
+    for (int64_t r = 0; r < (dinp ? n : 0); r++)
+      ln_backward_row(dinp + r * d, NULL, NULL, dout + r * d, inp + r * d, w, mean[r], rstd[r], d);
 #pragma omp for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
       const int j0 = blk * TXL_CPU_COL_BLOCK;
       const int bw = d - j0 < TXL_CPU_COL_BLOCK ? d - j0 : TXL_CPU_COL_BLOCK;
-      double aw[TXL_CPU_COL_BLOCK] = {0}, ab[TXL_CPU_COL_BLOCK] = {0};
+      double aw[TXL_CPU_COL_BLOCK], ab[TXL_CPU_COL_BLOCK];
+      for (int j = 0; j < bw; j++) aw[j] = dw[j0 + j], ab[j] = db[j0 + j];
       for (int64_t r = 0; r < n; r++) {
         const float *x = inp + r * d + j0, *dy = dout + r * d + j0;
         const float mu = mean[r], rs = rstd[r];
@@ -75,10 +109,7 @@ void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
           ab[j] += (double)dy[j];
         }
       }
-      for (int j = 0; j < bw; j++) {
-        dw[j0 + j] = (float)((double)dw[j0 + j] + aw[j]);
-        db[j0 + j] = (float)((double)db[j0 + j] + ab[j]);
-      }
+      for (int j = 0; j < bw; j++) dw[j0 + j] = (float)aw[j], db[j0 + j] = (float)ab[j];
     }
   }
 }

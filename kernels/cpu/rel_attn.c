@@ -1,8 +1,8 @@
 /* Relative multi-head attention of Transformer-XL (attn_type 0) on the CPU.
  *
  * Per (column c, head h) the work is three small GEMMs forward (AC = (q+u) k^T, BD = (q+vb) r^T,
- * vec = P v) and six backward, run in parallel over (c, h) with OpenBLAS kept single-threaded
- * inside the parallel region. The "rel-shift" of the original code is a gather here:
+ * vec = P v) and six backward, run in parallel over (c, h); OpenBLAS (the OpenMP build) runs
+ * each GEMM on the calling thread inside the parallel region. The "rel-shift" of the original code is a gather here:
  * score[i, j] uses BD[i, L-1-i+j], the row of r for relative distance M+i-j.
  *
  * Gradients: dq, dkv, dr are overwritten; du, dvb accumulate (parameters).
@@ -16,9 +16,6 @@
 
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
-
-void openblas_set_num_threads(int num_threads);
-int openblas_get_num_threads(void);
 
 /* Per-thread scratch: qu, qv [L, dh]; s, p2, t [L, K]. */
 static size_t thread_floats(int L, int K, int dh) { return (size_t)2 * L * dh + (size_t)3 * L * K; }
@@ -70,9 +67,7 @@ void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const flo
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
   const int ldkv = B * 2 * HD;
   const int nthreads = omp_get_max_threads();
-  const int blas_threads = openblas_get_num_threads();
   float *ws = (float *)work;
-  openblas_set_num_threads(1);
 #pragma omp parallel num_threads(nthreads)
   {
     float *qu = ws + (size_t)omp_get_thread_num() * thread_floats(L, K, dh);
@@ -123,7 +118,6 @@ void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const flo
                   vec + (size_t)c * HD + (size_t)h * dh, B * HD);
     }
   }
-  openblas_set_num_threads(blas_threads);
 }
 
 void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, float *dvb,
@@ -133,13 +127,11 @@ void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, floa
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
   const int ldkv = B * 2 * HD;
   const int nthreads = omp_get_max_threads();
-  const int blas_threads = openblas_get_num_threads();
   float *ws = (float *)work;
   float *dbd_all = ws + (size_t)nthreads * thread_floats(L, K, dh); /* [H, B, L, K] */
   float *qv_all = dbd_all + (size_t)B * H * L * K;                   /* [H, B, L, dh] */
   float *du_part = qv_all + (size_t)H * B * L * dh;                  /* [B, H, dh] */
   float *dvb_part = du_part + (size_t)B * H * dh;                    /* [B, H, dh] */
-  openblas_set_num_threads(1);
 #pragma omp parallel num_threads(nthreads)
   {
     float *qu = ws + (size_t)omp_get_thread_num() * thread_floats(L, K, dh);
@@ -213,7 +205,6 @@ void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, floa
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, B * L, 1.0f, dbd_all + (size_t)h * B * L * K, K,
                   qv_all + (size_t)h * B * L * dh, dh, 0.0f, dr + (size_t)h * dh, HD);
   }
-  openblas_set_num_threads(blas_threads);
   for (int c = 0; c < B; c++)
     for (int h = 0; h < H; h++)
       for (int e = 0; e < dh; e++) {

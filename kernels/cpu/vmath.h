@@ -9,13 +9,13 @@
  * polynomial on a Cody-Waite reduced argument). Below -87.33 (where exp leaves the normal
  * range) it returns 0; above 88 it returns exp(88); NaN stays NaN. */
 static inline float txl_expf(float x) {
-  union { float f; int32_t i; } t, s;
+  union { float f; uint32_t i; } t, s; /* unsigned: no overflow UB for NaN */
   const float lo = -87.33654f, hi = 88.0f;
   const float xc = x < lo ? lo : (x > hi ? hi : x); /* comparisons keep a NaN */
   /* n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two pieces */
   t.f = xc * 1.44269504088896341f + 12582912.0f;
   const float n = t.f - 12582912.0f;
-  const int32_t ni = t.i - 0x4B400000;
+  const uint32_t ni = t.i - 0x4B400000u; /* n as a two's-complement integer */
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -25,7 +25,7 @@ static inline float txl_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  s.i = (ni + 127) << 23;
+  s.i = (ni + 127u) << 23;
   const float e = y * s.f;
   return x < lo ? 0.0f : e;
 }

@@ -1,11 +1,37 @@
 /* Softmax cross-entropy per row, with the max shift; optionally overwrites the logits with
- * the gradient (softmax - onehot) * grad_scale. */
+ * the gradient (softmax - onehot) * grad_scale.
+ * The sum of exponentials is taken in float over blocks of TXL_XENT_BLOCK (vectorised: a float
+ * to double conversion inside the loop would stop that) and the block sums in double. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 #include "kernels/cpu/vmath.h"
 #include "src/base/error.h"
+
+#define TXL_XENT_BLOCK 256
+
+/* sum_j exp(x[j] - m), and x[j] = exp(x[j] - m) when store. */
+static inline double sum_exp(float *x, int V, float m, int store) {
+  double sum = 0.0;
+  for (int j0 = 0; j0 < V; j0 += TXL_XENT_BLOCK) {
+    const int j1 = V - j0 < TXL_XENT_BLOCK ? V : j0 + TXL_XENT_BLOCK;
+    float bs = 0.0f;
+    if (store) {
+#pragma omp simd reduction(+ : bs)
+      for (int j = j0; j < j1; j++) {
+        const float e = txl_expf(x[j] - m);
+        x[j] = e;
+        bs += e;
+      }
+    } else {
+#pragma omp simd reduction(+ : bs)
+      for (int j = j0; j < j1; j++) bs += txl_expf(x[j] - m);
+    }
+    sum += (double)bs;
+  }
+  return sum;
+}
 
 void txl_cpu_xent_forward_backward(float *logits, float *loss, const int32_t *target,
                                    float grad_scale, int64_t n, int V) {
@@ -20,21 +46,13 @@ void txl_cpu_xent_forward_backward(float *logits, float *loss, const int32_t *ta
     float m = x[0];
 #pragma omp simd reduction(max : m)
     for (int j = 0; j < V; j++) m = x[j] > m ? x[j] : m;
-    double sum = 0.0;
-    if (grad_scale != 0.0f) {
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < V; j++) {
-        const float e = txl_expf(x[j] - m);
-        x[j] = e;
-        sum += (double)e;
-      }
+    const int grad = grad_scale != 0.0f;
+    const double sum = sum_exp(x, V, m, grad);
+    if (grad) {
       const float k = (float)((double)grad_scale / sum);
 #pragma omp simd
       for (int j = 0; j < V; j++) x[j] *= k;
       x[target[t]] -= grad_scale;
-    } else {
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < V; j++) sum += (double)txl_expf(x[j] - m);
     }
     loss[t] = (float)(log(sum) + ((double)m - (double)xt));
   }

@@ -249,6 +249,14 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
     fail(err, errlen, "train.warmup_step = %d exceeds train.max_step = %d", c->warmup_step, c->max_step);
     return -1;
   }
+  if (c->same_length && c->mem_len == 0) {
+    fail(err, errlen, "model.same_length needs train.mem_len > 0 (with no memory every key would be masked)");
+    return -1;
+  }
+  if (c->eval_same_length && txl_config_eval_mem_len(c) == 0) {
+    fail(err, errlen, "eval.eval_same_length needs an evaluation memory (eval.eval_mem_len > 0)");
+    return -1;
+  }
   if (c->eta_min > c->lr) {
     fail(err, errlen, "train.eta_min = %g exceeds train.lr = %g", c->eta_min, c->lr);
     return -1;

@@ -102,3 +102,15 @@ void txl_report_eval(TxlReport *r, const char *split, int step, double loss, dou
           split, step, loss, key, value, tokens, seconds);
   fflush(r->metrics);
 }
+
+void txl_report_baseline(TxlReport *r, const char *split, double bits) {
+  if (!r->metrics) return;
+  double nats = bits * log(2.0);
+  if (r->char_level)
+    printf("%s unigram entropy: %.4f bits per character (the bar to beat)\n", split, bits);
+  else
+    printf("%s unigram entropy: %.4f bits per token = perplexity %.1f (the bar to beat)\n", split, bits, exp(nats));
+  fflush(stdout);
+  fprintf(r->metrics, "{\"kind\": \"unigram\", \"split\": \"%s\", \"bits\": %.6f, \"loss\": %.6f}\n", split, bits, nats);
+  fflush(r->metrics);
+}

@@ -23,6 +23,9 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f);
 /* split: "valid" or "test"; tokens: how many were scored. */
 void txl_report_eval(TxlReport *r, const char *split, int step, double loss, double tokens, double seconds);
 
+/* The unigram entropy of a split (bits per token): a model that learned anything beats it. */
+void txl_report_baseline(TxlReport *r, const char *split, double bits);
+
 /* "1h02m03s", "3m54s", "12s" */
 void txl_format_duration(double seconds, char *out, size_t n);
 /* 12345678 -> "12,345,678" */

@@ -13,13 +13,17 @@ void txl_stream_open(TxlStream *s, TxlCorpus *c, const char *split, int B_global
   s->col0 = col0;
   s->L_max = L_max;
   s->pos = 0;
-  int64_t len = txl_corpus_split_length(c, split);
-  s->col_len = len / B_global;
-  if (s->col_len < (int64_t)min_rows + 1)
-    txl_fatal_all("%s: the %s split (%lld tokens) is too short for %d columns of %d+1 tokens",
-                  txl_corpus_path(c), split, (long long)len, B_global, min_rows);
+  txl_stream_check_length(c, split, B_global, min_rows);
+  s->col_len = txl_corpus_split_length(c, split) / B_global;
   s->block = txl_malloc((size_t)(L_max + 1) * B_local * sizeof(int32_t), "token block");
   s->scratch = txl_malloc((size_t)(L_max + 1) * B_local * sizeof(int32_t), "token block scratch");
+}
+
+void txl_stream_check_length(TxlCorpus *c, const char *split, int B_global, int min_rows) {
+  int64_t len = txl_corpus_split_length(c, split);
+  if (len / B_global < (int64_t)min_rows + 1)
+    txl_fatal_all("%s: the %s split (%lld tokens) is too short for %d columns of %d+1 tokens",
+                  txl_corpus_path(c), split, (long long)len, B_global, min_rows);
 }
 
 void txl_stream_close(TxlStream *s) {

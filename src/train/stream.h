@@ -24,6 +24,8 @@ typedef struct {
 void txl_stream_open(TxlStream *s, TxlCorpus *c, const char *split, int B_global, int B_local, int col0,
                      int L_max, int min_rows);
 void txl_stream_close(TxlStream *s);
+/* The length check of txl_stream_open alone (to fail before allocating). collective: all ranks */
+void txl_stream_check_length(TxlCorpus *c, const char *split, int B_global, int min_rows);
 /* Reads the next segment: returns its row count n (<= L_max, 0 at the end of the split);
  * inputs and targets point into the stream's block ([n, B_local] each, time-major). */
 int txl_stream_next(TxlStream *s, const int32_t **inputs, const int32_t **targets);

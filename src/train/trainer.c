@@ -14,6 +14,8 @@
 /* ---- setup -------------------------------------------------------------------------------- */
 
 static int auto_threads(const TxlDist *d) {
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (env && atoi(env) > 0) return atoi(env);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
   long n = cores / (d->local_size > 0 ? d->local_size : 1);
@@ -83,6 +85,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
     if (c->n_token > 0 && c->n_token != v)
       txl_fatal_all("%s: vocabulary of %lld tokens, but data.n_token = %d", c->corpus, (long long)v, c->n_token);
     n_token = (int)v;
+    txl_stream_check_length(t->corpus, "train", c->batch_size, c->tgt_len);
+    txl_stream_check_length(t->corpus, "valid", c->eval_batch_size, 1);
+    txl_stream_check_length(t->corpus, "test", c->eval_batch_size, 1);
   } else if (n_token <= 0) {
     txl_fatal_all("--bench without data.corpus needs data.n_token > 0 (the synthetic vocabulary)");
   }
@@ -119,6 +124,10 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.max_step = c->max_step;
   if (!bench) txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
   print_summary(t, bench);
+  if (!bench && dist->rank == 0) { /* the bar any model must clear: the validation split's unigram entropy */
+    double bits = txl_corpus_unigram_entropy_bits(t->corpus, "valid");
+    txl_report_baseline(&t->report, "valid", bits);
+  }
   if (!bench && dist->rank == 0) {
     char path[1100];
     snprintf(path, sizeof path, "%s/config.ini", c->work_dir);

@@ -103,7 +103,7 @@ static void check_close(const char *what, const float *got, const float *want,
   int64_t first = -1;
   for (int64_t i = 0; i < n; i++) {
     const double e = fabs((double)got[i] - (double)want[i]);
-    const double r = e / fmax(fabs((double)want[i]), 1e-30);
+    const double r = want[i] != 0.0f ? e / fabs((double)want[i]) : 0.0; /* rel: where defined */
     const double q = e / fmax(bound[i], 1e-300);
     if (!(e <= bound[i])) { /* NaN in either side fails here */
       if (!bad) first = i;

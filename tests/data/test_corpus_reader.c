@@ -135,9 +135,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_corpus_reader WORKDIR\n");
     return 2;
   }
-  if (mkdir(argv[1], 0755) != 0 && errno != EEXIST) {
-    perror(argv[1]);
-    return 2;
+  /* mkdir -p WORKDIR */
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", argv[1]);
+  for (char *p = dir + 1;; p++) {
+    if (*p == '/' || *p == '\0') {
+      char was = *p;
+      *p = '\0';
+      if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        perror(dir);
+        return 2;
+      }
+      *p = was;
+      if (!was) break;
+    }
   }
   const int64_t a[3] = {1009, 503, 338}, b[3] = {2000, 1, 97}, d[3] = {4099, 1031, 7};
   check_file(argv[1], "u16.h5", a, 300, 2, 97);

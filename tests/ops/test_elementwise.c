@@ -99,9 +99,7 @@ static void test_sumsq(int64_t n, OtRng *rng) {
 }
 
 /* The column reductions must not depend on the number of threads. */
-static void test_bias_backward_threads(OtRng *rng) {
-  const int64_t rows = 3001;
-  const int n = 301;
+static void test_bias_backward_threads(int64_t rows, int n, OtRng *rng) {
   float *dy = ot_alloc(rows * n), *db1 = ot_alloc(n), *db2 = ot_alloc(n), *db3 = ot_alloc(n);
   ot_fill(dy, rows * n, -1.0f, 1.0f, rng);
   omp_set_num_threads(1);
@@ -111,8 +109,11 @@ static void test_bias_backward_threads(OtRng *rng) {
   omp_set_num_threads(3);
   txl_cpu_bias_backward(db3, dy, rows, n);
   omp_set_num_threads(2);
-  ot_check_same("bias_backward threads 1 vs 2", db1, db2, (size_t)n * sizeof(float));
-  ot_check_same("bias_backward threads 1 vs 3", db1, db3, (size_t)n * sizeof(float));
+  char name[96];
+  snprintf(name, sizeof name, "bias_backward threads 1 vs 2 n=%d", n);
+  ot_check_same(name, db1, db2, (size_t)n * sizeof(float));
+  snprintf(name, sizeof name, "bias_backward threads 1 vs 3 n=%d", n);
+  ot_check_same(name, db1, db3, (size_t)n * sizeof(float));
   free(dy), free(db1), free(db2), free(db3);
 }
 
@@ -122,8 +123,10 @@ int main(void) {
   test_bias(1, 7, &rng);
   test_bias(13, 7, &rng);
   test_bias(37, 33, &rng);
-  test_bias(2050, 97, &rng); /* large enough for the parallel path */
-  test_bias_backward_threads(&rng);
+  test_bias(2050, 97, &rng);  /* large enough for the parallel path */
+  test_bias(37, 4099, &rng);  /* wide rows: the column-block path */
+  test_bias_backward_threads(3001, 301, &rng);
+  test_bias_backward_threads(41, 5000, &rng);
   printf("relu / add / scale\n");
   test_elementwise(1, &rng);
   test_elementwise(13, &rng);

@@ -1,7 +1,7 @@
 /* layernorm forward against a double reference (out, mean, rstd), backward against central
  * finite differences of the double reference (dinp, dw, db all accumulate into pre-filled
- * buffers), odd shapes, a row whose variance is below eps (eps placement), a row with a large
- * mean (cancellation), and thread-count independence. */
+ * buffers; dinp = NULL accumulates only dw, db), odd shapes, a row whose variance is below eps
+ * (eps placement), a row with a large mean (cancellation), and thread-count independence. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -169,7 +169,14 @@ static void test_layernorm(int64_t n, int d, int use_fd, OtRng *rng) {
   }
   for (int64_t k = 0; k < N; k++) gx[k] += dx[k];
   for (int j = 0; j < d; j++) gw[j] += dw[j], gb[j] += db[j];
+  float *dw2 = ot_alloc(d), *db2 = ot_alloc(d);
+  memcpy(dw2, dw, (size_t)d * sizeof(float)), memcpy(db2, db, (size_t)d * sizeof(float));
   txl_cpu_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, n, d);
+  /* dinp = NULL (rows that take no input gradient): the same dw, db, bit for bit */
+  txl_cpu_layernorm_backward(NULL, dw2, db2, dy, x, w, mean, rstd, n, d);
+  ot_check_same("layernorm_backward dinp=NULL: same dw", dw2, dw, (size_t)d * sizeof(float));
+  ot_check_same("layernorm_backward dinp=NULL: same db", db2, db, (size_t)d * sizeof(float));
+  free(dw2), free(db2);
   const char *how = use_fd ? "FD" : "double";
   snprintf(name, sizeof name, "layernorm_backward dinp (+=) vs %s", how);
   ot_check_bound(name, dx, gx, bx, N);
@@ -215,6 +222,7 @@ int main(void) {
   test_layernorm(13, 37, 1, &rng);
   test_layernorm(6, 64, 1, &rng);
   test_layernorm(300, 129, 0, &rng); /* parallel path, against the analytic double backward */
+  test_layernorm(9, 4101, 0, &rng);  /* wide rows: the column-block path for dw, db */
   test_threads(&rng);
   return ot_finish("test_op_layernorm");
 }

@@ -333,7 +333,7 @@ int main(void) {
       {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 1},
       {4, 4, 2, 3, 3, 7, 1, 0, 0.2f, 1}, /* same_shift 0: query i sees keys (i, M + i] */
       {4, 2, 1, 2, 3, 0, 1, 4, 0.0f, 1}, /* same_shift = L: the same as the causal mask */
-      {1, 0, 1, 1, 1, 0, 0, 0, 0.2f, 1}, /* one key */
+      {1, 0, 1, 1, 1, 0, 0, 0, 0.0f, 1}, /* one key: prob 1, dq = 0 */
       {17, 15, 4, 4, 16, 3, 1, 5, 0.1f, 0}, /* larger: against the analytic double backward */
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], &rng);

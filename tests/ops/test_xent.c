@@ -47,9 +47,11 @@ static void test_xent(int64_t n, int V, float lo, float hi, float grad_scale, Ot
     for (int j = 0; j < V; j++) s += exp(xr[j] - m);
     /* Loss bound: e_j = expf(fl(x_j - m)) is within (|x_j - m| + 1.5) u of exp(x_j - m)
      * (relative: the rounded difference, then txl_expf's measured 1.43 u over every float);
-     * summed in double, log adds ~nothing; loss rounded to float once:
-     *   es = sum_j p_j (|x_j - m| + 2) u;  |err| <= es + u |loss|.                         */
-    double es = 0.0;
+     * the kernel sums them in float over blocks of 256 (any order: gamma_256, all terms
+     * positive, so relative to the sum) and the block sums in double; log adds ~nothing; the
+     * loss is rounded to float once:
+     *   es = sum_j p_j (|x_j - m| + 2) u + (min(V, 256) + 1) u;  |err| <= es + u |loss|.    */
+    double es = ((V < 256 ? V : 256) + 1) * OT_U;
     for (int j = 0; j < V; j++) es += exp(xr[j] - m) / s * (fabs(xr[j] - m) + 2.0) * OT_U;
     bl[t] = 1.01 * (es + OT_U * fabs(want[t])) + 1e-12;
     /* Gradient: loss_t depends on row t only, so differentiate row by row:

@@ -1,0 +1,67 @@
+/* The CPU backend's op table: every member set, and the memory functions behave. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/threads.h"
+#include "kernels/ops.h"
+#include "tests/ops/op_test.h"
+
+int main(void) {
+  const TxlOps *ops = txl_ops_cpu();
+  printf("op table\n");
+  ot_check_true("name is \"cpu\"", ops && strcmp(ops->name, "cpu") == 0, "%s", ops ? ops->name : "(null)");
+  const void *members[] = {
+      (const void *)ops->alloc, (const void *)ops->free, (const void *)ops->copy,
+      (const void *)ops->to_device, (const void *)ops->to_host, (const void *)ops->zero,
+      (const void *)ops->gemm, (const void *)ops->bias_add, (const void *)ops->bias_backward,
+      (const void *)ops->relu_forward, (const void *)ops->relu_backward, (const void *)ops->add,
+      (const void *)ops->scale, (const void *)ops->sumsq, (const void *)ops->embedding_forward,
+      (const void *)ops->embedding_backward, (const void *)ops->posemb_forward,
+      (const void *)ops->dropout, (const void *)ops->layernorm_forward,
+      (const void *)ops->layernorm_backward, (const void *)ops->rel_attn_forward,
+      (const void *)ops->rel_attn_backward, (const void *)ops->rel_attn_workspace,
+      (const void *)ops->xent_forward_backward, (const void *)ops->adam_update};
+  const int n = (int)(sizeof members / sizeof members[0]);
+  int set = 0;
+  for (int k = 0; k < n; k++) set += members[k] != NULL;
+  ot_check_true("every member set", set == n, "%d of %d", set, n);
+  /* the table must name every member of TxlOps: its size is the name plus n pointers */
+  ot_check_true("no member forgotten", sizeof(TxlOps) == sizeof(const char *) + (size_t)n * sizeof(void (*)(void)),
+                "sizeof(TxlOps) = %zu", sizeof(TxlOps));
+
+  printf("memory\n");
+  const size_t sizes[] = {1, 7, 64, 1000, 1 << 20};
+  int aligned = 1, zeroed = 1;
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    unsigned char *p = ops->alloc(sizes[k], "test buffer");
+    aligned &= ((uintptr_t)p % 64) == 0;
+    for (size_t i = 0; i < sizes[k]; i++) zeroed &= p[i] == 0;
+    ops->free(p);
+  }
+  ot_check_true("alloc 64-byte aligned", aligned, NULL);
+  ot_check_true("alloc zero-filled", zeroed, NULL);
+  float a[37], b[37], c[37];
+  for (int i = 0; i < 37; i++) a[i] = (float)i - 3.5f;
+  float *d = ops->alloc(sizeof a, "device copy");
+  ops->to_device(d, a, sizeof a);
+  float *e = ops->alloc(sizeof a, "device copy 2");
+  ops->copy(e, d, sizeof a);
+  ops->to_host(b, e, sizeof a);
+  ot_check_same("to_device / copy / to_host", b, a, sizeof a);
+  ops->zero(e, sizeof a);
+  ops->to_host(c, e, sizeof a);
+  memset(b, 0, sizeof b);
+  ot_check_same("zero", c, b, sizeof c);
+  ops->free(d), ops->free(e);
+  ops->free(NULL);
+
+  printf("threads\n");
+  txl_cpu_set_threads(1);
+  const int t1 = txl_cpu_threads();
+  txl_cpu_set_threads(2);
+  ot_check_true("txl_cpu_set_threads / txl_cpu_threads", t1 == 1 && txl_cpu_threads() == 2, "%d then %d", t1,
+                txl_cpu_threads());
+  return ot_finish("test_op_table");
+}

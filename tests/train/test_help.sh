@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# txl-train --help names every key of src/config/config.def.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+"$BIN/txl-train" --help > "$WORK/help.txt"
+keys=$(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\),.*/\1/p' "$SRC/src/config/config.def")
+[ -n "$keys" ] || fail "no keys parsed from config.def"
+for k in $keys; do
+  if grep -Eq "^ +$k +(int|float|bool|string|enum) " "$WORK/help.txt"; then pass "--help lists $k"; else fail "--help lacks $k"; fi
+done
+# every shipped config is valid (checked without a corpus: --print-config validates and exits)
+for cfg in "$SRC"/configs/*.ini "$SRC"/configs/bench/*.ini; do
+  if "$BIN/txl-train" "$cfg" --print-config > /dev/null 2> "$WORK/err.txt"; then
+    pass "config $(basename "$cfg") is valid"
+  else
+    fail "config $(basename "$cfg"): $(cat "$WORK/err.txt")"
+  fi
+done
+finish
