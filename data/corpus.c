@@ -227,7 +227,15 @@ TxlCorpus *txl_corpus_open(const char *path) {
 
   H5Quiet q;
   h5_quiet(&q);
-  c->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  /* Read-only and never written in place (txl-prep renames a finished file over it): no need
+   * for HDF5's file locks, which fail on file systems without flock (some NFS/Lustre mounts). */
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) fatal_h5(path, "H5Pcreate failed");
+#if H5_VERSION_GE(1, 10, 7)
+  H5Pset_file_locking(fapl, 0, 1);
+#endif
+  c->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+  H5Pclose(fapl);
   if (c->file < 0) fatal_h5(path, "not a txl corpus file: not a readable HDF5 file");
 
   char buf[256];

@@ -470,8 +470,14 @@ int main(int argc, char **argv) {
 
   /* create the temporary output first: an unwritable destination fails before any work */
   struct stat st;
-  if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
-    txl_fatal("%s: cannot write the output file: it is a directory", o->out);
+  if (stat(o->out, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) txl_fatal("%s: cannot write the output file: it is a directory", o->out);
+    for (int k = 0; k < N_SPLITS; k++) {
+      struct stat in;
+      if (stat(o->path[k], &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
+        txl_fatal("%s: the output file is the %s file; refusing to overwrite an input", o->out, SPLIT[k]);
+    }
+  }
   int n = snprintf(g_tmp, sizeof g_tmp, "%s.tmp-%ld", o->out, (long)getpid());
   if (n < 0 || (size_t)n >= sizeof g_tmp) txl_fatal("%s: output path too long", o->out);
   atexit(remove_tmp);

@@ -27,8 +27,14 @@ void h5out_create(H5Out *o, const char *tmp_path, const char *name) {
   o->name = name;
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   if (fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) fail(o, "file creation properties");
-  o->file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) fail(o, "file access properties");
+#if H5_VERSION_GE(1, 10, 7)
+  H5Pset_file_locking(fapl, 1, 1); /* lock, but go on where the file system has no locks */
+#endif
+  o->file = H5Fcreate(tmp_path, H5F_ACC_TRUNC, fcpl, fapl);
   if (o->file < 0) fail(o, "cannot create %s", tmp_path);
+  H5Pclose(fapl);
   H5Pclose(fcpl);
 }
 

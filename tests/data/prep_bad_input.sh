@@ -52,6 +52,9 @@ expect_error "output in a missing directory" "nodir/x.h5|cannot create the outpu
   run nodir/x.h5
 expect_error "output under a regular file" "good.txt/x.h5|Not a directory" -- run good.txt/x.h5
 expect_error "output is a directory" "out|is a directory" -- run out
+cp good2.txt same.txt
+expect_error "output is an input file" "same.txt|is the test file" -- run same.txt --test same.txt
+check "the input is left as it was" cmp same.txt good2.txt
 if [ "$(id -u)" != 0 ]; then
   mkdir ro && chmod 555 ro
   expect_error "output in a read-only directory" "ro/x.h5|Permission denied" -- run ro/x.h5

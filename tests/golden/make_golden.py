@@ -49,7 +49,7 @@ def f32(t):
 def build_case(name, cfg):
     """Returns (attrs, datasets) of one group: datasets maps a path inside the group to an array."""
     cfg = txl_ref.make_config(**cfg)
-    L, B, V, nl = cfg["tgt_len"], cfg["batch"], cfg["n_token"], cfg["n_layer"]
+    L, B, V = cfg["tgt_len"], cfg["batch"], cfg["n_token"]
     torch.manual_seed(cfg["seed"])
     gen = torch.Generator().manual_seed(cfg["seed"])
     params0 = txl_ref.init_params(cfg, gen)  # table order, float32

@@ -3,7 +3,7 @@
 # below the unigram entropy of the validation text, and the same config run twice must give
 # the same numbers bit for bit.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
-make_corpus "$WORK/c.h5" 4000 300
+make_corpus "$WORK/c.h5" 20000 300
 cat > "$WORK/run.ini" <<INI
 [data]
 corpus = $WORK/c.h5
@@ -17,8 +17,8 @@ dropout = 0.0
 [train]
 tgt_len = 32
 mem_len = 32
-batch_size = 8
-max_step = 300
+batch_size = 16
+max_step = 600
 lr = 0.004
 warmup_step = 20
 log_interval = 50
