@@ -32,15 +32,6 @@ void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
 
 void txl_dist_finalize(void) { MPI_Finalize(); }
 
-void txl_dist_allreduce_sum_f32(float *x, int64_t n) {
-  /* MPI counts are int: reduce in slices of at most 2^30 elements. */
-  const int64_t slice = (int64_t)1 << 30;
-  for (int64_t off = 0; off < n; off += slice) {
-    int count = (int)(n - off < slice ? n - off : slice);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x + off, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-  }
-}
-
 void txl_dist_allreduce_sum_f64(double *x, int n) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 }
@@ -54,3 +45,14 @@ void txl_dist_broadcast(void *buf, size_t bytes) {
 }
 
 void txl_dist_barrier(void) { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+
+int txl_dist_all_equal_u64(uint64_t v) {
+  uint64_t lo = v, hi = v;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return lo == hi;
+}
+
+void txl_dist_allreduce_max_f64(double *x, int n) {
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+}

@@ -24,11 +24,14 @@ void txl_dist_init(TxlDist *d, int *argc, char ***argv);
 /* collective: all ranks */
 void txl_dist_finalize(void);
 
-/* Sum in place across ranks. collective: all ranks */
-void txl_dist_allreduce_sum_f32(float *x, int64_t n);
+/* Sum in place across ranks (the gradient has its own bucketed reducer: dist/reduce.h).
+ * collective: all ranks */
 void txl_dist_allreduce_sum_f64(double *x, int n);
+/* 1 when v is the same on every rank. collective: all ranks */
+int txl_dist_all_equal_u64(uint64_t v);
 /* Maximum in place across ranks. collective: all ranks */
 void txl_dist_allreduce_max_i32(int *x, int n);
+void txl_dist_allreduce_max_f64(double *x, int n);
 /* Rank 0's bytes to every rank. collective: all ranks */
 void txl_dist_broadcast(void *buf, size_t bytes);
 /* collective: all ranks */

@@ -157,7 +157,7 @@ int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen
       int known = 0;
       for (int i = 0; i < N_KEYS; i++) known |= !strcmp(KEYS[i].section, name);
       if (!known) {
-        fail(err, errlen, "%s:%d: unknown section [%s] (sections: data, model, train, eval, run)", path, lineno, name);
+        fail(err, errlen, "%s:%d: unknown section [%s] (sections: data, model, train, eval, dist, run)", path, lineno, name);
         rc = -1;
         break;
       }

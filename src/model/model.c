@@ -341,7 +341,7 @@ static void attn_backward(TxlModel *m, TxlRun *r, int l, float *dx, float *dmem,
     o->gemm(0, 1, M * B, d, 2 * HD, 1.0f, r->dkv, 2 * HD, lp->w_qkv + HD, 3 * HD, 0.0f, dmem, d);
 }
 
-void txl_model_backward(TxlModel *m, TxlRun *r) {
+void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p;
@@ -401,11 +401,19 @@ void txl_model_backward(TxlModel *m, TxlRun *r) {
       o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, a->cat + (size_t)M * B * d, lp->ln1_w,
                             a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, LB, d);
     }
+    if (ready) {
+      const TxlParamTable *t = &m->table;
+      ready(ctx, t->layer_begin + (int64_t)l * t->layer_size, t->layer_begin + (int64_t)(l + 1) * t->layer_size);
+    }
   }
 
   /* embedding: h0 = drop(E[x] * sqrt(d)) */
   o->dropout(r->dh, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
   o->embedding_backward(g->word_emb, r->dh, r->tokens, sqrtf((float)d), LB, d);
+  if (ready) { /* the tensors outside the layers: the tail (output bias, ...), then the head */
+    ready(ctx, m->table.layer_end, m->table.total);
+    ready(ctx, 0, m->table.layer_begin);
+  }
 }
 
 /* ---- cost ---------------------------------------------------------------------------------- */

@@ -109,8 +109,14 @@ size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
  * Returns the SUM of the per-token losses of this rank's L*B tokens (0 without targets). */
 double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets,
                          int L, int step, int dropout_on, float grad_scale);
-/* Backward of the last forward: adds every parameter's gradient into m->grad_buf. */
-void txl_model_backward(TxlModel *m, TxlRun *r);
+/* Told each time a slice [begin, end) of the gradient buffer (in floats) is final: every layer's
+ * slice as soon as its backward is done (last layer first), then the parameters outside the
+ * layers. The gradient all-reduce hangs on this to overlap the backward pass. */
+typedef void (*TxlGradReady)(void *ctx, int64_t begin, int64_t end);
+
+/* Backward of the last forward: adds every parameter's gradient into m->grad_buf, calling
+ * ready (may be NULL) as slices become final. */
+void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx);
 
 /* FLOPs of one trained token (forward + backward), the estimate of the README. */
 double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len);

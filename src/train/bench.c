@@ -38,7 +38,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   int32_t *tok = malloc((size_t)(L + 1) * B * sizeof(int32_t));
   if (!tok) txl_fatal("out of memory for synthetic tokens");
   double peak = gemm_peak_gflops(t->ops);
-  double t0 = 0.0, norm = 0.0, loss = 0.0;
+  double t0 = 0.0, norm = 0.0, loss = 0.0, wait0 = 0.0;
   for (int s = 0; s < warmup + steps; s++) {
     for (int i = 0; i <= L; i++) /* fresh random tokens per step, keyed by global column */
       for (int j = 0; j < B; j++) {
@@ -49,11 +49,15 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
     if (s == warmup) {
       txl_dist_barrier();
       t0 = txl_now_s();
+      wait0 = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
     }
     loss = txl_trainer_step(t, tok, tok + B, L, &norm);
   }
   txl_dist_barrier();
   double dt = txl_now_s() - t0;
+  double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) - wait0 : 0.0;
+  double wait_max = wait;
+  txl_dist_allreduce_max_f64(&wait_max, 1);
   free(tok);
   if (t->dist.rank != 0) return;
   double tokens_per_s = (double)steps * L * c->batch_size / dt;
@@ -65,5 +69,10 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
          "%.1f%% of the measured fp32 GEMM peak %.1f GFLOP/s (%d thread%s)\n",
          steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, peak, t->threads,
          t->threads > 1 ? "s" : "");
+  if (t->reducer)
+    printf("bench: %d ranks, gradient all-reduce of %.1f MiB per step (overlap %s): blocked %.1f%% of the step time "
+           "(rank 0), %.1f%% (most on any rank)\n",
+           t->dist.world, (double)txl_reducer_size(t->reducer) * sizeof(float) / 1048576.0,
+           t->cfg.overlap_comm ? "on" : "off", 100.0 * wait / dt, 100.0 * wait_max / dt);
   fflush(stdout);
 }

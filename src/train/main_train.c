@@ -19,6 +19,8 @@ static void usage(FILE *f) {
           "                            steps; prints tokens/s, ms/step and the share of the measured GEMM peak\n"
           "  --bench-warmup N          warm-up steps of --bench (default 3)\n"
           "  --print-config            print the resolved config and exit\n"
+          "  --dump-params FILE        after training, write the parameters as raw float32 (table order,\n"
+          "                            host byte order) to FILE, from rank 0: for tests and debugging\n"
           "  -h, --help                this text, with every config key\n"
           "\n"
           "config keys (INI sections and keys; values are checked, unknown keys are errors):\n");
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
   txl_config_defaults(&cfg);
   const char *config_path = NULL;
   int bench = 0, bench_steps = 20, bench_warmup = 3, print_only = 0;
+  const char *dump_path = NULL;
   char err[1024];
   /* the config file first, then the --set overrides in order */
   for (int i = 1; i < argc; i++) {
@@ -58,6 +61,9 @@ int main(int argc, char **argv) {
       long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
       if (v < 0 || v > 1000000 || *end) txl_fatal_all("--bench-warmup needs a step count in [0, 1000000]");
       bench_warmup = (int)v;
+    } else if (!strcmp(a, "--dump-params")) {
+      if (++i >= argc) txl_fatal_all("--dump-params needs a file name");
+      dump_path = argv[i];
     } else if (!strcmp(a, "--print-config")) {
       print_only = 1;
     } else if (a[0] == '-') {
@@ -90,6 +96,7 @@ int main(int argc, char **argv) {
   } else {
     txl_trainer_train(&t);
     txl_trainer_generate(&t);
+    if (dump_path) txl_trainer_dump_params(&t, dump_path);
   }
   txl_trainer_teardown(&t);
   txl_dist_finalize();

@@ -79,14 +79,17 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
   quality(r, f->loss, q, sizeof q, &key, &value);
   txl_format_duration((f->max_step - f->step) * f->ms_per_step / 1000.0, eta, sizeof eta);
   txl_format_count((long long)llround(f->tokens_per_s), tps, sizeof tps);
-  printf("step %*d/%d | lr %.3e | loss %.4f | %s | |g| %.3f | %s tok/s | %.1f ms/step | ETA %s\n",
+  char comm[48] = "";
+  if (f->comm_wait >= 0) snprintf(comm, sizeof comm, " | comm wait %.0f%%", 100.0 * f->comm_wait);
+  printf("step %*d/%d | lr %.3e | loss %.4f | %s | |g| %.3f | %s tok/s | %.1f ms/step%s | ETA %s\n",
          (int)snprintf(NULL, 0, "%d", f->max_step), f->step, f->max_step, f->lr, f->loss, q, f->grad_norm, tps,
-         f->ms_per_step, eta);
+         f->ms_per_step, comm, eta);
   fflush(stdout);
   fprintf(r->metrics,
           "{\"kind\": \"train\", \"step\": %d, \"lr\": %.6e, \"loss\": %.6f, \"%s\": %.6f, \"grad_norm\": %.6f, "
-          "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"elapsed_s\": %.3f}\n",
-          f->step, f->lr, f->loss, key, value, f->grad_norm, f->tokens_per_s, f->ms_per_step, f->elapsed_s);
+          "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"comm_wait\": %.4f, \"elapsed_s\": %.3f}\n",
+          f->step, f->lr, f->loss, key, value, f->grad_norm, f->tokens_per_s, f->ms_per_step,
+          f->comm_wait < 0 ? 0.0 : f->comm_wait, f->elapsed_s);
   fflush(r->metrics);
 }
 

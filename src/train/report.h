@@ -17,6 +17,7 @@ void txl_report_close(TxlReport *r);
 typedef struct {
   int step, max_step;
   double lr, loss, grad_norm, tokens_per_s, ms_per_step, elapsed_s;
+  double comm_wait; /* share of the time blocked on the gradient all-reduce; < 0: one rank */
 } TxlTrainFigures;
 
 void txl_report_train(TxlReport *r, const TxlTrainFigures *f);

@@ -1,5 +1,6 @@
 #include "src/train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/threads.h"
+#include "src/base/hash.h"
 #include "src/base/timer.h"
 #include "src/train/step.h"
 #include "src/train/stream.h"
@@ -115,6 +117,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 
   TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
   txl_run_create(&t->run, &t->model, &ts);
+  if (dist->world > 1)
+    t->reducer = txl_reducer_create(t->model.grad_buf, t->model.table.total,
+                                    (int64_t)(c->bucket_mb * 1048576.0 / sizeof(float)), c->overlap_comm);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
   t->sched.kind = (TxlSchedKind)txl_schedule_kind(c->scheduler);
@@ -141,6 +146,8 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 void txl_trainer_teardown(TxlTrainer *t) {
   txl_report_close(&t->report);
   txl_adam_destroy(&t->adam);
+  txl_reducer_destroy(t->reducer);
+  free(t->host_params);
   txl_run_destroy(&t->run, &t->model);
   txl_model_destroy(&t->model);
   if (t->corpus) txl_corpus_close(t->corpus);
@@ -149,9 +156,17 @@ void txl_trainer_teardown(TxlTrainer *t) {
 /* ---- one step ----------------------------------------------------------------------------- */
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
-  double loss = txl_train_step(&t->model, &t->run, &t->adam, &t->sched, t->step, t->cfg.batch_size, t->dist.world,
+  double loss = txl_train_step(&t->model, &t->run, &t->adam, &t->sched, t->step, t->cfg.batch_size, t->reducer,
                                inputs, targets, L, grad_norm);
   t->step++;
+  if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0) {
+    const size_t bytes = (size_t)t->model.table.total * sizeof(float);
+    if (!t->host_params) t->host_params = txl_malloc(bytes, "parameter copy for the replica check");
+    t->ops->to_host(t->host_params, t->model.param_buf, bytes);
+    if (!txl_dist_all_equal_u64(txl_hash_bytes(t->host_params, bytes)))
+      txl_fatal("after step %d the ranks hold different parameters (replica check): the all-reduce or "
+                "the data split is broken", t->step);
+  }
   return loss;
 }
 
@@ -172,6 +187,7 @@ void txl_trainer_train(TxlTrainer *t) {
     fflush(stdout);
   }
   double t_start = txl_now_s(), t_log = t_start, loss_acc = 0.0, tokens_acc = 0.0;
+  double wait_log = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
   int steps_acc = 0, last_eval = -1;
   while (t->step < c->max_step) {
     const int32_t *in, *tg;
@@ -190,8 +206,11 @@ void txl_trainer_train(TxlTrainer *t) {
     steps_acc++;
     if (t->step % c->log_interval == 0 || t->step == c->max_step) {
       double now = txl_now_s();
+      double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
       TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
-                           1000.0 * (now - t_log) / steps_acc, now - t_start};
+                           1000.0 * (now - t_log) / steps_acc, now - t_start,
+                           t->reducer ? (wait - wait_log) / (now - t_log) : -1.0};
+      wait_log = wait;
       txl_report_train(&t->report, &f);
       loss_acc = tokens_acc = 0.0;
       steps_acc = 0;
@@ -234,4 +253,26 @@ double txl_trainer_evaluate(TxlTrainer *t, const char *split, int max_segments, 
   txl_dist_allreduce_sum_f64(sums, 2);
   if (tokens_out) *tokens_out = sums[1];
   return sums[0] / sums[1];
+}
+
+void txl_trainer_dump_params(TxlTrainer *t, const char *path) {
+  if (t->dist.rank == 0) {
+    const size_t bytes = (size_t)t->model.table.total * sizeof(float);
+    float *host = txl_malloc(bytes, "parameter dump");
+    t->ops->to_host(host, t->model.param_buf, bytes);
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) txl_fatal("%s: cannot write: %s", tmp, strerror(errno));
+    if (fwrite(host, 1, bytes, f) != bytes || fclose(f) != 0) {
+      remove(tmp);
+      txl_fatal("%s: write failed", tmp);
+    }
+    if (rename(tmp, path) != 0) {
+      remove(tmp);
+      txl_fatal("%s: cannot rename into place: %s", path, strerror(errno));
+    }
+    free(host);
+  }
+  txl_dist_barrier();
 }

@@ -5,6 +5,7 @@
 
 #include "data/corpus.h"
 #include "dist/dist.h"
+#include "dist/reduce.h"
 #include "src/config/config.h"
 #include "src/model/model.h"
 #include "src/optim/adam.h"
@@ -20,10 +21,12 @@ typedef struct {
   TxlModel model;
   TxlRun run;          /* training run state */
   TxlAdam adam;
+  TxlReducer *reducer; /* gradient all-reduce; NULL with one rank */
   TxlSchedule sched;
   TxlReport report;
   int B_local, col0;
   int step;            /* updates done */
+  float *host_params;  /* host copy for the replica check (allocated on first use) */
 } TxlTrainer;
 
 /* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
@@ -45,6 +48,10 @@ void txl_trainer_generate(TxlTrainer *t);
 /* Runs `steps` training steps on synthetic tokens after `warmup` untimed ones and prints
  * tokens/s, ms/step and the share of the measured fp32 GEMM peak. collective: all ranks */
 void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
+
+/* Writes the parameters as raw float32 in table order to path (rank 0; atomically: a temporary
+ * name, then rename). collective: all ranks */
+void txl_trainer_dump_params(TxlTrainer *t, const char *path);
 
 /* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam.
  * Returns the global mean loss; *grad_norm the global gradient norm before clipping.

@@ -192,7 +192,7 @@ static void run_case(hid_t file, const char *case_name) {
     /* gradients */
     ops->zero(m.grad_buf, total * sizeof(float));
     txl_model_forward(&m, &run, in, tg, L, s, 1, (float)(1.0 / ((double)L * B)));
-    txl_model_backward(&m, &run);
+    txl_model_backward(&m, &run, NULL, NULL);
     int Mn = run.mem_rows;
     for (int l = 0; l < n_layer; l++)
       memcpy(mem_c + (size_t)l * Mn * B * d, run.mems + (size_t)l * mem_len * B * d, (size_t)Mn * B * d * sizeof(float));
@@ -226,7 +226,7 @@ static void run_case(hid_t file, const char *case_name) {
   for (int s = 0; s < n_steps; s++) {
     const int32_t *in = data + (size_t)s * L * B, *tg = in + B;
     double norm = 0.0;
-    double loss = txl_train_step(&m, &run, &adam, &sched, s, B, 1, in, tg, L, &norm);
+    double loss = txl_train_step(&m, &run, &adam, &sched, s, B, NULL, in, tg, L, &norm);
     char what[64];
     snprintf(what, sizeof what, "step %d loss", s);
     compare_scalar(what, loss, ref_loss[s], TOL_FWD);

@@ -1,0 +1,78 @@
+/* NCCL behind dist/nccl.h. Note: <nccl.h> below is the library's header (angle brackets never
+ * search this folder), "dist/nccl.h" ours. */
+#include "dist/nccl.h"
+
+#include <mpi.h>
+#include <nccl.h>
+#include <stdlib.h>
+
+#include "dist/dist.h"
+#include "kernels/cuda/cuda_check.h"
+#include "src/base/error.h"
+
+#define NCCL_CHECK(call)                                                                      \
+  do {                                                                                        \
+    const ncclResult_t txl_nccl_rc_ = (call);                                                 \
+    if (txl_nccl_rc_ != ncclSuccess)                                                          \
+      txl_fatal("%s:%d: NCCL: %s failed: %s", __FILE__, __LINE__, #call,                      \
+                ncclGetErrorString(txl_nccl_rc_));                                            \
+  } while (0)
+
+/* ncclAllReduce takes a size_t count; slices keep each call to a size every NCCL handles. */
+#define TXL_NCCL_SLICE ((int64_t)1 << 30)
+
+struct TxlNccl {
+  ncclComm_t comm;
+  cudaStream_t stream;  /* communication stream: every reduction runs here, in call order */
+  cudaEvent_t done;     /* recorded by txl_nccl_join after the last queued reduction */
+  int gpu;
+};
+
+TxlNccl *txl_nccl_create(int rank, int world, int gpu) {
+  TxlNccl *c = txl_calloc(1, sizeof *c, "NCCL communicator");
+  c->gpu = gpu;
+  CUDA_CHECK(cudaSetDevice(gpu));
+  ncclUniqueId id;
+  if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+  NCCL_CHECK(ncclCommInitRank(&c->comm, world, id, rank));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+  return c;
+}
+
+void txl_nccl_allreduce_sum(TxlNccl *c, float *dev, int64_t n, void *wait_event) {
+  if (n <= 0) return;
+  if (wait_event) CUDA_CHECK(cudaStreamWaitEvent(c->stream, (cudaEvent_t)wait_event, 0));
+  for (int64_t off = 0; off < n; off += TXL_NCCL_SLICE) {
+    const size_t count = (size_t)(n - off < TXL_NCCL_SLICE ? n - off : TXL_NCCL_SLICE);
+    NCCL_CHECK(ncclAllReduce(dev + off, dev + off, count, ncclFloat, ncclSum, c->comm, c->stream));
+  }
+}
+
+void txl_nccl_join(TxlNccl *c, void *compute_stream) {
+  CUDA_CHECK(cudaEventRecord(c->done, c->stream));
+  CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)compute_stream, c->done, 0));
+}
+
+void txl_nccl_wait(TxlNccl *c) {
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  ncclResult_t async = ncclSuccess;
+  NCCL_CHECK(ncclCommGetAsyncError(c->comm, &async));
+  if (async != ncclSuccess)
+    txl_fatal("NCCL: asynchronous error in an all-reduce: %s (%s)", ncclGetErrorString(async),
+              ncclGetLastError(c->comm));
+}
+
+void txl_nccl_destroy(TxlNccl *c) {
+  if (!c) return;
+  CUDA_CHECK(cudaSetDevice(c->gpu));
+  txl_nccl_wait(c);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+  NCCL_CHECK(ncclCommFinalize(c->comm));  /* blocking communicator: returns once quiescent */
+#endif
+  NCCL_CHECK(ncclCommDestroy(c->comm));
+  CUDA_CHECK(cudaEventDestroy(c->done));
+  CUDA_CHECK(cudaStreamDestroy(c->stream));
+  free(c);
+}

@@ -1,0 +1,99 @@
+#include "dist/reduce.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "dist/dist.h"
+#include "src/base/timer.h"
+
+struct TxlReducer {
+  float *buf;
+  int64_t n, bucket;
+  int overlap, world;
+  int64_t announced;    /* elements announced this step */
+  MPI_Request *req;     /* outstanding buckets (overlap) */
+  int n_req, cap_req;
+  int64_t *pend_begin;  /* slices waiting for finish (no overlap) */
+  int64_t *pend_end;
+  int n_pend, cap_pend;
+  double wait_s;
+};
+
+TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int overlap) {
+  TxlReducer *r = txl_calloc(1, sizeof *r, "reducer");
+  r->buf = buf;
+  r->n = n;
+  r->bucket = bucket_elems > 0 && bucket_elems < n ? bucket_elems : n;
+  if (r->bucket > (int64_t)1 << 30) r->bucket = (int64_t)1 << 30; /* MPI counts are int */
+  if (r->bucket < 1) r->bucket = 1;
+  r->overlap = overlap;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world));
+  return r;
+}
+
+static void post(TxlReducer *r, int64_t begin, int64_t end) {
+  for (int64_t b = begin; b < end; b += r->bucket) {
+    int64_t len = end - b < r->bucket ? end - b : r->bucket;
+    if (!r->overlap) {
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      continue;
+    }
+    if (r->n_req == r->cap_req) {
+      r->cap_req = r->cap_req ? 2 * r->cap_req : 64;
+      r->req = realloc(r->req, (size_t)r->cap_req * sizeof *r->req);
+      ALLOC_CHECK(r->req);
+    }
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                             &r->req[r->n_req++]));
+  }
+}
+
+void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end) {
+  if (begin < 0 || end > r->n || begin > end) txl_fatal("reducer: slice [%lld, %lld) outside [0, %lld)",
+                                                        (long long)begin, (long long)end, (long long)r->n);
+  r->announced += end - begin;
+  if (r->world == 1 || begin == end) return;
+  if (r->overlap) {
+    post(r, begin, end);
+    /* Open MPI advances non-blocking collectives only inside MPI calls: give it a turn. */
+    int done = 0;
+    MPI_CHECK(MPI_Testall(r->n_req, r->req, &done, MPI_STATUSES_IGNORE));
+    return;
+  }
+  if (r->n_pend == r->cap_pend) {
+    r->cap_pend = r->cap_pend ? 2 * r->cap_pend : 64;
+    r->pend_begin = realloc(r->pend_begin, (size_t)r->cap_pend * sizeof(int64_t));
+    r->pend_end = realloc(r->pend_end, (size_t)r->cap_pend * sizeof(int64_t));
+    ALLOC_CHECK(r->pend_begin);
+    ALLOC_CHECK(r->pend_end);
+  }
+  r->pend_begin[r->n_pend] = begin;
+  r->pend_end[r->n_pend++] = end;
+}
+
+void txl_reducer_finish(TxlReducer *r) {
+  if (r->announced != r->n)
+    txl_fatal("reducer: %lld of %lld elements announced before finish", (long long)r->announced, (long long)r->n);
+  r->announced = 0;
+  if (r->world == 1) return;
+  double t0 = txl_now_s();
+  if (r->overlap) {
+    MPI_CHECK(MPI_Waitall(r->n_req, r->req, MPI_STATUSES_IGNORE));
+    r->n_req = 0;
+  } else {
+    for (int i = 0; i < r->n_pend; i++) post(r, r->pend_begin[i], r->pend_end[i]);
+    r->n_pend = 0;
+  }
+  r->wait_s += txl_now_s() - t0;
+}
+
+double txl_reducer_wait_seconds(const TxlReducer *r) { return r->wait_s; }
+int64_t txl_reducer_size(const TxlReducer *r) { return r->n; }
+
+void txl_reducer_destroy(TxlReducer *r) {
+  if (!r) return;
+  free(r->req);
+  free(r->pend_begin);
+  free(r->pend_end);
+  free(r);
+}

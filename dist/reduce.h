@@ -1,0 +1,26 @@
+/* The gradient all-reduce: the one gradient buffer summed across ranks in buckets, each bucket
+ * started as soon as the backward pass has finished its slice (last layer first), so the
+ * communication overlaps the rest of the backward pass. CPU backend: MPI_Iallreduce. */
+#ifndef TXL_DIST_REDUCE_H
+#define TXL_DIST_REDUCE_H
+
+#include <stdint.h>
+
+typedef struct TxlReducer TxlReducer;
+
+/* Sums buf[0, n) across all ranks in buckets of at most bucket_elems, in the order the slices
+ * are announced. overlap: 1 = start each bucket as soon as its slice is announced
+ * (MPI_Iallreduce), 0 = reduce everything in txl_reducer_finish with blocking calls.
+ * With one rank every call returns at once. collective: all ranks (every function) */
+TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int overlap);
+/* [begin, end) is final on this rank (every rank announces the same slices in the same order). */
+void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end);
+/* Every element announced exactly once; returns when all sums are in buf, ready for the next step. */
+void txl_reducer_finish(TxlReducer *r);
+/* Seconds spent blocked in txl_reducer_finish since create. */
+double txl_reducer_wait_seconds(const TxlReducer *r);
+/* Elements summed per step. */
+int64_t txl_reducer_size(const TxlReducer *r);
+void txl_reducer_destroy(TxlReducer *r);
+
+#endif

@@ -1,0 +1,136 @@
+/* The bucketed gradient reducer (dist/reduce.h) against sums computed locally, nccl-tests style.
+ * Run under mpirun with any number of ranks.
+ *
+ * Every rank fills the buffer with small integers that depend on (rank, index, step), so every
+ * partial sum is an integer below 2^24 and exact in float whatever the summation order; the
+ * result must therefore equal the locally computed sum bit for bit. Slices are announced last
+ * first (as the backward pass announces the last layer first), at odd boundaries; each reducer
+ * runs two steps (it is reused from one step to the next), and a guard past the end of the
+ * buffer must stay untouched. All ranks agree on each verdict; rank 0 prints
+ *   size N bucket B overlap O: PASS|FAIL
+ * and "allreduce: P passed, F failed"; every rank exits 0 only if nothing failed. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+#include "dist/reduce.h"
+
+#define GUARD 16
+#define GUARD_VALUE 12345.5f
+#define MAX_SLICES 7
+
+static TxlDist g_d;
+
+/* An integer in [-1023, 1023]: |sum over ranks| < 2^20 for up to 1024 ranks. */
+static int32_t value(int rank, int64_t i, int step) {
+  uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull + (uint64_t)(rank + 1) * 0xBF58476D1CE4E5B9ull +
+               (uint64_t)(step + 1) * 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  h *= 0xD6E8FEB86659FD93ull;
+  h ^= h >> 32;
+  return (int32_t)(h % 2047) - 1023;
+}
+
+/* Up to MAX_SLICES slices of [0, n) at odd places, the same on every rank: cut[0] = 0 < cut[1]
+ * < ... < cut[k] = n. Returns k. */
+static int make_slices(int64_t n, int64_t *cut) {
+  int k = n < MAX_SLICES ? (int)n : MAX_SLICES;
+  uint64_t s = (uint64_t)n * 6364136223846793005ull + 1442695040888963407ull;
+  cut[0] = 0;
+  for (int j = 1; j < k; j++) {
+    /* somewhere in the j-th of k equal parts, never on a round number on purpose */
+    int64_t lo = n * j / k - n / (2 * k), span = n / k;
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    int64_t c = lo + (span > 1 ? (int64_t)((s >> 33) % (uint64_t)span) : 0);
+    if (c <= cut[j - 1]) c = cut[j - 1] + 1;
+    if (c > n - (k - j)) c = n - (k - j);
+    cut[j] = c;
+  }
+  cut[k] = n;
+  return k;
+}
+
+/* One reducer, two steps. Returns the number of problems seen on this rank. */
+static int run_case(int64_t n, int64_t bucket, int overlap) {
+  int fails = 0;
+  float *buf = malloc((size_t)(n + GUARD) * sizeof(float));
+  float *want = malloc((size_t)n * sizeof(float));
+  if (!buf || !want) txl_fatal("test_allreduce: out of memory (n = %lld)", (long long)n);
+  int64_t cut[MAX_SLICES + 1];
+  const int k = make_slices(n, cut);
+
+  TxlReducer *r = txl_reducer_create(buf, n, bucket, overlap);
+  double waited = 0.0;
+  for (int step = 0; step < 2; step++) {
+    for (int64_t i = 0; i < n; i++) {
+      buf[i] = (float)value(g_d.rank, i, step);
+      int64_t sum = 0;
+      for (int q = 0; q < g_d.world; q++) sum += value(q, i, step);
+      want[i] = (float)sum;
+    }
+    for (int g = 0; g < GUARD; g++) buf[n + g] = GUARD_VALUE;
+
+    for (int j = k - 1; j >= 0; j--) txl_reducer_ready(r, cut[j], cut[j + 1]);
+    txl_reducer_finish(r);
+
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t got_bits, want_bits;
+      memcpy(&got_bits, &buf[i], sizeof got_bits);
+      memcpy(&want_bits, &want[i], sizeof want_bits);
+      if (got_bits != want_bits) {
+        fprintf(stderr, "rank %d: size %lld bucket %lld overlap %d step %d: element %lld is %.9g, "
+                "expected %.9g\n", g_d.rank, (long long)n, (long long)bucket, overlap, step,
+                (long long)i, buf[i], want[i]);
+        fails++;
+        break;
+      }
+    }
+    for (int g = 0; g < GUARD; g++)
+      if (buf[n + g] != GUARD_VALUE) {
+        fprintf(stderr, "rank %d: size %lld bucket %lld overlap %d: wrote past the end (element "
+                "%lld)\n", g_d.rank, (long long)n, (long long)bucket, overlap, (long long)(n + g));
+        fails++;
+        break;
+      }
+    double w = txl_reducer_wait_seconds(r);
+    if (!(w >= waited) || !isfinite(w)) {
+      fprintf(stderr, "rank %d: wait seconds %g after %g\n", g_d.rank, w, waited);
+      fails++;
+    }
+    waited = w;
+  }
+  txl_reducer_destroy(r);
+  free(want);
+  free(buf);
+  return fails;
+}
+
+int main(int argc, char **argv) {
+  txl_dist_init(&g_d, &argc, &argv);
+  const int64_t sizes[] = {1, 7, 1000, 12345, ((int64_t)1 << 20) + 3};
+  if (g_d.rank == 0) printf("allreduce on %d rank%s\n", g_d.world, g_d.world == 1 ? "" : "s");
+  int passed = 0, failed = 0;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    const int64_t n = sizes[s];
+    /* bucket 1 is one collective per element: not on the largest size */
+    const int64_t buckets[] = {1, 1000, n + 17};
+    for (int b = n > 100000 ? 1 : 0; b < 3; b++)
+      for (int overlap = 0; overlap <= 1; overlap++) {
+        int fails = run_case(n, buckets[b], overlap);
+        txl_dist_allreduce_max_i32(&fails, 1);
+        if (fails) failed++; else passed++;
+        if (g_d.rank == 0)
+          printf("size %lld bucket %lld overlap %d: %s\n", (long long)n, (long long)buckets[b],
+                 overlap, fails ? "FAIL" : "PASS");
+      }
+  }
+  if (g_d.rank == 0) {
+    printf("allreduce: %d passed, %d failed\n", passed, failed);
+    fflush(stdout);
+  }
+  txl_dist_finalize();
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Data parallelism: P = 1, 2 and 4 ranks with the same global batch compute the same training
+# run (dropout on), all ranks hold bit-identical parameters after every step, and failures on
+# any rank end every rank with a message instead of a hang.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
+MPI="timeout 300 mpirun --oversubscribe --bind-to none"
+make_corpus "$WORK/c.h5" 4000 300
+cat > "$WORK/eq.ini" <<INI
+[data]
+corpus = $WORK/c.h5
+[model]
+n_layer = 2
+d_model = 32
+n_head = 2
+d_head = 16
+d_inner = 64
+dropout = 0.1
+dropatt = 0.1
+[train]
+tgt_len = 16
+mem_len = 16
+batch_size = 4
+max_step = 30
+lr = 0.003
+warmup_step = 5
+log_interval = 1
+eval_interval = 0
+[eval]
+eval_tgt_len = 16
+eval_batch_size = 4
+max_eval_steps = 4
+[dist]
+# every step: all ranks must hold bit-identical parameters (else the run stops with an error)
+check_replicas = 1
+# small buckets: several per layer, sizes that do not divide the layers
+bucket_mb = 0.01
+INI
+for P in 1 2 4; do
+  if $MPI -n $P "$BIN/txl-train" "$WORK/eq.ini" --set run.work_dir="$WORK/run$P" \
+       --dump-params "$WORK/p$P.bin" > "$WORK/o$P.txt" 2>&1; then
+    pass "$P rank(s): 30 steps with the replica check after every step"
+  else
+    cat "$WORK/o$P.txt"; fail "$P rank(s): the run failed"
+  fi
+done
+# Tolerances. Ranks change only the order of float sums: the weight-gradient sums over a rank's
+# L*B/P rows and then over P ranks instead of over L*B rows (at most L*B + P = 68 terms, so a
+# relative difference of at most 68 u = 4e-6 of each gradient sum, u = 2^-24). Through Adam
+# (whose update m / sqrt(v) moves by at most about twice that relatively) over 30 steps of
+# lr <= 3e-3, a parameter moves by at most 30 * 3e-3 * 2 * 4e-6 = 7e-7 from the 1-rank run,
+# against parameters of scale ~1: TOL_PARAM = 1e-5 relative to each run's largest parameter.
+# The losses (printed with 6 decimals, ~3 nats) follow the parameters: TOL_LOSS = 2e-5 relative.
+python3 - "$WORK" <<'PY' && pass "P = 2 and 4 match P = 1 (losses of 30 steps, evaluations, final parameters)" || fail "ranks disagree"
+import array, json, sys
+w = sys.argv[1]
+TOL_LOSS, TOL_PARAM = 2e-5, 1e-5
+def rows(p):
+    return [json.loads(l) for l in open(f"{w}/run{p}/metrics.jsonl")]
+def params(p):
+    a = array.array("f")
+    a.frombytes(open(f"{w}/p{p}.bin", "rb").read())
+    return a
+ok = True
+r1, p1 = rows(1), params(1)
+scale = max(abs(x) for x in p1)
+for P in (2, 4):
+    rp, pp = rows(P), params(P)
+    l1 = [(r["kind"], r["loss"]) for r in r1 if r["kind"] in ("train", "valid", "test")]
+    lp = [(r["kind"], r["loss"]) for r in rp if r["kind"] in ("train", "valid", "test")]
+    if [k for k, _ in l1] != [k for k, _ in lp] or sum(k == "train" for k, _ in l1) != 30:
+        print(f"P={P}: the runs logged different things"); ok = False; continue
+    dl = max(abs(a - b) / abs(b) for (_, a), (_, b) in zip(lp, l1))
+    dp = max(abs(a - b) for a, b in zip(pp, p1)) / scale
+    good = dl <= TOL_LOSS and dp <= TOL_PARAM and len(pp) == len(p1)
+    print(f"P={P}: max relative loss difference {dl:.2e} (tol {TOL_LOSS:.0e}), "
+          f"max parameter difference {dp:.2e} of the largest (tol {TOL_PARAM:.0e}) {'PASS' if good else 'FAIL'}")
+    ok = ok and good
+sys.exit(0 if ok else 1)
+PY
+
+# a split too short for the columns, with 2 ranks: every rank stops with the message
+expect_error "corpus too short for 2 ranks" "too short for 4 columns of 100000\+1 tokens" \
+  $MPI -n 2 "$BIN/txl-train" "$WORK/eq.ini" --set train.tgt_len=100000
+# one rank cannot read its part of the file: a damaged chunk that only rank 1's columns touch
+python3 - "$WORK" <<'PY'
+import random, sys
+w = sys.argv[1]
+rnd = random.Random(5)
+letters = "abcdefghijklmnopqrstuvwxyz"
+text = "".join(rnd.choice(letters + "\n") for _ in range(300000))
+marker = "qwertyuiopasdfghjklzxcvbnm" * 2
+at = 225005  # column 3 of 4 starts at 225000: rank 1's first read, a chunk rank 0 never reads
+text = text[:at] + marker + text[at + len(marker):]
+open(f"{w}/dtrain.txt", "w").write(text)
+open(f"{w}/dvalid.txt", "w").write(text[:5000])
+open(f"{w}/dtest.txt", "w").write(text[:5000])
+PY
+"$BIN/txl-prep" --mode char --quiet --train "$WORK/dtrain.txt" --valid "$WORK/dvalid.txt" \
+  --test "$WORK/dtest.txt" --out "$WORK/damaged.h5"
+python3 - "$WORK/damaged.h5" <<'PY'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+ids = bytes(ord(c) - ord("a") + 1 for c in "qwertyuiopasdfghjklzxcvbnm" * 2)  # '\n' = 0, 'a' = 1, ...
+at = data.find(ids)
+assert at >= 0 and data.find(ids, at + 1) < 0, "marker not found once"
+data[at + 7] ^= 0x01  # still a valid id: only the checksum can tell
+open(path, "wb").write(bytes(data))
+PY
+start=$(date +%s)
+expect_error "one rank cannot read its columns" "rank 1@.*damaged.h5" \
+  $MPI -n 2 "$BIN/txl-train" "$WORK/eq.ini" --set data.corpus="$WORK/damaged.h5" --set train.max_step=5 \
+  --set run.work_dir="$WORK/rund"
+elapsed=$(( $(date +%s) - start ))
+[ "$elapsed" -lt 120 ] && pass "nobody hung (${elapsed} s)" || fail "took ${elapsed} s"
+finish
