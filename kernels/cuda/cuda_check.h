@@ -1,4 +1,4 @@
-/* Error checks of the CUDA backend (private to kernels/cuda; C++ / CUDA only).
+/* Error checks of the CUDA code (kernels/cuda and dist/nccl.c; C, C++ and CUDA).
  *
  *   CUDA_CHECK(call)     a CUDA runtime call that must return cudaSuccess
  *   CUBLAS_CHECK(call)   a cuBLAS call that must return CUBLAS_STATUS_SUCCESS
