@@ -10,16 +10,19 @@
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STRING, T_ENUM } KeyType;
 
+typedef enum { R_FREE, R_FIXED } ResumeClass;
+
 typedef struct {
   const char *section, *key, *def, *choices, *help;
   KeyType type;
   double lo, hi;
+  ResumeClass resume;
   size_t offset;
 } KeyInfo;
 
 static const KeyInfo KEYS[] = {
-#define X(section, key, type, def, lo, hi, choices, help) \
-  {#section, #key, def, choices, help, T_##type, lo, hi, offsetof(TxlConfig, key)},
+#define X(section, key, type, def, lo, hi, choices, resume, help) \
+  {#section, #key, def, choices, help, T_##type, lo, hi, R_##resume, offsetof(TxlConfig, key)},
 #include "src/config/config.def"
 #undef X
 };
@@ -128,12 +131,7 @@ static char *trim(char *s) {
   return s;
 }
 
-int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
-    return -1;
-  }
+static int load_stream(TxlConfig *c, FILE *f, const char *path, char *err, size_t errlen) {
   char line[4096], section[64] = "";
   int lineno = 0, rc = 0;
   while (fgets(line, sizeof line, f)) {
@@ -201,6 +199,27 @@ int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen
     fail(err, errlen, "%s: read error", path);
     rc = -1;
   }
+  return rc;
+}
+
+int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
+    return -1;
+  }
+  int rc = load_stream(c, f, path, err, errlen);
+  fclose(f);
+  return rc;
+}
+
+int txl_config_load_ini_text(TxlConfig *c, const char *text, const char *name, char *err, size_t errlen) {
+  FILE *f = fmemopen((void *)text, strlen(text), "r");
+  if (!f) {
+    fail(err, errlen, "%s: cannot read the config text", name);
+    return -1;
+  }
+  int rc = load_stream(c, f, name, err, errlen);
   fclose(f);
   return rc;
 }
@@ -273,6 +292,25 @@ static void format_value(const TxlConfig *c, const KeyInfo *k, char *out, size_t
     case T_STRING:
     case T_ENUM: snprintf(out, n, "%s", field); break;
   }
+}
+
+int txl_config_diff(const TxlConfig *a, const TxlConfig *b, int fixed_only, char *out, size_t n) {
+  int count = 0;
+  size_t used = 0;
+  if (n) out[0] = 0;
+  for (int i = 0; i < N_KEYS; i++) {
+    const KeyInfo *k = &KEYS[i];
+    if (fixed_only && k->resume != R_FIXED) continue;
+    char va[TXL_CFG_STRLEN + 8], vb[TXL_CFG_STRLEN + 8];
+    format_value(a, k, va, sizeof va);
+    format_value(b, k, vb, sizeof vb);
+    if (!strcmp(va, vb)) continue;
+    if (used < n)
+      used += (size_t)snprintf(out + used, n - used, "%s%s.%s %s -> %s", count ? "; " : "", k->section, k->key,
+                               *va ? va : "\"\"", *vb ? vb : "\"\"");
+    count++;
+  }
+  return count;
 }
 
 void txl_config_write_ini(const TxlConfig *c, FILE *f, int mark_changed) {

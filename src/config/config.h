@@ -18,7 +18,7 @@
 #define TXL_CFG_DIM_ENUM [TXL_CFG_STRLEN]
 
 typedef struct {
-#define X(section, key, type, def, lo, hi, choices, help) TXL_CFG_FIELD_##type key TXL_CFG_DIM_##type;
+#define X(section, key, type, def, lo, hi, choices, resume, help) TXL_CFG_FIELD_##type key TXL_CFG_DIM_##type;
 #include "src/config/config.def"
 #undef X
 } TxlConfig;
@@ -28,6 +28,12 @@ void txl_config_defaults(TxlConfig *c);
 /* Reads an INI file over the current values. Returns 0, or -1 with a one-line message in err
  * ("FILE:LINE: problem"). */
 int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen);
+/* Reads INI text (a checkpoint's config); `name` names it in messages. */
+int txl_config_load_ini_text(TxlConfig *c, const char *text, const char *name, char *err, size_t errlen);
+/* Lists the keys whose values differ between a and b as "section.key A -> B" separated by
+ * "; " in out; fixed_only: only the keys that fix the model's shape (FIXED in config.def).
+ * Returns how many differ. */
+int txl_config_diff(const TxlConfig *a, const TxlConfig *b, int fixed_only, char *out, size_t n);
 /* Applies "section.key=value". Returns 0, or -1 with a message in err. */
 int txl_config_set(TxlConfig *c, const char *assignment, char *err, size_t errlen);
 /* Checks the combinations no single range can (d_model even, ...). `world` is the rank count.

@@ -8,6 +8,9 @@
 #include "src/config/config.h"
 #include "src/train/trainer.h"
 
+/* Exit status: 0 done; 1 an error (a message on stderr); TXL_EXIT_REQUEUE (75) stopped by SIGTERM or
+ * SIGUSR1 after writing a checkpoint, to be requeued. */
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: txl-train CONFIG.ini [options]\n"
@@ -18,6 +21,10 @@ static void usage(FILE *f) {
           "  --bench [STEPS]           time STEPS training steps (default 20) on synthetic tokens after 3 warm-up\n"
           "                            steps; prints tokens/s, ms/step and the share of the measured GEMM peak\n"
           "  --bench-warmup N          warm-up steps of --bench (default 3)\n"
+          "  --resume DIR|FILE         continue from a checkpoint (DIR: the newest valid one in it); same as\n"
+          "                            --set run.resume=DIR|FILE; run.resume=auto continues from work_dir when\n"
+          "                            it holds a checkpoint and starts fresh otherwise\n"
+          "  --stop-at STEP            stop after STEP as if signalled: write a checkpoint, exit with status 75\n"
           "  --print-config            print the resolved config and exit\n"
           "  --dump-params FILE        after training, write the parameters as raw float32 (table order,\n"
           "                            host byte order) to FILE, from rank 0: for tests and debugging\n"
@@ -41,6 +48,7 @@ int main(int argc, char **argv) {
   const char *config_path = NULL;
   int bench = 0, bench_steps = 20, bench_warmup = 3, print_only = 0;
   const char *dump_path = NULL;
+  int stop_at = 0;
   char err[1024];
   /* the config file first, then the --set overrides in order */
   for (int i = 1; i < argc; i++) {
@@ -61,6 +69,13 @@ int main(int argc, char **argv) {
       long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
       if (v < 0 || v > 1000000 || *end) txl_fatal_all("--bench-warmup needs a step count in [0, 1000000]");
       bench_warmup = (int)v;
+    } else if (!strcmp(a, "--stop-at")) {
+      char *end;
+      long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
+      if (v < 1 || v > 2147483647L || *end) txl_fatal_all("--stop-at needs a step number >= 1");
+      stop_at = (int)v;
+    } else if (!strcmp(a, "--resume")) {
+      if (++i >= argc) txl_fatal_all("--resume needs a checkpoint file or directory");
     } else if (!strcmp(a, "--dump-params")) {
       if (++i >= argc) txl_fatal_all("--dump-params needs a file name");
       dump_path = argv[i];
@@ -81,6 +96,11 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--set")) v = argv[++i];
     else if (!strncmp(argv[i], "--set=", 6)) v = argv[i] + 6;
     if (v && txl_config_set(&cfg, v, err, sizeof err) != 0) txl_fatal_all("%s", err);
+    if (!strcmp(argv[i], "--resume")) {
+      char set[TXL_CFG_STRLEN + 16];
+      snprintf(set, sizeof set, "run.resume=%s", argv[++i]);
+      if (txl_config_set(&cfg, set, err, sizeof err) != 0) txl_fatal_all("%s", err);
+    }
   }
   if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s: %s", config_path, err);
   if (print_only) {
@@ -94,6 +114,8 @@ int main(int argc, char **argv) {
   if (bench) {
     txl_trainer_bench(&t, bench_steps, bench_warmup);
   } else {
+    t.stop_at = stop_at;
+    txl_trainer_resume(&t);
     txl_trainer_train(&t);
     txl_trainer_generate(&t);
     if (dump_path) txl_trainer_dump_params(&t, dump_path);

@@ -95,6 +95,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   }
   t->cfg.n_token = n_token;
 
+  t->best_valid_loss = INFINITY;
+  t->best_step = -1;
+  t->last_save_step = -1;
   t->B_local = c->batch_size / dist->world;
   t->col0 = dist->rank * t->B_local;
 
@@ -172,18 +175,27 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
 
 /* ---- training ----------------------------------------------------------------------------- */
 
+/* Validates; a new best is saved as a checkpoint at once (so the best is always on disk). */
 static void validate(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "valid", t->cfg.max_eval_steps, &tokens);
   txl_report_eval(&t->report, "valid", t->step, loss, tokens, txl_now_s() - t0);
+  if (loss < t->best_valid_loss) {
+    t->best_valid_loss = loss;
+    t->best_step = t->step;
+    txl_trainer_save(t, 1);
+  }
 }
 
 void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
   TxlStream s;
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
+  s.pos = t->data_pos;
+  txl_trainer_install_signals();
   if (t->dist.rank == 0) {
-    printf("training: %lld segments per epoch, %d steps\n", (long long)txl_stream_segments(&s), c->max_step);
+    printf("training: %lld segments per epoch, steps %d to %d\n", (long long)txl_stream_segments(&s), t->step,
+           c->max_step);
     fflush(stdout);
   }
   double t_start = txl_now_s(), t_log = t_start, loss_acc = 0.0, tokens_acc = 0.0;
@@ -195,12 +207,15 @@ void txl_trainer_train(TxlTrainer *t) {
     if (n == 0) { /* a new epoch: back to the top of every column, with an empty memory */
       txl_stream_rewind(&s);
       txl_run_reset_memory(&t->run);
+      t->epoch++;
       n = txl_stream_next(&s, &in, &tg);
     }
     double norm = 0.0;
     double lr = txl_schedule_lr(&t->sched, t->step);
     double loss = txl_trainer_step(t, in, tg, n, &norm);
     if (!isfinite(loss)) txl_fatal("step %d: the loss is %f; stopping (lower train.lr?)", t->step, loss);
+    t->data_pos = s.pos;
+    t->tokens_seen += (int64_t)n * c->batch_size;
     loss_acc += loss;
     tokens_acc += (double)n * c->batch_size;
     steps_acc++;
@@ -210,8 +225,8 @@ void txl_trainer_train(TxlTrainer *t) {
       TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
                            1000.0 * (now - t_log) / steps_acc, now - t_start,
                            t->reducer ? (wait - wait_log) / (now - t_log) : -1.0};
-      wait_log = wait;
       txl_report_train(&t->report, &f);
+      wait_log = wait;
       loss_acc = tokens_acc = 0.0;
       steps_acc = 0;
       t_log = now;
@@ -219,11 +234,26 @@ void txl_trainer_train(TxlTrainer *t) {
     if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {
       validate(t);
       last_eval = t->step;
-      t_log = txl_now_s(); /* evaluation time is not training time */
     }
+    if (c->checkpoint_interval > 0 && t->step % c->checkpoint_interval == 0 && t->last_save_step != t->step)
+      txl_trainer_save(t, 0);
+    if (txl_trainer_stop_requested(t) || t->step == t->stop_at) {
+      if (t->last_save_step != t->step) txl_trainer_save(t, 0);
+      if (t->dist.rank == 0) {
+        printf("stopped after step %d (%s): checkpoint written; exit status %d (requeue)\n", t->step,
+               t->step == t->stop_at ? "--stop-at" : "signal", TXL_EXIT_REQUEUE);
+        fflush(stdout);
+      }
+      txl_stream_close(&s);
+      txl_trainer_teardown(t);
+      txl_dist_finalize();
+      exit(TXL_EXIT_REQUEUE);
+    }
+    if (last_eval == t->step || t->last_save_step == t->step) t_log = txl_now_s(); /* not training time */
   }
   txl_stream_close(&s);
   if (last_eval != t->step) validate(t);
+  if (t->last_save_step != t->step) txl_trainer_save(t, 0);
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
   txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);

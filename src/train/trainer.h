@@ -26,6 +26,13 @@ typedef struct {
   TxlReport report;
   int B_local, col0;
   int step;            /* updates done */
+  int64_t tokens_seen; /* global training tokens consumed */
+  int64_t data_pos;    /* row of the next training segment in every column */
+  int64_t epoch;       /* completed passes over the training split */
+  double best_valid_loss; /* +inf until the first validation */
+  int64_t best_step;   /* step of best_valid_loss, -1 before */
+  int last_save_step;  /* step of the newest checkpoint, -1 before */
+  int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
   float *host_params;  /* host copy for the replica check (allocated on first use) */
 } TxlTrainer;
 
@@ -48,6 +55,23 @@ void txl_trainer_generate(TxlTrainer *t);
 /* Runs `steps` training steps on synthetic tokens after `warmup` untimed ones and prints
  * tokens/s, ms/step and the share of the measured fp32 GEMM peak. collective: all ranks */
 void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
+
+/* Exit status after a SIGTERM / SIGUSR1: the step finished, a checkpoint was written; a job
+ * script requeues on it (EX_TEMPFAIL). */
+#define TXL_EXIT_REQUEUE 75
+
+/* Continues from the checkpoint named by run.resume (auto / a file / a directory): checks that
+ * the model's shape keys match (else an error listing them), prints the keys that changed, and
+ * loads parameters, Adam moments, memory, step and data position. Returns 1 when it resumed,
+ * 0 when starting fresh. collective: all ranks */
+int txl_trainer_resume(TxlTrainer *t);
+/* Writes <work_dir>/ckpt-<step>.h5, moves "latest" (and "best" when is_best) to it, keeps the
+ * newest keep_checkpoints and the best. collective: all ranks */
+void txl_trainer_save(TxlTrainer *t, int is_best);
+/* SIGTERM and SIGUSR1 ask the training loop to stop after the current step. */
+void txl_trainer_install_signals(void);
+/* 1 when any rank received a stop signal. collective: all ranks */
+int txl_trainer_stop_requested(const TxlTrainer *t);
 
 /* Writes the parameters as raw float32 in table order to path (rank 0; atomically: a temporary
  * name, then rename). collective: all ranks */

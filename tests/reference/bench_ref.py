@@ -5,7 +5,8 @@ step, random tokens.
 
     python3 tests/reference/bench_ref.py --config small --threads 2 --steps 20 --warmup 3
 
-It uses the efficient formulation (einsum + the original code's _rel_shift). By default it uses
+It uses the original code's formulation (einsum + _rel_shift, scores [L, K, B, H]); --attn gather
+computes batch-major scores [B, H, L, K] and gathers the relative terms, which suits the CPU better. By default it uses
 torch's own dropout (--fast-dropout); --philox-dropout uses txl's Philox masks instead, which are
 computed in NumPy and are slow.
 """
@@ -33,6 +34,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20, help="timed steps")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--attn", choices=("shift", "gather"), default="shift",
+                    help="scores as the original code ([L,K,B,H], einsum + _rel_shift, default) or "
+                         "batch-major [B,H,L,K] with a gather")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--fast-dropout", dest="fast_dropout", action="store_true", default=True,
                    help="torch's own dropout (default)")
@@ -61,12 +65,12 @@ def main():
         x = data[s * L:s * L + L]
         y = data[s * L + 1:s * L + L + 1]
         loss, _, _, mems = txl_ref.train_step(params, opt, cfg, x, y, mems, s, drop_mode=drop_mode,
-                                              attn_impl="shift")
+                                              attn_impl=a.attn)
     dt = time.perf_counter() - t0
     ms = 1000.0 * dt / a.steps
     tok = L * B * a.steps / dt
-    print("torch %s threads %d config %s dropout %s: %.0f tokens/s, %.2f ms/step (loss %.3f)" %
-          (torch.__version__, torch.get_num_threads(), a.config, drop_mode, tok, ms, loss))
+    print("torch %s threads %d config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step (loss %.3f)" %
+          (torch.__version__, torch.get_num_threads(), a.config, drop_mode, a.attn, tok, ms, loss))
     return 0
 
 

@@ -1,0 +1,1029 @@
+/* Checkpoints in one HDF5 file, written and read by all ranks with parallel HDF5 (FORMAT.md).
+ *
+ * Failure agreement: each rank records its first failure in a Ctx; after every HDF5 call that
+ * is collective or may fail (create, open, each dataset's create / write / read, flush, close)
+ * the ranks agree (MPI_Allreduce of the lowest failing rank, then that rank's message is
+ * broadcast), so every rank leaves at the same point with the same message and no rank is left
+ * waiting in a collective that the others skipped. After a failure the ranks still close what
+ * they opened, in the same order. */
+#define _GNU_SOURCE /* fallocate */
+#include "src/checkpoint/checkpoint.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "dist/dist.h"
+#include "src/base/error.h"
+
+/* Chunks of a parameter / moment dataset hold whole rows and at most this many bytes (one chunk
+ * for every tensor up to this size). */
+#define CHUNK_BYTES ((int64_t)4 << 20)
+/* The config text is a root attribute: HDF5 keeps attributes in the object header (< 64 KiB). */
+#define MAX_CONFIG_BYTES (60 * 1024)
+#define MSG_LEN 1024
+
+static const char *const GROUPS[3] = {"params", "adam_m", "adam_v"};
+
+/* ---------------------------------------------------------------------------------------------
+ * Failure bookkeeping and agreement
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  const char *path;    /* the file named in messages */
+  int rank, world;
+  int ok;              /* no failure seen on this rank (after agree: on any rank) */
+  char msg[MSG_LEN];   /* "<path>: <problem>" */
+  H5E_auto2_t h5_fn;   /* HDF5's error printing, restored at the end */
+  void *h5_data;
+} Ctx;
+
+static void ctx_begin(Ctx *c, const char *path) {
+  memset(c, 0, sizeof *c);
+  c->path = path ? path : "(null)";
+  c->ok = 1;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &c->world));
+  H5Eget_auto2(H5E_DEFAULT, &c->h5_fn, &c->h5_data);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  errno = 0;
+}
+
+static int ctx_end(Ctx *c, char *err, size_t errlen) {
+  H5Eset_auto2(H5E_DEFAULT, c->h5_fn, c->h5_data);
+  if (c->ok) return 0;
+  if (err && errlen) snprintf(err, errlen, "%s", c->msg);
+  return -1;
+}
+
+typedef struct {
+  char desc[2][256]; /* the two innermost messages of the HDF5 error stack */
+  int n;
+  int checksum;      /* some message mentions a checksum (Fletcher32) */
+} H5Trace;
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
+  H5Trace *t = data;
+  const char *d = e->desc ? e->desc : "";
+  if (n < 2 && d[0]) {
+    snprintf(t->desc[t->n], sizeof t->desc[0], "%s", d);
+    t->n++;
+  }
+  char low[256];
+  size_t i = 0;
+  for (; d[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)d[i]);
+  low[i] = '\0';
+  if (strstr(low, "checksum") || strstr(low, "fletcher")) t->checksum = 1;
+  return 0;
+}
+
+static void h5_trace(H5Trace *t) {
+  memset(t, 0, sizeof *t);
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, t);
+}
+
+/* Records the first failure of this rank: "<path>: <what>". */
+static void vfail(Ctx *c, int with_h5, const char *fmt, va_list ap) {
+  if (!c->ok) return;
+  c->ok = 0;
+  char what[MSG_LEN];
+  vsnprintf(what, sizeof what, fmt, ap);
+  int e = errno; /* the system's reason, when the failure was a write */
+  if (with_h5 && (e == ENOSPC || e == EFBIG || e == EDQUOT || e == EIO || e == EROFS)) {
+    size_t k = strlen(what);
+    snprintf(what + k, sizeof what - k, ": %s", strerror(e));
+  }
+  H5Trace t;
+  if (with_h5) h5_trace(&t);
+  int w; /* a message longer than MSG_LEN is cut */
+  if (with_h5 && t.n == 2)
+    w = snprintf(c->msg, sizeof c->msg, "%s: %.640s (HDF5: %.150s: %.150s)", c->path, what, t.desc[1], t.desc[0]);
+  else if (with_h5 && t.n == 1)
+    w = snprintf(c->msg, sizeof c->msg, "%s: %.640s (HDF5: %.300s)", c->path, what, t.desc[0]);
+  else
+    w = snprintf(c->msg, sizeof c->msg, "%s: %.1000s", c->path, what);
+  (void)w;
+  H5Eclear2(H5E_DEFAULT);
+  errno = 0;
+}
+
+static void fail(Ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(Ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(c, 0, fmt, ap);
+  va_end(ap);
+}
+
+/* The same, with HDF5's innermost messages appended. */
+static void fail_h5(Ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_h5(Ctx *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(c, 1, fmt, ap);
+  va_end(ap);
+}
+
+/* collective: returns 1 when no rank has failed; otherwise every rank gets the message of the
+ * lowest failing rank, is marked failed, and 0 is returned. */
+static int agree(Ctx *c) {
+  int mine = c->ok ? c->world : c->rank, first = 0;
+  MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == c->world) return 1;
+  MPI_CHECK(MPI_Bcast(c->msg, MSG_LEN, MPI_CHAR, first, MPI_COMM_WORLD));
+  c->msg[MSG_LEN - 1] = '\0';
+  c->ok = 0;
+  return 0;
+}
+
+/* collective: 1 when `flag` is set on every rank. */
+static int all_true(int flag) {
+  int v = flag ? 1 : 0, all = 0;
+  MPI_CHECK(MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return all;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Buffers: local sanity and agreement between ranks
+ * ------------------------------------------------------------------------------------------- */
+
+static void shape_text(char *buf, size_t n, int nd, const hsize_t *d) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < nd && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)d[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Checks b on this rank, then that every rank describes the same model and memory and that the
+ * ranks' columns tile [0, B_global) in rank order. collective */
+static void check_buffers(Ctx *c, const TxlCkptBuffers *b, int need_mem_rows, int mem_rows) {
+  int64_t mine[7] = {0};
+  if (!b || !b->table || !b->params || !b->adam_m || !b->adam_v)
+    fail(c, "internal error: checkpoint buffers missing (table, params, adam_m or adam_v)");
+  else if (b->n_layer < 1 || b->d_model < 1 || b->mem_len < 0 || b->B_global < 1 ||
+           b->B_local < 0 || b->col0 < 0 || b->col0 + b->B_local > b->B_global)
+    fail(c, "internal error: bad checkpoint geometry (n_layer %d, d_model %d, mem_len %d, "
+         "batch %d, columns [%d, %d))", b->n_layer, b->d_model, b->mem_len, b->B_global, b->col0,
+         b->col0 + b->B_local);
+  else if (b->mem_len > 0 && b->B_local > 0 && !b->mems)
+    fail(c, "internal error: no memory buffer although mem_len = %d", b->mem_len);
+  else if (need_mem_rows && (mem_rows < 0 || mem_rows > b->mem_len))
+    fail(c, "internal error: mem_rows = %d outside [0, mem_len = %d]", mem_rows, b->mem_len);
+  if (c->ok) {
+    mine[0] = b->table->total;
+    mine[1] = b->n_layer;
+    mine[2] = b->mem_len;
+    mine[3] = b->d_model;
+    mine[4] = b->B_global;
+    mine[5] = b->col0;
+    mine[6] = b->B_local;
+  }
+  if (!agree(c)) return;
+  int64_t *all = txl_malloc(sizeof(int64_t) * 7 * (size_t)c->world, "checkpoint geometry");
+  MPI_CHECK(MPI_Allgather(mine, 7, MPI_INT64_T, all, 7, MPI_INT64_T, MPI_COMM_WORLD));
+  int64_t next = 0;
+  for (int r = 0; r < c->world && c->ok; r++) {
+    const int64_t *g = all + 7 * r;
+    if (memcmp(g, all, 5 * sizeof(int64_t)) != 0)
+      fail(c, "internal error: rank %d describes another model or memory than rank 0 "
+           "(parameters %lld / %lld, n_layer %lld / %lld, mem_len %lld / %lld, d_model %lld / "
+           "%lld, batch %lld / %lld)", r, (long long)g[0], (long long)all[0], (long long)g[1],
+           (long long)all[1], (long long)g[2], (long long)all[2], (long long)g[3],
+           (long long)all[3], (long long)g[4], (long long)all[4]);
+    else if (g[5] != next)
+      fail(c, "internal error: the ranks' memory columns do not tile the batch: rank %d has "
+           "columns [%lld, %lld), expected them to start at %lld", r, (long long)g[5],
+           (long long)(g[5] + g[6]), (long long)next);
+    next = g[5] + g[6];
+  }
+  if (c->ok && next != all[4])
+    fail(c, "internal error: the ranks' memory columns cover [0, %lld) of a batch of %lld",
+         (long long)next, (long long)all[4]);
+  free(all);
+  agree(c); /* every rank computed the same verdict; this only keeps the pattern uniform */
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * HDF5 helpers
+ * ------------------------------------------------------------------------------------------- */
+
+static hid_t make_fapl(void) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) return -1;
+  /* Metadata is written collectively at flush/close; it is read independently by each rank
+   * (ranks read different chunks of /mems, so their chunk-index lookups differ). */
+  if (H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL) < 0 ||
+      H5Pset_coll_metadata_write(fapl, 1) < 0) {
+    H5Pclose(fapl);
+    return -1;
+  }
+#if H5_VERSION_GE(1, 10, 7)
+  H5Pset_file_locking(fapl, 0, 1); /* ranks of one job open the file together */
+#endif
+  return fapl;
+}
+
+/* Every rank writes the same value (attribute writes are collective). collective */
+static void attr_write(Ctx *c, hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v) {
+  if (c->ok) {
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = sp < 0 ? -1 : H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0 || H5Awrite(a, mtype, v) < 0) fail_h5(c, "writing attribute '%s' failed", name);
+    if (a >= 0) H5Aclose(a);
+    if (sp >= 0) H5Sclose(sp);
+  }
+  agree(c);
+}
+
+static void attr_write_string(Ctx *c, hid_t obj, const char *name, const char *value) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  if (t < 0 || H5Tset_size(t, strlen(value) + 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0)
+    fail_h5(c, "string type for attribute '%s'", name);
+  attr_write(c, obj, name, t, t, value);
+  if (t >= 0) H5Tclose(t);
+}
+
+static void attr_i32(Ctx *c, hid_t o, const char *name, int64_t v) {
+  int32_t x = (int32_t)v;
+  attr_write(c, o, name, H5T_STD_I32LE, H5T_NATIVE_INT32, &x);
+}
+static void attr_i64(Ctx *c, hid_t o, const char *name, int64_t v) {
+  attr_write(c, o, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+static void attr_f64(Ctx *c, hid_t o, const char *name, double v) {
+  attr_write(c, o, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+/* A scalar attribute of class `cls` read as `mtype`. Returns 0, or -1 after fail(). */
+static int attr_read_num_local(Ctx *c, hid_t obj, const char *name, H5T_class_t cls, hid_t mtype,
+                               void *v) {
+  if (!c->ok) return -1;
+  htri_t ex = H5Aexists(obj, name);
+  if (ex < 0) {
+    fail_h5(c, "cannot read the root attributes");
+    return -1;
+  }
+  if (ex == 0) {
+    fail(c, "not a valid txl checkpoint: root attribute '%s' is missing", name);
+    return -1;
+  }
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  hid_t t = a < 0 ? -1 : H5Aget_type(a);
+  hid_t s = a < 0 ? -1 : H5Aget_space(a);
+  int rc = -1;
+  if (a < 0 || t < 0 || s < 0)
+    fail_h5(c, "cannot read root attribute '%s'", name);
+  else if (H5Tget_class(t) != cls || H5Sget_simple_extent_npoints(s) != 1)
+    fail(c, "not a valid txl checkpoint: root attribute '%s' is not a scalar %s", name,
+         cls == H5T_INTEGER ? "integer" : "floating-point number");
+  else if (H5Aread(a, mtype, v) < 0)
+    fail_h5(c, "cannot read root attribute '%s'", name);
+  else
+    rc = 0;
+  if (s >= 0) H5Sclose(s);
+  if (t >= 0) H5Tclose(t);
+  if (a >= 0) H5Aclose(a);
+  return rc;
+}
+
+/* A string attribute (fixed or variable length), malloc'd into *out. Returns 0 or -1. */
+static int attr_read_string_local(Ctx *c, hid_t obj, const char *name, char **out) {
+  *out = NULL;
+  if (!c->ok) return -1;
+  htri_t ex = H5Aexists(obj, name);
+  if (ex <= 0) {
+    if (ex < 0) fail_h5(c, "cannot read the root attributes");
+    else fail(c, "not a valid txl checkpoint: root attribute '%s' is missing", name);
+    return -1;
+  }
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  hid_t t = a < 0 ? -1 : H5Aget_type(a);
+  hid_t s = a < 0 ? -1 : H5Aget_space(a);
+  if (a < 0 || t < 0 || s < 0) {
+    fail_h5(c, "cannot read root attribute '%s'", name);
+  } else if (H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(s) != 1) {
+    fail(c, "not a valid txl checkpoint: root attribute '%s' is not a string", name);
+  } else if (H5Tis_variable_str(t) > 0) {
+    hid_t m = H5Tcopy(H5T_C_S1);
+    char *v = NULL;
+    if (m < 0 || H5Tset_size(m, H5T_VARIABLE) < 0 || H5Aread(a, m, &v) < 0 || !v) {
+      fail_h5(c, "cannot read root attribute '%s'", name);
+    } else {
+      *out = txl_malloc(strlen(v) + 1, "string attribute");
+      strcpy(*out, v);
+    }
+    if (v) H5free_memory(v);
+    if (m >= 0) H5Tclose(m);
+  } else {
+    size_t n = H5Tget_size(t);
+    char *buf = txl_malloc(n + 1, "string attribute");
+    hid_t m = H5Tcopy(H5T_C_S1);
+    if (m < 0 || H5Tset_size(m, n + 1) < 0 || H5Tset_strpad(m, H5T_STR_NULLTERM) < 0 ||
+        H5Aread(a, m, buf) < 0) {
+      fail_h5(c, "cannot read root attribute '%s'", name);
+      free(buf);
+    } else {
+      buf[n] = '\0';
+      *out = buf;
+    }
+    if (m >= 0) H5Tclose(m);
+  }
+  if (s >= 0) H5Sclose(s);
+  if (t >= 0) H5Tclose(t);
+  if (a >= 0) H5Aclose(a);
+  return *out ? 0 : -1;
+}
+
+/* The readers above followed by agreement, so that all ranks stop at the same attribute.
+ * collective */
+static int attr_read_num(Ctx *c, hid_t obj, const char *name, H5T_class_t cls, hid_t mtype, void *v) {
+  attr_read_num_local(c, obj, name, cls, mtype, v);
+  return agree(c) ? 0 : -1;
+}
+
+static int attr_read_string(Ctx *c, hid_t obj, const char *name, char **out) {
+  attr_read_string_local(c, obj, name, out);
+  if (agree(c)) return 0;
+  free(*out);
+  *out = NULL;
+  return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The root attributes
+ * ------------------------------------------------------------------------------------------- */
+
+/* Geometry recorded beside the state. */
+typedef struct {
+  int64_t batch_size, mem_len, n_layer, d_model;
+} Geometry;
+
+static void write_root_attrs(Ctx *c, hid_t file, const TxlCkptState *st, const Geometry *g,
+                             const char *config) {
+  attr_write_string(c, file, "format", TXL_CKPT_FORMAT);
+  attr_i32(c, file, "format_version", TXL_CKPT_FORMAT_VERSION);
+  attr_i64(c, file, "step", st->step);
+  attr_i64(c, file, "tokens_seen", st->tokens_seen);
+  attr_i64(c, file, "data_pos", st->data_pos);
+  attr_i64(c, file, "epoch", st->epoch);
+  attr_i64(c, file, "best_step", st->best_step);
+  attr_i32(c, file, "mem_rows", st->mem_rows);
+  attr_i32(c, file, "adam_t", st->adam_t);
+  attr_i32(c, file, "world_size", c->world);
+  attr_i32(c, file, "batch_size", g->batch_size);
+  attr_i32(c, file, "mem_len", g->mem_len);
+  attr_i32(c, file, "n_layer", g->n_layer);
+  attr_i32(c, file, "d_model", g->d_model);
+  uint32_t seed = st->seed;
+  attr_write(c, file, "seed", H5T_STD_U32LE, H5T_NATIVE_UINT32, &seed);
+  attr_f64(c, file, "best_valid_loss", st->best_valid_loss);
+  attr_f64(c, file, "lr", st->lr);
+  attr_write_string(c, file, "config", config);
+}
+
+/* Reads and validates the root attributes (state, geometry, optionally the config). */
+static void read_root_attrs(Ctx *c, hid_t file, TxlCkptState *st, Geometry *g, char **config) {
+  char *format = NULL;
+  if (config) *config = NULL;
+  if (H5Aexists(file, "format") <= 0) fail(c, "not a txl checkpoint (no 'format' attribute)");
+  if (!agree(c) || attr_read_string(c, file, "format", &format) < 0) return;
+  if (strcmp(format, TXL_CKPT_FORMAT) != 0)
+    fail(c, "not a txl checkpoint (format is '%.100s', expected '%s')", format, TXL_CKPT_FORMAT);
+  free(format);
+  int64_t version = 0;
+  if (attr_read_num(c, file, "format_version", H5T_INTEGER, H5T_NATIVE_INT64, &version) == 0 &&
+      version != TXL_CKPT_FORMAT_VERSION)
+    fail(c, "checkpoint format version %lld is not supported (this build reads version %d)",
+         (long long)version, TXL_CKPT_FORMAT_VERSION);
+  memset(st, 0, sizeof *st);
+  int64_t i32[4] = {0}, seed = 0;
+  attr_read_num(c, file, "step", H5T_INTEGER, H5T_NATIVE_INT64, &st->step);
+  attr_read_num(c, file, "tokens_seen", H5T_INTEGER, H5T_NATIVE_INT64, &st->tokens_seen);
+  attr_read_num(c, file, "data_pos", H5T_INTEGER, H5T_NATIVE_INT64, &st->data_pos);
+  attr_read_num(c, file, "epoch", H5T_INTEGER, H5T_NATIVE_INT64, &st->epoch);
+  attr_read_num(c, file, "best_step", H5T_INTEGER, H5T_NATIVE_INT64, &st->best_step);
+  attr_read_num(c, file, "mem_rows", H5T_INTEGER, H5T_NATIVE_INT64, &i32[0]);
+  attr_read_num(c, file, "adam_t", H5T_INTEGER, H5T_NATIVE_INT64, &i32[1]);
+  attr_read_num(c, file, "world_size", H5T_INTEGER, H5T_NATIVE_INT64, &i32[2]);
+  attr_read_num(c, file, "batch_size", H5T_INTEGER, H5T_NATIVE_INT64, &g->batch_size);
+  attr_read_num(c, file, "mem_len", H5T_INTEGER, H5T_NATIVE_INT64, &g->mem_len);
+  attr_read_num(c, file, "n_layer", H5T_INTEGER, H5T_NATIVE_INT64, &g->n_layer);
+  attr_read_num(c, file, "d_model", H5T_INTEGER, H5T_NATIVE_INT64, &g->d_model);
+  attr_read_num(c, file, "seed", H5T_INTEGER, H5T_NATIVE_INT64, &seed);
+  attr_read_num(c, file, "best_valid_loss", H5T_FLOAT, H5T_NATIVE_DOUBLE, &st->best_valid_loss);
+  attr_read_num(c, file, "lr", H5T_FLOAT, H5T_NATIVE_DOUBLE, &st->lr);
+  if (!c->ok) return;
+  const int64_t big = INT32_MAX;
+  if (st->step < 0 || st->tokens_seen < 0 || st->data_pos < 0 || st->epoch < 0)
+    fail(c, "not a valid txl checkpoint: step, tokens_seen, data_pos and epoch must be >= 0");
+  else if (g->n_layer < 1 || g->n_layer > big || g->d_model < 1 || g->d_model > big ||
+           g->batch_size < 1 || g->batch_size > big || g->mem_len < 0 || g->mem_len > big)
+    fail(c, "not a valid txl checkpoint: n_layer %lld, d_model %lld, batch_size %lld, mem_len %lld",
+         (long long)g->n_layer, (long long)g->d_model, (long long)g->batch_size,
+         (long long)g->mem_len);
+  else if (i32[0] < 0 || i32[0] > g->mem_len)
+    fail(c, "not a valid txl checkpoint: mem_rows %lld outside [0, mem_len = %lld]",
+         (long long)i32[0], (long long)g->mem_len);
+  else if (i32[1] < 0 || i32[1] > big || i32[2] < 1 || i32[2] > big)
+    fail(c, "not a valid txl checkpoint: adam_t %lld, world_size %lld", (long long)i32[1],
+         (long long)i32[2]);
+  else if (seed < 0 || seed > (int64_t)UINT32_MAX)
+    fail(c, "not a valid txl checkpoint: seed %lld is not a 32-bit unsigned value", (long long)seed);
+  if (!c->ok) return;
+  st->mem_rows = (int)i32[0];
+  st->adam_t = (int)i32[1];
+  st->world_size = (int)i32[2];
+  st->seed = (uint32_t)seed;
+  /* read on every rank whatever the caller asked for: the calls stay the same everywhere */
+  char *text = NULL;
+  if (agree(c) && attr_read_string(c, file, "config", &text) == 0 && config) *config = text;
+  else free(text);
+}
+
+/* Opens `path` read-only on every rank. Checks the file first (a clearer message than HDF5's).
+ * Returns the file or -1 (after agreement: all ranks alike). collective */
+static hid_t open_file(Ctx *c) {
+  struct stat sb;
+  if (stat(c->path, &sb) != 0)
+    fail(c, "cannot open checkpoint: %s", strerror(errno));
+  else if (!S_ISREG(sb.st_mode))
+    fail(c, "cannot open checkpoint: not a regular file");
+  if (!agree(c)) return -1;
+  hid_t fapl = make_fapl();
+  hid_t file = -1;
+  if (fapl < 0) {
+    fail_h5(c, "file access properties for parallel HDF5");
+  } else {
+    file = H5Fopen(c->path, H5F_ACC_RDONLY, fapl);
+    if (file < 0) {
+      H5Trace t;
+      h5_trace(&t);
+      unsigned long long eof = 0, stored = 0;
+      const char *tr = t.n ? strstr(t.desc[0], "truncated file: eof = ") : NULL;
+      const char *se = t.n ? strstr(t.desc[0], "stored_eof = ") : NULL;
+      int truncated = tr && se && sscanf(tr, "truncated file: eof = %llu", &eof) == 1 &&
+                      sscanf(se, "stored_eof = %llu", &stored) == 1;
+#if H5_VERSION_GE(1, 12, 0)
+      htri_t is = H5Fis_accessible(c->path, H5P_DEFAULT);
+#else
+      htri_t is = H5Fis_hdf5(c->path);
+#endif
+      if (truncated)
+        fail(c, "the checkpoint is truncated: the file has %llu bytes, it should have %llu", eof,
+             stored);
+      else if (is == 0)
+        fail(c, "not a txl checkpoint (not an HDF5 file)");
+      else
+        fail(c, "cannot open checkpoint: the HDF5 file is damaged (HDF5: %s)",
+             t.n ? t.desc[0] : "unknown error");
+    }
+  }
+  if (fapl >= 0) H5Pclose(fapl);
+  int everyone = all_true(file >= 0);
+  agree(c);
+  if (!everyone && file >= 0) {
+    /* opened here but not on some other rank: closing is collective, so leave it open */
+    file = -1;
+  }
+  return c->ok ? file : -1;
+}
+
+static void close_file(Ctx *c, hid_t *file) {
+  if (*file < 0) return;
+  if (H5Fclose(*file) < 0) fail_h5(c, "closing the file failed");
+  *file = -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Writing
+ * ------------------------------------------------------------------------------------------- */
+
+/* Creates a float32 dataset `name` in loc and writes this rank's part collectively: the file
+ * selection is the box [start, start + count) (count NULL: this rank writes nothing), the
+ * memory holds that box densely at buf. chunk NULL: contiguous without filter (empty
+ * datasets). collective */
+static void write_dataset(Ctx *c, hid_t loc, const char *group, const char *name, int nd,
+                          const hsize_t *dims, const hsize_t *chunk, const hsize_t *start,
+                          const hsize_t *count, const float *buf, hid_t dxpl) {
+  const char *sep = group[0] ? "/" : "";
+  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  hid_t fsp = H5Screate_simple(nd, dims, NULL);
+  if (dcpl < 0 || fsp < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 ||
+      H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+      (chunk && (H5Pset_chunk(dcpl, nd, chunk) < 0 || H5Pset_fletcher32(dcpl) < 0)))
+    fail_h5(c, "dataset properties of '/%s%s%s'", group, sep, name);
+  hid_t d = -1;
+  if (agree(c)) {
+    d = H5Dcreate2(loc, name, H5T_IEEE_F32LE, fsp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (d < 0) fail_h5(c, "creating dataset '/%s%s%s' failed", group, sep, name);
+  }
+  int created = all_true(d >= 0);
+  if (agree(c) && chunk) {
+    hid_t msp = -1;
+    if (count) {
+      msp = H5Screate_simple(nd, count, NULL);
+      if (msp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
+        fail_h5(c, "selecting the part of '/%s%s%s' to write", group, sep, name);
+    } else {
+      hsize_t one = 1;
+      msp = H5Screate_simple(1, &one, NULL);
+      if (msp < 0 || H5Sselect_none(msp) < 0 || H5Sselect_none(fsp) < 0)
+        fail_h5(c, "selecting nothing of '/%s%s%s'", group, sep, name);
+    }
+    /* a failed selection must not leave the others in the collective write */
+    if (agree(c) && H5Dwrite(d, H5T_NATIVE_FLOAT, msp, fsp, dxpl, buf) < 0)
+      fail_h5(c, "writing dataset '/%s%s%s' to %s.tmp failed", group, sep, name, c->path);
+    if (msp >= 0) H5Sclose(msp);
+  }
+  if (d >= 0 && created && H5Dclose(d) < 0)
+    fail_h5(c, "closing dataset '/%s%s%s' failed", group, sep, name);
+  if (fsp >= 0) H5Sclose(fsp);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  agree(c);
+}
+
+/* Whole rows, at most CHUNK_BYTES, the rows spread evenly over the chunks: a filtered edge chunk
+ * is stored at full size, so a nearly empty last chunk would waste most of a chunk. */
+static void tensor_chunk(const TxlTensorInfo *ti, hsize_t chunk[2]) {
+  int64_t row = ti->rank == 2 ? ti->shape[1] : 1;
+  int64_t rows = ti->shape[0];
+  int64_t fit = CHUNK_BYTES / (row * (int64_t)sizeof(float));
+  if (fit < 1) fit = 1;
+  int64_t n_chunks = (rows + fit - 1) / fit;
+  chunk[0] = (hsize_t)((rows + n_chunks - 1) / n_chunks);
+  chunk[1] = (hsize_t)row;
+}
+
+/* One group of tensors (parameters or a moment); rank 0 writes the data. collective */
+static void write_group(Ctx *c, hid_t file, const char *group, const TxlParamTable *t,
+                        const float *base, hid_t dxpl) {
+  hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  hid_t g = -1;
+  if (gcpl < 0 || H5Pset_obj_track_times(gcpl, 0) < 0 ||
+      (g = H5Gcreate2(file, group, H5P_DEFAULT, gcpl, H5P_DEFAULT)) < 0)
+    fail_h5(c, "creating group '/%s' failed", group);
+  if (gcpl >= 0) H5Pclose(gcpl);
+  int created = all_true(g >= 0);
+  for (int i = 0; i < t->n_tensors && agree(c); i++) {
+    const TxlTensorInfo *ti = &t->tensors[i];
+    hsize_t dims[2] = {(hsize_t)ti->shape[0], (hsize_t)ti->shape[1]}, chunk[2], start[2] = {0, 0};
+    tensor_chunk(ti, chunk);
+    int empty = ti->numel == 0;
+    write_dataset(c, g, group, ti->name, ti->rank, dims, empty ? NULL : chunk, start,
+                  c->rank == 0 ? dims : NULL, base + ti->offset, dxpl);
+  }
+  if (g >= 0 && created && H5Gclose(g) < 0) fail_h5(c, "closing group '/%s' failed", group);
+  agree(c);
+}
+
+static void sync_folder_of(const char *path) {
+  char *dir = txl_malloc(strlen(path) + 2, "folder name");
+  strcpy(dir, path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) strcpy(dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    (void)fsync(fd); /* not every file system syncs folders: best effort */
+    close(fd);
+  }
+  free(dir);
+}
+
+/* An upper bound of the file's size: every chunk with its checksum, plus generous room for the
+ * metadata (object headers, chunk indexes, attributes). */
+static int64_t estimate_bytes(const TxlCkptBuffers *b, size_t config_len) {
+  int64_t est = ((int64_t)1 << 20) + 2 * (int64_t)config_len;
+  for (int i = 0; i < b->table->n_tensors; i++) {
+    const TxlTensorInfo *ti = &b->table->tensors[i];
+    hsize_t chunk[2];
+    tensor_chunk(ti, chunk);
+    int64_t chunk_bytes = (int64_t)(chunk[0] * chunk[1]) * 4;
+    int64_t n_chunks = (ti->shape[0] + (int64_t)chunk[0] - 1) / (int64_t)chunk[0];
+    est += 3 * (n_chunks * (chunk_bytes + 4) + 8192);
+  }
+  est += (int64_t)b->n_layer * b->B_global * ((int64_t)b->mem_len * b->d_model * 4 + 4) + 8192;
+  est += (int64_t)b->n_layer * b->B_global * 64; /* chunk index entries of /mems */
+  return est;
+}
+
+/* Reserves the file's space up front (rank 0; every rank checks its file-size limit), so that a
+ * full disk or a file-size limit shows here, before anything is written, and not as a failed
+ * write inside HDF5: HDF5 1.10 cannot close a file whose last flush fails (the close fails, the
+ * file ID stays behind and MPI_Finalize crashes on it). HDF5 cuts the file to its real size when
+ * it closes it. Where the file system cannot reserve space (fallocate unsupported), the free
+ * space is compared instead. */
+static void reserve_space(Ctx *c, const char *tmp, int64_t est) {
+  int err = 0;
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      (int64_t)rl.rlim_cur < est)
+    err = EFBIG;
+  if (!err && c->rank == 0) {
+    int fd = open(tmp, O_WRONLY);
+    if (fd < 0) {
+      err = errno;
+    } else {
+      if (fallocate(fd, 0, 0, (off_t)est) != 0) err = errno;
+      if (err == EOPNOTSUPP || err == ENOSYS) {
+        struct statvfs vs;
+        err = 0;
+        if (fstatvfs(fd, &vs) == 0 && (int64_t)vs.f_bavail * (int64_t)vs.f_frsize < est) err = ENOSPC;
+      }
+      close(fd);
+    }
+  }
+  if (err)
+    fail(c, "no room for the checkpoint: reserving %.1f MB for %s failed: %s", (double)est / 1e6,
+         tmp, strerror(err));
+}
+
+#include <time.h>
+static double tnow(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+#define TMARK(label) do { if (getenv("TT") && c.rank == 0) { double t_ = tnow(); fprintf(stderr, "  %-10s %.3f\n", label, t_ - t_last); t_last = t_; } } while (0)
+int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState *st_in,
+                   const TxlCkptBuffers *b, char *err, size_t errlen) {
+  Ctx c;
+  ctx_begin(&c, path);
+  double t_last = tnow();
+  char *tmp = NULL;
+  hid_t file = -1, dxpl = -1;
+  int attempted = 0, file_everywhere = 0;
+
+  /* rank 0's state and config are what the file records (they should be equal everywhere) */
+  TxlCkptState st;
+  memset(&st, 0, sizeof st);
+  if (st_in) st = *st_in;
+  else fail(&c, "internal error: no checkpoint state");
+  MPI_CHECK(MPI_Bcast(&st.step, 5, MPI_INT64_T, 0, MPI_COMM_WORLD));
+  int ints[2] = {st.mem_rows, st.adam_t};
+  MPI_CHECK(MPI_Bcast(ints, 2, MPI_INT, 0, MPI_COMM_WORLD));
+  st.mem_rows = ints[0];
+  st.adam_t = ints[1];
+  MPI_CHECK(MPI_Bcast(&st.seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD));
+  double dbl[2] = {st.best_valid_loss, st.lr};
+  MPI_CHECK(MPI_Bcast(dbl, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  st.best_valid_loss = dbl[0];
+  st.lr = dbl[1];
+  if (!config_ini) config_ini = "";
+  int clen = (int)(strlen(config_ini) < (size_t)INT32_MAX ? strlen(config_ini) : INT32_MAX);
+  MPI_CHECK(MPI_Bcast(&clen, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  if (clen >= MAX_CONFIG_BYTES) {
+    fail(&c, "the configuration text is %d bytes, more than a checkpoint holds (%d)", clen,
+         MAX_CONFIG_BYTES);
+    agree(&c);
+    return ctx_end(&c, err, errlen);
+  }
+  char *config = txl_malloc((size_t)clen + 1, "checkpoint config");
+  if (c.rank == 0) memcpy(config, config_ini, (size_t)clen);
+  config[clen] = '\0';
+  MPI_CHECK(MPI_Bcast(config, clen, MPI_CHAR, 0, MPI_COMM_WORLD));
+
+  check_buffers(&c, b, 1, st.mem_rows);
+  if (!agree(&c)) goto out;
+
+  tmp = txl_malloc(strlen(path) + 5, "temporary name");
+  sprintf(tmp, "%s.tmp", path);
+
+  /* create <path>.tmp */
+  hid_t fapl = make_fapl();
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  if (fapl < 0 || fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
+    fail_h5(&c, "file properties for parallel HDF5");
+  } else {
+    attempted = 1;
+    file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    if (file < 0) fail_h5(&c, "cannot create %s", tmp);
+  }
+  if (fcpl >= 0) H5Pclose(fcpl);
+  if (fapl >= 0) H5Pclose(fapl);
+  file_everywhere = all_true(file >= 0);
+  attempted = all_true(!attempted) ? 0 : 1;
+  if (!agree(&c)) goto out;
+
+  TMARK("create");
+  reserve_space(&c, tmp, estimate_bytes(b, (size_t)clen));
+  if (!agree(&c)) goto out;
+  TMARK("reserve");
+
+  dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
+    fail_h5(&c, "transfer properties for collective writes");
+  if (!agree(&c)) goto out;
+
+  Geometry g = {b->B_global, b->mem_len, b->n_layer, b->d_model};
+  write_root_attrs(&c, file, &st, &g, config);
+  if (!agree(&c)) goto out;
+
+  write_group(&c, file, GROUPS[0], b->table, b->params, dxpl);
+  if (!c.ok) goto out;
+  TMARK("params");
+  const char *fault = getenv("TXL_CKPT_FAULT");
+  if (fault && strcmp(fault, "after_params") == 0) {
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (c.rank == 0) {
+      fprintf(stderr, "txl: TXL_CKPT_FAULT=after_params: aborting while writing %s\n", tmp);
+      fflush(stderr);
+    }
+    abort();
+  }
+  write_group(&c, file, GROUPS[1], b->table, b->adam_m, dxpl);
+  if (!c.ok) goto out;
+  write_group(&c, file, GROUPS[2], b->table, b->adam_v, dxpl);
+  if (!c.ok) goto out;
+  TMARK("moments");
+
+  /* /mems [n_layer, mem_len, B_global, d_model]: this rank's columns */
+  {
+    hsize_t dims[4] = {(hsize_t)b->n_layer, (hsize_t)b->mem_len, (hsize_t)b->B_global,
+                       (hsize_t)b->d_model};
+    hsize_t chunk[4] = {1, (hsize_t)b->mem_len, 1, (hsize_t)b->d_model};
+    hsize_t start[4] = {0, 0, (hsize_t)b->col0, 0};
+    hsize_t count[4] = {(hsize_t)b->n_layer, (hsize_t)b->mem_len, (hsize_t)b->B_local,
+                        (hsize_t)b->d_model};
+    int empty = b->mem_len == 0;
+    write_dataset(&c, file, "", "mems", 4, dims, empty ? NULL : chunk, start,
+                  b->B_local > 0 ? count : NULL, b->mems, dxpl);
+    if (!c.ok) goto out;
+  }
+
+  TMARK("mems");
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) fail_h5(&c, "flushing %s failed", tmp);
+  agree(&c);
+  TMARK("flush");
+
+out:
+  if (dxpl >= 0) H5Pclose(dxpl);
+  if (file >= 0 && file_everywhere) close_file(&c, &file);
+  agree(&c);
+  TMARK("close");
+  if (c.ok && c.rank == 0) {
+    if (rename(tmp, path) != 0)
+      fail(&c, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
+    else
+      sync_folder_of(path);
+  }
+  agree(&c);
+  TMARK("rename");
+  if (!c.ok && attempted && c.rank == 0 && tmp) unlink(tmp);
+  free(tmp);
+  free(config);
+  return ctx_end(&c, err, errlen);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading
+ * ------------------------------------------------------------------------------------------- */
+
+int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st_out, char *err,
+                  size_t errlen) {
+  Ctx c;
+  ctx_begin(&c, path);
+  char *config = NULL;
+  TxlCkptState st;
+  Geometry g;
+  memset(&g, 0, sizeof g);
+  hid_t file = open_file(&c);
+  if (file >= 0) {
+    read_root_attrs(&c, file, &st, &g, config_ini ? &config : NULL);
+    agree(&c);
+    close_file(&c, &file);
+    agree(&c);
+  }
+  if (c.ok) {
+    if (config_ini) *config_ini = config;
+    else free(config);
+    if (st_out) *st_out = st;
+  } else {
+    free(config);
+  }
+  return ctx_end(&c, err, errlen);
+}
+
+/* Opens `name` in loc and checks it is float32 with exactly `nd` dims `want`. */
+static hid_t open_checked(Ctx *c, hid_t loc, const char *group, const char *name, int nd,
+                          const hsize_t *want, const char *why) {
+  char full[160];
+  snprintf(full, sizeof full, "%s%s%s", group, group[0] ? "/" : "", name);
+  htri_t ex = H5Lexists(loc, name, H5P_DEFAULT);
+  if (ex <= 0) {
+    if (ex < 0) fail_h5(c, "cannot look up dataset '/%s'", full);
+    else fail(c, "not a valid txl checkpoint: dataset '/%s' is missing", full);
+    return -1;
+  }
+  hid_t d = H5Dopen2(loc, name, H5P_DEFAULT);
+  if (d < 0) {
+    fail_h5(c, "cannot open dataset '/%s'", full);
+    return -1;
+  }
+  hid_t t = H5Dget_type(d), s = H5Dget_space(d);
+  hsize_t dims[8] = {0};
+  int got = s < 0 ? -1 : H5Sget_simple_extent_ndims(s);
+  if (got > 0 && got <= 8) H5Sget_simple_extent_dims(s, dims, NULL);
+  int same = got == nd;
+  for (int i = 0; same && i < nd; i++) same = dims[i] == want[i];
+  if (t < 0 || s < 0) {
+    fail_h5(c, "cannot read the type of dataset '/%s'", full);
+  } else if (H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != 4) {
+    fail(c, "dataset '/%s' is not float32", full);
+  } else if (!same) {
+    char a[128], w[128];
+    if (got >= 0 && got <= 8) shape_text(a, sizeof a, got, dims);
+    else snprintf(a, sizeof a, "?");
+    shape_text(w, sizeof w, nd, want);
+    fail(c, "dataset '/%s' has shape %s, %s %s: the checkpoint is of another model", full, a,
+         why, w);
+  }
+  if (t >= 0) H5Tclose(t);
+  if (s >= 0) H5Sclose(s);
+  if (!c->ok) {
+    H5Dclose(d);
+    return -1;
+  }
+  return d;
+}
+
+typedef struct {
+  const TxlParamTable *t;
+  char extra[64];
+} ExtraFind;
+
+static herr_t find_extra_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+  ExtraFind *x = data;
+  for (int i = 0; i < x->t->n_tensors; i++)
+    if (strcmp(x->t->tensors[i].name, name) == 0) return 0;
+  snprintf(x->extra, sizeof x->extra, "%s", name);
+  return 1;
+}
+
+/* Every tensor of the table in the group, with its shape, and nothing else. Metadata only. */
+static void check_group(Ctx *c, hid_t file, const char *group, const TxlParamTable *t) {
+  hid_t g = -1;
+  htri_t ex = H5Lexists(file, group, H5P_DEFAULT);
+  if (ex < 0) fail_h5(c, "cannot look up group '/%s'", group);
+  else if (ex == 0) fail(c, "not a valid txl checkpoint: group '/%s' is missing", group);
+  else if ((g = H5Gopen2(file, group, H5P_DEFAULT)) < 0) fail_h5(c, "cannot open group '/%s'", group);
+  agree(c);
+  for (int i = 0; i < t->n_tensors && c->ok; i++) {
+    const TxlTensorInfo *ti = &t->tensors[i];
+    hsize_t want[2] = {(hsize_t)ti->shape[0], (hsize_t)ti->shape[1]};
+    hid_t d = open_checked(c, g, group, ti->name, ti->rank, want, "this model has");
+    if (d >= 0) H5Dclose(d);
+    agree(c);
+  }
+  H5G_info_t info;
+  if (c->ok && H5Gget_info(g, &info) < 0) fail_h5(c, "cannot list group '/%s'", group);
+  if (c->ok && info.nlinks != (hsize_t)t->n_tensors) {
+    ExtraFind x = {t, ""};
+    hsize_t idx = 0;
+    H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, find_extra_cb, &x);
+    fail(c, "the checkpoint is of another model: '/%s' holds %llu tensors, this model has %d%s%s%s",
+         group, (unsigned long long)info.nlinks, t->n_tensors, x.extra[0] ? " (no '" : "",
+         x.extra, x.extra[0] ? "' here)" : "");
+  }
+  if (g >= 0) H5Gclose(g);
+  agree(c);
+}
+
+/* Reads one whole tensor (independent transfer: every rank reads all of it). */
+static void read_tensor(Ctx *c, hid_t g, const char *group, const TxlTensorInfo *ti, float *dst,
+                        hid_t dxpl) {
+  hid_t d = H5Dopen2(g, ti->name, H5P_DEFAULT);
+  if (d < 0) {
+    fail_h5(c, "cannot open dataset '/%s/%s'", group, ti->name);
+    return;
+  }
+  if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, dxpl, dst) < 0) {
+    H5Trace t;
+    h5_trace(&t);
+    if (t.checksum)
+      fail(c, "dataset '/%s/%s' is damaged: its checksum (Fletcher32) does not match", group,
+           ti->name);
+    else
+      fail_h5(c, "reading dataset '/%s/%s' failed", group, ti->name);
+  }
+  H5Dclose(d);
+}
+
+int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *b, char *err,
+                  size_t errlen) {
+  Ctx c;
+  ctx_begin(&c, path);
+  TxlCkptState st;
+  Geometry g;
+  memset(&st, 0, sizeof st);
+  memset(&g, 0, sizeof g);
+  hid_t file = -1, dxpl = -1;
+  check_buffers(&c, b, 0, 0);
+  if (!c.ok) goto out;
+  file = open_file(&c);
+  if (file < 0) goto out;
+  read_root_attrs(&c, file, &st, &g, NULL);
+  if (!agree(&c)) goto out;
+  if (g.n_layer != b->n_layer || g.d_model != b->d_model)
+    fail(&c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
+         (long long)g.n_layer, (long long)g.d_model, b->n_layer, b->d_model);
+  else if (g.batch_size != b->B_global)
+    fail(&c, "the checkpoint was written with batch_size %lld, this run has %d: the memory of "
+         "each column cannot be carried over", (long long)g.batch_size, b->B_global);
+  else if (g.mem_len != b->mem_len)
+    fail(&c, "the checkpoint was written with mem_len %lld, this run has %d", (long long)g.mem_len,
+         b->mem_len);
+  if (!agree(&c)) goto out;
+
+  /* shapes first: a wrong model fails before gigabytes are read */
+  for (int k = 0; k < 3 && c.ok; k++) check_group(&c, file, GROUPS[k], b->table);
+  hsize_t mdims[4] = {(hsize_t)b->n_layer, (hsize_t)b->mem_len, (hsize_t)b->B_global,
+                      (hsize_t)b->d_model};
+  if (c.ok) {
+    hid_t d = open_checked(&c, file, "", "mems", 4, mdims, "this run has");
+    if (d >= 0) H5Dclose(d);
+  }
+  if (!agree(&c)) goto out;
+
+  dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0)
+    fail_h5(&c, "transfer properties");
+  if (!agree(&c)) goto out;
+  float *dst[3] = {b->params, b->adam_m, b->adam_v};
+  for (int k = 0; k < 3 && c.ok; k++) {
+    hid_t grp = H5Gopen2(file, GROUPS[k], H5P_DEFAULT);
+    if (grp < 0) fail_h5(&c, "cannot open group '/%s'", GROUPS[k]);
+    agree(&c);
+    for (int i = 0; i < b->table->n_tensors && c.ok; i++) {
+      const TxlTensorInfo *ti = &b->table->tensors[i];
+      if (ti->numel > 0) read_tensor(&c, grp, GROUPS[k], ti, dst[k] + ti->offset, dxpl);
+      agree(&c);
+    }
+    if (grp >= 0) H5Gclose(grp);
+    agree(&c);
+  }
+  if (c.ok && b->mem_len > 0 && b->B_local > 0) {
+    hid_t d = H5Dopen2(file, "mems", H5P_DEFAULT);
+    hid_t fsp = d < 0 ? -1 : H5Dget_space(d);
+    hsize_t start[4] = {0, 0, (hsize_t)b->col0, 0};
+    hsize_t count[4] = {mdims[0], mdims[1], (hsize_t)b->B_local, mdims[3]};
+    hid_t msp = H5Screate_simple(4, count, NULL);
+    if (d < 0 || fsp < 0 || msp < 0 ||
+        H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL) < 0) {
+      fail_h5(&c, "cannot open dataset '/mems'");
+    } else if (H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, dxpl, b->mems) < 0) {
+      H5Trace t;
+      h5_trace(&t);
+      if (t.checksum)
+        fail(&c, "dataset '/mems' is damaged: its checksum (Fletcher32) does not match");
+      else
+        fail_h5(&c, "reading columns [%d, %d) of dataset '/mems' failed", b->col0,
+                b->col0 + b->B_local);
+    }
+    if (msp >= 0) H5Sclose(msp);
+    if (fsp >= 0) H5Sclose(fsp);
+    if (d >= 0) H5Dclose(d);
+  }
+  agree(&c);
+
+out:
+  if (dxpl >= 0) H5Pclose(dxpl);
+  if (file >= 0) close_file(&c, &file);
+  agree(&c);
+  if (c.ok && st_out) *st_out = st;
+  return ctx_end(&c, err, errlen);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The run folder's "latest" pointer
+ * ------------------------------------------------------------------------------------------- */
+
+int txl_ckpt_latest(const char *dir, char *path_out, size_t n) {
+  if (!dir || !path_out || n == 0) return -1;
+  char lp[4096];
+  if ((size_t)snprintf(lp, sizeof lp, "%s/latest", dir) >= sizeof lp) return -1;
+  FILE *f = fopen(lp, "r");
+  if (!f) return -1;
+  char line[4096];
+  char *got = fgets(line, sizeof line, f);
+  fclose(f);
+  if (!got) return -1;
+  size_t len = strlen(line);
+  while (len > 0 && isspace((unsigned char)line[len - 1])) line[--len] = '\0';
+  char *name = line;
+  while (*name && isspace((unsigned char)*name)) name++;
+  if (!*name) return -1;
+  int w = name[0] == '/' ? snprintf(path_out, n, "%s", name)
+                         : snprintf(path_out, n, "%s/%s", dir, name);
+  if (w < 0 || (size_t)w >= n) return -1;
+  struct stat sb;
+  if (stat(path_out, &sb) != 0 || !S_ISREG(sb.st_mode)) return -1;
+  return 0;
+}

@@ -1,0 +1,80 @@
+/* Checkpoints: one HDF5 file per checkpoint, written and read by all ranks together with
+ * parallel HDF5 (MPI-IO on MPI_COMM_WORLD). The layout is in src/checkpoint/FORMAT.md.
+ *
+ * Parameters and both Adam moments are stored by tensor name with the parameter table's shapes;
+ * the memory (mems) is stored by global column, so a checkpoint written by P ranks can be read
+ * by any rank count that splits the same batch_size into contiguous column shards.
+ *
+ * Every function returning int returns 0 on success or -1 with a one-line message naming the
+ * file in `err` ("<path>: <problem>"); the collective ones give every rank the same verdict and
+ * the same message (that of the lowest rank that failed), so callers can exit together
+ * (txl_fatal_all). HDF5's own error printing is switched off inside these calls. */
+#ifndef TXL_CHECKPOINT_CHECKPOINT_H
+#define TXL_CHECKPOINT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "src/model/params.h"
+
+#define TXL_CKPT_FORMAT "txl-checkpoint"
+#define TXL_CKPT_FORMAT_VERSION 1
+
+/* The training state besides the tensors (root attributes of the file). */
+typedef struct {
+  int64_t step;        /* optimizer steps done */
+  int64_t tokens_seen; /* training tokens consumed (global) */
+  int64_t data_pos;    /* position of the data stream (rows into each column) */
+  int64_t epoch;
+  int64_t best_step;   /* step of best_valid_loss (-1: none yet) */
+  int mem_rows;        /* memory rows valid now, 0 <= mem_rows <= mem_len */
+  int adam_t;          /* Adam updates done (bias correction) */
+  int world_size;      /* write: ignored (the communicator size is stored); read: the writer's */
+  uint32_t seed;
+  double best_valid_loss;
+  double lr;           /* learning rate of the last step */
+} TxlCkptState;
+
+/* What a rank hands to txl_ckpt_write or gets from txl_ckpt_read. Host memory. */
+typedef struct {
+  const TxlParamTable *table;
+  float *params, *adam_m, *adam_v; /* [table->total] each, identical on every rank */
+  float *mems;                     /* this rank's [n_layer, mem_len, B_local, d_model]; may be
+                                      NULL when mem_len == 0 */
+  int n_layer, mem_len, d_model;
+  int B_global;                    /* batch_size: columns of all ranks */
+  int B_local, col0;               /* this rank's columns: [col0, col0 + B_local) */
+} TxlCkptBuffers;
+
+/* Writes `path` atomically: everything goes to "<path>.tmp", which is flushed and closed, then
+ * rank 0 renames it to `path` (and syncs the folder). On any failure on any rank (disk full,
+ * file-size limit, bad buffers, ...) every rank returns -1 with the same message, rank 0 removes
+ * the .tmp and `path` is untouched (an older file of that name stays as it was).
+ * `config_ini` is the resolved configuration (txl_config_write_ini), stored as text; less than
+ * 60 KiB. Test hook: TXL_CKPT_FAULT=after_params makes every rank abort() after the parameters
+ * are written (see FORMAT.md). collective: all ranks */
+int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState *st,
+                   const TxlCkptBuffers *b, char *err, size_t errlen);
+
+/* Opens `path` and validates its root attributes (format, version, every attribute present with
+ * the right type, values in range) without reading any tensor. On success *config_ini is the
+ * stored configuration text (malloc'd: the caller frees it; config_ini may be NULL) and *st the
+ * state (st may be NULL). collective: all ranks */
+int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st, char *err, size_t errlen);
+
+/* Reads everything into b's buffers: every tensor of b->table must exist in /params, /adam_m
+ * and /adam_v with exactly the table's shape (and no other tensor may be there), /mems must be
+ * [n_layer, mem_len, B_global, d_model] as in b; each rank reads its columns [col0, col0 +
+ * B_local) of the memory. Checksums (Fletcher32) are verified on every read; a damaged dataset
+ * is an error naming the file and the dataset. On failure the buffers hold unspecified data.
+ * collective: all ranks */
+int txl_ckpt_read(const char *path, TxlCkptState *st, const TxlCkptBuffers *b, char *err,
+                  size_t errlen);
+
+/* The newest checkpoint of a run folder: reads `dir`/latest (one line naming a checkpoint file
+ * in dir, or an absolute path). Returns 0 with the full path in path_out when that file exists,
+ * -1 when there is no latest file, it is empty, or it names a missing file (no checkpoint yet:
+ * not an error). Serial: any rank may call it. */
+int txl_ckpt_latest(const char *dir, char *path_out, size_t n);
+
+#endif

@@ -1,0 +1,286 @@
+/* txl-inspect: prints what a checkpoint file holds (src/checkpoint/FORMAT.md): the training
+ * state, the configuration it was written with, and every dataset with its shape and size.
+ * --verify also reads every dataset, which checks every chunk's Fletcher32 checksum.
+ * Runs without mpirun (one rank); under mpirun rank 0 prints. */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dist/dist.h"
+#include "src/base/error.h"
+#include "src/checkpoint/checkpoint.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: txl-inspect [--verify] FILE\n"
+          "\n"
+          "Prints what a txl checkpoint holds: format version, step, tokens seen, epoch and data\n"
+          "position, best validation loss and its step, learning rate, the rank count and batch\n"
+          "size it was written with, the memory length and valid rows, the configuration text,\n"
+          "and a table of every dataset (name, shape, type, bytes of data, bytes stored).\n"
+          "\n"
+          "  --verify   also read every dataset, checking every chunk's checksum (Fletcher32)\n"
+          "  --help     this text\n"
+          "\n"
+          "A file that is not a valid checkpoint is one line \"txl: error: FILE: ...\" and exit\n"
+          "status 1. The layout is described in src/checkpoint/FORMAT.md.\n");
+}
+
+typedef struct {
+  char name[256];
+  int nd;
+  hsize_t dims[8];
+  char type[16];
+  hsize_t bytes, stored;
+} Entry;
+
+typedef struct {
+  Entry *e;
+  int n, cap;
+  int failed;
+  char err[512];
+} Listing;
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t ObjInfo;
+#define VISIT(file, cb, data) H5Ovisit3(file, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
+#else
+typedef H5O_info_t ObjInfo;
+#define VISIT(file, cb, data) H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_INC, cb, data, H5O_INFO_BASIC)
+#endif
+
+static herr_t visit_cb(hid_t obj, const char *name, const ObjInfo *info, void *data) {
+  Listing *l = data;
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 256;
+    l->e = realloc(l->e, sizeof(Entry) * (size_t)l->cap);
+    ALLOC_CHECK(l->e);
+  }
+  Entry *e = &l->e[l->n];
+  memset(e, 0, sizeof *e);
+  snprintf(e->name, sizeof e->name, "/%s", name);
+  hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
+  if (d < 0) {
+    snprintf(l->err, sizeof l->err, "cannot open dataset '/%s'", name);
+    l->failed = 1;
+    return 1;
+  }
+  hid_t s = H5Dget_space(d), t = H5Dget_type(d);
+  e->nd = s < 0 ? 0 : H5Sget_simple_extent_ndims(s);
+  if (e->nd < 0 || e->nd > 8) e->nd = 0;
+  if (e->nd > 0) H5Sget_simple_extent_dims(s, e->dims, NULL);
+  size_t tsize = t < 0 ? 0 : H5Tget_size(t);
+  H5T_class_t cls = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+  if (cls == H5T_FLOAT) snprintf(e->type, sizeof e->type, "float%zu", 8 * tsize);
+  else if (cls == H5T_INTEGER) snprintf(e->type, sizeof e->type, "int%zu", 8 * tsize);
+  else snprintf(e->type, sizeof e->type, "other");
+  hsize_t n = 1;
+  for (int i = 0; i < e->nd; i++) n *= e->dims[i];
+  e->bytes = n * tsize;
+  e->stored = H5Dget_storage_size(d);
+  if (t >= 0) H5Tclose(t);
+  if (s >= 0) H5Sclose(s);
+  H5Dclose(d);
+  l->n++;
+  return 0;
+}
+
+/* Names in "natural" order: layers.2 before layers.10. */
+static int natural_cmp(const void *pa, const void *pb) {
+  const char *a = ((const Entry *)pa)->name, *b = ((const Entry *)pb)->name;
+  while (*a && *b) {
+    if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {
+      char *ea, *eb;
+      unsigned long long x = strtoull(a, &ea, 10), y = strtoull(b, &eb, 10);
+      if (x != y) return x < y ? -1 : 1;
+      a = ea;
+      b = eb;
+      continue;
+    }
+    if (*a != *b) return (unsigned char)*a - (unsigned char)*b;
+    a++;
+    b++;
+  }
+  return (unsigned char)*a - (unsigned char)*b;
+}
+
+static herr_t first_error_cb(unsigned n, const H5E_error2_t *err, void *data) {
+  if (n == 0 && err->desc) snprintf((char *)data, 256, "%s", err->desc);
+  return 0;
+}
+
+/* Reads the dataset in slabs along its first dimension (each chunk's checksum is checked). */
+static int verify_dataset(hid_t file, const Entry *e, char *msg, size_t n) {
+  hid_t d = H5Dopen2(file, e->name, H5P_DEFAULT);
+  if (d < 0) {
+    snprintf(msg, n, "cannot open dataset '%s'", e->name);
+    return -1;
+  }
+  int rc = 0;
+  if (e->nd > 0 && e->bytes > 0) {
+    hsize_t row = e->bytes / e->dims[0];
+    hsize_t rows = ((hsize_t)64 << 20) / (row ? row : 1);
+    if (rows < 1) rows = 1;
+    hid_t t = H5Dget_type(d), fsp = H5Dget_space(d);
+    char *buf = txl_malloc((size_t)(rows * row), "verify buffer");
+    for (hsize_t r0 = 0; r0 < e->dims[0] && rc == 0; r0 += rows) {
+      hsize_t start[8] = {0}, count[8];
+      memcpy(count, e->dims, sizeof count);
+      start[0] = r0;
+      count[0] = r0 + rows <= e->dims[0] ? rows : e->dims[0] - r0;
+      hid_t msp = H5Screate_simple(e->nd, count, NULL);
+      if (msp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+          H5Dread(d, t, msp, fsp, H5P_DEFAULT, buf) < 0) {
+        char h5[256] = "";
+        H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error_cb, h5);
+        snprintf(msg, n, "dataset '%s' is damaged: reading rows [%llu, %llu) failed (HDF5: %s)",
+                 e->name, (unsigned long long)r0, (unsigned long long)(r0 + count[0]),
+                 h5[0] ? h5 : "unknown error");
+        rc = -1;
+      }
+      if (msp >= 0) H5Sclose(msp);
+    }
+    free(buf);
+    H5Sclose(fsp);
+    H5Tclose(t);
+  }
+  H5Dclose(d);
+  return rc;
+}
+
+static void print_bytes(char *buf, size_t n, double b) {
+  if (b >= 1e9) snprintf(buf, n, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) snprintf(buf, n, "%.2f MB", b / 1e6);
+  else if (b >= 1e3) snprintf(buf, n, "%.1f kB", b / 1e3);
+  else snprintf(buf, n, "%.0f B", b);
+}
+
+int main(int argc, char **argv) {
+  const char *path = NULL;
+  int verify = 0, bad_arg = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    } else if (strcmp(argv[i], "--verify") == 0) {
+      verify = 1;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, "txl: error: unknown option '%s' (txl-inspect --help)\n", argv[i]);
+      return 1;
+    } else if (path) {
+      bad_arg = 1;
+    } else {
+      path = argv[i];
+    }
+  }
+  if (!path || bad_arg) {
+    fprintf(stderr, "txl: error: txl-inspect takes one checkpoint file (txl-inspect --help)\n");
+    return 1;
+  }
+
+  TxlDist dist;
+  txl_dist_init(&dist, &argc, &argv);
+  char err[1024];
+  char *config = NULL;
+  TxlCkptState st;
+  if (txl_ckpt_peek(path, &config, &st, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  if (dist.rank != 0) {
+    free(config);
+    txl_dist_finalize();
+    return 0;
+  }
+
+  /* the listing: rank 0 alone, with HDF5's default (serial) file driver */
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file < 0) txl_fatal("%s: cannot open the checkpoint for listing", path);
+  Listing l;
+  memset(&l, 0, sizeof l);
+  if (VISIT(file, visit_cb, &l) < 0 && !l.failed)
+    txl_fatal("%s: cannot list the datasets", path);
+  if (l.failed) txl_fatal("%s: %s", path, l.err);
+  qsort(l.e, (size_t)l.n, sizeof(Entry), natural_cmp);
+
+  int64_t mem_len = 0, batch = 0, n_layer = 0, d_model = 0;
+  hid_t a;
+  const char *names[4] = {"mem_len", "batch_size", "n_layer", "d_model"};
+  int64_t *vals[4] = {&mem_len, &batch, &n_layer, &d_model};
+  for (int i = 0; i < 4; i++)
+    if ((a = H5Aopen(file, names[i], H5P_DEFAULT)) >= 0) {
+      H5Aread(a, H5T_NATIVE_INT64, vals[i]);
+      H5Aclose(a);
+    }
+
+  struct stat sb;
+  double file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;
+  printf("checkpoint      %s\n", path);
+  printf("format          %s, version %d\n", TXL_CKPT_FORMAT, TXL_CKPT_FORMAT_VERSION);
+  printf("step            %lld\n", (long long)st.step);
+  printf("tokens seen     %lld\n", (long long)st.tokens_seen);
+  printf("epoch           %lld, data position %lld\n", (long long)st.epoch, (long long)st.data_pos);
+  if (st.best_step >= 0)
+    printf("best valid loss %.6f at step %lld\n", st.best_valid_loss, (long long)st.best_step);
+  else
+    printf("best valid loss none yet\n");
+  printf("lr              %.6e\n", st.lr);
+  printf("adam updates    %d\n", st.adam_t);
+  printf("seed            %u\n", st.seed);
+  printf("written by      %d rank%s\n", st.world_size, st.world_size == 1 ? "" : "s");
+  printf("model           n_layer %lld, d_model %lld\n", (long long)n_layer, (long long)d_model);
+  printf("batch size      %lld columns\n", (long long)batch);
+  printf("memory          mem_len %lld, valid rows %d\n", (long long)mem_len, st.mem_rows);
+  printf("\nconfig:\n");
+  const char *p = config;
+  while (p && *p) {
+    const char *nl = strchr(p, '\n');
+    int len = nl ? (int)(nl - p) : (int)strlen(p);
+    printf("  %.*s\n", len, p);
+    p += len + (nl ? 1 : 0);
+  }
+  free(config);
+
+  printf("\ndatasets:\n");
+  size_t w = 4;
+  for (int i = 0; i < l.n; i++)
+    if (strlen(l.e[i].name) > w) w = strlen(l.e[i].name);
+  printf("  %-*s  %-24s  %-8s  %14s  %14s\n", (int)w, "name", "shape", "type", "bytes", "stored");
+  double tot_bytes = 0, tot_stored = 0;
+  int bad = 0;
+  for (int i = 0; i < l.n; i++) {
+    const Entry *e = &l.e[i];
+    char shape[128];
+    size_t k = (size_t)snprintf(shape, sizeof shape, "[");
+    for (int j = 0; j < e->nd && k < sizeof shape; j++)
+      k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%llu", j ? ", " : "",
+                            (unsigned long long)e->dims[j]);
+    if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
+    printf("  %-*s  %-24s  %-8s  %14llu  %14llu\n", (int)w, e->name, shape, e->type,
+           (unsigned long long)e->bytes, (unsigned long long)e->stored);
+    tot_bytes += (double)e->bytes;
+    tot_stored += (double)e->stored;
+    if (verify) {
+      char msg[768];
+      if (verify_dataset(file, e, msg, sizeof msg) != 0) {
+        fflush(stdout);
+        fprintf(stderr, "txl: error: %s: %s\n", path, msg);
+        bad = 1;
+        break;
+      }
+    }
+  }
+  char b1[32], b2[32], b3[32];
+  print_bytes(b1, sizeof b1, tot_bytes);
+  print_bytes(b2, sizeof b2, tot_stored);
+  print_bytes(b3, sizeof b3, file_bytes);
+  if (!bad)
+    printf("\ntotal           %d datasets, %.0f bytes of data (%s), %.0f stored (%s), file %.0f bytes (%s)\n",
+           l.n, tot_bytes, b1, tot_stored, b2, file_bytes, b3);
+  if (verify && !bad) printf("verified        every dataset read back, every checksum matches\n");
+  free(l.e);
+  H5Fclose(file);
+  txl_dist_finalize();
+  return bad ? 1 : 0;
+}

@@ -1,0 +1,255 @@
+/* The trainer's side of checkpoints: when to write them, which to keep, where "latest" points,
+ * and how a run continues from one (src/checkpoint holds the file format). */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/timer.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/train/trainer.h"
+
+/* ---- signals: finish the step, write a checkpoint, exit with TXL_EXIT_REQUEUE ------------- */
+
+static volatile sig_atomic_t g_stop_signal = 0;
+
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void txl_trainer_install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+}
+
+int txl_trainer_stop_requested(const TxlTrainer *t) {
+  int flag = g_stop_signal != 0;
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(&flag, 1); /* one rank's signal stops all */
+  return flag;
+}
+
+/* ---- files in the run directory -------------------------------------------------------------- */
+
+static void write_pointer(const char *dir, const char *name, const char *target) {
+  char path[1200], tmp[1300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) txl_fatal("%s: cannot write: %s", tmp, strerror(errno));
+  int bad = fprintf(f, "%s\n", target) < 0;
+  bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    remove(tmp);
+    txl_fatal("%s: cannot update the checkpoint pointer", path);
+  }
+}
+
+static int read_pointer(const char *dir, const char *name, char *out, size_t n) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int ok = fgets(out, (int)n, f) != NULL;
+  fclose(f);
+  if (!ok) return -1;
+  out[strcspn(out, "\r\n")] = 0;
+  return 0;
+}
+
+static int ckpt_step_of(const char *name) {
+  int step = -1, len = 0;
+  if (sscanf(name, "ckpt-%d.h5%n", &step, &len) == 1 && name[len] == 0) return step;
+  return -1;
+}
+
+/* Keeps the newest `keep` checkpoints and the best one; removes stale temporaries. Rank 0. */
+static void rotate(const char *dir, int keep) {
+  char best[256] = "";
+  read_pointer(dir, "best", best, sizeof best);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  int steps[4096], n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 4096) {
+    int s = ckpt_step_of(e->d_name);
+    if (s >= 0) steps[n++] = s;
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++) { /* newest first */
+    for (int j = i + 1; j < n; j++)
+      if (steps[j] > steps[i]) {
+        int x = steps[i];
+        steps[i] = steps[j];
+        steps[j] = x;
+      }
+    if (i < keep) continue;
+    char name[64], path[1200];
+    snprintf(name, sizeof name, "ckpt-%08d.h5", steps[i]);
+    if (!strcmp(name, best)) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    remove(path);
+  }
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static void host_buffers(TxlTrainer *t, TxlCkptBuffers *b) {
+  const TxlConfig *c = &t->cfg;
+  const size_t pbytes = (size_t)t->model.table.total * sizeof(float);
+  const size_t mfloats = (size_t)c->n_layer * c->mem_len * t->B_local * c->d_model;
+  memset(b, 0, sizeof *b);
+  b->table = &t->model.table;
+  b->params = txl_malloc(pbytes, "checkpoint parameters");
+  b->adam_m = txl_malloc(pbytes, "checkpoint Adam m");
+  b->adam_v = txl_malloc(pbytes, "checkpoint Adam v");
+  b->mems = txl_malloc(mfloats * sizeof(float) + sizeof(float), "checkpoint memory");
+  b->n_layer = c->n_layer;
+  b->mem_len = c->mem_len;
+  b->d_model = c->d_model;
+  b->B_global = c->batch_size;
+  b->B_local = t->B_local;
+  b->col0 = t->col0;
+}
+
+static void free_buffers(TxlCkptBuffers *b) {
+  free(b->params);
+  free(b->adam_m);
+  free(b->adam_v);
+  free(b->mems);
+}
+
+static char *config_text(const TxlConfig *c) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) txl_fatal("out of memory writing the config text");
+  txl_config_write_ini(c, f, 0);
+  fclose(f);
+  return buf;
+}
+
+void txl_trainer_save(TxlTrainer *t, int is_best) {
+  const TxlConfig *c = &t->cfg;
+  const size_t pbytes = (size_t)t->model.table.total * sizeof(float);
+  TxlCkptBuffers b;
+  host_buffers(t, &b);
+  t->ops->to_host(b.params, t->model.param_buf, pbytes);
+  t->ops->to_host(b.adam_m, t->adam.m, pbytes);
+  t->ops->to_host(b.adam_v, t->adam.v, pbytes);
+  t->ops->to_host(b.mems, t->run.mems, (size_t)c->n_layer * c->mem_len * t->B_local * c->d_model * sizeof(float));
+  TxlCkptState st;
+  memset(&st, 0, sizeof st);
+  st.step = t->step;
+  st.tokens_seen = t->tokens_seen;
+  st.data_pos = t->data_pos;
+  st.epoch = t->epoch;
+  st.best_step = t->best_step;
+  st.mem_rows = t->run.mem_rows;
+  st.adam_t = t->adam.t;
+  st.seed = (uint32_t)c->seed;
+  st.best_valid_loss = t->best_valid_loss;
+  st.lr = t->step > 0 ? txl_schedule_lr(&t->sched, t->step - 1) : 0.0;
+  char name[64], path[1200], err[1024];
+  snprintf(name, sizeof name, "ckpt-%08d.h5", t->step);
+  snprintf(path, sizeof path, "%s/%s", c->work_dir, name);
+  char *text = config_text(c);
+  double t0 = txl_now_s();
+  int rc = txl_ckpt_write(path, text, &st, &b, err, sizeof err);
+  free(text);
+  free_buffers(&b);
+  if (rc != 0) txl_fatal_all("checkpoint not written (the previous one is intact): %s", err);
+  if (t->dist.rank == 0) {
+    write_pointer(c->work_dir, "latest", name); /* only after the file is complete and renamed */
+    if (is_best) write_pointer(c->work_dir, "best", name);
+    rotate(c->work_dir, c->keep_checkpoints);
+    struct stat sb;
+    double mb = stat(path, &sb) == 0 ? (double)sb.st_size / 1048576.0 : 0.0;
+    double dt = txl_now_s() - t0;
+    printf("checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s)%s\n", path, mb, dt, dt > 0 ? mb / dt : 0.0,
+           is_best ? ", best on validation so far" : "");
+    fflush(stdout);
+  }
+  t->last_save_step = t->step;
+  txl_dist_barrier();
+}
+
+/* ---- resuming ------------------------------------------------------------------------------ */
+
+static int is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* The checkpoint to continue from, or "" to start fresh. Every rank computes the same. */
+static void find_checkpoint(const TxlConfig *c, char *out, size_t n) {
+  out[0] = 0;
+  const char *r = c->resume;
+  if (!*r) return;
+  if (!strcmp(r, "auto")) {
+    if (txl_ckpt_latest(c->work_dir, out, n) != 0) out[0] = 0;
+    return;
+  }
+  if (is_dir(r)) {
+    if (txl_ckpt_latest(r, out, n) != 0) txl_fatal_all("%s: no checkpoint to resume from (no 'latest' pointer)", r);
+    return;
+  }
+  if (access(r, R_OK) != 0) txl_fatal_all("%s: cannot read the checkpoint: %s", r, strerror(errno));
+  snprintf(out, n, "%s", r);
+}
+
+int txl_trainer_resume(TxlTrainer *t) {
+  char path[1200], err[1024];
+  find_checkpoint(&t->cfg, path, sizeof path);
+  if (!path[0]) {
+    if (!strcmp(t->cfg.resume, "auto") && t->dist.rank == 0)
+      printf("resume = auto: no checkpoint in %s, starting fresh\n", t->cfg.work_dir);
+    return 0;
+  }
+  char *text = NULL;
+  TxlCkptState st;
+  if (txl_ckpt_peek(path, &text, &st, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  TxlConfig saved;
+  txl_config_defaults(&saved);
+  if (txl_config_load_ini_text(&saved, text, path, err, sizeof err) != 0)
+    txl_fatal_all("%s: its config does not parse: %s", path, err);
+  free(text);
+  char diff[4096];
+  if (txl_config_diff(&saved, &t->cfg, 1, diff, sizeof diff) > 0)
+    txl_fatal_all("%s was made by a model of another shape; differing keys (checkpoint -> now): %s", path, diff);
+  if (txl_config_diff(&saved, &t->cfg, 0, diff, sizeof diff) > 0 && t->dist.rank == 0)
+    printf("resume: these keys differ from the checkpoint's and take their new values: %s\n", diff);
+
+  TxlCkptBuffers b;
+  host_buffers(t, &b);
+  if (txl_ckpt_read(path, &st, &b, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  const TxlConfig *c = &t->cfg;
+  const size_t pbytes = (size_t)t->model.table.total * sizeof(float);
+  t->ops->to_device(t->model.param_buf, b.params, pbytes);
+  t->ops->to_device(t->adam.m, b.adam_m, pbytes);
+  t->ops->to_device(t->adam.v, b.adam_v, pbytes);
+  t->ops->to_device(t->run.mems, b.mems, (size_t)c->n_layer * c->mem_len * t->B_local * c->d_model * sizeof(float));
+  free_buffers(&b);
+  t->run.mem_rows = st.mem_rows;
+  t->adam.t = st.adam_t;
+  t->step = (int)st.step;
+  t->tokens_seen = st.tokens_seen;
+  t->data_pos = st.data_pos;
+  t->epoch = st.epoch;
+  t->best_valid_loss = st.best_valid_loss;
+  t->best_step = st.best_step;
+  t->last_save_step = t->step;
+  if (t->dist.rank == 0) {
+    printf("resumed from %s: step %d, %lld tokens seen, epoch %lld, written by %d rank%s\n", path, t->step,
+           (long long)st.tokens_seen, (long long)st.epoch, st.world_size, st.world_size > 1 ? "s" : "");
+    fflush(stdout);
+  }
+  return 1;
+}

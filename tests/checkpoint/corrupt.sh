@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Damaged, foreign and mismatched files: txl_ckpt_read / txl_ckpt_peek return -1 on every rank
+# with the same one-line message naming the file and the problem.
+#   corrupt.sh TEST_CKPT TXL_INSPECT MPIEXEC WORKDIR
+. "$(dirname "$0")/lib.sh"
+run_driver "write good.h5 with 2 ranks" mpi 2 write good.h5 small 4
+run_driver "good.h5 reads back" mpi 2 read good.h5 small 4 2
+size=$(stat -c %s good.h5)
+
+echo "== truncated"
+head -c $((size / 2)) good.h5 > half.h5
+head -c $((size - 100)) good.h5 > short.h5
+for np in 1 2; do
+  run_driver "half a file, $np rank(s)" mpi "$np" read-fail half.h5 small 4 "truncated|$((size / 2)) bytes|should have $size"
+  run_driver "all but the last 100 bytes, $np rank(s)" mpi "$np" read-fail short.h5 small 4 "truncated|$((size - 100)) bytes"
+done
+run_driver "peek: half a file" mpi 2 peek-fail half.h5 "truncated"
+
+echo "== a flipped bit in the data (Fletcher32)"
+cp good.h5 flip_p.h5 && check "flip a bit of /params/layers.0.w_ff1" "$TOOL" flip flip_p.h5 params
+cp good.h5 flip_m.h5 && check "flip a bit of /mems (the last column)" "$TOOL" flip flip_m.h5 mems
+for np in 1 2 4; do
+  run_driver "damaged parameter, $np rank(s)" mpi "$np" read-fail flip_p.h5 small 4 \
+    "'/params/layers.0.w_ff1' is damaged|checksum"
+  # with 2 and 4 ranks only the last rank reads the damaged column: the others must learn it
+  run_driver "damaged memory column, $np rank(s)" mpi "$np" read-fail flip_m.h5 small 4 \
+    "'/mems' is damaged|checksum"
+done
+run_driver "peek does not read tensors" mpi 2 read good.h5 small 4
+
+echo "== wrong format"
+cp good.h5 v2.h5 && check "rewrite format_version = 2" "$TOOL" set-attr v2.h5 format_version 2
+run_driver "format_version 2 (read)" mpi 2 read-fail v2.h5 small 4 "format version 2 is not supported"
+run_driver "format_version 2 (peek)" mpi 1 peek-fail v2.h5 "format version 2 is not supported"
+cp good.h5 noformat.h5 && check "delete the format attribute" "$TOOL" del-attr noformat.h5 format
+run_driver "no format attribute" mpi 2 peek-fail noformat.h5 "not a txl checkpoint"
+cp good.h5 nolr.h5 && check "delete the lr attribute" "$TOOL" del-attr nolr.h5 lr
+run_driver "no lr attribute" mpi 2 read-fail nolr.h5 small 4 "attribute 'lr' is missing"
+
+echo "== missing datasets"
+cp good.h5 nov.h5 && check "delete /adam_v/layers.1.b_ff2" "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
+run_driver "missing moment tensor" mpi 2 read-fail nov.h5 small 4 "'/adam_v/layers.1.b_ff2' is missing"
+cp good.h5 nomems.h5 && check "delete /mems" "$TOOL" delete nomems.h5 /mems
+run_driver "missing /mems" mpi 2 read-fail nomems.h5 small 4 "'/mems' is missing"
+
+echo "== another model"
+run_driver "d_inner 48 instead of 32" mpi 2 read-fail good.h5 other 4 \
+  "'/params/layers.0.w_ff1' has shape [16, 32], this model has [16, 48]|another model"
+run_driver "write an untied model" mpi 1 write untied.h5 untied 4
+run_driver "untied file into a tied model" mpi 2 read-fail untied.h5 small 4 "another model|out_weight"
+
+echo "== no checkpoint at all"
+echo "some text" > text.h5
+: > empty.h5
+for f in text.h5 empty.h5; do
+  run_driver "$f (read)" mpi 2 read-fail "$f" small 4 "not an HDF5 file"
+  run_driver "$f (peek)" mpi 1 peek-fail "$f" "not an HDF5 file"
+done
+run_driver "missing file (read)" mpi 2 read-fail missing.h5 small 4 "No such file"
+run_driver "missing file (peek)" mpi 1 peek-fail missing.h5 "No such file"
+mkdir -p adir.h5
+run_driver "a folder" mpi 1 peek-fail adir.h5 "not a regular file"
+finish

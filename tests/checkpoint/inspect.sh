@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# txl-inspect: a good file prints the state and every tensor; --verify reads every dataset; a bad
+# file is one "txl: error: FILE: ..." line and exit status 1.
+#   inspect.sh TEST_CKPT TXL_INSPECT MPIEXEC WORKDIR
+. "$(dirname "$0")/lib.sh"
+run_driver "write good.h5 with 2 ranks" mpi 2 write good.h5 small 4
+out=$("$INSPECT" good.h5 2>&1)
+rc=$?
+if [ $rc -eq 0 ]; then ok "txl-inspect good.h5 exits 0"; else fail "txl-inspect good.h5 exit $rc: $out"; fi
+for want in "step            4" "tokens seen     4000019" "written by      2 ranks" \
+            "batch size      4 columns" "memory          mem_len 5, valid rows 4" \
+            "n_layer = 2" "/params/word_emb" "/params/layers.1.w_ff2" "/adam_m/layers.0.w_qkv" \
+            "/adam_v/out_bias" "/mems " "[2, 5, 4, 16]" "total "; do
+  case "$out" in *"$want"*) ok "output holds '$want'" ;; *) fail "output lacks '$want'"; echo "$out" | sed 's/^/     | /' ;; esac
+done
+out=$("$INSPECT" --verify good.h5 2>&1)
+case "$out" in *"every checksum matches"*) ok "--verify on a good file" ;; *) fail "--verify: $out" ;; esac
+check "--help" "$INSPECT" --help
+
+echo "some text" > text.h5
+expect_error "a text file" "text.h5|not an HDF5 file" -- "$INSPECT" text.h5
+expect_error "a missing file" "missing.h5|No such file" -- "$INSPECT" missing.h5
+cp good.h5 v2.h5 && "$TOOL" set-attr v2.h5 format_version 2
+expect_error "format_version 2" "v2.h5|format version 2" -- "$INSPECT" v2.h5
+cp good.h5 flip.h5 && "$TOOL" flip flip.h5 params >/dev/null
+expect_error "--verify on a damaged file" "flip.h5|/params/layers.0.w_ff1|damaged" -- "$INSPECT" --verify flip.h5
+expect_error "no file" "one checkpoint file" -- "$INSPECT"
+finish
