@@ -133,6 +133,13 @@ rc=0
   && pass "file-size limit: latest still step 5, no temporary left" || { ls "$WORK/full"; fail "file-size limit left junk"; }
 train full 1 "${wide[@]}" --resume "$WORK/full" && pass "file-size limit: resume works afterwards" || fail "resume after full disk"
 
+# resume = auto: a fresh start in an empty work_dir, a continuation where a checkpoint is
+train auto 1 --set run.resume=auto --stop-at 4 || true
+grep -q "resume = auto: no checkpoint in .*auto, starting fresh" "$WORK/auto.out" && pass "resume=auto starts fresh in an empty work_dir" || fail "resume=auto fresh"
+train auto 1 --set run.resume=auto --dump-params "$WORK/auto.bin" || fail "resume=auto continuation failed"
+grep -q "resumed from .*auto/ckpt-00000004.h5: step 4" "$WORK/auto.out" && cmp -s "$WORK/auto.bin" "$WORK/straight1.bin" \
+  && pass "resume=auto continues from work_dir's latest checkpoint, to the same final parameters" || fail "resume=auto continuation"
+
 # keep the newest 2 plus the best
 train keep 1 --set run.checkpoint_interval=2 --set train.eval_interval=5 --set train.max_step=12 || fail "keep run"
 ls "$WORK/keep" | grep -c '^ckpt-.*\.h5$' > "$WORK/keep.count"
