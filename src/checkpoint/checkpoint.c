@@ -635,7 +635,7 @@ static void reserve_space(Ctx *c, const char *tmp, int64_t est) {
     if (fd < 0) {
       err = errno;
     } else {
-      if (getenv("NOFALLOC")) err = EOPNOTSUPP; else if (fallocate(fd, 0, 0, (off_t)est) != 0) err = errno;
+      if (fallocate(fd, 0, 0, (off_t)est) != 0) err = errno;
       if (err == EOPNOTSUPP || err == ENOSYS) {
         struct statvfs vs;
         err = 0;
@@ -649,14 +649,10 @@ static void reserve_space(Ctx *c, const char *tmp, int64_t est) {
          tmp, strerror(err));
 }
 
-#include <time.h>
-static double tnow(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
-#define TMARK(label) do { if (getenv("TT") && c.rank == 0) { double t_ = tnow(); fprintf(stderr, "  %-10s %.3f\n", label, t_ - t_last); t_last = t_; } } while (0)
 int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState *st_in,
                    const TxlCkptBuffers *b, char *err, size_t errlen) {
   Ctx c;
   ctx_begin(&c, path);
-  double t_last = tnow();
   char *tmp = NULL;
   hid_t file = -1, dxpl = -1;
   int attempted = 0, file_everywhere = 0;
@@ -666,14 +662,19 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   memset(&st, 0, sizeof st);
   if (st_in) st = *st_in;
   else fail(&c, "internal error: no checkpoint state");
-  MPI_CHECK(MPI_Bcast(&st.step, 5, MPI_INT64_T, 0, MPI_COMM_WORLD));
-  int ints[2] = {st.mem_rows, st.adam_t};
-  MPI_CHECK(MPI_Bcast(ints, 2, MPI_INT, 0, MPI_COMM_WORLD));
-  st.mem_rows = ints[0];
-  st.adam_t = ints[1];
-  MPI_CHECK(MPI_Bcast(&st.seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD));
+  int64_t i64[8] = {st.step, st.tokens_seen, st.data_pos, st.epoch, st.best_step, st.mem_rows,
+                     st.adam_t, st.seed};
   double dbl[2] = {st.best_valid_loss, st.lr};
+  MPI_CHECK(MPI_Bcast(i64, 8, MPI_INT64_T, 0, MPI_COMM_WORLD));
   MPI_CHECK(MPI_Bcast(dbl, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+  st.step = i64[0];
+  st.tokens_seen = i64[1];
+  st.data_pos = i64[2];
+  st.epoch = i64[3];
+  st.best_step = i64[4];
+  st.mem_rows = (int)i64[5];
+  st.adam_t = (int)i64[6];
+  st.seed = (uint32_t)i64[7];
   st.best_valid_loss = dbl[0];
   st.lr = dbl[1];
   if (!config_ini) config_ini = "";
@@ -690,6 +691,10 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   config[clen] = '\0';
   MPI_CHECK(MPI_Bcast(config, clen, MPI_CHAR, 0, MPI_COMM_WORLD));
 
+  if (st.step < 0 || st.tokens_seen < 0 || st.data_pos < 0 || st.epoch < 0 || st.adam_t < 0)
+    fail(&c, "internal error: negative counters in the checkpoint state (step %lld, tokens_seen "
+         "%lld, data_pos %lld, epoch %lld, adam_t %d)", (long long)st.step,
+         (long long)st.tokens_seen, (long long)st.data_pos, (long long)st.epoch, st.adam_t);
   check_buffers(&c, b, 1, st.mem_rows);
   if (!agree(&c)) goto out;
 
@@ -712,10 +717,8 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   attempted = all_true(!attempted) ? 0 : 1;
   if (!agree(&c)) goto out;
 
-  TMARK("create");
   reserve_space(&c, tmp, estimate_bytes(b, (size_t)clen));
   if (!agree(&c)) goto out;
-  TMARK("reserve");
 
   dxpl = H5Pcreate(H5P_DATASET_XFER);
   if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
@@ -728,7 +731,6 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
 
   write_group(&c, file, GROUPS[0], b->table, b->params, dxpl);
   if (!c.ok) goto out;
-  TMARK("params");
   const char *fault = getenv("TXL_CKPT_FAULT");
   if (fault && strcmp(fault, "after_params") == 0) {
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
@@ -742,7 +744,6 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   if (!c.ok) goto out;
   write_group(&c, file, GROUPS[2], b->table, b->adam_v, dxpl);
   if (!c.ok) goto out;
-  TMARK("moments");
 
   /* /mems [n_layer, mem_len, B_global, d_model]: this rank's columns */
   {
@@ -758,16 +759,13 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
     if (!c.ok) goto out;
   }
 
-  TMARK("mems");
   if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) fail_h5(&c, "flushing %s failed", tmp);
   agree(&c);
-  TMARK("flush");
 
 out:
   if (dxpl >= 0) H5Pclose(dxpl);
   if (file >= 0 && file_everywhere) close_file(&c, &file);
   agree(&c);
-  TMARK("close");
   if (c.ok && c.rank == 0) {
     if (rename(tmp, path) != 0)
       fail(&c, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
@@ -775,7 +773,6 @@ out:
       sync_folder_of(path);
   }
   agree(&c);
-  TMARK("rename");
   if (!c.ok && attempted && c.rank == 0 && tmp) unlink(tmp);
   free(tmp);
   free(config);
