@@ -20,6 +20,8 @@ static void usage(FILE *f) {
           "position, best validation loss and its step, learning rate, the rank count and batch\n"
           "size it was written with, the memory length and valid rows, the configuration text,\n"
           "and a table of every dataset (name, shape, type, bytes of data, bytes stored).\n"
+          "Checks the root attributes and that /params, /adam_m and /adam_v hold the same\n"
+          "tensors with the same shapes and /mems the shape the attributes give.\n"
           "\n"
           "  --verify   also read every dataset, checking every chunk's checksum (Fletcher32)\n"
           "  --help     this text\n"
@@ -151,6 +153,72 @@ static int verify_dataset(hid_t file, const Entry *e, char *msg, size_t n) {
   return rc;
 }
 
+static const Entry *find_entry(const Listing *l, const char *name) {
+  for (int i = 0; i < l->n; i++)
+    if (strcmp(l->e[i].name, name) == 0) return &l->e[i];
+  return NULL;
+}
+
+static int same_shape(const Entry *a, const Entry *b) {
+  if (a->nd != b->nd) return 0;
+  for (int i = 0; i < a->nd; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+/* The file's own consistency (txl-inspect does not know the model's parameter table): the three
+ * groups hold the same tensors with the same shapes, and /mems matches the root attributes.
+ * Returns 0, or -1 with a message. */
+static int check_layout(const Listing *l, const int64_t geo[4], char *msg, size_t n) {
+  static const char *const groups[3] = {"/params/", "/adam_m/", "/adam_v/"};
+  int count[3] = {0, 0, 0};
+  for (int i = 0; i < l->n; i++) {
+    const Entry *e = &l->e[i];
+    for (int g = 0; g < 3; g++)
+      if (strncmp(e->name, groups[g], strlen(groups[g])) == 0) {
+        count[g]++;
+        if (strcmp(e->type, "float32") != 0) {
+          snprintf(msg, n, "dataset '%s' is %s, not float32", e->name, e->type);
+          return -1;
+        }
+        const char *tail = e->name + strlen(groups[g]);
+        for (int h = 0; h < 3; h++) {
+          char other[300];
+          snprintf(other, sizeof other, "%s%s", groups[h], tail);
+          const Entry *o = find_entry(l, other);
+          if (!o) {
+            snprintf(msg, n, "dataset '%s' is missing (there is '%s')", other, e->name);
+            return -1;
+          }
+          if (!same_shape(e, o)) {
+            snprintf(msg, n, "datasets '%s' and '%s' differ in shape", e->name, other);
+            return -1;
+          }
+        }
+      }
+  }
+  if (count[0] == 0) {
+    snprintf(msg, n, "no parameters ('/params' is empty or missing)");
+    return -1;
+  }
+  const Entry *m = find_entry(l, "/mems");
+  /* geo: mem_len, batch_size, n_layer, d_model */
+  hsize_t want[4] = {(hsize_t)geo[2], (hsize_t)geo[0], (hsize_t)geo[1], (hsize_t)geo[3]};
+  if (!m) {
+    snprintf(msg, n, "dataset '/mems' is missing");
+    return -1;
+  }
+  if (m->nd != 4 || m->dims[0] != want[0] || m->dims[1] != want[1] || m->dims[2] != want[2] ||
+      m->dims[3] != want[3]) {
+    snprintf(msg, n, "dataset '/mems' does not have the shape [n_layer, mem_len, batch_size, "
+             "d_model] = [%llu, %llu, %llu, %llu] of the root attributes",
+             (unsigned long long)want[0], (unsigned long long)want[1],
+             (unsigned long long)want[2], (unsigned long long)want[3]);
+    return -1;
+  }
+  return 0;
+}
+
 static void print_bytes(char *buf, size_t n, double b) {
   if (b >= 1e9) snprintf(buf, n, "%.2f GB", b / 1e9);
   else if (b >= 1e6) snprintf(buf, n, "%.2f MB", b / 1e6);
@@ -213,6 +281,10 @@ int main(int argc, char **argv) {
       H5Aread(a, H5T_NATIVE_INT64, vals[i]);
       H5Aclose(a);
     }
+
+  int64_t geo[4] = {mem_len, batch, n_layer, d_model};
+  char msg[768];
+  if (check_layout(&l, geo, msg, sizeof msg) != 0) txl_fatal("%s: not a consistent checkpoint: %s", path, msg);
 
   struct stat sb;
   double file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;

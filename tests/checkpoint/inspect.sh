@@ -24,5 +24,9 @@ cp good.h5 v2.h5 && "$TOOL" set-attr v2.h5 format_version 2
 expect_error "format_version 2" "v2.h5|format version 2" -- "$INSPECT" v2.h5
 cp good.h5 flip.h5 && "$TOOL" flip flip.h5 params >/dev/null
 expect_error "--verify on a damaged file" "flip.h5|/params/layers.0.w_ff1|damaged" -- "$INSPECT" --verify flip.h5
+cp good.h5 nov.h5 && "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
+expect_error "a missing moment tensor" "nov.h5|'/adam_v/layers.1.b_ff2' is missing" -- "$INSPECT" nov.h5
+head -c 100000 good.h5 > short.h5
+expect_error "a truncated file" "short.h5|truncated" -- "$INSPECT" short.h5
 expect_error "no file" "one checkpoint file" -- "$INSPECT"
 finish
