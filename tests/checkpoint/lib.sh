@@ -3,13 +3,10 @@
 #   script arguments: TEST_CKPT TXL_INSPECT MPIEXEC WORKDIR
 set -u
 TOOL=$1 INSPECT=$2 MPIEXEC=$3 WORK=$4
-FAILS=0
-CHECKS=0
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ulimit -c 0 2>/dev/null   # the crash test aborts on purpose: no core files
 
-ok() { CHECKS=$((CHECKS + 1)); echo "ok   $*"; }
-fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL $*"; }
 
 # mpi NP ARGS...: the test driver on NP ranks
 mpi() {
@@ -20,13 +17,6 @@ mpi() {
   "$MPIEXEC" -n "$np" $extra "$TOOL" "$@"
 }
 
-# check DESCRIPTION COMMAND...: passes when the command succeeds (its output is shown on failure)
-check() {
-  local what=$1
-  shift
-  local out
-  if out=$("$@" 2>&1); then ok "$what"; else fail "$what   [command: $*]"; printf '%s\n' "$out" | sed 's/^/     | /'; fi
-}
 
 # run_driver DESCRIPTION COMMAND...: the driver prints its own ok/FAIL lines; passes when it
 # exits 0
@@ -73,11 +63,5 @@ expect_error() {
   if [ -z "$bad" ]; then ok "$what -> $err"; else fail "$what: ${bad#; }   [stderr: $err]"; fi
 }
 
-finish() {
-  echo "$CHECKS checks, $FAILS failed"
-  if [ $FAILS -ne 0 ]; then echo FAILED; exit 1; fi
-  echo PASSED
-  exit 0
-}
 
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2

@@ -1,45 +1,10 @@
 # Helpers for the shell tests of tests/data (sourced). Every check prints one "ok"/"FAIL" line;
 # finish exits non-zero when any failed.
 set -u
-FAILS=0
-CHECKS=0
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 
-ok() { CHECKS=$((CHECKS + 1)); echo "ok   $*"; }
-fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL $*"; }
 
-# check DESCRIPTION COMMAND...: passes when the command succeeds
-check() {
-  local what=$1
-  shift
-  if "$@" >/dev/null 2>&1; then ok "$what"; else fail "$what   [command: $*]"; fi
-}
 
-# check_eq DESCRIPTION GOT WANT
-check_eq() {
-  if [ "$2" == "$3" ]; then ok "$1 ($2)"; else fail "$1: got '$2', expected '$3'"; fi
-}
-
-# expect_error DESCRIPTION "PATTERN..." -- COMMAND...
-# The command must exit non-zero and print exactly one line to stderr, starting "txl: error:" and
-# containing every PATTERN (fixed strings, separated by '|').
-expect_error() {
-  local what=$1 patterns=$2
-  shift 3
-  local err rc
-  err=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  local lines
-  lines=$(printf '%s' "$err" | grep -c '')
-  local bad=""
-  [ $rc -ne 0 ] || bad="exit status 0"
-  [ "$lines" == 1 ] || bad="$bad; $lines lines on stderr"
-  case "$err" in "txl: error: "*) ;; *) bad="$bad; not a 'txl: error:' line" ;; esac
-  local IFS='|'
-  for p in $patterns; do
-    case "$err" in *"$p"*) ;; *) bad="$bad; no '$p' in the message" ;; esac
-  done
-  if [ -z "$bad" ]; then ok "$what -> $err"; else fail "$what: ${bad#; }   [stderr: $err]"; fi
-}
 
 # no_leftovers DESCRIPTION DIR PREFIX: no file DIR/PREFIX* exists (output or temporary)
 no_leftovers() {
@@ -48,9 +13,3 @@ no_leftovers() {
   if [ -z "$left" ]; then ok "$1: no output or temporary file left"; else fail "$1: left behind: $left"; fi
 }
 
-finish() {
-  echo "$CHECKS checks, $FAILS failed"
-  if [ $FAILS -ne 0 ]; then echo FAILED; exit 1; fi
-  echo PASSED
-  exit 0
-}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The launch and the time-limit dance, shared by txl-1node.sbatch and txl-multinode.sbatch (which
+# exec it, so it keeps the batch shell's pid and receives --signal=B:USR1@N). Arguments: the
+# txl-train arguments (CONFIG [--set key=value ...]); --set run.resume=auto is added, so the
+# first run starts fresh and every requeued run continues from work_dir's latest checkpoint.
+#
+#   1. start the ranks in the background (mpirun or srun, TXL_LAUNCHER) and wait for them;
+#   2. on SIGUSR1 (SLURM's warning before the time limit, or scancel --signal=USR1 --batch)
+#      forward it to the launcher, which forwards it to every rank: txl-train finishes the step,
+#      writes a checkpoint and exits with status 75; on SIGTERM (scancel, the hard limit) forward
+#      it too (txl-train also checkpoints on SIGTERM) but do not requeue: the job was cancelled;
+#   3. exit status 75 after SIGUSR1: scontrol requeue $SLURM_JOB_ID, the job goes back to the
+#      queue and its next run resumes. Anything else: exit with the ranks' status.
+set -uo pipefail
+
+# Site settings (environment overrides; the sbatch files set most of them)
+TXL_ROOT=${TXL_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}   # the txl checkout (built with scripts/build.sh)
+TXL_BIN=${TXL_BIN:-$TXL_ROOT/build/bin}           # where txl-train is
+TXL_LAUNCHER=${TXL_LAUNCHER:-mpirun}              # mpirun (Open MPI inside the allocation) | srun
+TXL_MPIRUN_ARGS=${TXL_MPIRUN_ARGS:-}              # extra mpirun arguments (e.g. --mca btl_tcp_if_include ib0)
+TXL_SRUN_MPI=${TXL_SRUN_MPI:-pmix}                # srun --mpi=: the PMI your MPI was built with
+TXL_REQUEUE=${TXL_REQUEUE:-1}                     # 1: requeue on status 75; 0: just exit 75 (chained jobs)
+TXL_MAX_RESTARTS=${TXL_MAX_RESTARTS:-50}          # stop requeueing after this many runs of one job
+
+log() { echo "txl-slurm: $(date '+%F %T') job ${SLURM_JOB_ID:-?} run $((${SLURM_RESTART_COUNT:-0} + 1)): $*"; }
+
+[ $# -ge 1 ] || { log "usage: sbatch slurm/txl-1node.sbatch CONFIG [--set key=value ...]"; exit 2; }
+[ -x "$TXL_BIN/txl-train" ] || { log "no $TXL_BIN/txl-train: set TXL_ROOT or TXL_BIN"; exit 2; }
+if [ "$(id -u)" -eq 0 ]; then   # Open MPI refuses root unless told (containers)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+ntasks=${SLURM_NTASKS:-1}
+nnodes=${SLURM_JOB_NUM_NODES:-1}
+per_node=$((ntasks / nnodes))
+cpus=${SLURM_CPUS_PER_TASK:-1}
+export OMP_NUM_THREADS=$cpus   # each rank's OpenMP/BLAS threads: its cores
+
+case $TXL_LAUNCHER in
+  mpirun)
+    # Open MPI reads the allocation from SLURM and starts its daemons on the other nodes with
+    # srun itself; --bind-to none leaves the cores of each task to its threads.
+    launch=(mpirun -n "$ntasks" --map-by "ppr:$per_node:node" --bind-to none -x OMP_NUM_THREADS
+            $TXL_MPIRUN_ARGS) ;;
+  srun)
+    # Needs an MPI built with SLURM's PMI (srun --mpi=list); Debian's Open MPI is not.
+    # --cpus-per-task is passed again: srun of SLURM 22.11+ does not inherit it from sbatch.
+    launch=(srun --mpi="$TXL_SRUN_MPI" --kill-on-bad-exit=1 --ntasks="$ntasks"
+            --ntasks-per-node="$per_node" --cpus-per-task="$cpus") ;;
+  *) log "TXL_LAUNCHER must be mpirun or srun, not '$TXL_LAUNCHER'"; exit 2 ;;
+esac
+
+pid=""
+got_usr1=0
+got_term=0
+interrupted=0
+forward() { # SIGNAL: pass it to the launcher, which passes it to every rank
+  interrupted=1
+  log "SIG$1 received, forwarding it to the ranks (they finish the step and write a checkpoint)"
+  [ -n "$pid" ] && kill -s "$1" "$pid" 2>/dev/null
+}
+trap 'got_usr1=1; forward USR1' USR1
+trap 'got_term=1; forward TERM' TERM
+trap 'got_term=1; forward INT' INT
+
+log "$ntasks ranks on $nnodes node(s) (${SLURM_JOB_NODELIST:-?}), $cpus cores each, launcher $TXL_LAUNCHER"
+"${launch[@]}" "$TXL_BIN/txl-train" "$@" --set run.resume=auto &
+pid=$!
+# wait returns early (status > 128) when a trapped signal arrives: wait again until the launcher ends
+while :; do
+  interrupted=0
+  wait "$pid"
+  rc=$?
+  [ "$interrupted" -eq 1 ] && [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null && continue
+  [ "$interrupted" -eq 1 ] && [ "$rc" -eq 127 ] && continue   # already reaped: ask again below
+  break
+done
+[ "$rc" -eq 127 ] && wait "$pid" 2>/dev/null; rc=${rc}
+log "txl-train exited with status $rc"
+
+if [ "$rc" -eq 75 ] && [ "$got_usr1" -eq 1 ] && [ "$got_term" -eq 0 ] && [ "$TXL_REQUEUE" = 1 ] \
+   && [ -n "${SLURM_JOB_ID:-}" ]; then
+  if [ "${SLURM_RESTART_COUNT:-0}" -ge "$TXL_MAX_RESTARTS" ]; then
+    log "already restarted $TXL_MAX_RESTARTS times (TXL_MAX_RESTARTS), not requeueing"
+    exit 75
+  fi
+  log "checkpoint written; requeueing job $SLURM_JOB_ID, the next run resumes from it"
+  scontrol requeue "$SLURM_JOB_ID" && exit 0
+  log "scontrol requeue failed; resubmit the same command, it resumes (run.resume=auto)"
+fi
+exit "$rc"
