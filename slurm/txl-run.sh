@@ -71,11 +71,12 @@ while :; do
   interrupted=0
   wait "$pid"
   rc=$?
-  [ "$interrupted" -eq 1 ] && [ "$rc" -gt 128 ] && kill -0 "$pid" 2>/dev/null && continue
-  [ "$interrupted" -eq 1 ] && [ "$rc" -eq 127 ] && continue   # already reaped: ask again below
+  [ "$interrupted" -eq 1 ] || break
+  kill -0 "$pid" 2>/dev/null && continue        # still running (or not yet reaped): wait again
+  wait "$pid" 2>/dev/null; r=$?                 # ended meanwhile: its status, if bash kept it
+  [ "$r" -ne 127 ] && rc=$r
   break
 done
-[ "$rc" -eq 127 ] && wait "$pid" 2>/dev/null; rc=${rc}
 log "txl-train exited with status $rc"
 
 if [ "$rc" -eq 75 ] && [ "$got_usr1" -eq 1 ] && [ "$got_term" -eq 0 ] && [ "$TXL_REQUEUE" = 1 ] \

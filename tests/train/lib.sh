@@ -22,6 +22,25 @@ make_corpus() { # OUT TRAIN_LINES VALID_LINES
     --test "$WORK/test.txt" --out "$1"
 }
 
+# The small model the rank and resume tests train ([data] and [model] of an INI file): 2 layers,
+# width 32, dropout and dropatt on. Sections after it come from the caller.
+small_model_ini() { # CORPUS
+  cat <<INI
+[data]
+corpus = $1
+[model]
+n_layer = 2
+d_model = 32
+n_head = 2
+d_head = 16
+d_inner = 64
+dropout = 0.1
+dropatt = 0.1
+INI
+}
+
+MPI="timeout 300 mpirun --oversubscribe --bind-to none"
+
 # expect_error NAME PATTERN CMD...: CMD must exit non-zero and print exactly one line to stderr,
 # matching PATTERN (extended regex), starting with "txl: error:".
 expect_error() {

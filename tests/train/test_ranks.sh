@@ -4,19 +4,8 @@
 # any rank end every rank with a message instead of a hang.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
-MPI="timeout 300 mpirun --oversubscribe --bind-to none"
 make_corpus "$WORK/c.h5" 4000 300
-cat > "$WORK/eq.ini" <<INI
-[data]
-corpus = $WORK/c.h5
-[model]
-n_layer = 2
-d_model = 32
-n_head = 2
-d_head = 16
-d_inner = 64
-dropout = 0.1
-dropatt = 0.1
+{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/eq.ini"
 [train]
 tgt_len = 16
 mem_len = 16

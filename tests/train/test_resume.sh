@@ -3,20 +3,9 @@
 # on 1 and 2 ranks; it continues on another rank count; a signal stops it cleanly; bad or
 # mismatched checkpoints are refused; a crash or a full disk never leaves a broken "latest".
 source "$(dirname "$0")/lib.sh" "$1" "$2"
-MPI="timeout 300 mpirun --oversubscribe --bind-to none"
 command -v h5diff >/dev/null || { fail "h5diff not found (apt-get install hdf5-tools)"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-cat > "$WORK/r.ini" <<INI
-[data]
-corpus = $WORK/c.h5
-[model]
-n_layer = 2
-d_model = 32
-n_head = 2
-d_head = 16
-d_inner = 64
-dropout = 0.1
-dropatt = 0.1
+{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
 [train]
 tgt_len = 16
 mem_len = 24
