@@ -13,10 +13,12 @@ mkdir -p "$S/state" "$S/spool" "$S/munge"
 chmod 700 "$S" "$S/munge"
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  local rc=$?  # the test's own status: the clean-up below must not change it (set -e applies here)
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   sleep 1
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   rm -rf "$WORK"
+  exit "$rc"
 }
 trap cleanup EXIT
 logs() { for f in munged.log slurmctld.log slurmd.log; do echo "--- $f"; tail -n 25 "$S/$f" 2>/dev/null; done; }
@@ -26,7 +28,7 @@ die() { fail "$*"; logs; finish; exit 1; }
 dd if=/dev/urandom of="$S/munge/key" bs=1024 count=1 2>/dev/null
 chmod 400 "$S/munge/key"
 munged --foreground --force --key-file="$S/munge/key" --socket="$S/munge/sock" \
-  --pid-file="$S/munge/pid" --log-file="$S/munged.log" --seed-file="$S/munge/seed" &
+  --pid-file="$S/munge/pid" --log-file="$S/munged.log" --seed-file="$S/munge/seed" > "$S/munged.stdout" 2>&1 &
 pids+=($!)
 
 port=$((20000 + $$ % 20000))
@@ -123,7 +125,7 @@ for _ in $(seq 600); do grep -q "^step  *[1-9][0-9]/200" "$WORK/job.out" 2>/dev/
 grep -q "^step  *[1-9][0-9]/200" "$WORK/job.out" 2>/dev/null || { cat "$WORK/job.out" 2>/dev/null; die "job did not reach step 10 in 60 s"; }
 scancel --signal=USR1 --batch "$job" || die "scancel --signal=USR1 --batch failed"
 jstate=""
-for _ in $(seq 360); do
+for _ in $(seq 880); do   # a requeued job waits about 3 minutes before it may start again
   jstate=$(scontrol show job "$job" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
   case $jstate in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) break ;; esac
   sleep 0.5
