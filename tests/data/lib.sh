@@ -3,9 +3,6 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 
-
-
-
 # no_leftovers DESCRIPTION DIR PREFIX: no file DIR/PREFIX* exists (output or temporary)
 no_leftovers() {
   local left
