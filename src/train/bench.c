@@ -2,6 +2,7 @@
  * peak of this rank's device. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "kernels/common/philox.h"
 #include "src/base/timer.h"
@@ -69,6 +70,9 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
          "%.1f%% of the measured fp32 GEMM peak %.1f GFLOP/s (%d thread%s)\n",
          steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, peak, t->threads,
          t->threads > 1 ? "s" : "");
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);
   if (t->reducer)
     printf("bench: %d ranks, gradient all-reduce of %.1f MiB per step (overlap %s): blocked %.1f%% of the step time "
            "(rank 0), %.1f%% (most on any rank)\n",

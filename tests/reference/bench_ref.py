@@ -11,6 +11,7 @@ torch's own dropout (--fast-dropout); --philox-dropout uses txl's Philox masks i
 computed in NumPy and are slow.
 """
 import argparse
+import resource
 import os
 import sys
 import time
@@ -25,6 +26,8 @@ CONFIGS = {
                  batch=8, n_token=10000),
     "small": dict(n_layer=4, d_model=256, n_head=8, d_head=32, d_inner=1024, tgt_len=128,
                   mem_len=128, batch=16, n_token=10000),
+    "medium": dict(n_layer=8, d_model=512, n_head=8, d_head=64, d_inner=2048, tgt_len=128,
+                   mem_len=128, batch=8, n_token=33278),
 }
 
 
@@ -69,8 +72,10 @@ def main():
     dt = time.perf_counter() - t0
     ms = 1000.0 * dt / a.steps
     tok = L * B * a.steps / dt
-    print("torch %s threads %d config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step (loss %.3f)" %
-          (torch.__version__, torch.get_num_threads(), a.config, drop_mode, a.attn, tok, ms, loss))
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print("torch %s threads %d config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step (loss %.3f), "
+          "peak memory %.0f MiB" %
+          (torch.__version__, torch.get_num_threads(), a.config, drop_mode, a.attn, tok, ms, loss, peak_mib))
     return 0
 
 
