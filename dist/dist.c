@@ -40,10 +40,6 @@ void txl_dist_allreduce_max_i32(int *x, int n) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
 }
 
-void txl_dist_broadcast(void *buf, size_t bytes) {
-  MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
-}
-
 void txl_dist_barrier(void) { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
 int txl_dist_all_equal_u64(uint64_t v) {

@@ -32,8 +32,6 @@ int txl_dist_all_equal_u64(uint64_t v);
 /* Maximum in place across ranks. collective: all ranks */
 void txl_dist_allreduce_max_i32(int *x, int n);
 void txl_dist_allreduce_max_f64(double *x, int n);
-/* Rank 0's bytes to every rank. collective: all ranks */
-void txl_dist_broadcast(void *buf, size_t bytes);
 /* collective: all ranks */
 void txl_dist_barrier(void);
 

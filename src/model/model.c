@@ -49,10 +49,18 @@ typedef struct {
   size_t bytes;
 } Alloc;
 
+/* Counts the bytes; when allocating, also records the buffer so txl_run_destroy frees exactly
+ * what was taken (no second list to keep in step). */
 static void *take(Alloc *a, size_t bytes, const char *what) {
   a->bytes += bytes;
   if (!a->r) return NULL;
-  return a->m->ops->alloc(bytes, what);
+  TxlRun *r = a->r;
+  if (r->n_owned == r->cap_owned) {
+    r->cap_owned = r->cap_owned ? 2 * r->cap_owned : 64;
+    r->owned = realloc(r->owned, (size_t)r->cap_owned * sizeof *r->owned);
+    ALLOC_CHECK(r->owned);
+  }
+  return r->owned[r->n_owned++] = a->m->ops->alloc(bytes, what);
 }
 
 static void walk_run(Alloc *a) {
@@ -132,18 +140,8 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
 }
 
 void txl_run_destroy(TxlRun *r, const TxlModel *m) {
-  const TxlOps *o = m->ops;
-  void *bufs[] = {r->tokens, r->targets, r->mems, r->R, r->hout, r->logits, r->loss, r->ff_drop,
-                  r->tmp, r->attn_work, r->dh, r->dres, r->dtmp, r->dff, r->dq, r->dkv, r->dr, r->dvec, r->dmem};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-    if (bufs[i]) o->free(bufs[i]);
-  for (int l = 0; l < r->n_slots; l++) {
-    TxlLayerActs *x = &r->acts[l];
-    void *ab[] = {x->cat, x->ln_cat, x->ln_cat_mean, x->ln_cat_rstd, x->q, x->kv, x->r, x->prob, x->vec,
-                  x->res1, x->h1, x->ln1_mean, x->ln1_rstd, x->ff_a, x->res2, x->ln2_mean, x->ln2_rstd};
-    for (size_t i = 0; i < sizeof ab / sizeof ab[0]; i++)
-      if (ab[i]) o->free(ab[i]);
-  }
+  for (int i = 0; i < r->n_owned; i++) m->ops->free(r->owned[i]);
+  free(r->owned);
   free(r->acts);
   free(r->loss_host);
   memset(r, 0, sizeof *r);

@@ -87,6 +87,9 @@ typedef struct {
   float *dvec;      /* [L, B, H*dh] */
   float *loss_host; /* [L*B] host copy of loss */
 
+  void **owned;     /* every device buffer above, as allocated (freed by txl_run_destroy) */
+  int n_owned, cap_owned;
+
   /* state of the last forward, used by the backward */
   int last_L, last_M, last_step, last_dropout_on;
 } TxlRun;
