@@ -45,8 +45,9 @@ typedef struct TxlOps {
   /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, op(X) = X or X^T. */
   void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
-  /* x[r, :] += b for r < rows.                 x [rows, n], b [n] */
-  void (*bias_add)(float *x, const float *b, int64_t rows, int n);
+  /* x[r, :] = b for r < rows: a bias, before a gemm with beta = 1 adds the product to it
+   * (one pass over x instead of a zeroing pass and an addition pass). x [rows, n], b [n] */
+  void (*bias_fill)(float *x, const float *b, int64_t rows, int n);
   /* db += sum_r dy[r, :].                      db [n], dy [rows, n] */
   void (*bias_backward)(float *db, const float *dy, int64_t rows, int n);
   /* x = max(x, 0) in place.                    x [n] */

@@ -1,32 +1,13 @@
 /* Element-wise ops and column sums. Parameter gradients accumulate (+=); see kernels/ops.h. */
 #include <omp.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 
-void txl_cpu_bias_add(float *x, const float *b, int64_t rows, int n) {
+void txl_cpu_bias_fill(float *x, const float *b, int64_t rows, int n) {
 #pragma omp parallel for schedule(static) if (rows * n >= TXL_CPU_PAR_MIN_WORK)
-  for (int64_t r = 0; r < rows; r++) {
-    float *xr = x + r * n;
-#pragma omp simd
-    for (int j = 0; j < n; j++) xr[j] += b[j];
-  }
-}
-
-/* acc[j] += sum_r y[r * ld + j] for r < rows, j < w: four rows added in float, then into the
- * double accumulator (a quarter of the double loads and stores). */
-static inline void add_rows(double *acc, const float *y, int64_t rows, int w, int64_t ld) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const float *a = y + r * ld, *b = a + ld, *c = b + ld, *d = c + ld;
-#pragma omp simd
-    for (int j = 0; j < w; j++) acc[j] += (double)((a[j] + b[j]) + (c[j] + d[j]));
-  }
-  for (; r < rows; r++) {
-    const float *a = y + r * ld;
-#pragma omp simd
-    for (int j = 0; j < w; j++) acc[j] += (double)a[j];
-  }
+  for (int64_t r = 0; r < rows; r++) memcpy(x + r * n, b, (size_t)n * sizeof(float));
 }
 
 /* db[j] += sum_r dy[r, j], accumulated in double (groups of four rows in float) in an order
@@ -41,7 +22,7 @@ void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
     for (int c = 0; c < nc; c++) {
       double *pc = part + (int64_t)c * n;
       for (int j = 0; j < n; j++) pc[j] = 0.0;
-      add_rows(pc, dy + rows * c / nc * n, rows * (c + 1) / nc - rows * c / nc, n, n);
+      txl_cpu_add_rows(pc, dy + rows * c / nc * n, rows * (c + 1) / nc - rows * c / nc, n, n);
     }
     for (int j = 0; j < n; j++) {
       double s = db[j];
@@ -57,7 +38,7 @@ void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
     const int w = n - j0 < TXL_CPU_COL_BLOCK ? n - j0 : TXL_CPU_COL_BLOCK;
     double acc[TXL_CPU_COL_BLOCK];
     for (int j = 0; j < w; j++) acc[j] = db[j0 + j];
-    add_rows(acc, dy + j0, rows, w, n);
+    txl_cpu_add_rows(acc, dy + j0, rows, w, n);
     for (int j = 0; j < w; j++) db[j0 + j] = (float)acc[j];
   }
 }

@@ -8,7 +8,7 @@
  * call order; to_host waits for the work before it. The cuBLAS handle and the small layer-norm
  * scratch buffer are made on first use, on the current device.
  *
- * Not written yet (later issue): bias_add, bias_backward, relu_*, add, scale, sumsq,
+ * Not written yet (later issue): bias_fill, bias_backward, relu_*, add, scale, sumsq,
  * embedding_backward, posemb_forward, rel_attn_*. */
 #ifndef TXL_KERNELS_CUDA_OPS_H
 #define TXL_KERNELS_CUDA_OPS_H

@@ -243,8 +243,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     }
     ffn_in = a->h1;
     /* FFN: ReLU(x W1 + b1), dropout, W2 + b2, dropout */
-    o->gemm(0, 0, (int)LB, di, d, 1.0f, ffn_in, d, lp->w_ff1, di, 0.0f, a->ff_a, di);
-    o->bias_add(a->ff_a, lp->b_ff1, LB, di);
+    o->bias_fill(a->ff_a, lp->b_ff1, LB, di);
+    o->gemm(0, 0, (int)LB, di, d, 1.0f, ffn_in, d, lp->w_ff1, di, 1.0f, a->ff_a, di);
     o->relu_forward(a->ff_a, LB * di);
     const float *ffd = a->ff_a;
     if (dropout_on && pd > 0.0f) {
@@ -252,8 +252,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
       o->dropout(r->ff_drop, L, B, di, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_HIDDEN), pd));
       ffd = r->ff_drop;
     }
-    o->gemm(0, 0, (int)LB, d, di, 1.0f, ffd, di, lp->w_ff2, d, 0.0f, r->tmp, d);
-    o->bias_add(r->tmp, lp->b_ff2, LB, d);
+    o->bias_fill(r->tmp, lp->b_ff2, LB, d);
+    o->gemm(0, 0, (int)LB, d, di, 1.0f, ffd, di, lp->w_ff2, d, 1.0f, r->tmp, d);
     o->dropout(r->tmp, L, B, d, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_OUT), pd));
     /* the layer's output is the next layer's input (after its memory rows) */
     float *out = l + 1 < dm->n_layer ? slot(r, l + 1)->cat + (size_t)M * B * d : r->hout;
@@ -269,8 +269,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   /* output: dropout, logits = h E^T + b, cross-entropy */
   o->dropout(r->hout, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));
   const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
-  o->gemm(0, 1, (int)LB, V, d, 1.0f, r->hout, d, w_out, d, 0.0f, r->logits, V);
-  o->bias_add(r->logits, p->out_bias, LB, V);
+  o->bias_fill(r->logits, p->out_bias, LB, V);
+  o->gemm(0, 1, (int)LB, V, d, 1.0f, r->hout, d, w_out, d, 1.0f, r->logits, V);
   if (!targets) return 0.0;
   o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, LB, V);
   o->to_host(r->loss_host, r->loss, (size_t)LB * sizeof(float));

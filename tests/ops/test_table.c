@@ -15,7 +15,7 @@ int main(void) {
   const void *members[] = {
       (const void *)ops->alloc, (const void *)ops->free, (const void *)ops->copy,
       (const void *)ops->to_device, (const void *)ops->to_host, (const void *)ops->zero,
-      (const void *)ops->gemm, (const void *)ops->bias_add, (const void *)ops->bias_backward,
+      (const void *)ops->gemm, (const void *)ops->bias_fill, (const void *)ops->bias_backward,
       (const void *)ops->relu_forward, (const void *)ops->relu_backward, (const void *)ops->add,
       (const void *)ops->scale, (const void *)ops->sumsq, (const void *)ops->embedding_forward,
       (const void *)ops->embedding_backward, (const void *)ops->posemb_forward,
