@@ -16,6 +16,7 @@
 
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vmath.h"
 
 /* Per-thread scratch: qu, qv [L, dh]; s, p2, t [L, K]. */
 static size_t thread_floats(int L, int K, int dh) { return (size_t)2 * L * dh + (size_t)3 * L * K; }
@@ -92,14 +93,16 @@ void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const flo
         const float *aci = ac + (size_t)i * K;
         const float *bdi = bd + (size_t)i * K + (L - 1 - i); /* bdi[j] = BD[i, L-1-i+j] */
         float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
         for (int j = lo; j <= hi; j++) {
-          float sc = (aci[j] + bdi[j]) * s.scale;
+          const float sc = (aci[j] + bdi[j]) * s.scale;
           pi[j] = sc;
           mx = sc > mx ? sc : mx;
         }
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int j = lo; j <= hi; j++) {
-          float e = expf(pi[j] - mx);
+          const float e = txl_expf(pi[j] - mx);
           pi[j] = e;
           sum += e;
         }
