@@ -11,14 +11,14 @@
 
 #define TXL_PHILOX_LANES 16
 
-/* words[w][l] = word w of Philox(counter (c0 + l, c1, c2, c3), key (k0, k1)), l < LANES. */
-static inline void philox_lanes(uint32_t words[4][TXL_PHILOX_LANES], uint32_t c0, uint32_t c1,
-                                uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1) {
+/* words[w][l] = word w of Philox(counter (c0[l], c1[l], c2[l], c3), key (k0, k1)), l < LANES. */
+static inline void philox_lanes(uint32_t words[4][TXL_PHILOX_LANES], const uint32_t *c0, const uint32_t *c1,
+                                const uint32_t *c2, uint32_t c3, uint32_t k0, uint32_t k1) {
   uint32_t a0[TXL_PHILOX_LANES], a1[TXL_PHILOX_LANES], a2[TXL_PHILOX_LANES], a3[TXL_PHILOX_LANES];
   for (int l = 0; l < TXL_PHILOX_LANES; l++) {
-    a0[l] = c0 + (uint32_t)l;
-    a1[l] = c1;
-    a2[l] = c2;
+    a0[l] = c0[l];
+    a1[l] = c1[l];
+    a2[l] = c2[l];
     a3[l] = c3;
   }
   for (int round = 0; round < 10; round++) {
@@ -51,7 +51,10 @@ static void dropout_row(float *x, int feats, uint32_t row, uint32_t column, TxlD
   uint32_t words[4][TXL_PHILOX_LANES];
   int f0 = 0;
   for (; f0 + per_batch <= feats; f0 += per_batch) {
-    philox_lanes(words, (uint32_t)f0 >> 2, row, column, d.step, d.seed, d.site);
+    uint32_t c0[TXL_PHILOX_LANES], c1[TXL_PHILOX_LANES], c2[TXL_PHILOX_LANES];
+    for (int l = 0; l < TXL_PHILOX_LANES; l++)
+      c0[l] = ((uint32_t)f0 >> 2) + (uint32_t)l, c1[l] = row, c2[l] = column;
+    philox_lanes(words, c0, c1, c2, d.step, d.seed, d.site);
     float *xb = x + f0;
 #pragma omp simd
     for (int l = 0; l < TXL_PHILOX_LANES; l++)
@@ -65,13 +68,48 @@ static void dropout_row(float *x, int feats, uint32_t row, uint32_t column, TxlD
   }
 }
 
+/* Rows narrower than one batch of lanes: the lanes take consecutive groups of four features
+ * across rows, group q = (rc, f4) with rc = q / groups_per_row. Groups [q0, q1). */
+static void dropout_narrow(float *x, int cols, int feats, int col0, TxlDropout d, uint32_t threshold, float scale,
+                           int64_t q0, int64_t q1) {
+  const int gpr = (feats + 3) / 4;
+  uint32_t words[4][TXL_PHILOX_LANES];
+  uint32_t c0[TXL_PHILOX_LANES], c1[TXL_PHILOX_LANES], c2[TXL_PHILOX_LANES];
+  int64_t rcl[TXL_PHILOX_LANES];
+  for (int64_t q = q0; q < q1; q += TXL_PHILOX_LANES) {
+    const int nl = q1 - q < TXL_PHILOX_LANES ? (int)(q1 - q) : TXL_PHILOX_LANES;
+    for (int l = 0; l < TXL_PHILOX_LANES; l++) {
+      const int64_t ql = q + (l < nl ? l : 0), rc = ql / gpr;
+      rcl[l] = rc;
+      c0[l] = (uint32_t)(ql % gpr);
+      c1[l] = (uint32_t)(rc / cols);
+      c2[l] = (uint32_t)(col0 + rc % cols);
+    }
+    philox_lanes(words, c0, c1, c2, d.step, d.seed, d.site);
+    for (int l = 0; l < nl; l++) {
+      float *xr = x + rcl[l] * feats;
+      const int f0 = 4 * (int)c0[l], n = feats - f0 < 4 ? feats - f0 : 4;
+      for (int w = 0; w < n; w++) xr[f0 + w] *= (words[w][l] >> 8) >= threshold ? scale : 0.0f;
+    }
+  }
+}
+
 void txl_cpu_dropout(float *x, int rows, int cols, int feats, int col0, TxlDropout d) {
   if (d.p == 0.0f) return;
   if (!(d.p > 0.0f && d.p < 1.0f)) txl_fatal("dropout: probability %g is not in [0, 1)", (double)d.p);
   const uint32_t threshold = txl_dropout_threshold(d.p);
   const float scale = txl_dropout_scale(d.p);
   const int64_t nrc = (int64_t)rows * cols;
-#pragma omp parallel for schedule(static) if (nrc * feats >= TXL_CPU_PAR_MIN_WORK / 4)
+  const int par = nrc * feats >= TXL_CPU_PAR_MIN_WORK / 4;
+  if (feats < 4 * TXL_PHILOX_LANES) {
+    const int64_t ng = nrc * ((feats + 3) / 4), per = 64 * TXL_PHILOX_LANES;
+    const int64_t nblk = (ng + per - 1) / per;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t b = 0; b < nblk; b++)
+      dropout_narrow(x, cols, feats, col0, d, threshold, scale, b * per, ng - b * per < per ? ng : (b + 1) * per);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (par)
   for (int64_t rc = 0; rc < nrc; rc++) {
     const int i = (int)(rc / cols), c = (int)(rc % cols);
     dropout_row(x + rc * feats, feats, (uint32_t)i, (uint32_t)(col0 + c), d, threshold, scale);

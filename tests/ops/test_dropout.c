@@ -122,6 +122,10 @@ int main(void) {
   test_mask(1, 1, 1, 0, d5, &rng);
   test_mask(7, 5, 67, 1000, d1, &rng);
   test_mask(97, 9, 130, 2, d5, &rng); /* parallel path */
+  /* rows narrower than 64 features: lanes across rows (blocks of 1024 groups, in parallel) */
+  test_mask(300, 8, 32, 3, d1, &rng);
+  test_mask(41, 7, 17, 11, d5, &rng); /* odd width: groups of four end inside a row */
+  test_mask(5, 3, 63, 0, d1, &rng);
   test_fraction(0.1f);
   test_fraction(0.5f);
   test_col_split(&rng);
