@@ -76,14 +76,21 @@ static void dropout_narrow(float *x, int cols, int feats, int col0, TxlDropout d
   uint32_t words[4][TXL_PHILOX_LANES];
   uint32_t c0[TXL_PHILOX_LANES], c1[TXL_PHILOX_LANES], c2[TXL_PHILOX_LANES];
   int64_t rcl[TXL_PHILOX_LANES];
+  /* the group q0 as (rc, f4) and rc as (row, column): one division here, increments after */
+  int64_t rc = q0 / gpr;
+  uint32_t f4 = (uint32_t)(q0 % gpr), row = (uint32_t)(rc / cols), col = (uint32_t)(rc % cols);
   for (int64_t q = q0; q < q1; q += TXL_PHILOX_LANES) {
     const int nl = q1 - q < TXL_PHILOX_LANES ? (int)(q1 - q) : TXL_PHILOX_LANES;
     for (int l = 0; l < TXL_PHILOX_LANES; l++) {
-      const int64_t ql = q + (l < nl ? l : 0), rc = ql / gpr;
-      rcl[l] = rc;
-      c0[l] = (uint32_t)(ql % gpr);
-      c1[l] = (uint32_t)(rc / cols);
-      c2[l] = (uint32_t)(col0 + rc % cols);
+      if (l == nl) { /* past the last group: lanes repeat lane 0, their words unused */
+        for (; l < TXL_PHILOX_LANES; l++) rcl[l] = rcl[0], c0[l] = c0[0], c1[l] = c1[0], c2[l] = c2[0];
+        break;
+      }
+      rcl[l] = rc, c0[l] = f4, c1[l] = row, c2[l] = (uint32_t)col0 + col;
+      if (++f4 == (uint32_t)gpr) {
+        f4 = 0, rc++;
+        if (++col == (uint32_t)cols) col = 0, row++;
+      }
     }
     philox_lanes(words, c0, c1, c2, d.step, d.seed, d.site);
     for (int l = 0; l < nl; l++) {
