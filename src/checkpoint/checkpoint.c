@@ -913,6 +913,20 @@ static void read_tensor(Ctx *c, hid_t g, const char *group, const TxlTensorInfo 
   H5Dclose(d);
 }
 
+/* Every tensor of table from /group into dst (table offsets). collective */
+static void read_group(Ctx *c, hid_t file, const char *group, const TxlParamTable *table, float *dst, hid_t dxpl) {
+  hid_t grp = H5Gopen2(file, group, H5P_DEFAULT);
+  if (grp < 0) fail_h5(c, "cannot open group '/%s'", group);
+  agree(c);
+  for (int i = 0; i < table->n_tensors && c->ok; i++) {
+    const TxlTensorInfo *ti = &table->tensors[i];
+    if (ti->numel > 0) read_tensor(c, grp, group, ti, dst + ti->offset, dxpl);
+    agree(c);
+  }
+  if (grp >= 0) H5Gclose(grp);
+  agree(c);
+}
+
 int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *b, char *err,
                   size_t errlen) {
   Ctx c;
@@ -954,18 +968,7 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
     fail_h5(&c, "transfer properties");
   if (!agree(&c)) goto out;
   float *dst[3] = {b->params, b->adam_m, b->adam_v};
-  for (int k = 0; k < 3 && c.ok; k++) {
-    hid_t grp = H5Gopen2(file, GROUPS[k], H5P_DEFAULT);
-    if (grp < 0) fail_h5(&c, "cannot open group '/%s'", GROUPS[k]);
-    agree(&c);
-    for (int i = 0; i < b->table->n_tensors && c.ok; i++) {
-      const TxlTensorInfo *ti = &b->table->tensors[i];
-      if (ti->numel > 0) read_tensor(&c, grp, GROUPS[k], ti, dst[k] + ti->offset, dxpl);
-      agree(&c);
-    }
-    if (grp >= 0) H5Gclose(grp);
-    agree(&c);
-  }
+  for (int k = 0; k < 3 && c.ok; k++) read_group(&c, file, GROUPS[k], b->table, dst[k], dxpl);
   if (c.ok && b->mem_len > 0 && b->B_local > 0) {
     hid_t d = H5Dopen2(file, "mems", H5P_DEFAULT);
     hid_t fsp = d < 0 ? -1 : H5Dget_space(d);
@@ -990,6 +993,37 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
   }
   agree(&c);
 
+out:
+  if (dxpl >= 0) H5Pclose(dxpl);
+  if (file >= 0) close_file(&c, &file);
+  agree(&c);
+  if (c.ok && st_out) *st_out = st;
+  return ctx_end(&c, err, errlen);
+}
+
+int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_layer, int d_model, float *params,
+                         TxlCkptState *st_out, char *err, size_t errlen) {
+  Ctx c;
+  ctx_begin(&c, path);
+  TxlCkptState st;
+  Geometry g;
+  memset(&st, 0, sizeof st);
+  memset(&g, 0, sizeof g);
+  hid_t file = -1, dxpl = -1;
+  if (!table || !params) fail(&c, "internal error: no parameter table or buffer");
+  if (!agree(&c)) goto out;
+  file = open_file(&c);
+  if (file < 0) goto out;
+  read_root_attrs(&c, file, &st, &g, NULL);
+  if (!agree(&c)) goto out;
+  if (g.n_layer != n_layer || g.d_model != d_model)
+    fail(&c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
+         (long long)g.n_layer, (long long)g.d_model, n_layer, d_model);
+  if (c.ok) check_group(&c, file, GROUPS[0], table);
+  if (!agree(&c)) goto out;
+  dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0) fail_h5(&c, "transfer properties");
+  if (agree(&c)) read_group(&c, file, GROUPS[0], table, params, dxpl);
 out:
   if (dxpl >= 0) H5Pclose(dxpl);
   if (file >= 0) close_file(&c, &file);

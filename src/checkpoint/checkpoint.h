@@ -71,6 +71,12 @@ int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st, char *e
 int txl_ckpt_read(const char *path, TxlCkptState *st, const TxlCkptBuffers *b, char *err,
                   size_t errlen);
 
+/* Reads only the parameters (/params, every tensor of `table` with exactly its shape, checksums
+ * verified) into params, for evaluation and generation: any rank count, any batch. *st gets the
+ * state attributes (st may be NULL). collective: all ranks */
+int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_layer, int d_model, float *params,
+                         TxlCkptState *st, char *err, size_t errlen);
+
 /* The newest checkpoint of a run folder: reads `dir`/latest (one line naming a checkpoint file
  * in dir, or an absolute path). Returns 0 with the full path in path_out when that file exists,
  * -1 when there is no latest file, it is empty, or it names a missing file (no checkpoint yet:
