@@ -58,17 +58,12 @@ void txl_format_count(long long v, char *out, size_t n) {
   out[o] = 0;
 }
 
-/* "bpc 1.234" or "ppl 123.45" for a mean loss in nats */
-static void quality(const TxlReport *r, double loss, char *out, size_t n, const char **key, double *value) {
-  if (r->char_level) {
-    *key = "bpc";
-    *value = loss / log(2.0);
-    snprintf(out, n, "bpc %.4f", *value);
-  } else {
-    *key = "ppl";
-    *value = exp(loss);
-    snprintf(out, n, "ppl %.2f", *value);
-  }
+void txl_loss_quality(int char_level, double loss, char *out, size_t n, const char **key, double *value) {
+  const char *k = char_level ? "bpc" : "ppl";
+  const double v = char_level ? loss / log(2.0) : exp(loss);
+  snprintf(out, n, char_level ? "%s %.4f" : "%s %.2f", k, v);
+  if (key) *key = k;
+  if (value) *value = v;
 }
 
 void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
@@ -76,7 +71,7 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
   char q[64], eta[32], tps[32];
   const char *key;
   double value;
-  quality(r, f->loss, q, sizeof q, &key, &value);
+  txl_loss_quality(r->char_level, f->loss, q, sizeof q, &key, &value);
   txl_format_duration((f->max_step - f->step) * f->ms_per_step / 1000.0, eta, sizeof eta);
   txl_format_count((long long)llround(f->tokens_per_s), tps, sizeof tps);
   char comm[48] = "";
@@ -98,7 +93,7 @@ void txl_report_eval(TxlReport *r, const char *split, int step, double loss, dou
   char q[64];
   const char *key;
   double value;
-  quality(r, loss, q, sizeof q, &key, &value);
+  txl_loss_quality(r->char_level, loss, q, sizeof q, &key, &value);
   printf("%s at step %d | loss %.4f | %s | %.0f tokens in %.1f s\n", split, step, loss, q, tokens, seconds);
   fflush(stdout);
   fprintf(r->metrics, "{\"kind\": \"%s\", \"step\": %d, \"loss\": %.6f, \"%s\": %.6f, \"tokens\": %.0f, \"seconds\": %.3f}\n",

@@ -28,6 +28,9 @@ void txl_report_eval(TxlReport *r, const char *split, int step, double loss, dou
 void txl_report_baseline(TxlReport *r, const char *split, double bits);
 
 /* "1h02m03s", "3m54s", "12s" */
+/* "bpc 1.2345" (character and byte corpora) or "ppl 123.45" (words) for a mean loss in nats;
+ * *key and *value (may be NULL) get the name and the number. */
+void txl_loss_quality(int char_level, double loss, char *out, size_t n, const char **key, double *value);
 void txl_format_duration(double seconds, char *out, size_t n);
 /* 12345678 -> "12,345,678" */
 void txl_format_count(long long v, char *out, size_t n);

@@ -10,12 +10,14 @@
 #include "kernels/cpu/threads.h"
 #include "src/base/hash.h"
 #include "src/base/timer.h"
+#include "src/train/evaluate.h"
 #include "src/train/step.h"
 #include "src/train/stream.h"
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-static int auto_threads(const TxlDist *d) {
+int txl_trainer_threads(const TxlConfig *c, const TxlDist *d) {
+  if (c->threads > 0) return c->threads;
   const char *env = getenv("OMP_NUM_THREADS");
   if (env && atoi(env) > 0) return atoi(env);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -60,6 +62,22 @@ static void print_summary(const TxlTrainer *t, int bench) {
   fflush(stdout);
 }
 
+void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec) {
+  memset(spec, 0, sizeof *spec);
+  spec->dims.n_token = n_token;
+  spec->dims.n_layer = c->n_layer;
+  spec->dims.d_model = c->d_model;
+  spec->dims.n_head = c->n_head;
+  spec->dims.d_head = c->d_head;
+  spec->dims.d_inner = c->d_inner;
+  spec->dims.untie_r = c->untie_r;
+  spec->dims.tie_weight = c->tie_weight;
+  spec->dropout = (float)c->dropout;
+  spec->dropatt = (float)c->dropatt;
+  spec->pre_lnorm = c->pre_lnorm;
+  spec->seed = (uint32_t)c->seed;
+}
+
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench) {
   memset(t, 0, sizeof *t);
   t->cfg = *cfg;
@@ -70,7 +88,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
     txl_fatal_all("run.device = %s: this build trains on the CPU only (the CUDA backend is not complete yet)",
                   c->device);
   t->ops = txl_ops_cpu();
-  t->threads = c->threads > 0 ? c->threads : auto_threads(dist);
+  t->threads = txl_trainer_threads(c, dist);
   txl_cpu_set_threads(t->threads);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (dist->rank == 0 && (long)t->threads * dist->local_size > cores) {
@@ -102,19 +120,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->col0 = dist->rank * t->B_local;
 
   TxlModelSpec spec;
-  memset(&spec, 0, sizeof spec);
-  spec.dims.n_token = n_token;
-  spec.dims.n_layer = c->n_layer;
-  spec.dims.d_model = c->d_model;
-  spec.dims.n_head = c->n_head;
-  spec.dims.d_head = c->d_head;
-  spec.dims.d_inner = c->d_inner;
-  spec.dims.untie_r = c->untie_r;
-  spec.dims.tie_weight = c->tie_weight;
-  spec.dropout = (float)c->dropout;
-  spec.dropatt = (float)c->dropatt;
-  spec.pre_lnorm = c->pre_lnorm;
-  spec.seed = (uint32_t)c->seed;
+  txl_model_spec_from_config(c, n_token, &spec);
   txl_model_create(&t->model, t->ops, &spec);
   txl_model_init_params(&t->model, (float)c->init_std, (uint32_t)c->seed);
 
@@ -263,26 +269,9 @@ void txl_trainer_train(TxlTrainer *t) {
 
 double txl_trainer_evaluate(TxlTrainer *t, const char *split, int max_segments, double *tokens_out) {
   const TxlConfig *c = &t->cfg;
-  const int B_local = c->eval_batch_size / t->dist.world;
-  TxlRunShape es = {c->eval_tgt_len, B_local, t->dist.rank * B_local, txl_config_eval_mem_len(c),
-                    txl_config_eval_clamp_len(c), c->eval_same_length, 0};
-  TxlRun run;
-  txl_run_create(&run, &t->model, &es);
-  TxlStream s;
-  txl_stream_open(&s, t->corpus, split, c->eval_batch_size, B_local, es.col0, c->eval_tgt_len, 1);
-  double sums[2] = {0.0, 0.0}; /* loss, tokens */
-  const int32_t *in, *tg;
-  int n, seg = 0;
-  while ((max_segments < 0 || seg < max_segments) && (n = txl_stream_next(&s, &in, &tg)) > 0) {
-    sums[0] += txl_model_forward(&t->model, &run, in, tg, n, t->step, 0, 0.0f);
-    sums[1] += (double)n * B_local;
-    seg++;
-  }
-  txl_stream_close(&s);
-  txl_run_destroy(&run, &t->model);
-  txl_dist_allreduce_sum_f64(sums, 2);
-  if (tokens_out) *tokens_out = sums[1];
-  return sums[0] / sums[1];
+  const TxlEvalShape es = {c->eval_tgt_len, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
+                           c->eval_same_length, c->eval_batch_size};
+  return txl_evaluate(&t->model, t->corpus, split, &es, &t->dist, max_segments, tokens_out);
 }
 
 void txl_trainer_dump_params(TxlTrainer *t, const char *path) {

@@ -36,6 +36,11 @@ typedef struct {
   float *host_params;  /* host copy for the replica check (allocated on first use) */
 } TxlTrainer;
 
+/* The model spec a config describes (vocabulary n_token). */
+void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
+/* CPU threads of a rank: run.threads, else $OMP_NUM_THREADS, else the node's cores / ranks on it. */
+int txl_trainer_threads(const TxlConfig *c, const TxlDist *d);
+
 /* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
  * collective: all ranks */
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench);
