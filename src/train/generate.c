@@ -1,35 +1,42 @@
-/* Text generation with the trained model: the prompt primes the memory, then one token per
- * forward pass (L = 1), each attending to up to eval_mem_len remembered rows. */
+/* Text generation: see generate.h. */
+#include "src/train/generate.h"
+
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/common/philox.h"
+#include "src/base/error.h"
+#include "src/base/timer.h"
 #include "src/train/trainer.h"
+
+#define TXL_PROMPT_MAX 65536
 
 /* Token ids of the prompt: characters (char/byte corpora) or whitespace-separated words. */
 static int prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) {
   int n = 0;
   const int word = strcmp(txl_corpus_mode(c), "word") == 0;
   if (word) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", prompt);
-    for (char *tok = strtok(buf, " \t\n"); tok && n < cap; tok = strtok(NULL, " \t\n")) {
+    char *buf = strdup(prompt);
+    if (!buf) txl_fatal("out of memory for the prompt");
+    for (char *tok = strtok(buf, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
+      if (n == cap) txl_fatal("the prompt is longer than %d tokens", cap);
       int64_t id = txl_corpus_token_id(c, tok);
       if (id < 0) id = txl_corpus_unk_id(c);
-      if (id < 0) txl_fatal("run.sample_prompt: '%s' is not in the vocabulary of %s", tok, txl_corpus_path(c));
+      if (id < 0) txl_fatal("prompt: '%s' is not in the vocabulary of %s", tok, txl_corpus_path(c));
       ids[n++] = (int32_t)id;
     }
+    free(buf);
   } else {
     const int byte_mode = strcmp(txl_corpus_mode(c), "byte") == 0;
-    for (const unsigned char *p = (const unsigned char *)prompt; *p && n < cap;) {
+    for (const unsigned char *p = (const unsigned char *)prompt; *p;) {
+      if (n == cap) txl_fatal("the prompt is longer than %d tokens", cap);
       size_t len = 1;
       if (!byte_mode) /* one UTF-8 character */
         while (len < 4 && (p[len] & 0xC0) == 0x80) len++;
       int64_t id = txl_corpus_token_id_n(c, (const char *)p, len);
       if (id < 0)
-        txl_fatal("run.sample_prompt: character '%.*s' is not in the vocabulary of %s", (int)len, (const char *)p,
+        txl_fatal("prompt: character '%.*s' is not in the vocabulary of %s", (int)len, (const char *)p,
                   txl_corpus_path(c));
       ids[n++] = (int32_t)id;
       p += len;
@@ -42,66 +49,123 @@ static int prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) {
   return n;
 }
 
-static void print_token(TxlCorpus *c, int32_t id, int word) {
+static void print_token(FILE *out, TxlCorpus *c, int32_t id, int word) {
+  if (!out) return;
   if (word) {
-    if (id == txl_corpus_eos_id(c)) fputc('\n', stdout);
-    else printf("%s ", txl_corpus_token_string(c, id));
+    if (id == txl_corpus_eos_id(c)) fputc('\n', out);
+    else fprintf(out, "%s ", txl_corpus_token_string(c, id));
   } else {
     size_t len = 0;
     const char *b = txl_corpus_token_bytes(c, id, &len);
-    fwrite(b, 1, len, stdout);
+    fwrite(b, 1, len, out);
   }
 }
 
-/* Sample from softmax(logits / temperature) with a Philox uniform keyed by (seed, i). */
-static int32_t sample(const float *logits, int V, double temperature, uint32_t seed, uint32_t i, double *p) {
+typedef struct {
+  double *p;
+  int32_t *idx;
+} Sampler;
+
+static const double *g_sort_p; /* qsort has no context argument */
+static int by_prob_desc(const void *a, const void *b) {
+  const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+  if (g_sort_p[i] != g_sort_p[j]) return g_sort_p[i] > g_sort_p[j] ? -1 : 1;
+  return i < j ? -1 : (i > j); /* ties: the smaller id first, so the order is total */
+}
+
+/* Samples from softmax(logits / T), cut to the top_k most likely and to the smallest set whose
+ * mass reaches top_p, with the Philox uniform keyed by (seed, i). */
+static int32_t sample(Sampler *s, const float *logits, int V, const TxlGenOptions *o, uint32_t i) {
   double mx = -INFINITY, sum = 0.0;
   for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
-  for (int v = 0; v < V; v++) sum += p[v] = exp((logits[v] - mx) / temperature);
-  TxlPhilox4 r = txl_philox4x32_10(i, 0, 0, 0x5a3u, seed, 0x6e6e6eu);
-  double u = ((double)r.v[0] + 0.5) / 4294967296.0 * sum, acc = 0.0;
-  for (int v = 0; v < V; v++) {
-    acc += p[v];
-    if (u < acc) return v;
+  for (int v = 0; v < V; v++) sum += s->p[v] = exp((logits[v] - mx) / o->temperature);
+  const TxlPhilox4 r = txl_philox4x32_10(i, 0, 0, 0x5a3u, o->seed, 0x6e6e6eu);
+  const double u01 = ((double)r.v[0] + 0.5) / 4294967296.0;
+  if (o->top_k <= 0 && o->top_p >= 1.0) {
+    double u = u01 * sum, acc = 0.0;
+    for (int v = 0; v < V; v++)
+      if (u < (acc += s->p[v])) return v;
+    return V - 1;
   }
-  return V - 1;
+  for (int v = 0; v < V; v++) s->idx[v] = v;
+  g_sort_p = s->p;
+  qsort(s->idx, (size_t)V, sizeof *s->idx, by_prob_desc);
+  int keep = o->top_k > 0 && o->top_k < V ? o->top_k : V;
+  double kept = 0.0;
+  for (int k = 0; k < keep; k++) {
+    kept += s->p[s->idx[k]];
+    if (kept >= o->top_p * sum) {
+      keep = k + 1;
+      break;
+    }
+  }
+  kept = 0.0;
+  for (int k = 0; k < keep; k++) kept += s->p[s->idx[k]];
+  double u = u01 * kept, acc = 0.0;
+  for (int k = 0; k < keep; k++)
+    if (u < (acc += s->p[s->idx[k]])) return s->idx[k];
+  return s->idx[keep - 1];
+}
+
+double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out, int32_t *ids_out) {
+  const int V = m->spec.dims.n_token;
+  const int word = strcmp(txl_corpus_mode(c), "word") == 0;
+  const int recompute = o->window > 0;
+  if (!recompute && o->mem_len < 1) txl_fatal("generation with memory needs mem_len >= 1");
+  int32_t *ids = txl_malloc((size_t)(TXL_PROMPT_MAX + o->length) * sizeof(int32_t), "generated tokens");
+  float *row = txl_malloc((size_t)V * sizeof(float), "logits row");
+  Sampler s = {txl_malloc((size_t)V * sizeof(double), "probabilities"),
+               txl_malloc((size_t)V * sizeof(int32_t), "sort order")};
+  int n = prompt_ids(c, o->prompt, ids, TXL_PROMPT_MAX);
+  for (int i = 0; i < n; i++) print_token(out, c, ids[i], word);
+  /* memory mode: L_max rows per pass while priming, then one; recompute: window rows, no memory */
+  TxlRunShape gs = {recompute ? o->window : o->tgt_len, 1, 0, recompute ? 0 : o->mem_len, o->clamp_len, 0, 0};
+  TxlRun run;
+  txl_run_create(&run, m, &gs);
+  int last = 0;
+  if (!recompute)
+    for (int off = 0; off < n; off += gs.L_max) { /* prime the memory with the prompt */
+      last = n - off < gs.L_max ? n - off : gs.L_max;
+      txl_model_forward(m, &run, ids + off, NULL, last, 0, 0, 0.0f);
+    }
+  const double t0 = txl_now_s();
+  for (int i = 0; i < o->length; i++) {
+    if (recompute) { /* the last `window` tokens from scratch */
+      last = n < o->window ? n : o->window;
+      txl_run_reset_memory(&run);
+      txl_model_forward(m, &run, ids + n - last, NULL, last, 0, 0, 0.0f);
+    }
+    m->ops->to_host(row, run.logits + (size_t)(last - 1) * V, (size_t)V * sizeof(float));
+    const int32_t next = sample(&s, row, V, o, (uint32_t)i);
+    ids[n++] = next;
+    if (ids_out) ids_out[i] = next;
+    print_token(out, c, next, word);
+    if (!recompute) {
+      txl_model_forward(m, &run, &next, NULL, 1, 0, 0, 0.0f);
+      last = 1;
+    }
+  }
+  const double dt = txl_now_s() - t0;
+  if (out) fflush(out);
+  txl_run_destroy(&run, m);
+  free(ids);
+  free(row);
+  free(s.p);
+  free(s.idx);
+  return dt;
 }
 
 void txl_trainer_generate(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
   if (c->sample_tokens <= 0 || !t->corpus) return;
   if (t->dist.rank == 0) {
-    const int V = t->model.spec.dims.n_token;
-    const int word = strcmp(txl_corpus_mode(t->corpus), "word") == 0;
-    TxlRunShape gs = {c->eval_tgt_len, 1, 0, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
-                      c->eval_same_length, 0};
-    TxlRun run;
-    txl_run_create(&run, &t->model, &gs);
-    int32_t *ids = malloc(4096 * sizeof(int32_t));
-    float *row = malloc((size_t)V * sizeof(float));
-    double *p = malloc((size_t)V * sizeof(double));
-    if (!ids || !row || !p) txl_fatal("out of memory for generation");
-    int n = prompt_ids(t->corpus, c->sample_prompt, ids, 4096);
+    const TxlGenOptions o = {c->sample_prompt, c->sample_tokens, c->sample_temperature, 0, 1.0, (uint32_t)c->seed,
+                             c->eval_tgt_len, txl_config_eval_mem_len(c) > 0 ? txl_config_eval_mem_len(c) : 1,
+                             txl_config_eval_clamp_len(c), 0};
     printf("\n--- sample: %d tokens at temperature %.2f ---\n", c->sample_tokens, c->sample_temperature);
-    for (int i = 0; i < n; i++) print_token(t->corpus, ids[i], word);
-    int last = 0;
-    for (int off = 0; off < n; off += gs.L_max) { /* prime the memory with the prompt */
-      last = n - off < gs.L_max ? n - off : gs.L_max;
-      txl_model_forward(&t->model, &run, ids + off, NULL, last, t->step, 0, 0.0f);
-    }
-    for (int i = 0; i < c->sample_tokens; i++) {
-      t->ops->to_host(row, run.logits + (size_t)(last - 1) * V, (size_t)V * sizeof(float));
-      int32_t next = sample(row, V, c->sample_temperature, (uint32_t)c->seed, (uint32_t)i, p);
-      print_token(t->corpus, next, word);
-      txl_model_forward(&t->model, &run, &next, NULL, 1, t->step, 0, 0.0f);
-      last = 1;
-    }
+    txl_generate(&t->model, t->corpus, &o, stdout, NULL);
     printf("\n--- end of sample ---\n");
     fflush(stdout);
-    free(ids);
-    free(row);
-    free(p);
-    txl_run_destroy(&run, &t->model);
   }
   txl_dist_barrier();
 }

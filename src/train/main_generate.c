@@ -1,0 +1,172 @@
+/* txl-generate: sample text from a checkpoint, carrying the memory so that every new token
+ * costs one query row; --compare also times the recompute-the-context way.
+ *   txl-generate CHECKPOINT|RUN_DIR [options] */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kernels/cpu/threads.h"
+#include "src/base/error.h"
+#include "src/checkpoint/checkpoint.h"
+#include "src/config/config.h"
+#include "src/train/generate.h"
+#include "src/train/trainer.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: txl-generate CHECKPOINT|RUN_DIR [options]\n"
+          "\n"
+          "Samples text from a checkpoint's model (a RUN_DIR means its newest checkpoint). The prompt primes\n"
+          "the memory; each new token is one forward pass of one row attending to the remembered rows.\n"
+          "\n"
+          "options:\n"
+          "  --prompt TEXT         text to continue (default: the start of a line)\n"
+          "  --length N            tokens to generate (default 200)\n"
+          "  --temperature T       softmax temperature, > 0 (default 0.8)\n"
+          "  --top-k K             sample among the K most likely tokens; 0: all (default 0)\n"
+          "  --top-p P             sample among the most likely tokens whose probability reaches P, in (0, 1]\n"
+          "                        (default 1: all)\n"
+          "  --seed S              the i-th token draws the Philox uniform keyed by (S, i) (default: the run's seed)\n"
+          "  --mem-len N           memory rows (default: the checkpoint's eval memory, else mem_len)\n"
+          "  --clamp-len N         relative distances clamped to N; <= 0: none (default: the checkpoint's)\n"
+          "  --corpus FILE         the corpus whose vocabulary maps text and ids (default: the checkpoint's)\n"
+          "  --compare [W]         also generate by re-running the model over the last W tokens for every new\n"
+          "                        token (no memory; default W = mem_len) and print both speeds\n"
+          "  --recompute W         generate that way instead (the baseline; same text as the memory when both\n"
+          "                        see every earlier token)\n"
+          "  --quiet               print only the figures, not the text\n"
+          "  --threads N           CPU threads (default: as txl-train)\n"
+          "  -h, --help            this text\n");
+}
+
+static double parse_num(const char *opt, const char *v, double lo, double hi, int integer) {
+  char *end;
+  errno = 0;
+  double x = v ? strtod(v, &end) : 0.0;
+  if (!v || !*v || *end || errno || !(x >= lo && x <= hi) || (integer && x != (double)(long)x))
+    txl_fatal_all("%s %s: expected %s in [%g, %g]", opt, v ? v : "(missing)", integer ? "an integer" : "a number",
+                  lo, hi);
+  return x;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    }
+  TxlDist dist;
+  txl_dist_init(&dist, &argc, &argv);
+  if (dist.world != 1) txl_fatal_all("txl-generate runs on one rank (started with %d)", dist.world);
+  const char *target = NULL, *prompt = "", *corpus = NULL;
+  int length = 200, top_k = 0, mem_len = -1, clamp_len = -3, compare = -1, quiet = 0, threads = 0, window = 0;
+  double temperature = 0.8, top_p = 1.0;
+  long long seed = -1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--prompt")) {
+      if (!v) txl_fatal_all("--prompt needs a text");
+      prompt = argv[++i];
+    } else if (!strcmp(a, "--length")) {
+      length = (int)parse_num(a, v, 1, 1048576, 1), i++;
+    } else if (!strcmp(a, "--temperature")) {
+      temperature = parse_num(a, v, 1e-3, 1e3, 0), i++;
+    } else if (!strcmp(a, "--top-k")) {
+      top_k = (int)parse_num(a, v, 0, 2147483647.0, 1), i++;
+    } else if (!strcmp(a, "--top-p")) {
+      top_p = parse_num(a, v, 1e-9, 1.0, 0), i++;
+    } else if (!strcmp(a, "--seed")) {
+      seed = (long long)parse_num(a, v, 0, 4294967295.0, 1), i++;
+    } else if (!strcmp(a, "--mem-len")) {
+      mem_len = (int)parse_num(a, v, 1, 1048576, 1), i++;
+    } else if (!strcmp(a, "--clamp-len")) {
+      clamp_len = (int)parse_num(a, v, -1, 1073741824.0, 1), i++;
+    } else if (!strcmp(a, "--corpus")) {
+      if (!v) txl_fatal_all("--corpus needs a file");
+      corpus = argv[++i];
+    } else if (!strcmp(a, "--compare")) {
+      compare = 0;
+      if (v && v[0] >= '0' && v[0] <= '9') compare = (int)parse_num(a, v, 1, 1048576, 1), i++;
+    } else if (!strcmp(a, "--recompute")) {
+      window = (int)parse_num(a, v, 1, 1048576, 1), i++;
+    } else if (!strcmp(a, "--quiet")) {
+      quiet = 1;
+    } else if (!strcmp(a, "--threads")) {
+      threads = (int)parse_num(a, v, 1, 4096, 1), i++;
+    } else if (a[0] == '-') {
+      txl_fatal_all("unknown option '%s' (see txl-generate --help)", a);
+    } else if (target) {
+      txl_fatal_all("two checkpoints given ('%s' and '%s')", target, a);
+    } else {
+      target = a;
+    }
+  }
+  if (!target) txl_fatal_all("no checkpoint given (usage: txl-generate CHECKPOINT|RUN_DIR [options], see --help)");
+
+  char path[1200], err[1024];
+  struct stat sb;
+  if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    if (txl_ckpt_latest(target, path, sizeof path) != 0)
+      txl_fatal_all("%s: no checkpoint in this folder (no 'latest' pointer)", target);
+  } else {
+    snprintf(path, sizeof path, "%s", target);
+  }
+  char *text = NULL;
+  if (txl_ckpt_peek(path, &text, NULL, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  TxlConfig cfg;
+  txl_config_defaults(&cfg);
+  if (txl_config_load_ini_text(&cfg, text, path, err, sizeof err) != 0)
+    txl_fatal_all("%s: its config does not parse: %s", path, err);
+  free(text);
+  if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
+  if (threads > 0) cfg.threads = threads;
+  txl_cpu_set_threads(txl_trainer_threads(&cfg, &dist));
+  TxlCorpus *c = txl_corpus_open(cfg.corpus);
+  const int64_t V = txl_corpus_vocab_size(c);
+  if (cfg.n_token != V)
+    txl_fatal_all("%s: vocabulary of %lld tokens, but the checkpoint's model has %d", cfg.corpus, (long long)V,
+                  cfg.n_token);
+  TxlModelSpec spec;
+  txl_model_spec_from_config(&cfg, (int)V, &spec);
+  TxlModel model;
+  txl_model_create(&model, txl_ops_cpu(), &spec);
+  const size_t bytes = (size_t)model.table.total * sizeof(float);
+  float *host = txl_malloc(bytes, "checkpoint parameters");
+  if (txl_ckpt_read_params(path, &model.table, cfg.n_layer, cfg.d_model, host, NULL, err, sizeof err) != 0)
+    txl_fatal_all("%s", err);
+  model.ops->to_device(model.param_buf, host, bytes);
+  free(host);
+
+  if (mem_len < 0) {
+    mem_len = txl_config_eval_mem_len(&cfg);
+    if (mem_len < 1) mem_len = cfg.mem_len > 0 ? cfg.mem_len : cfg.tgt_len;
+  }
+  TxlGenOptions o = {prompt, length, temperature, top_k, top_p, seed >= 0 ? (uint32_t)seed : (uint32_t)cfg.seed,
+                     cfg.eval_tgt_len, mem_len, clamp_len > -3 ? clamp_len : txl_config_eval_clamp_len(&cfg), window};
+  fprintf(stderr, "txl-generate: %s, %d tokens, temperature %g, top-k %d, top-p %g, seed %u, %s %d rows\n", path,
+          length, temperature, top_k, top_p, o.seed, window ? "recomputing the last" : "memory", window ? window : mem_len);
+  const double t_gen = txl_generate(&model, c, &o, quiet ? NULL : stdout, NULL);
+  if (!quiet) printf("\n");
+  if (window) {
+    printf("recomputing: %d tokens in %.3f s = %.1f tokens/s (the last %d tokens re-run for every token)\n", length,
+           t_gen, length / t_gen, window);
+  } else {
+    printf("with memory: %d tokens in %.3f s = %.1f tokens/s (one query row per token, %d memory rows)\n", length,
+           t_gen, length / t_gen, mem_len);
+  }
+  if (compare >= 0 && !window) {
+    const double t_mem = t_gen;
+    o.window = compare > 0 ? compare : mem_len;
+    const double t_re = txl_generate(&model, c, &o, NULL, NULL);
+    printf("recomputing: %d tokens in %.3f s = %.1f tokens/s (the last %d tokens re-run for every token)\n", length,
+           t_re, length / t_re, o.window);
+    printf("speed-up of the memory: %.1fx\n", t_re / t_mem);
+  }
+  fflush(stdout);
+  txl_model_destroy(&model);
+  txl_corpus_close(c);
+  txl_dist_finalize();
+  return 0;
+}
