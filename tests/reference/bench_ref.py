@@ -4,6 +4,10 @@ benchmark: full steps (forward, backward, gradient clipping, Adam), memory carri
 step, random tokens.
 
     python3 tests/reference/bench_ref.py --config small --threads 2 --steps 20 --warmup 3
+    python3 tests/reference/bench_ref.py --config small --procs 2 --threads 1   (data parallel)
+
+--procs N runs N processes (gloo), each on its batch_size / N columns with --threads threads,
+the gradients all-reduced (one flat buffer) before clipping, as txl's ranks do.
 
 It uses the original code's formulation (einsum + _rel_shift, scores [L, K, B, H]); --attn gather
 computes batch-major scores [B, H, L, K] and gathers the relative terms, which suits the CPU better. By default it uses
@@ -17,6 +21,8 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import txl_ref  # noqa: E402
@@ -45,8 +51,19 @@ def main():
                    help="torch's own dropout (default)")
     g.add_argument("--philox-dropout", dest="fast_dropout", action="store_false",
                    help="txl's Philox dropout masks (slow, NumPy)")
+    ap.add_argument("--procs", type=int, default=1, help="data-parallel processes (gloo)")
     a = ap.parse_args()
+    if a.procs == 1:
+        return run(0, a, None)
+    port = 29500 + os.getpid() % 20000
+    mp.spawn(run, args=(a, port), nprocs=a.procs, join=True)
+    return 0
 
+
+def run(rank, a, port):
+    if port is not None:
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+                                world_size=a.procs)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfg = txl_ref.make_config(**CONFIGS[a.config], dropout=0.1, dropatt=0.0, pre_lnorm=0,
@@ -56,8 +73,10 @@ def main():
               for n, t in txl_ref.init_params(cfg, torch.Generator().manual_seed(0)).items()}
     opt = txl_ref.make_optimizer(params, cfg, foreach=None)  # torch's default Adam
     L, B, V = cfg["tgt_len"], cfg["batch"], cfg["n_token"]
+    if B % a.procs:
+        sys.exit("bench_ref: batch %d does not divide by %d processes" % (B, a.procs))
     n_steps = a.warmup + a.steps
-    data = torch.randint(0, V, (n_steps * L + 1, B))
+    data = torch.randint(0, V, (n_steps * L + 1, B))[:, rank * B // a.procs:(rank + 1) * B // a.procs]
     drop_mode = "torch" if a.fast_dropout else "philox"
 
     mems = None
@@ -67,16 +86,47 @@ def main():
             t0 = time.perf_counter()
         x = data[s * L:s * L + L]
         y = data[s * L + 1:s * L + L + 1]
-        loss, _, _, mems = txl_ref.train_step(params, opt, cfg, x, y, mems, s, drop_mode=drop_mode,
-                                              attn_impl=a.attn)
+        if port is None:
+            loss, _, _, mems = txl_ref.train_step(params, opt, cfg, x, y, mems, s, drop_mode=drop_mode,
+                                                  attn_impl=a.attn)
+        else:
+            loss, mems = parallel_step(params, opt, cfg, x, y, mems, s, drop_mode, a.attn, a.procs)
+    if port is not None:
+        dist.barrier()
     dt = time.perf_counter() - t0
     ms = 1000.0 * dt / a.steps
     tok = L * B * a.steps / dt
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print("torch %s threads %d config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step (loss %.3f), "
-          "peak memory %.0f MiB" %
-          (torch.__version__, torch.get_num_threads(), a.config, drop_mode, a.attn, tok, ms, loss, peak_mib))
+    if rank == 0:
+        print("torch %s procs %d threads %d config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step "
+              "(loss %.3f), peak memory %.0f MiB" %
+              (torch.__version__, a.procs, torch.get_num_threads(), a.config, drop_mode, a.attn, tok, ms,
+               loss, peak_mib))
+    if port is not None:
+        dist.destroy_process_group()
     return 0
+
+
+def parallel_step(params, opt, cfg, x, y, mems, s, drop_mode, attn, procs):
+    """txl_ref.train_step with the gradients averaged over the processes before clipping."""
+    for p in params.values():
+        p.grad = None
+    _, loss, new_mems = txl_ref.forward(params, cfg, x, mems, y, step=s, drop_mode=drop_mode,
+                                        attn_impl=attn)
+    loss.backward()
+    grads = [p.grad for p in params.values()]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= procs
+    off = 0
+    for g in grads:
+        g.copy_(flat[off:off + g.numel()].view_as(g))
+        off += g.numel()
+    torch.nn.utils.clip_grad_norm_(list(params.values()), float(cfg["clip"]))
+    for g in opt.param_groups:
+        g["lr"] = txl_ref.lr_at(s, cfg)
+    opt.step()
+    return float(loss.item()), new_mems
 
 
 if __name__ == "__main__":
