@@ -18,3 +18,4 @@ ranks=${TXL_DEMO_RANKS:-2}
 mpirun -n "$ranks" --bind-to none "$TXL_BUILD/bin/txl-train" "$TXL_ROOT/configs/demo.ini" \
   --set data.corpus="$demo/shakespeare.h5" --set run.work_dir="$demo/run" "$@"
 echo "demo: metrics in $demo/run/metrics.jsonl"
+/usr/bin/python3 "$TXL_ROOT/scripts/plot-metrics.py" "$demo/run"

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Turns a run folder's metrics.jsonl (written by txl-train) into PNG plots:
+
+    scripts/plot-metrics.py RUN_DIR [--out DIR]
+
+writes DIR/loss.png (training loss per logged step, validation and test losses, the validation
+split's unigram entropy as the bar to beat), DIR/lr.png (learning rate) and DIR/throughput.png
+(training tokens/s); DIR defaults to RUN_DIR. Needs matplotlib (Debian: python3-matplotlib)."""
+import argparse
+import json
+import os
+import sys
+
+
+def die(msg):
+    print("plot-metrics: error: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def load(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line.strip())
+                except ValueError as e:
+                    die("%s: line %d is not JSON (%s)" % (path, n, e))
+                if not isinstance(r, dict) or "kind" not in r:
+                    die("%s: line %d has no \"kind\"" % (path, n))
+                rows.append(r)
+    except OSError as e:
+        die("%s: %s" % (path, e.strerror))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dir", help="folder holding metrics.jsonl")
+    ap.add_argument("--out", help="folder for the PNG files (default: the run folder)")
+    a = ap.parse_args()
+    path = os.path.join(a.run_dir, "metrics.jsonl")
+    rows = load(path)
+    train = [r for r in rows if r["kind"] == "train"]
+    if not train:
+        die("%s: no training steps logged yet" % path)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        die("matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+    out = a.out or a.run_dir
+    os.makedirs(out, exist_ok=True)
+    quality = "bpc" if "bpc" in train[0] else "ppl"
+    name = os.path.basename(os.path.abspath(a.run_dir))
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot([r["step"] for r in train], [r["loss"] for r in train], lw=1, label="train")
+    for kind, style in (("valid", "o-"), ("test", "s")):
+        pts = [r for r in rows if r["kind"] == kind]
+        if pts:
+            last = pts[-1]
+            ax.plot([r["step"] for r in pts], [r["loss"] for r in pts], style, ms=4,
+                    label="%s (last: %s %.4g)" % (kind, quality, last[quality]))
+    uni = [r for r in rows if r["kind"] == "unigram"]
+    if uni:
+        ax.axhline(uni[-1]["loss"], ls="--", c="gray", lw=1, label="unigram entropy (%s)" % uni[-1]["split"])
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title("%s: loss" % name)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "loss.png"), dpi=110)
+    plt.close(fig)
+
+    for fname, key, label in (("lr.png", "lr", "learning rate"), ("throughput.png", "tokens_per_s", "tokens/s")):
+        fig, ax = plt.subplots(figsize=(7, 3.2))
+        ax.plot([r["step"] for r in train], [r[key] for r in train], lw=1)
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.set_title("%s: %s" % (name, label))
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, fname), dpi=110)
+        plt.close(fig)
+    print("plot-metrics: wrote %s" % ", ".join(os.path.join(out, f) for f in ("loss.png", "lr.png", "throughput.png")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

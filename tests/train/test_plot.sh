@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# scripts/plot-metrics.py on a real run folder: three PNG files (checked by their signature and
+# size); a missing folder, a damaged metrics line and a run with no steps are one-line errors.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+PY=/usr/bin/python3
+PLOT="$SRC/scripts/plot-metrics.py"
+make_corpus "$WORK/c.h5" 2000 100
+{ small_model_ini "$WORK/c.h5"; cat <<INI
+[train]
+tgt_len = 16
+mem_len = 16
+batch_size = 4
+max_step = 30
+log_interval = 5
+eval_interval = 10
+[eval]
+eval_batch_size = 2
+[run]
+work_dir = $WORK/run
+INI
+} > "$WORK/run.ini"
+"$BIN/txl-train" "$WORK/run.ini" > "$WORK/train.out" 2>&1 || { cat "$WORK/train.out"; fail "training failed"; finish; }
+"$PY" "$PLOT" "$WORK/run" --out "$WORK/plots" || fail "plot-metrics failed"
+for f in loss lr throughput; do
+  png="$WORK/plots/$f.png"
+  if [ -f "$png" ] && [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
+     [ "$(stat -c %s "$png")" -gt 10000 ]; then
+    pass "$f.png: a PNG of $(stat -c %s "$png") bytes"
+  else
+    fail "$f.png missing or not a PNG"
+  fi
+done
+perr() { # NAME PATTERN ARGS...: plot-metrics must fail with one error line matching PATTERN
+  local name=$1 pattern=$2; shift 2
+  if "$PY" "$PLOT" "$@" > /dev/null 2> "$WORK/err.txt"; then fail "$name: exit status 0"
+  elif [ "$(grep -c '^plot-metrics: error:' "$WORK/err.txt")" -ne 1 ] || ! grep -Eq "$pattern" "$WORK/err.txt"; then
+    fail "$name: $(cat "$WORK/err.txt")"
+  else pass "$name ($(cat "$WORK/err.txt"))"; fi
+}
+perr "missing folder" "nowhere/metrics.jsonl: No such file" "$WORK/nowhere"
+mkdir -p "$WORK/bad" && { head -n 3 "$WORK/run/metrics.jsonl"; echo '{"kind": "train", "step": 1'; } > "$WORK/bad/metrics.jsonl"
+perr "damaged line" "metrics.jsonl: line 4 is not JSON" "$WORK/bad"
+mkdir -p "$WORK/nosteps" && grep -v '"kind": "train"' "$WORK/run/metrics.jsonl" > "$WORK/nosteps/metrics.jsonl"
+perr "no training steps" "no training steps logged" "$WORK/nosteps"
+finish
