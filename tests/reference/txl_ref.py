@@ -173,6 +173,7 @@ DEFAULTS = dict(
     tie_weight=1, untie_r=0, dropout=0.1, dropatt=0.0, clamp_len=0, same_length=0,
     tgt_len=5, mem_len=7, batch=3, seed=1234, lr=2.5e-4, warmup_step=0, max_step=10,
     eta_min=0.0, clip=0.25, beta1=0.9, beta2=0.999, eps=1e-8, scheduler="cosine", init_std=0.02,
+    cutoffs=(), div_val=1, d_embed=-1, tie_projs=1, proj_init_std=0.01,
 )
 
 
@@ -185,11 +186,33 @@ def make_config(**kw):
     return cfg
 
 
+def adaptive_shape(cfg):
+    """The adaptive input/softmax geometry: (cut, d_emb, has_proj) with cut = [0, cutoffs..., V]
+    (cluster i holds tokens cut[i] .. cut[i+1]-1), d_emb[i] = d_embed // div_val**i, has_proj:
+    the embeddings are projected to d_model (div_val > 1 or d_embed != d_model)."""
+    V, d = cfg["n_token"], cfg["d_model"]
+    de = cfg["d_embed"] if cfg["d_embed"] > 0 else d
+    cut = [0] + list(cfg["cutoffs"]) + [V]
+    d_emb = [de // cfg["div_val"] ** i for i in range(len(cut) - 1)]
+    return cut, d_emb, cfg["div_val"] != 1 or de != d
+
+
 def param_table(cfg):
-    """[(name, shape, init)] in the order of src/model/params.def (init: 'normal', 'one', 'zero')."""
+    """[(name, shape, init)] in the order of src/model/params.def (init: 'normal', 'one', 'zero',
+    'proj'). Projections P [d_model, d_emb] serve both ways: input e P^T, output h P."""
     V, d, H, dh, di = cfg["n_token"], cfg["d_model"], cfg["n_head"], cfg["d_head"], cfg["d_inner"]
     HD = H * dh
-    t = [("word_emb", (V, d), "normal")]
+    cut, d_emb, has_proj = adaptive_shape(cfg)
+    nc = len(cut) - 2
+    split = cfg["div_val"] != 1
+    rows0 = cut[1] if split else V
+    t = [("word_emb", (rows0, d_emb[0]), "normal")]
+    if split:
+        t += [("emb_%d" % i, (cut[i + 1] - cut[i], d_emb[i]), "normal") for i in range(1, nc + 1)]
+    if has_proj:
+        t.append(("emb_proj_0", (d, d_emb[0]), "proj"))
+    if split:
+        t += [("emb_proj_%d" % i, (d, d_emb[i]), "proj") for i in range(1, nc + 1)]
     if not cfg["untie_r"]:
         t += [("r_w_bias", (H, dh), "normal"), ("r_r_bias", (H, dh), "normal")]
     for l in range(cfg["n_layer"]):
@@ -210,13 +233,22 @@ def param_table(cfg):
             (p + "ln2_b", (d,), "zero"),
         ]
     if not cfg["tie_weight"]:
-        t.append(("out_weight", (V, d), "normal"))
+        t.append(("out_weight", (rows0, d_emb[0]), "normal"))
+        if split:
+            t += [("out_%d" % i, (cut[i + 1] - cut[i], d_emb[i]), "normal") for i in range(1, nc + 1)]
     t.append(("out_bias", (V,), "zero"))
+    if has_proj:
+        t.append(("out_proj_0", (d, d_emb[0]), "proj"))
+        if not cfg["tie_projs"]:
+            t += [("out_proj_%d" % i, (d, d_emb[i]), "proj") for i in range(1, nc + 1)]
+    if nc:
+        t += [("cluster_weight", (nc, d_emb[0]), "normal"), ("cluster_bias", (nc,), "zero")]
     return t
 
 
 def init_params(cfg, generator, dtype=torch.float32):
-    """Draws the parameters in table order from `generator`: N(0, init_std), N(1, init_std), 0."""
+    """Draws the parameters in table order from `generator`: N(0, init_std), N(1, init_std),
+    N(0, proj_init_std), 0."""
     std = float(cfg["init_std"])
     params = {}
     for name, shape, init in param_table(cfg):
@@ -224,7 +256,8 @@ def init_params(cfg, generator, dtype=torch.float32):
             x = torch.zeros(shape, dtype=torch.float32)
         else:
             mean = 1.0 if init == "one" else 0.0
-            x = torch.normal(mean, std, size=shape, generator=generator, dtype=torch.float32)
+            sd = float(cfg["proj_init_std"]) if init == "proj" else std
+            x = torch.normal(mean, sd, size=shape, generator=generator, dtype=torch.float32)
         params[name] = x.to(dtype)
     return params
 
@@ -389,7 +422,7 @@ def forward(params, cfg, x, mems=None, target=None, step=0, drop_mode="philox", 
     M = mems[0].shape[0]
     K = M + L
 
-    h = F.embedding(x.long(), emb) * math.sqrt(d)
+    h = adaptive_embedding(params, cfg, x) * math.sqrt(d)
     h = drop.rcf(h, cfg["dropout"], SITE_EMBED)
     R = posemb(K, d, cfg["clamp_len"], emb.dtype)
     R = drop.pos(R, cfg["dropout"])
@@ -400,12 +433,80 @@ def forward(params, cfg, x, mems=None, target=None, step=0, drop_mode="philox", 
         new_mems.append(cat[K - min(K, mem_len):].detach())
         h = layer_forward(h, m, R, params, l, cfg, drop, attn_impl)
     h = drop.rcf(h, cfg["dropout"], SITE_OUTPUT)
-    w_out = emb if cfg["tie_weight"] else params["out_weight"]
-    logits = torch.matmul(h, w_out.t()) + params["out_bias"]
     loss = None
+    if not cfg["cutoffs"] and not adaptive_shape(cfg)[2]:  # the plain softmax: logits
+        w_out = emb if cfg["tie_weight"] else params["out_weight"]
+        logits = torch.matmul(h, w_out.t()) + params["out_bias"]
+        if target is not None:
+            loss = F.cross_entropy(logits.reshape(L * B, -1), target.long().reshape(L * B))
+        return logits, loss, new_mems
+    logprobs = adaptive_logprobs(params, cfg, h.reshape(L * B, d))  # log-probabilities as logits
     if target is not None:
-        loss = F.cross_entropy(logits.reshape(L * B, -1), target.long().reshape(L * B))
-    return logits, loss, new_mems
+        loss = -logprobs.gather(1, target.long().reshape(L * B, 1)).mean()
+    return logprobs.reshape(L, B, -1), loss, new_mems
+
+
+def _cluster_tensors(params, cfg, i):
+    """(E_i, W_i, b_i, emb proj, out proj) of cluster i: rows of the embedding / output weight,
+    the output bias slice and the projections (None without projections)."""
+    cut, _, has_proj = adaptive_shape(cfg)
+    split = cfg["div_val"] != 1
+    lo, hi = cut[i], cut[i + 1]
+    if split:
+        E = params["word_emb"] if i == 0 else params["emb_%d" % i]
+        W = E if cfg["tie_weight"] else (params["out_weight"] if i == 0 else params["out_%d" % i])
+    else:
+        E = params["word_emb"][lo:hi]
+        W = E if cfg["tie_weight"] else params["out_weight"][lo:hi]
+    pe = po = None
+    if has_proj:
+        pe = params["emb_proj_%d" % (i if split else 0)]
+        if i == 0:
+            po = params["out_proj_0"]
+        else:
+            po = pe if cfg["tie_projs"] else params["out_proj_%d" % i]
+    return E, W, params["out_bias"][lo:hi], pe, po
+
+
+def adaptive_embedding(params, cfg, x):
+    """The (adaptive) input embedding [L, B, d_model] before the sqrt(d_model) scale: each token
+    the row of its cluster's table, projected by e P^T when there are projections."""
+    cut, _, _ = adaptive_shape(cfg)
+    x = x.long()
+    out = None
+    for i in range(len(cut) - 1):
+        E, _, _, pe, _ = _cluster_tensors(params, cfg, i)
+        mask = (x >= cut[i]) & (x < cut[i + 1])
+        e = F.embedding((x - cut[i]).clamp(0, cut[i + 1] - cut[i] - 1), E)
+        if pe is not None:
+            e = torch.matmul(e, pe.t())
+        e = e * mask.unsqueeze(-1).to(e.dtype)
+        out = e if out is None else out + e
+    return out
+
+
+def adaptive_logprobs(params, cfg, h):
+    """log p(v | h) [N, V] of the adaptive softmax (the original's ProjectedAdaptiveLogSoftmax):
+    the head scores the shortlist (cluster 0) and one token per tail cluster (cluster i at head
+    column head_size - i); a tail token's log-probability is its cluster's head log-probability
+    plus its log-probability within the cluster."""
+    cut, _, _ = adaptive_shape(cfg)
+    nc = len(cut) - 2
+    _, W0, b0, _, po0 = _cluster_tensors(params, cfg, 0)
+    hw, hb = W0, b0
+    if nc:
+        hw = torch.cat([W0, params["cluster_weight"]], 0)
+        hb = torch.cat([b0, params["cluster_bias"]], 0)
+    hp = h if po0 is None else torch.matmul(h, po0)
+    head_lp = F.log_softmax(torch.matmul(hp, hw.t()) + hb, dim=-1)
+    parts = [head_lp[:, :cut[1]]]
+    head_size = cut[1] + nc
+    for i in range(1, nc + 1):
+        _, W, b, _, po = _cluster_tensors(params, cfg, i)
+        hp = h if po is None else torch.matmul(h, po)
+        tail_lp = F.log_softmax(torch.matmul(hp, W.t()) + b, dim=-1)
+        parts.append(head_lp[:, head_size - i:head_size - i + 1] + tail_lp)
+    return torch.cat(parts, 1)
 
 
 # ---- optimiser -------------------------------------------------------------------------------
@@ -601,6 +702,50 @@ def _selftest():
         dmax = max((pa[n].grad - pb[n].grad).abs().max().item() for n in names)
         check("gather vs rel_shift: loss and all gradients (%s)" % title,
               abs(la.item() - lb.item()) < 1e-12 and dmax < 1e-12, "max grad diff %.3g" % dmax)
+
+    # adaptive input and softmax: normalised log-probabilities, the plain softmax as the special
+    # case without clusters and projections, and gradients by finite differences
+    ad_cases = [
+        ("2 clusters, div_val 1, projected (d_embed 6)", dict(cutoffs=(5, 11), d_embed=6)),
+        ("2 clusters, div_val 2, tied projections", dict(cutoffs=(5, 11), div_val=2, d_embed=8)),
+        ("2 clusters, div_val 2, untied weights and projections",
+         dict(cutoffs=(5, 11), div_val=2, tie_weight=0, tie_projs=0)),
+        ("1 cluster, no projections", dict(cutoffs=(9,))),
+    ]
+    for title, kw in ad_cases:
+        merged = dict(base, n_token=17, pre_lnorm=0, untie_r=0, dropout=0.0, dropatt=0.0, tie_weight=1)
+        merged.update(kw)
+        cfg = make_config(**merged)
+        gen = torch.Generator().manual_seed(7)
+        params = init_params(cfg, gen, torch.float64)
+        for n in params:  # projections of N(0, 0.01) make every logit ~0: spread them
+            if "proj" in n or "cluster" in n or n == "out_bias":
+                params[n] = torch.randn(params[n].shape, generator=gen, dtype=torch.float64) * 0.5
+        names = list(params)
+        L, B = cfg["tgt_len"], cfg["batch"]
+        x = torch.randint(0, 17, (L, B), generator=gen)
+        y = torch.randint(0, 17, (L, B), generator=gen)
+        y[0, 0], y[0, 1], y[1, 0] = 0, 16, 9  # head, last cluster, a cluster boundary
+        lp, loss, _ = forward(params, cfg, x, None, y)
+        norm = torch.logsumexp(lp, -1).abs().max().item()
+        check("adaptive log-probabilities sum to 1 (%s)" % title, norm < 1e-12, "max |logsumexp| %.2g" % norm)
+
+        def fa(*tensors):
+            return forward(dict(zip(names, tensors)), cfg, x, None, y)[1]
+
+        inputs = tuple(params[n].clone().requires_grad_(True) for n in names)
+        try:
+            ok = torch.autograd.gradcheck(fa, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+        except Exception as e:
+            ok = False
+            print(str(e)[:2000])
+        check("gradcheck float64 (adaptive: %s)" % title, ok)
+    cfg = make_config(**base, pre_lnorm=0, tie_weight=1, untie_r=0, dropout=0.0, dropatt=0.0)
+    params = init_params(cfg, torch.Generator().manual_seed(3), torch.float64)
+    h = torch.randn(6, cfg["d_model"], dtype=torch.float64)
+    plain = F.log_softmax(torch.matmul(h, params["word_emb"].t()) + params["out_bias"], -1)
+    diff = (adaptive_logprobs(params, cfg, h) - plain).abs().max().item()
+    check("adaptive softmax without clusters = log_softmax", diff < 1e-14, "max diff %.2g" % diff)
 
     # memory update: last mem_len rows of [m; layer input]
     cfg = make_config(**base, pre_lnorm=0, tie_weight=1, untie_r=0, dropout=0.0, dropatt=0.0)
