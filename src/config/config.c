@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,7 +252,58 @@ int txl_config_set(TxlConfig *c, const char *assignment, char *err, size_t errle
 int txl_config_eval_mem_len(const TxlConfig *c) { return c->eval_mem_len < 0 ? c->mem_len : c->eval_mem_len; }
 int txl_config_eval_clamp_len(const TxlConfig *c) { return c->eval_clamp_len == -2 ? c->clamp_len : c->eval_clamp_len; }
 
+int txl_config_cutoffs(const TxlConfig *c, int n_token, int *cutoffs, char *err, size_t errlen) {
+  int n = 0;
+  const char *p = c->cutoffs;
+  while (*p == ' ') p++;
+  while (*p) {
+    char *end;
+    errno = 0;
+    const long v = strtol(p, &end, 10);
+    if (end == p || errno) {
+      fail(err, errlen, "model.cutoffs = '%s': expected increasing token ids separated by commas", c->cutoffs);
+      return -1;
+    }
+    if (n == TXL_CFG_MAX_CUTOFFS) {
+      fail(err, errlen, "model.cutoffs = '%s': at most %d cutoffs", c->cutoffs, TXL_CFG_MAX_CUTOFFS);
+      return -1;
+    }
+    if (n > 0 && v <= cutoffs[n - 1]) {
+      fail(err, errlen, "model.cutoffs = '%s': %ld does not follow %d (cutoffs increase)", c->cutoffs, v,
+           cutoffs[n - 1]);
+      return -1;
+    }
+    if (v < 1 || (n_token > 0 && v >= n_token)) {
+      if (n_token > 0)
+        fail(err, errlen, "model.cutoffs = '%s': %ld is outside the vocabulary's (0, %d)", c->cutoffs, v, n_token);
+      else
+        fail(err, errlen, "model.cutoffs = '%s': %ld is not a token id > 0", c->cutoffs, v);
+      return -1;
+    }
+    cutoffs[n++] = (int)v;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p == ',') p++;
+    while (*p == ' ') p++;
+  }
+  const int d_embed = c->d_embed > 0 ? c->d_embed : c->d_model;
+  long width = d_embed;
+  for (int i = 0; i < n; i++) width /= c->div_val;
+  if (width < 1) {
+    fail(err, errlen, "model.d_embed = %d with div_val = %d leaves the last of %d clusters no features", d_embed,
+         c->div_val, n + 1);
+    return -1;
+  }
+  if (c->div_val != 1 && n == 0) {
+    fail(err, errlen, "model.div_val = %d needs model.cutoffs (clusters to divide the width among)", c->div_val);
+    return -1;
+  }
+  return n;
+}
+
 int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen) {
+  int cut[TXL_CFG_MAX_CUTOFFS];
+  if (txl_config_cutoffs(c, c->n_token, cut, err, errlen) < 0) return -1;
   if (c->d_model % 2) {
     fail(err, errlen, "model.d_model = %d must be even (relative positions use sin/cos halves)", c->d_model);
     return -1;

@@ -47,6 +47,11 @@ void txl_config_print_help(FILE *f);
 
 /* Values derived from the keys (the -1 / -2 "same as training" conventions resolved). */
 int txl_config_eval_mem_len(const TxlConfig *c);
+/* model.cutoffs parsed into cutoffs[] (at most TXL_CFG_MAX_CUTOFFS), checked to increase within
+ * (0, n_token) (n_token <= 0: no upper bound yet) and to leave every cluster a feature; returns
+ * their number, or -1 with a message naming the key. */
+#define TXL_CFG_MAX_CUTOFFS 3
+int txl_config_cutoffs(const TxlConfig *c, int n_token, int *cutoffs, char *err, size_t errlen);
 int txl_config_eval_clamp_len(const TxlConfig *c);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "src/base/error.h"
+#include "src/model/adaptive.h"
 
 /* ---- parameters -------------------------------------------------------------------------- */
 
@@ -31,9 +32,9 @@ void txl_model_destroy(TxlModel *m) {
   txl_param_table_free(&m->table);
 }
 
-void txl_model_init_params(TxlModel *m, float init_std, uint32_t seed) {
+void txl_model_init_params(TxlModel *m, float init_std, float proj_std, uint32_t seed) {
   float *host = txl_malloc((size_t)m->table.total * sizeof(float), "initial parameters");
-  txl_params_init(host, &m->table, init_std, seed);
+  txl_params_init(host, &m->table, init_std, proj_std, seed);
   m->ops->to_device(m->param_buf, host, (size_t)m->table.total * sizeof(float));
   free(host);
 }
@@ -100,7 +101,28 @@ static void walk_run(Alloc *a) {
     x->ln2_rstd = take(a, L * B * F, "ln2 rstd");
   }
   r->hout = take(a, L * B * d * F, "output");
-  r->logits = take(a, L * B * V * F, "logits");
+  const int ad_in = txl_adaptive_input(dm), ad_out = txl_adaptive_output(dm);
+  r->logits = take(a, L * B * (ad_out ? (size_t)txl_adaptive_head_size(dm) : V) * F, "logits");
+  if (ad_in || ad_out) {
+    const size_t de = (size_t)dm->d_embed;
+    size_t cmax = 1;
+    for (int i = 1; i <= dm->n_clusters; i++) cmax = (size_t)txl_dims_csize(dm, i) > cmax ? (size_t)txl_dims_csize(dm, i) : cmax;
+    r->ad_rows = take(a, 2 * L * B * sizeof(int32_t), "adaptive rows");
+    r->ad_ids = take(a, 2 * L * B * sizeof(int32_t), "adaptive ids");
+    r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
+    r->ad_emb = take(a, L * B * de * F, "adaptive embeddings");
+    r->ad_hp0 = take(a, L * B * de * F, "head projection");
+    r->ad_hc = take(a, L * B * d * F, "tail hidden rows");
+    r->ad_hp = take(a, L * B * de * F, "tail projections");
+    r->ad_tail = take(a, L * B * cmax * F, "tail logits");
+    r->ad_tloss = take(a, L * B * F, "tail losses");
+    r->ad_bias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias");
+    if (s->training) {
+      r->ad_dbias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias gradient");
+      r->ad_dhp = take(a, L * B * de * F, "adaptive scratch");
+      r->ad_dhc = take(a, L * B * d * F, "adaptive scratch");
+    }
+  }
   r->loss = take(a, L * B * F, "loss");
   r->ff_drop = take(a, L * B * di * F, "ffn dropout scratch");
   r->tmp = take(a, L * B * d * F, "scratch");
@@ -137,6 +159,7 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   Alloc a = {m, shape, r, 0};
   walk_run(&a);
   r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
+  if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * shape->B * sizeof(int32_t), "adaptive grouping");
 }
 
 void txl_run_destroy(TxlRun *r, const TxlModel *m) {
@@ -144,6 +167,7 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   free(r->owned);
   free(r->acts);
   free(r->loss_host);
+  free(r->ad_host);
   memset(r, 0, sizeof *r);
 }
 
@@ -204,7 +228,10 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
 
   /* word embedding * sqrt(d), dropout: layer 0's input, written after its memory rows */
   float *h = slot(r, 0)->cat + (size_t)M * B * d; /* [L, B, d] */
-  o->embedding_forward(h, r->tokens, p->word_emb, sqrtf((float)d), LB, d);
+  if (txl_adaptive_input(dm))
+    txl_adaptive_embed_forward(m, r, tokens, h, LB, sqrtf((float)d));
+  else
+    o->embedding_forward(h, r->tokens, p->word_emb, sqrtf((float)d), LB, d);
   o->dropout(h, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
   /* relative positions K-1 .. 0, dropout (one mask for every column) */
   o->posemb_forward(r->R, K, d, r->clamp_len);
@@ -268,6 +295,7 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
 
   /* output: dropout, logits = h E^T + b, cross-entropy */
   o->dropout(r->hout, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));
+  if (txl_adaptive_output(dm)) return txl_adaptive_output_forward(m, r, targets, LB, grad_scale);
   const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
   o->bias_fill(r->logits, p->out_bias, LB, V);
   o->gemm(0, 1, (int)LB, V, d, 1.0f, r->hout, d, w_out, d, 1.0f, r->logits, V);
@@ -351,11 +379,15 @@ void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
   const float pd = m->spec.dropout;
 
   /* output layer: logits holds d(loss)/d(logits) */
-  const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
-  float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
-  o->bias_backward(g->out_bias, r->logits, LB, V);
-  o->gemm(1, 0, V, d, (int)LB, 1.0f, r->logits, V, r->hout, d, 1.0f, gw_out, d);
-  o->gemm(0, 0, (int)LB, d, V, 1.0f, r->logits, V, w_out, d, 0.0f, r->dh, d);
+  if (txl_adaptive_output(dm)) {
+    txl_adaptive_output_backward(m, r, LB);
+  } else {
+    const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
+    float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
+    o->bias_backward(g->out_bias, r->logits, LB, V);
+    o->gemm(1, 0, V, d, (int)LB, 1.0f, r->logits, V, r->hout, d, 1.0f, gw_out, d);
+    o->gemm(0, 0, (int)LB, d, V, 1.0f, r->logits, V, w_out, d, 0.0f, r->dh, d);
+  }
   o->dropout(r->dh, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));
 
   /* layers in reverse; r->dh holds d(layer output) on entry, d(layer input) on exit */
@@ -407,7 +439,10 @@ void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
 
   /* embedding: h0 = drop(E[x] * sqrt(d)) */
   o->dropout(r->dh, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
-  o->embedding_backward(g->word_emb, r->dh, r->tokens, sqrtf((float)d), LB, d);
+  if (txl_adaptive_input(dm))
+    txl_adaptive_embed_backward(m, r, r->dh, LB, sqrtf((float)d));
+  else
+    o->embedding_backward(g->word_emb, r->dh, r->tokens, sqrtf((float)d), LB, d);
   if (ready) { /* the tensors outside the layers: the tail (output bias, ...), then the head */
     ready(ctx, m->table.layer_end, m->table.total);
     ready(ctx, 0, m->table.layer_begin);
@@ -423,7 +458,22 @@ double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
   const TxlDims *dm = &m->spec.dims;
   const double d = dm->d_model, HD = (double)dm->n_head * dm->d_head, V = dm->n_token;
   const double K = (double)L + mem_len;
-  double fwd = 2.0 * (double)txl_param_count_non_embedding(&m->table) + 2.0 * d * V +
+  double out = 2.0 * d * V; /* the output layer */
+  if (txl_adaptive_output(dm) || txl_adaptive_input(dm)) {
+    /* adaptive: the input projection, the head, and each tail weighted by its share of the
+     * vocabulary (uniform tokens, as --bench draws them; real text reaches the tails less) */
+    const int proj = txl_dims_has_proj(dm);
+    const double de0 = txl_dims_demb(dm, 0);
+    out = 2.0 * (proj ? d * de0 : 0.0) + 2.0 * de0 * txl_adaptive_head_size(dm);
+    double in = proj ? 2.0 * d * de0 : 0.0;
+    for (int i = 1; i <= dm->n_clusters; i++) {
+      const double share = (double)txl_dims_csize(dm, i) / V, de = txl_dims_demb(dm, i);
+      out += share * (2.0 * (proj ? d * de : 0.0) + 2.0 * de * txl_dims_csize(dm, i));
+      if (txl_dims_split(dm)) in += share * 2.0 * d * (de - de0);
+    }
+    out += in;
+  }
+  double fwd = 2.0 * (double)txl_param_count_non_embedding(&m->table) + out +
                dm->n_layer * (6.0 * K * HD + 2.0 * K * d * HD / L);
   return 3.0 * fwd;
 }

@@ -32,7 +32,7 @@ typedef struct {
 void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec);
 void txl_model_destroy(TxlModel *m);
 /* The original's initialisation (see txl_params_init), copied to the device. */
-void txl_model_init_params(TxlModel *m, float init_std, uint32_t seed);
+void txl_model_init_params(TxlModel *m, float init_std, float proj_std, uint32_t seed);
 
 /* Activations saved by one layer for its backward pass (one slot per layer when training,
  * one shared slot when only running forward). Shapes at capacity; K = M + L rows in use. */
@@ -72,7 +72,7 @@ typedef struct {
   TxlLayerActs *acts; /* [n_slots] */
   int n_slots;
   float *hout;      /* [L, B, d] last layer output after dropout */
-  float *logits;    /* [L*B, V]; after a training forward: d(loss)/d(logits) */
+  float *logits;    /* [L*B, V] (adaptive: [L*B, head size]); after a training forward: d(loss)/d(logits) */
   float *loss;      /* [L*B] per-token loss */
   float *ff_drop;   /* [L, B, di] scratch: FFN hidden after dropout */
   float *tmp;       /* [L, B, d] scratch */
@@ -86,6 +86,23 @@ typedef struct {
   float *dr;        /* [K, H*dh] */
   float *dvec;      /* [L, B, H*dh] */
   float *loss_host; /* [L*B] host copy of loss */
+
+  /* adaptive input and softmax (src/model/adaptive.c); NULL when the model has none */
+  int32_t *ad_rows;   /* [2, L*B] device: input rows, then target rows, grouped by cluster     */
+  int32_t *ad_ids;    /* [2, L*B] device: the same tokens' ids within their cluster            */
+  int32_t *ad_head_tg;/* [L*B] device: the head's target (the token, or its cluster's column)  */
+  int32_t *ad_host;   /* [5, L*B] host scratch for the grouping                               */
+  int ad_in_n[TXL_MAX_CLUSTERS], ad_tg_n[TXL_MAX_CLUSTERS]; /* rows per cluster, last forward   */
+  float *ad_emb;      /* [L*B, d_embed] the input rows' embeddings before projection           */
+  float *ad_hp0;      /* [L*B, d_emb_0] the head's projected hidden rows                       */
+  float *ad_hc;       /* [L*B, d] hidden rows of the tail targets, grouped by cluster           */
+  float *ad_hp;       /* [L*B, d_embed] the same rows projected                                */
+  float *ad_tail;     /* [L*B * max cluster size] tail logits; after training forward, gradients */
+  float *ad_tloss;    /* [L*B] tail losses                                                     */
+  float *ad_bias;     /* [head size] the head's bias (shortlist bias, cluster bias)            */
+  float *ad_dbias;    /* [head size] its gradient (training)                                   */
+  float *ad_dhp;      /* [L*B, d_embed] training scratch                                       */
+  float *ad_dhc;      /* [L*B, d] training scratch                                             */
 
   void **owned;     /* every device buffer above, as allocated (freed by txl_run_destroy) */
   int n_owned, cap_owned;
@@ -120,6 +137,10 @@ typedef void (*TxlGradReady)(void *ctx, int64_t begin, int64_t end);
 /* Backward of the last forward: adds every parameter's gradient into m->grad_buf, calling
  * ready (may be NULL) as slices become final. */
 void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx);
+
+/* log p(v | row) for every v of the vocabulary ([V] host) of row `row` (< L*B) of the last
+ * forward (made without targets): log_softmax of the logits, or of the adaptive softmax. */
+void txl_model_logprobs(TxlModel *m, TxlRun *r, int row, float *out);
 
 /* FLOPs of one trained token (forward + backward), the estimate of the README. */
 double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len);

@@ -15,12 +15,13 @@ enum { SEC_HEAD, SEC_LAYER, SEC_TAIL };
 #define INIT_ID_NORMAL TXL_INIT_NORMAL
 #define INIT_ID_NORMAL_ONE TXL_INIT_NORMAL_ONE
 #define INIT_ID_ZERO TXL_INIT_ZERO
+#define INIT_ID_PROJ TXL_INIT_PROJ
 
 static int64_t numel_of(int rank, int64_t d0, int64_t d1) { return rank == 1 ? d0 : d0 * d1; }
 
 /* Walks the table in storage order: head tensors, then each layer's, then the tail's. */
 void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
-  int cap = 8 + 32 * m->n_layer;
+  int cap = 32 + 32 * m->n_layer;
   memset(t, 0, sizeof *t);
   t->tensors = txl_calloc((size_t)cap, sizeof(TxlTensorInfo), "parameter table");
   int64_t off = 0;
@@ -86,7 +87,7 @@ void txl_params_unbind(TxlParams *p) {
 }
 
 /* N(0, 1) from Philox via Box-Muller: element e of tensor k uses counter (e, k, 0x1417, 0). */
-void txl_params_init(float *host, const TxlParamTable *t, float init_std, uint32_t seed) {
+void txl_params_init(float *host, const TxlParamTable *t, float init_std, float proj_std, uint32_t seed) {
   for (int k = 0; k < t->n_tensors; k++) {
     const TxlTensorInfo *ti = &t->tensors[k];
     float *x = host + ti->offset;
@@ -94,15 +95,16 @@ void txl_params_init(float *host, const TxlParamTable *t, float init_std, uint32
       memset(x, 0, (size_t)ti->numel * sizeof(float));
       continue;
     }
-    float mean = ti->init == TXL_INIT_NORMAL_ONE ? 1.0f : 0.0f;
+    const float mean = ti->init == TXL_INIT_NORMAL_ONE ? 1.0f : 0.0f;
+    const float std = ti->init == TXL_INIT_PROJ ? proj_std : init_std;
     for (int64_t e = 0; e < ti->numel; e += 2) {
       TxlPhilox4 r = txl_philox4x32_10((uint32_t)(e >> 1), (uint32_t)((uint64_t)e >> 33), (uint32_t)k,
                                        0x1417u, seed, 0x9a7a11u);
       double u1 = ((double)r.v[0] + 1.0) / 4294967296.0; /* (0, 1] */
       double u2 = (double)r.v[1] / 4294967296.0;
       double rad = sqrt(-2.0 * log(u1));
-      x[e] = (float)(mean + init_std * rad * cos(2.0 * M_PI * u2));
-      if (e + 1 < ti->numel) x[e + 1] = (float)(mean + init_std * rad * sin(2.0 * M_PI * u2));
+      x[e] = (float)(mean + std * rad * cos(2.0 * M_PI * u2));
+      if (e + 1 < ti->numel) x[e + 1] = (float)(mean + std * rad * sin(2.0 * M_PI * u2));
     }
   }
 }
@@ -110,8 +112,8 @@ void txl_params_init(float *host, const TxlParamTable *t, float init_std, uint32
 int64_t txl_param_count_non_embedding(const TxlParamTable *t) {
   int64_t n = 0;
   for (int k = 0; k < t->n_tensors; k++)
-    if (strcmp(t->tensors[k].name, "word_emb") && strcmp(t->tensors[k].name, "out_weight") &&
-        strcmp(t->tensors[k].name, "out_bias"))
+    if (strcmp(t->tensors[k].name, "word_emb") && strncmp(t->tensors[k].name, "emb_", 4) &&
+        strncmp(t->tensors[k].name, "out_", 4) && strncmp(t->tensors[k].name, "cluster_", 8))
       n += t->tensors[k].numel;
   return n;
 }

@@ -6,6 +6,9 @@
 
 #include <stdint.h>
 
+/* Clusters of the adaptive softmax at most: the head and three tails (every recipe of the paper). */
+#define TXL_MAX_CLUSTERS 4
+
 /* The sizes that decide the parameter shapes. */
 typedef struct {
   int n_token;    /* V  */
@@ -16,7 +19,38 @@ typedef struct {
   int d_inner;    /* di */
   int untie_r;    /* per-layer r_w_bias / r_r_bias */
   int tie_weight; /* output layer = word embedding */
+  /* adaptive input and softmax (the original's cutoffs, div_val, d_embed, tie_projs) */
+  int n_clusters; /* tail clusters: 0 = one softmax over the whole vocabulary */
+  int cut[TXL_MAX_CLUSTERS + 1]; /* cluster i holds tokens [cut[i], cut[i+1]); cut[0] = 0,
+                                    cut[n_clusters + 1] = n_token */
+  int div_val;    /* cluster i embeds in d_embed / div_val^i features (1: one table) */
+  int d_embed;    /* embedding width of cluster 0 */
+  int tie_projs;  /* the tail clusters' output projections are the input's */
 } TxlDims;
+
+/* Sets the adaptive fields for one softmax over the whole vocabulary, embeddings of d_model. */
+static inline void txl_dims_single_softmax(TxlDims *m) {
+  m->n_clusters = 0;
+  m->cut[0] = 0;
+  m->cut[1] = m->n_token;
+  m->div_val = 1;
+  m->d_embed = m->d_model;
+  m->tie_projs = 1;
+}
+
+/* Whether the clusters have tables of their own (div_val > 1), and whether embeddings are
+ * projected to d_model (then P [d_model, d_emb] maps both ways: input e P^T, output h P). */
+static inline int txl_dims_split(const TxlDims *m) { return m->div_val != 1; }
+static inline int txl_dims_has_proj(const TxlDims *m) { return m->div_val != 1 || m->d_embed != m->d_model; }
+/* Embedding width and vocabulary size of cluster i. */
+static inline int txl_dims_demb(const TxlDims *m, int i) {
+  int d = m->d_embed;
+  for (int k = 0; k < i; k++) d /= m->div_val;
+  return d;
+}
+static inline int txl_dims_csize(const TxlDims *m, int i) { return m->cut[i + 1] - m->cut[i]; }
+/* Rows of word_emb / out_weight: every token with one table, cluster 0 with split tables. */
+static inline int txl_dims_rows0(const TxlDims *m) { return txl_dims_split(m) ? m->cut[1] : m->n_token; }
 
 #define TXL_PFIELD_HEAD_HEAD(name) float *name;
 #define TXL_PFIELD_HEAD_LAYER(name)
@@ -39,7 +73,7 @@ typedef struct {
   TxlLayerParams *layers; /* [n_layer] */
 } TxlParams;
 
-typedef enum { TXL_INIT_NORMAL, TXL_INIT_NORMAL_ONE, TXL_INIT_ZERO } TxlInit;
+typedef enum { TXL_INIT_NORMAL, TXL_INIT_NORMAL_ONE, TXL_INIT_ZERO, TXL_INIT_PROJ } TxlInit;
 
 /* One present tensor of the buffer, in storage order. */
 typedef struct {
@@ -68,7 +102,7 @@ void txl_params_bind(TxlParams *p, float *base, const TxlDims *m);
 void txl_params_unbind(TxlParams *p);
 /* The original's initialisation into a host buffer of t->total floats: N(0, std) weights,
  * N(1, std) LayerNorm weights, zero biases; deterministic in `seed` alone. */
-void txl_params_init(float *host, const TxlParamTable *t, float init_std, uint32_t seed);
+void txl_params_init(float *host, const TxlParamTable *t, float init_std, float proj_std, uint32_t seed);
 /* Non-embedding parameter count (for FLOP estimates). */
 int64_t txl_param_count_non_embedding(const TxlParamTable *t);
 

@@ -135,7 +135,7 @@ double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out
       txl_run_reset_memory(&run);
       txl_model_forward(m, &run, ids + n - last, NULL, last, 0, 0, 0.0f);
     }
-    m->ops->to_host(row, run.logits + (size_t)(last - 1) * V, (size_t)V * sizeof(float));
+    txl_model_logprobs(m, &run, last - 1, row);
     const int32_t next = sample(&s, row, V, o, (uint32_t)i);
     ids[n++] = next;
     if (ids_out) ids_out[i] = next;

@@ -76,6 +76,17 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
   spec->dropatt = (float)c->dropatt;
   spec->pre_lnorm = c->pre_lnorm;
   spec->seed = (uint32_t)c->seed;
+  int cut[TXL_CFG_MAX_CUTOFFS];
+  char err[512];
+  const int n = txl_config_cutoffs(c, n_token, cut, err, sizeof err);
+  if (n < 0) txl_fatal_all("%s: %s", *c->corpus ? c->corpus : "the synthetic vocabulary", err);
+  spec->dims.n_clusters = n;
+  spec->dims.cut[0] = 0;
+  for (int i = 0; i < n; i++) spec->dims.cut[i + 1] = cut[i];
+  spec->dims.cut[n + 1] = n_token;
+  spec->dims.div_val = c->div_val;
+  spec->dims.d_embed = c->d_embed > 0 ? c->d_embed : c->d_model;
+  spec->dims.tie_projs = c->tie_projs;
 }
 
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench) {
@@ -122,7 +133,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   TxlModelSpec spec;
   txl_model_spec_from_config(c, n_token, &spec);
   txl_model_create(&t->model, t->ops, &spec);
-  txl_model_init_params(&t->model, (float)c->init_std, (uint32_t)c->seed);
+  txl_model_init_params(&t->model, (float)c->init_std, (float)c->proj_init_std, (uint32_t)c->seed);
 
   TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
   txl_run_create(&t->run, &t->model, &ts);

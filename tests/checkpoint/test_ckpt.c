@@ -46,9 +46,25 @@ static int g_rank = 0, g_world = 1;
 
 typedef struct {
   const char *name;
-  TxlDims dims;
+  struct { int n_token, n_layer, d_model, n_head, d_head, d_inner, untie_r, tie_weight; } dims;
   int mem_len, batch;
 } Shape;
+
+/* The shape's dims, one softmax over the vocabulary. */
+static TxlDims shape_dims(const Shape *s) {
+  TxlDims m;
+  memset(&m, 0, sizeof m);
+  m.n_token = s->dims.n_token;
+  m.n_layer = s->dims.n_layer;
+  m.d_model = s->dims.d_model;
+  m.n_head = s->dims.n_head;
+  m.d_head = s->dims.d_head;
+  m.d_inner = s->dims.d_inner;
+  m.untie_r = s->dims.untie_r;
+  m.tie_weight = s->dims.tie_weight;
+  txl_dims_single_softmax(&m);
+  return m;
+}
 
 static const Shape SHAPES[] = {
     /* n_token n_layer d_model n_head d_head d_inner untie_r tie_weight */
@@ -150,7 +166,8 @@ static void fill_expected(World *w, int step, float *p, float *m, float *v, floa
 static void world_make(World *w, const char *shape, int step) {
   memset(w, 0, sizeof *w);
   w->s = find_shape(shape);
-  txl_param_table_build(&w->table, &w->s->dims);
+  const TxlDims dims = shape_dims(w->s);
+  txl_param_table_build(&w->table, &dims);
   if (w->s->batch % g_world != 0)
     txl_fatal("shape %s: batch %d does not divide by %d ranks", shape, w->s->batch, g_world);
   TxlCkptBuffers *b = &w->b;

@@ -32,8 +32,17 @@ CASES = {
                  clamp_len=6, same_length=1, mem_len=7, scheduler="cosine"),
     "pre": dict(COMMON, pre_lnorm=1, tie_weight=0, untie_r=1, same_length=0, clamp_len=0,
                 mem_len=4, dropatt=0.0, dropout=0.1, scheduler="inv_sqrt"),
+    # adaptive input and softmax: three clusters, widths 12 / 6 / 3, tied weights and projections
+    "adaptive": dict(COMMON, pre_lnorm=0, tie_weight=1, untie_r=0, same_length=0, clamp_len=0,
+                     mem_len=7, dropout=0.1, dropatt=0.0, scheduler="cosine", cutoffs=(8, 17),
+                     div_val=2, tie_projs=1),
+    # one table projected from d_embed 8, untied output weight and projections, two clusters
+    "adaptive_one_table": dict(COMMON, pre_lnorm=1, tie_weight=0, untie_r=0, same_length=0,
+                               clamp_len=0, mem_len=4, dropout=0.1, dropatt=0.1, scheduler="cosine",
+                               cutoffs=(10,), div_val=1, d_embed=8, tie_projs=0),
 }
-FLOAT_KEYS = ("dropout", "dropatt", "lr", "eta_min", "clip", "beta1", "beta2", "eps", "init_std")
+FLOAT_KEYS = ("dropout", "dropatt", "lr", "eta_min", "clip", "beta1", "beta2", "eps", "init_std",
+              "proj_init_std")
 
 # Tolerance of --check, relative to the largest magnitude in each dataset (see README.md):
 # the same torch build on the same CPU reproduces the file exactly; another build may sum in
@@ -59,6 +68,8 @@ def build_case(name, cfg):
     for k, v in cfg.items():
         if k == "scheduler":
             attrs[k] = v
+        elif k == "cutoffs":
+            attrs[k] = ",".join(str(c) for c in v)
         elif k in FLOAT_KEYS:
             attrs[k] = np.float64(v)
         else:

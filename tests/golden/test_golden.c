@@ -1,9 +1,9 @@
 /* The whole C model against the PyTorch reference (tests/reference/txl_ref.py) through the
  * golden file tests/golden/golden.h5 (layout in tests/golden/README.md).
  *
- * For each case (/post, /pre): the parameters and tokens come from the file; phase A runs three
- * segments with fixed parameters (memory empty, partly full, full) comparing logits, loss, the
- * new memory and every gradient; phase B runs 10 training steps (clipping, Adam, schedule) with
+ * For each case (/post, /pre, /adaptive, /adaptive_one_table): the parameters and tokens come
+ * from the file; phase A runs three segments with fixed parameters (memory empty, partly full,
+ * full) comparing logits (adaptive: log-probabilities), loss, the new memory and every gradient; phase B runs 10 training steps (clipping, Adam, schedule) with
  * txl_train_step, the trainer's own step, comparing losses, gradient norms, learning rates and
  * the final parameters.
  *
@@ -139,6 +139,19 @@ static void run_case(hid_t file, const char *case_name) {
   spec.dims.d_inner = attr_int(g, "d_inner");
   spec.dims.untie_r = attr_int(g, "untie_r");
   spec.dims.tie_weight = attr_int(g, "tie_weight");
+  /* adaptive input / softmax: cutoffs as text ("8,17"; "" for one softmax) */
+  txl_dims_single_softmax(&spec.dims);
+  char cutoffs[128];
+  attr_str(g, "cutoffs", cutoffs, sizeof cutoffs);
+  for (char *p = cutoffs, *end; *p; p = *end ? end + 1 : end) {
+    spec.dims.cut[++spec.dims.n_clusters] = (int)strtol(p, &end, 10);
+    if (end == p) die("attribute", "cutoffs");
+  }
+  spec.dims.cut[spec.dims.n_clusters + 1] = spec.dims.n_token;
+  spec.dims.div_val = attr_int(g, "div_val");
+  spec.dims.d_embed = attr_int(g, "d_embed") > 0 ? attr_int(g, "d_embed") : spec.dims.d_model;
+  spec.dims.tie_projs = attr_int(g, "tie_projs");
+  const int adaptive = spec.dims.n_clusters > 0 || txl_dims_has_proj(&spec.dims);
   spec.dropout = (float)attr_f64(g, "dropout");
   spec.dropatt = (float)attr_f64(g, "dropatt");
   spec.pre_lnorm = attr_int(g, "pre_lnorm");
@@ -169,19 +182,26 @@ static void run_case(hid_t file, const char *case_name) {
   float *mem_save = malloc(mem_floats * sizeof(float) + 4);
   float *ref = malloc((total > (size_t)L * B * V ? total : (size_t)L * B * V) * sizeof(float));
   float *mem_c = malloc(mem_floats * sizeof(float) + 4);
+  float *lp = malloc((size_t)L * B * V * sizeof(float));
 
   /* ---- phase A: fixed parameters, three segments, memory carried ---- */
   for (int s = 0; s < n_seg; s++) {
     const int32_t *in = data + (size_t)s * L * B, *tg = in + B;
     int M = run.mem_rows;
     memcpy(mem_save, run.mems, mem_floats * sizeof(float));
-    /* logits: a forward without gradient, then the memory is put back */
+    /* logits (adaptive: log-probabilities): a forward without gradient, then the memory is put back */
     double loss_sum = txl_model_forward(&m, &run, in, tg, L, s, 1, 0.0f);
     snprintf(path, sizeof path, "segA%d/logits", s);
     read_ds(g, path, H5T_NATIVE_FLOAT, ref, (size_t)L * B * V);
     char what[96];
-    snprintf(what, sizeof what, "segment %d (M=%d) logits", s, M);
-    compare(what, run.logits, ref, (size_t)L * B * V, TOL_FWD);
+    if (adaptive) {
+      for (int row = 0; row < L * B; row++) txl_model_logprobs(&m, &run, row, lp + (size_t)row * V);
+      snprintf(what, sizeof what, "segment %d (M=%d) log-probabilities", s, M);
+      compare(what, lp, ref, (size_t)L * B * V, TOL_FWD);
+    } else {
+      snprintf(what, sizeof what, "segment %d (M=%d) logits", s, M);
+      compare(what, run.logits, ref, (size_t)L * B * V, TOL_FWD);
+    }
     double ref_loss;
     snprintf(path, sizeof path, "segA%d/loss", s);
     read_ds(g, path, H5T_NATIVE_DOUBLE, &ref_loss, 1);
@@ -250,6 +270,7 @@ static void run_case(hid_t file, const char *case_name) {
   free(data);
   free(mem_save);
   free(mem_c);
+  free(lp);
   free(ref);
   H5Gclose(g);
 }
@@ -264,6 +285,8 @@ int main(int argc, char **argv) {
   if (f < 0) die("file", argv[1]);
   run_case(f, "post");
   run_case(f, "pre");
+  run_case(f, "adaptive");
+  run_case(f, "adaptive_one_table");
   H5Fclose(f);
   printf("golden: %d checks, %d failed\n", g_checks, g_fail);
   return g_fail ? 1 : 0;

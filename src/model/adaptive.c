@@ -1,0 +1,278 @@
+/* Adaptive input and softmax: see adaptive.h. Rows are grouped by cluster on the host (the
+ * tokens arrive there), every product is a backend gemm, gathers and scatters are the
+ * embedding ops (a lookup by row index; a deterministic scatter-add). */
+#include "src/model/adaptive.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "src/base/error.h"
+
+/* The tensors of cluster i in one parameter set (the parameters or their gradients). */
+typedef struct {
+  float *E;  /* [csize, d_emb] input embedding rows */
+  float *W;  /* [csize, d_emb] output weight rows (E when tied) */
+  float *Pe; /* [d, d_emb] input projection, NULL without projections */
+  float *Po; /* [d, d_emb] output projection, NULL without */
+} Cluster;
+
+static float *split_table(const TxlParams *p, int i, int out) {
+  switch (i) {
+    case 0: return out ? p->out_weight : p->word_emb;
+    case 1: return out ? p->out_1 : p->emb_1;
+    case 2: return out ? p->out_2 : p->emb_2;
+    default: return out ? p->out_3 : p->emb_3;
+  }
+}
+
+static float *proj(const TxlParams *p, int i, int out) {
+  switch (i) {
+    case 0: return out ? p->out_proj_0 : p->emb_proj_0;
+    case 1: return out ? p->out_proj_1 : p->emb_proj_1;
+    case 2: return out ? p->out_proj_2 : p->emb_proj_2;
+    default: return out ? p->out_proj_3 : p->emb_proj_3;
+  }
+}
+
+static Cluster cluster(const TxlDims *dm, const TxlParams *p, int i) {
+  Cluster c;
+  const int split = txl_dims_split(dm);
+  const int64_t off = split ? 0 : (int64_t)dm->cut[i] * dm->d_embed; /* rows of the one table */
+  c.E = split ? split_table(p, i, 0) : p->word_emb + off;
+  c.W = dm->tie_weight ? c.E : (split ? split_table(p, i, 1) : p->out_weight + off);
+  c.Pe = c.Po = NULL;
+  if (txl_dims_has_proj(dm)) {
+    c.Pe = proj(p, split ? i : 0, 0);
+    c.Po = i == 0 ? p->out_proj_0 : (dm->tie_projs ? c.Pe : proj(p, i, 1));
+  }
+  return c;
+}
+
+static int cluster_of(const TxlDims *dm, int32_t t) {
+  int i = 0;
+  while (i < dm->n_clusters && t >= dm->cut[i + 1]) i++;
+  return i;
+}
+
+/* Groups the LB tokens by cluster (clusters first_cluster.. n_clusters, or all in cluster 0
+ * when one_table): rows[] and ids[] (id within the cluster) in cluster order, counts n[]. */
+static void group(const TxlDims *dm, const int32_t *tok, int64_t LB, int first, int one_table, int32_t *rows,
+                  int32_t *ids, int *n) {
+  int64_t k = 0;
+  for (int i = 0; i < TXL_MAX_CLUSTERS; i++) n[i] = 0;
+  for (int i = first; i <= (one_table ? 0 : dm->n_clusters); i++)
+    for (int64_t t = 0; t < LB; t++) {
+      const int c = one_table ? 0 : cluster_of(dm, tok[t]);
+      if (c != i) continue;
+      rows[k] = (int32_t)t;
+      ids[k] = tok[t] - (one_table ? 0 : dm->cut[i]);
+      k++;
+      n[i]++;
+    }
+}
+
+/* ---- input ------------------------------------------------------------------------------- */
+
+void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, float *h, int64_t LB, float scale) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model, split = txl_dims_split(dm);
+  int32_t *rows = r->ad_host, *ids = r->ad_host + LB;
+  group(dm, tokens, LB, 0, !split, rows, ids, r->ad_in_n);
+  o->to_device(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
+  o->to_device(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
+  if (split) o->zero(h, (size_t)LB * d * sizeof(float));
+  int64_t off = 0, offe = 0;
+  for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
+    const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
+    if (!n) continue;
+    const Cluster c = cluster(dm, &m->p, i);
+    float *e = r->ad_emb + offe;
+    o->embedding_forward(e, r->ad_ids + off, c.E - (split ? 0 : (int64_t)dm->cut[i] * de), 1.0f, n, de);
+    /* one table: the rows are every row in order, so the product lands in h directly */
+    float *y = split ? r->tmp : h;
+    o->gemm(0, 1, n, d, de, scale, e, de, c.Pe, de, 0.0f, y, d);
+    if (split) o->embedding_backward(h, y, r->ad_rows + off, 1.0f, n, d); /* h rows = y (h was 0) */
+    off += n;
+    offe += (int64_t)n * de;
+  }
+}
+
+void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const float *dh, int64_t LB, float scale) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model, split = txl_dims_split(dm);
+  (void)LB;
+  int64_t off = 0, offe = 0;
+  for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
+    const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
+    if (!n) continue;
+    const Cluster c = cluster(dm, &m->p, i), g = cluster(dm, &m->g, i);
+    const float *dy = dh;
+    if (split) { /* this cluster's rows of dh */
+      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d);
+      dy = r->dtmp;
+    }
+    o->gemm(1, 0, d, de, n, scale, dy, d, r->ad_emb + offe, de, 1.0f, g.Pe, de); /* dP += s dy^T e */
+    o->gemm(0, 0, n, de, d, scale, dy, d, c.Pe, de, 0.0f, r->ad_dhp, de);       /* de = s dy P */
+    o->embedding_backward(g.E - (split ? 0 : (int64_t)dm->cut[i] * de), r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
+    off += n;
+    offe += (int64_t)n * de;
+  }
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p;
+  const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
+  const int de0 = txl_dims_demb(dm, 0);
+  const Cluster c0 = cluster(dm, p, 0);
+  /* head: [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias] */
+  const float *hp0 = r->hout;
+  if (c0.Po) {
+    o->gemm(0, 0, (int)LB, de0, d, 1.0f, r->hout, d, c0.Po, de0, 0.0f, r->ad_hp0, de0);
+    hp0 = r->ad_hp0;
+  }
+  o->copy(r->ad_bias, p->out_bias, (size_t)c1 * sizeof(float));
+  if (nc) o->copy(r->ad_bias + c1, p->cluster_bias, (size_t)nc * sizeof(float));
+  o->bias_fill(r->logits, r->ad_bias, LB, hs);
+  o->gemm(0, 1, (int)LB, c1, de0, 1.0f, hp0, de0, c0.W, de0, 1.0f, r->logits, hs);
+  if (nc) o->gemm(0, 1, (int)LB, nc, de0, 1.0f, hp0, de0, p->cluster_weight, de0, 1.0f, r->logits + c1, hs);
+  if (!targets) return 0.0;
+
+  /* targets: the head's (the token, or column hs - i for tail cluster i), the tails' rows */
+  int32_t *head_tg = r->ad_host + 2 * LB, *rows = r->ad_host + 3 * LB, *ids = r->ad_host + 4 * LB;
+  for (int64_t t = 0; t < LB; t++) {
+    if (targets[t] < 0 || targets[t] >= dm->n_token)
+      txl_fatal("output layer: target %d of row %lld is outside the vocabulary [0, %d)", (int)targets[t],
+                (long long)t, dm->n_token);
+    const int c = cluster_of(dm, targets[t]);
+    head_tg[t] = c == 0 ? targets[t] : hs - c;
+  }
+  group(dm, targets, LB, 1, 0, rows, ids, r->ad_tg_n);
+  o->to_device(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
+  o->to_device(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
+  o->to_device(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
+  o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs);
+  o->to_host(r->loss_host, r->loss, (size_t)LB * sizeof(float));
+  double sum = 0.0;
+  for (int64_t t = 0; t < LB; t++) sum += r->loss_host[t];
+
+  int64_t off = 0, offe = 0, offt = 0;
+  for (int i = 1; i <= nc; i++) {
+    const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
+    if (!n) continue;
+    const Cluster c = cluster(dm, p, i);
+    float *hc = r->ad_hc + off * d, *hp = hc, *tail = r->ad_tail + offt;
+    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d); /* the rows of this cluster */
+    if (c.Po) {
+      hp = r->ad_hp + offe;
+      o->gemm(0, 0, n, de, d, 1.0f, hc, d, c.Po, de, 0.0f, hp, de);
+    }
+    o->bias_fill(tail, p->out_bias + dm->cut[i], n, cs);
+    o->gemm(0, 1, n, cs, de, 1.0f, hp, de, c.W, de, 1.0f, tail, cs);
+    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs);
+    off += n;
+    offe += (int64_t)n * de;
+    offt += (int64_t)n * cs;
+  }
+  if (off) {
+    o->to_host(r->loss_host, r->ad_tloss, (size_t)off * sizeof(float));
+    for (int64_t t = 0; t < off; t++) sum += r->loss_host[t];
+  }
+  return sum;
+}
+
+void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p, *g = &m->g;
+  const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
+  const int de0 = txl_dims_demb(dm, 0);
+  const Cluster c0 = cluster(dm, p, 0), g0 = cluster(dm, g, 0);
+  const float *hp0 = c0.Po ? r->ad_hp0 : r->hout;
+  /* head: biases, weights, d(h P_0) */
+  o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
+  o->bias_backward(r->ad_dbias, r->logits, LB, hs);
+  o->add(g->out_bias, g->out_bias, r->ad_dbias, c1);
+  if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc);
+  o->gemm(1, 0, c1, de0, (int)LB, 1.0f, r->logits, hs, hp0, de0, 1.0f, g0.W, de0);
+  if (nc) o->gemm(1, 0, nc, de0, (int)LB, 1.0f, r->logits + c1, hs, hp0, de0, 1.0f, g->cluster_weight, de0);
+  float *dhp0 = c0.Po ? r->ad_dhp : r->dh;
+  o->gemm(0, 0, (int)LB, de0, c1, 1.0f, r->logits, hs, c0.W, de0, 0.0f, dhp0, de0);
+  if (nc) o->gemm(0, 0, (int)LB, de0, nc, 1.0f, r->logits + c1, hs, p->cluster_weight, de0, 1.0f, dhp0, de0);
+  if (c0.Po) {
+    o->gemm(1, 0, d, de0, (int)LB, 1.0f, r->hout, d, dhp0, de0, 1.0f, g0.Po, de0);
+    o->gemm(0, 1, (int)LB, d, de0, 1.0f, dhp0, de0, c0.Po, de0, 0.0f, r->dh, d);
+  }
+  /* tails: their rows of dh gain d(tail loss)/dh */
+  int64_t off = 0, offe = 0, offt = 0;
+  for (int i = 1; i <= nc; i++) {
+    const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
+    if (!n) continue;
+    const Cluster c = cluster(dm, p, i), gc = cluster(dm, g, i);
+    const float *hc = r->ad_hc + off * d, *hp = c.Po ? r->ad_hp + offe : hc, *tail = r->ad_tail + offt;
+    o->bias_backward(g->out_bias + dm->cut[i], tail, n, cs);
+    o->gemm(1, 0, cs, de, n, 1.0f, tail, cs, hp, de, 1.0f, gc.W, de);
+    float *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
+    o->gemm(0, 0, n, de, cs, 1.0f, tail, cs, c.W, de, 0.0f, dhp, de);
+    if (c.Po) {
+      o->gemm(1, 0, d, de, n, 1.0f, hc, d, dhp, de, 1.0f, gc.Po, de);
+      o->gemm(0, 1, n, d, de, 1.0f, dhp, de, c.Po, de, 0.0f, r->ad_dhc, d);
+    }
+    o->embedding_backward(r->dh, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
+    off += n;
+    offe += (int64_t)n * de;
+    offt += (int64_t)n * cs;
+  }
+}
+
+/* log_softmax of x[0..n) in double, written to out (may alias x). */
+static void log_softmax(const float *x, int n, float *out) {
+  double mx = -INFINITY, s = 0.0;
+  for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+  for (int j = 0; j < n; j++) s += exp((double)x[j] - mx);
+  const double lse = mx + log(s);
+  for (int j = 0; j < n; j++) out[j] = (float)((double)x[j] - lse);
+}
+
+void txl_adaptive_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
+  float *head = txl_malloc((size_t)hs * sizeof(float), "head log-probabilities");
+  o->to_host(head, r->logits + (int64_t)row * hs, (size_t)hs * sizeof(float));
+  log_softmax(head, hs, head);
+  for (int j = 0; j < c1; j++) out[j] = head[j];
+  const float *h = r->hout + (int64_t)row * d;
+  for (int i = 1; i <= nc; i++) {
+    const int de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
+    const Cluster c = cluster(dm, &m->p, i);
+    const float *hp = h;
+    if (c.Po) {
+      o->gemm(0, 0, 1, de, d, 1.0f, h, d, c.Po, de, 0.0f, r->ad_hp, de);
+      hp = r->ad_hp;
+    }
+    o->bias_fill(r->ad_tail, m->p.out_bias + dm->cut[i], 1, cs);
+    o->gemm(0, 1, 1, cs, de, 1.0f, hp, de, c.W, de, 1.0f, r->ad_tail, cs);
+    float *ti = out + dm->cut[i];
+    o->to_host(ti, r->ad_tail, (size_t)cs * sizeof(float));
+    log_softmax(ti, cs, ti);
+    for (int j = 0; j < cs; j++) ti[j] += head[hs - i];
+  }
+  free(head);
+}
+
+void txl_model_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
+  const TxlDims *dm = &m->spec.dims;
+  if (row < 0 || row >= r->last_L * r->B) txl_fatal("internal: log-probabilities of row %d of %d", row, r->last_L * r->B);
+  if (txl_adaptive_output(dm)) {
+    txl_adaptive_logprobs(m, r, row, out);
+    return;
+  }
+  m->ops->to_host(out, r->logits + (int64_t)row * dm->n_token, (size_t)dm->n_token * sizeof(float));
+  log_softmax(out, dm->n_token, out);
+}
