@@ -16,22 +16,17 @@ typedef struct {
   float *Po; /* [d, d_emb] output projection, NULL without */
 } Cluster;
 
+/* Table i (0: word_emb / out_weight) and projection i of a parameter set; out: the output side. */
 static float *split_table(const TxlParams *p, int i, int out) {
-  switch (i) {
-    case 0: return out ? p->out_weight : p->word_emb;
-    case 1: return out ? p->out_1 : p->emb_1;
-    case 2: return out ? p->out_2 : p->emb_2;
-    default: return out ? p->out_3 : p->emb_3;
-  }
+  float *const t[2][TXL_MAX_CLUSTERS] = {{p->word_emb, p->emb_1, p->emb_2, p->emb_3},
+                                         {p->out_weight, p->out_1, p->out_2, p->out_3}};
+  return t[out][i];
 }
 
 static float *proj(const TxlParams *p, int i, int out) {
-  switch (i) {
-    case 0: return out ? p->out_proj_0 : p->emb_proj_0;
-    case 1: return out ? p->out_proj_1 : p->emb_proj_1;
-    case 2: return out ? p->out_proj_2 : p->emb_proj_2;
-    default: return out ? p->out_proj_3 : p->emb_proj_3;
-  }
+  float *const t[2][TXL_MAX_CLUSTERS] = {{p->emb_proj_0, p->emb_proj_1, p->emb_proj_2, p->emb_proj_3},
+                                         {p->out_proj_0, p->out_proj_1, p->out_proj_2, p->out_proj_3}};
+  return t[out][i];
 }
 
 static Cluster cluster(const TxlDims *dm, const TxlParams *p, int i) {

@@ -5,12 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "kernels/cpu/threads.h"
 #include "src/base/error.h"
 #include "src/base/timer.h"
-#include "src/checkpoint/checkpoint.h"
+#include "src/train/loaded.h"
 #include "src/config/config.h"
 #include "src/train/evaluate.h"
 #include "src/train/stream.h"
@@ -48,11 +47,6 @@ static long parse_int(const char *opt, const char *v, long lo, long hi) {
   if (!v || !*v || *end || errno || x < lo || x > hi)
     txl_fatal_all("%s %s: expected an integer in [%ld, %ld]", opt, v ? v : "(missing)", lo, hi);
   return x;
-}
-
-static int is_dir(const char *p) {
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 int main(int argc, char **argv) {
@@ -110,21 +104,10 @@ int main(int argc, char **argv) {
   }
   if (!target) txl_fatal_all("no checkpoint given (usage: txl-eval CHECKPOINT|RUN_DIR [options], see --help)");
 
-  char path[1200], err[1024];
-  if (is_dir(target)) {
-    if (txl_ckpt_latest(target, path, sizeof path) != 0)
-      txl_fatal_all("%s: no checkpoint in this folder (no 'latest' pointer)", target);
-  } else {
-    snprintf(path, sizeof path, "%s", target);
-  }
-  char *text = NULL;
-  TxlCkptState st;
-  if (txl_ckpt_peek(path, &text, &st, err, sizeof err) != 0) txl_fatal_all("%s", err);
-  TxlConfig cfg;
-  txl_config_defaults(&cfg);
-  if (txl_config_load_ini_text(&cfg, text, path, err, sizeof err) != 0)
-    txl_fatal_all("%s: its config does not parse: %s", path, err);
-  free(text);
+  TxlLoaded ld;
+  txl_loaded_config(&ld, target);
+  TxlConfig cfg = ld.cfg;
+  char err[1024];
   if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
   if (tgt_len > 0) cfg.eval_tgt_len = (int)tgt_len;
   if (clamp_len > -3) cfg.eval_clamp_len = (int)clamp_len;
@@ -138,27 +121,13 @@ int main(int argc, char **argv) {
     if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s", err);
   }
 
-  txl_cpu_set_threads(txl_trainer_threads(&cfg, &dist));
-  TxlCorpus *c = txl_corpus_open(cfg.corpus);
-  const int64_t V = txl_corpus_vocab_size(c);
-  if (cfg.n_token != V)
-    txl_fatal_all("%s: vocabulary of %lld tokens, but the checkpoint's model has %d", cfg.corpus, (long long)V,
-                  cfg.n_token);
+  ld.cfg = cfg;
+  txl_loaded_open(&ld, &dist);
+  TxlCorpus *c = ld.corpus;
   txl_stream_check_length(c, split, cfg.eval_batch_size, 1);
-  TxlModelSpec spec;
-  txl_model_spec_from_config(&cfg, (int)V, &spec);
-  TxlModel model;
-  txl_model_create(&model, txl_ops_cpu(), &spec);
-  const size_t bytes = (size_t)model.table.total * sizeof(float);
-  float *host = txl_malloc(bytes, "checkpoint parameters");
-  if (txl_ckpt_read_params(path, &model.table, cfg.n_layer, cfg.d_model, host, NULL, err, sizeof err) != 0)
-    txl_fatal_all("%s", err);
-  model.ops->to_device(model.param_buf, host, bytes);
-  free(host);
-
   const int char_level = strcmp(txl_corpus_mode(c), "word") != 0;
   if (dist.rank == 0) {
-    printf("txl-eval: %s (step %lld) on split '%s' of %s; %d rank%s x %d thread%s\n", path, (long long)st.step,
+    printf("txl-eval: %s (step %lld) on split '%s' of %s; %d rank%s x %d thread%s\n", ld.path, (long long)ld.st.step,
            split, cfg.corpus, dist.world, dist.world > 1 ? "s" : "", txl_cpu_threads(),
            txl_cpu_threads() > 1 ? "s" : "");
     fflush(stdout);
@@ -168,7 +137,7 @@ int main(int argc, char **argv) {
     const TxlEvalShape es = {cfg.eval_tgt_len, cfg.eval_mem_len, txl_config_eval_clamp_len(&cfg),
                              cfg.eval_same_length, cfg.eval_batch_size};
     double tokens = 0.0, t0 = txl_now_s();
-    const double loss = txl_evaluate(&model, c, split, &es, &dist, (int)max_segments, &tokens);
+    const double loss = txl_evaluate(&ld.model, c, split, &es, &dist, (int)max_segments, &tokens);
     const double dt = txl_now_s() - t0;
     if (dist.rank == 0) {
       char q[64], tok[32];
@@ -181,8 +150,7 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
   }
-  txl_model_destroy(&model);
-  txl_corpus_close(c);
+  txl_loaded_close(&ld);
   txl_dist_finalize();
   return 0;
 }

@@ -5,11 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "kernels/cpu/threads.h"
 #include "src/base/error.h"
-#include "src/checkpoint/checkpoint.h"
+#include "src/train/loaded.h"
 #include "src/config/config.h"
 #include "src/train/generate.h"
 #include "src/train/trainer.h"
@@ -105,39 +103,13 @@ int main(int argc, char **argv) {
   }
   if (!target) txl_fatal_all("no checkpoint given (usage: txl-generate CHECKPOINT|RUN_DIR [options], see --help)");
 
-  char path[1200], err[1024];
-  struct stat sb;
-  if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    if (txl_ckpt_latest(target, path, sizeof path) != 0)
-      txl_fatal_all("%s: no checkpoint in this folder (no 'latest' pointer)", target);
-  } else {
-    snprintf(path, sizeof path, "%s", target);
-  }
-  char *text = NULL;
-  if (txl_ckpt_peek(path, &text, NULL, err, sizeof err) != 0) txl_fatal_all("%s", err);
-  TxlConfig cfg;
-  txl_config_defaults(&cfg);
-  if (txl_config_load_ini_text(&cfg, text, path, err, sizeof err) != 0)
-    txl_fatal_all("%s: its config does not parse: %s", path, err);
-  free(text);
+  TxlLoaded ld;
+  txl_loaded_config(&ld, target);
+  TxlConfig cfg = ld.cfg;
   if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
   if (threads > 0) cfg.threads = threads;
-  txl_cpu_set_threads(txl_trainer_threads(&cfg, &dist));
-  TxlCorpus *c = txl_corpus_open(cfg.corpus);
-  const int64_t V = txl_corpus_vocab_size(c);
-  if (cfg.n_token != V)
-    txl_fatal_all("%s: vocabulary of %lld tokens, but the checkpoint's model has %d", cfg.corpus, (long long)V,
-                  cfg.n_token);
-  TxlModelSpec spec;
-  txl_model_spec_from_config(&cfg, (int)V, &spec);
-  TxlModel model;
-  txl_model_create(&model, txl_ops_cpu(), &spec);
-  const size_t bytes = (size_t)model.table.total * sizeof(float);
-  float *host = txl_malloc(bytes, "checkpoint parameters");
-  if (txl_ckpt_read_params(path, &model.table, cfg.n_layer, cfg.d_model, host, NULL, err, sizeof err) != 0)
-    txl_fatal_all("%s", err);
-  model.ops->to_device(model.param_buf, host, bytes);
-  free(host);
+  ld.cfg = cfg;
+  txl_loaded_open(&ld, &dist);
 
   if (mem_len < 0) {
     mem_len = txl_config_eval_mem_len(&cfg);
@@ -145,9 +117,9 @@ int main(int argc, char **argv) {
   }
   TxlGenOptions o = {prompt, length, temperature, top_k, top_p, seed >= 0 ? (uint32_t)seed : (uint32_t)cfg.seed,
                      cfg.eval_tgt_len, mem_len, clamp_len > -3 ? clamp_len : txl_config_eval_clamp_len(&cfg), window};
-  fprintf(stderr, "txl-generate: %s, %d tokens, temperature %g, top-k %d, top-p %g, seed %u, %s %d rows\n", path,
+  fprintf(stderr, "txl-generate: %s, %d tokens, temperature %g, top-k %d, top-p %g, seed %u, %s %d rows\n", ld.path,
           length, temperature, top_k, top_p, o.seed, window ? "recomputing the last" : "memory", window ? window : mem_len);
-  const double t_gen = txl_generate(&model, c, &o, quiet ? NULL : stdout, NULL);
+  const double t_gen = txl_generate(&ld.model, ld.corpus, &o, quiet ? NULL : stdout, NULL);
   if (!quiet) printf("\n");
   if (window) {
     printf("recomputing: %d tokens in %.3f s = %.1f tokens/s (the last %d tokens re-run for every token)\n", length,
@@ -159,14 +131,13 @@ int main(int argc, char **argv) {
   if (compare >= 0 && !window) {
     const double t_mem = t_gen;
     o.window = compare > 0 ? compare : mem_len;
-    const double t_re = txl_generate(&model, c, &o, NULL, NULL);
+    const double t_re = txl_generate(&ld.model, ld.corpus, &o, NULL, NULL);
     printf("recomputing: %d tokens in %.3f s = %.1f tokens/s (the last %d tokens re-run for every token)\n", length,
            t_re, length / t_re, o.window);
     printf("speed-up of the memory: %.1fx\n", t_re / t_mem);
   }
   fflush(stdout);
-  txl_model_destroy(&model);
-  txl_corpus_close(c);
+  txl_loaded_close(&ld);
   txl_dist_finalize();
   return 0;
 }

@@ -1,0 +1,54 @@
+#include "src/train/loaded.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kernels/cpu/threads.h"
+#include "src/base/error.h"
+#include "src/train/trainer.h"
+
+void txl_loaded_config(TxlLoaded *ld, const char *target) {
+  memset(ld, 0, sizeof *ld);
+  char err[1024];
+  struct stat sb;
+  if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    if (txl_ckpt_latest(target, ld->path, sizeof ld->path) != 0)
+      txl_fatal_all("%s: no checkpoint in this folder (no 'latest' pointer)", target);
+  } else {
+    snprintf(ld->path, sizeof ld->path, "%s", target);
+  }
+  char *text = NULL;
+  if (txl_ckpt_peek(ld->path, &text, &ld->st, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  txl_config_defaults(&ld->cfg);
+  if (txl_config_load_ini_text(&ld->cfg, text, ld->path, err, sizeof err) != 0)
+    txl_fatal_all("%s: its config does not parse: %s", ld->path, err);
+  free(text);
+}
+
+void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
+  TxlConfig *c = &ld->cfg;
+  char err[1024];
+  txl_cpu_set_threads(txl_trainer_threads(c, dist));
+  ld->corpus = txl_corpus_open(c->corpus);
+  const int64_t V = txl_corpus_vocab_size(ld->corpus);
+  if (c->n_token != V)
+    txl_fatal_all("%s: vocabulary of %lld tokens, but the checkpoint's model has %d", c->corpus, (long long)V,
+                  c->n_token);
+  TxlModelSpec spec;
+  txl_model_spec_from_config(c, (int)V, &spec);
+  txl_model_create(&ld->model, txl_ops_cpu(), &spec);
+  const size_t bytes = (size_t)ld->model.table.total * sizeof(float);
+  float *host = txl_malloc(bytes, "checkpoint parameters");
+  if (txl_ckpt_read_params(ld->path, &ld->model.table, c->n_layer, c->d_model, host, NULL, err, sizeof err) != 0)
+    txl_fatal_all("%s", err);
+  ld->model.ops->to_device(ld->model.param_buf, host, bytes);
+  free(host);
+}
+
+void txl_loaded_close(TxlLoaded *ld) {
+  txl_model_destroy(&ld->model);
+  if (ld->corpus) txl_corpus_close(ld->corpus);
+  ld->corpus = NULL;
+}
