@@ -156,6 +156,7 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->clamp_len = shape->clamp_len;
   r->same_length = shape->same_length;
   r->training = shape->training;
+  r->R_rows = -1;
   Alloc a = {m, shape, r, 0};
   walk_run(&a);
   r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
@@ -234,8 +235,13 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     o->embedding_forward(h, r->tokens, p->word_emb, sqrtf((float)d), LB, d);
   o->dropout(h, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
   /* relative positions K-1 .. 0, dropout (one mask for every column) */
-  o->posemb_forward(r->R, K, d, r->clamp_len);
-  o->dropout(r->R, K, 1, d, 0, drop_at(m, r, TXL_SITE_POS, pd));
+  /* relative positions: the same K without dropout gives the same R (generation: every token) */
+  const TxlDropout dpos = drop_at(m, r, TXL_SITE_POS, pd);
+  if (dpos.p > 0.0f || r->R_rows != K) {
+    o->posemb_forward(r->R, K, d, r->clamp_len);
+    o->dropout(r->R, K, 1, d, 0, dpos);
+    r->R_rows = dpos.p > 0.0f ? -1 : K; /* a dropped R is not reused */
+  }
 
   const TxlAttnShape as = attn_shape(m, r, L, M);
   const int Mnew = K < r->mem_len ? K : r->mem_len;

@@ -109,6 +109,7 @@ typedef struct {
 
   /* state of the last forward, used by the backward */
   int last_L, last_M, last_step, last_dropout_on;
+  int R_rows;       /* K of the dropout-free R held in R, -1 when none */
 } TxlRun;
 
 typedef struct {
