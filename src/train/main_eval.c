@@ -1,12 +1,12 @@
 /* txl-eval: evaluate a checkpoint on a corpus split with any segment length, memory length,
  * clamp_len and same_length, across ranks.
  *   mpirun -n P txl-eval CKPT|RUN_DIR [options] */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/threads.h"
+#include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/base/timer.h"
 #include "src/train/loaded.h"
@@ -40,15 +40,6 @@ static void usage(FILE *f) {
           "  -h, --help            this text\n");
 }
 
-static long parse_int(const char *opt, const char *v, long lo, long hi) {
-  char *end;
-  errno = 0;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || x < lo || x > hi)
-    txl_fatal_all("%s %s: expected an integer in [%ld, %ld]", opt, v ? v : "(missing)", lo, hi);
-  return x;
-}
-
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -72,34 +63,30 @@ int main(int argc, char **argv) {
       if (!v) txl_fatal_all("--corpus needs a file");
       corpus = argv[++i];
     } else if (!strcmp(a, "--tgt-len")) {
-      tgt_len = parse_int(a, v, 1, 1048576), i++;
+      tgt_len = (long)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--mem-len")) {
       if (!v) txl_fatal_all("--mem-len needs N or a list N,N,...");
       char buf[1024];
       snprintf(buf, sizeof buf, "%s", argv[++i]);
       for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (n_mem == MAX_SWEEP) txl_fatal_all("--mem-len: at most %d values", MAX_SWEEP);
-        mem[n_mem++] = parse_int(a, tok, 0, 1048576);
+        mem[n_mem++] = (long)txl_cli_number(a, tok, 0, 1048576, 1);
       }
       if (!n_mem) txl_fatal_all("--mem-len %s: no value", argv[i]);
     } else if (!strcmp(a, "--clamp-len")) {
-      clamp_len = parse_int(a, v, -1, 1073741824), i++;
+      clamp_len = (long)txl_cli_number(a, v, -1, 1073741824, 1), i++;
     } else if (!strcmp(a, "--same-length")) {
       same_length = 1;
     } else if (!strcmp(a, "--no-same-length")) {
       same_length = 0;
     } else if (!strcmp(a, "--batch-size")) {
-      batch = parse_int(a, v, 1, 1048576), i++;
+      batch = (long)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--max-segments")) {
-      max_segments = parse_int(a, v, 1, 2147483647L), i++;
+      max_segments = (long)txl_cli_number(a, v, 1, 2147483647L, 1), i++;
     } else if (!strcmp(a, "--threads")) {
-      threads = parse_int(a, v, 1, 4096), i++;
-    } else if (a[0] == '-') {
-      txl_fatal_all("unknown option '%s' (see txl-eval --help)", a);
-    } else if (target) {
-      txl_fatal_all("two checkpoints given ('%s' and '%s')", target, a);
+      threads = (long)txl_cli_number(a, v, 1, 4096, 1), i++;
     } else {
-      target = a;
+      txl_cli_positional("txl-eval", "checkpoint", a, &target);
     }
   }
   if (!target) txl_fatal_all("no checkpoint given (usage: txl-eval CHECKPOINT|RUN_DIR [options], see --help)");

@@ -1,11 +1,11 @@
 /* txl-generate: sample text from a checkpoint, carrying the memory so that every new token
  * costs one query row; --compare also times the recompute-the-context way.
  *   txl-generate CHECKPOINT|RUN_DIR [options] */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/train/loaded.h"
 #include "src/config/config.h"
@@ -39,16 +39,6 @@ static void usage(FILE *f) {
           "  -h, --help            this text\n");
 }
 
-static double parse_num(const char *opt, const char *v, double lo, double hi, int integer) {
-  char *end;
-  errno = 0;
-  double x = v ? strtod(v, &end) : 0.0;
-  if (!v || !*v || *end || errno || !(x >= lo && x <= hi) || (integer && x != (double)(long)x))
-    txl_fatal_all("%s %s: expected %s in [%g, %g]", opt, v ? v : "(missing)", integer ? "an integer" : "a number",
-                  lo, hi);
-  return x;
-}
-
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -68,37 +58,33 @@ int main(int argc, char **argv) {
       if (!v) txl_fatal_all("--prompt needs a text");
       prompt = argv[++i];
     } else if (!strcmp(a, "--length")) {
-      length = (int)parse_num(a, v, 1, 1048576, 1), i++;
+      length = (int)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--temperature")) {
-      temperature = parse_num(a, v, 1e-3, 1e3, 0), i++;
+      temperature = txl_cli_number(a, v, 1e-3, 1e3, 0), i++;
     } else if (!strcmp(a, "--top-k")) {
-      top_k = (int)parse_num(a, v, 0, 2147483647.0, 1), i++;
+      top_k = (int)txl_cli_number(a, v, 0, 2147483647.0, 1), i++;
     } else if (!strcmp(a, "--top-p")) {
-      top_p = parse_num(a, v, 1e-9, 1.0, 0), i++;
+      top_p = txl_cli_number(a, v, 1e-9, 1.0, 0), i++;
     } else if (!strcmp(a, "--seed")) {
-      seed = (long long)parse_num(a, v, 0, 4294967295.0, 1), i++;
+      seed = (long long)txl_cli_number(a, v, 0, 4294967295.0, 1), i++;
     } else if (!strcmp(a, "--mem-len")) {
-      mem_len = (int)parse_num(a, v, 1, 1048576, 1), i++;
+      mem_len = (int)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--clamp-len")) {
-      clamp_len = (int)parse_num(a, v, -1, 1073741824.0, 1), i++;
+      clamp_len = (int)txl_cli_number(a, v, -1, 1073741824.0, 1), i++;
     } else if (!strcmp(a, "--corpus")) {
       if (!v) txl_fatal_all("--corpus needs a file");
       corpus = argv[++i];
     } else if (!strcmp(a, "--compare")) {
       compare = 0;
-      if (v && v[0] >= '0' && v[0] <= '9') compare = (int)parse_num(a, v, 1, 1048576, 1), i++;
+      if (v && v[0] >= '0' && v[0] <= '9') compare = (int)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--recompute")) {
-      window = (int)parse_num(a, v, 1, 1048576, 1), i++;
+      window = (int)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
     } else if (!strcmp(a, "--threads")) {
-      threads = (int)parse_num(a, v, 1, 4096, 1), i++;
-    } else if (a[0] == '-') {
-      txl_fatal_all("unknown option '%s' (see txl-generate --help)", a);
-    } else if (target) {
-      txl_fatal_all("two checkpoints given ('%s' and '%s')", target, a);
+      threads = (int)txl_cli_number(a, v, 1, 4096, 1), i++;
     } else {
-      target = a;
+      txl_cli_positional("txl-generate", "checkpoint", a, &target);
     }
   }
   if (!target) txl_fatal_all("no checkpoint given (usage: txl-generate CHECKPOINT|RUN_DIR [options], see --help)");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "src/base/cli.h"
 #include "src/config/config.h"
 #include "src/train/trainer.h"
 
@@ -65,15 +66,9 @@ int main(int argc, char **argv) {
         bench_steps = (int)v;
       }
     } else if (!strcmp(a, "--bench-warmup")) {
-      char *end;
-      long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
-      if (v < 0 || v > 1000000 || *end) txl_fatal_all("--bench-warmup needs a step count in [0, 1000000]");
-      bench_warmup = (int)v;
+      bench_warmup = (int)txl_cli_number(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000, 1);
     } else if (!strcmp(a, "--stop-at")) {
-      char *end;
-      long v = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
-      if (v < 1 || v > 2147483647L || *end) txl_fatal_all("--stop-at needs a step number >= 1");
-      stop_at = (int)v;
+      stop_at = (int)txl_cli_number(a, i + 1 < argc ? argv[++i] : NULL, 1, 2147483647.0, 1);
     } else if (!strcmp(a, "--resume")) {
       if (++i >= argc) txl_fatal_all("--resume needs a checkpoint file or directory");
     } else if (!strcmp(a, "--dump-params")) {
@@ -81,12 +76,8 @@ int main(int argc, char **argv) {
       dump_path = argv[i];
     } else if (!strcmp(a, "--print-config")) {
       print_only = 1;
-    } else if (a[0] == '-') {
-      txl_fatal_all("unknown option '%s' (see txl-train --help)", a);
-    } else if (config_path) {
-      txl_fatal_all("two config files given ('%s' and '%s')", config_path, a);
     } else {
-      config_path = a;
+      txl_cli_positional("txl-train", "config file", a, &config_path);
     }
   }
   if (!config_path) txl_fatal_all("no config file given (usage: txl-train CONFIG.ini [options], see --help)");

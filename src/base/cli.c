@@ -1,0 +1,22 @@
+#include "src/base/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "src/base/error.h"
+
+double txl_cli_number(const char *opt, const char *v, double lo, double hi, int integer) {
+  char *end = NULL;
+  errno = 0;
+  const double x = v ? strtod(v, &end) : 0.0;
+  if (!v || !*v || *end || errno || !(x >= lo && x <= hi) || (integer && x != (double)(long long)x))
+    txl_fatal_all("%s %s: expected %s in [%g, %g]", opt, v ? v : "(missing)", integer ? "an integer" : "a number",
+                  lo, hi);
+  return x;
+}
+
+void txl_cli_positional(const char *tool, const char *what, const char *arg, const char **slot) {
+  if (arg[0] == '-') txl_fatal_all("unknown option '%s' (see %s --help)", arg, tool);
+  if (*slot) txl_fatal_all("two %ss given ('%s' and '%s')", what, *slot, arg);
+  *slot = arg;
+}

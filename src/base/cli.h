@@ -1,0 +1,13 @@
+/* Command-line helpers shared by the tools. */
+#ifndef TXL_BASE_CLI_H
+#define TXL_BASE_CLI_H
+
+/* The value v of option opt as a number in [lo, hi] (an integer when integer != 0); anything
+ * else (missing, not a number, out of range) is a one-line error on every rank. */
+double txl_cli_number(const char *opt, const char *v, double lo, double hi, int integer);
+
+/* Records the tool's one positional argument (a checkpoint, a config file) in *slot; a second
+ * one, or an unknown option, is a one-line error naming the tool. */
+void txl_cli_positional(const char *tool, const char *what, const char *arg, const char **slot);
+
+#endif
