@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/base/error.h"
 
@@ -10,9 +11,15 @@ double txl_cli_number(const char *opt, const char *v, double lo, double hi, int 
   errno = 0;
   const double x = v ? strtod(v, &end) : 0.0;
   if (!v || !*v || *end || errno || !(x >= lo && x <= hi) || (integer && x != (double)(long long)x))
-    txl_fatal_all("%s %s: expected %s in [%g, %g]", opt, v ? v : "(missing)", integer ? "an integer" : "a number",
+    txl_fatal_all("%s %s: expected %s in [%.15g, %.15g]", opt, v ? v : "(missing)", integer ? "an integer" : "a number",
                   lo, hi);
   return x;
+}
+
+int txl_cli_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+  return 0;
 }
 
 void txl_cli_positional(const char *tool, const char *what, const char *arg, const char **slot) {

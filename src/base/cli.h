@@ -6,6 +6,10 @@
  * else (missing, not a number, out of range) is a one-line error on every rank. */
 double txl_cli_number(const char *opt, const char *v, double lo, double hi, int integer);
 
+/* 1 when the command line asks for help (-h or --help anywhere): the tool prints its usage and
+ * exits 0 before starting MPI. */
+int txl_cli_wants_help(int argc, char **argv);
+
 /* Records the tool's one positional argument (a checkpoint, a config file) in *slot; a second
  * one, or an unknown option, is a one-line error naming the tool. */
 void txl_cli_positional(const char *tool, const char *what, const char *arg, const char **slot);

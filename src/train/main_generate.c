@@ -40,11 +40,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    }
+  if (txl_cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
   TxlDist dist;
   txl_dist_init(&dist, &argc, &argv);
   if (dist.world != 1) txl_fatal_all("txl-generate runs on one rank (started with %d)", dist.world);
