@@ -128,6 +128,10 @@ static void walk_run(Alloc *a) {
   r->tmp = take(a, L * B * d * F, "scratch");
   r->attn_work = take(a, a->m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head),
                       "attention workspace");
+  if (!s->training) {
+    r->kv_cache = take(a, (size_t)dm->n_layer * (size_t)s->mem_len * B * 2 * HD * F + F, "key/value cache");
+    r->r_cache = take(a, (size_t)dm->n_layer * K * HD * F, "R W_r cache");
+  }
   if (s->training) {
     r->dh = take(a, L * B * d * F, "dh");
     r->dres = take(a, L * B * d * F, "dres");
@@ -157,6 +161,7 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->same_length = shape->same_length;
   r->training = shape->training;
   r->R_rows = -1;
+  r->r_rows = -1;
   Alloc a = {m, shape, r, 0};
   walk_run(&a);
   r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
@@ -172,7 +177,10 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   memset(r, 0, sizeof *r);
 }
 
-void txl_run_reset_memory(TxlRun *r) { r->mem_rows = 0; }
+void txl_run_reset_memory(TxlRun *r) {
+  r->mem_rows = 0;
+  r->kv_valid = 0;
+}
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -234,8 +242,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   else
     o->embedding_forward(h, r->tokens, p->word_emb, sqrtf((float)d), LB, d);
   o->dropout(h, L, B, d, r->col0, drop_at(m, r, TXL_SITE_EMBED, pd));
-  /* relative positions K-1 .. 0, dropout (one mask for every column) */
-  /* relative positions: the same K without dropout gives the same R (generation: every token) */
+  /* relative positions K-1 .. 0, dropout (one mask for every column); the same K without dropout
+   * gives the same R, kept (generation: every token) */
   const TxlDropout dpos = drop_at(m, r, TXL_SITE_POS, pd);
   if (dpos.p > 0.0f || r->R_rows != K) {
     o->posemb_forward(r->R, K, d, r->clamp_len);
@@ -245,6 +253,10 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
 
   const TxlAttnShape as = attn_shape(m, r, L, M);
   const int Mnew = K < r->mem_len ? K : r->mem_len;
+  /* Inference runs keep each layer's keys and values of the memory rows and R W_r: those rows'
+   * keys and values were computed when they were new, from the same parameters. */
+  const int cached_kv = r->kv_cache && r->kv_valid && !dropout_on;
+  const int cached_r = r->r_cache && r->r_rows == K && dpos.p == 0.0f;
   for (int l = 0; l < dm->n_layer; l++) {
     const TxlLayerParams *lp = &p->layers[l];
     TxlLayerActs *a = slot(r, l);
@@ -260,9 +272,24 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     }
     /* q = in[M:] W_q; [k v] = in W_kv; r = R W_r */
     o->gemm(0, 0, (int)LB, HD, d, 1.0f, in + (size_t)M * B * d, d, lp->w_qkv, 3 * HD, 0.0f, a->q, HD);
-    o->gemm(0, 0, (int)KB, 2 * HD, d, 1.0f, in, d, lp->w_qkv + HD, 3 * HD, 0.0f, a->kv, 2 * HD);
-    o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, a->r, HD);
-    o->rel_attn_forward(a->vec, a->prob, a->q, a->kv, a->r, bias_u(m, l), bias_vb(m, l), as,
+    const size_t kv_row = (size_t)B * 2 * HD;
+    float *kv_cache = r->kv_cache ? r->kv_cache + (size_t)l * r->mem_len * kv_row : NULL;
+    if (cached_kv) { /* the memory rows' from the cache, the new rows' computed */
+      if (M) o->copy(a->kv, kv_cache, (size_t)M * kv_row * sizeof(float));
+      o->gemm(0, 0, (int)LB, 2 * HD, d, 1.0f, in + (size_t)M * B * d, d, lp->w_qkv + HD, 3 * HD, 0.0f,
+              a->kv + (size_t)M * kv_row, 2 * HD);
+    } else {
+      o->gemm(0, 0, (int)KB, 2 * HD, d, 1.0f, in, d, lp->w_qkv + HD, 3 * HD, 0.0f, a->kv, 2 * HD);
+    }
+    if (kv_cache && Mnew) o->copy(kv_cache, a->kv + (size_t)(K - Mnew) * kv_row, (size_t)Mnew * kv_row * sizeof(float));
+    float *rl = a->r;
+    if (r->r_cache) { /* R W_r of this layer, kept while K stays */
+      rl = r->r_cache + (size_t)l * (r->L_max + r->mem_len) * HD;
+      if (!cached_r) o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, rl, HD);
+    } else {
+      o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, a->r, HD);
+    }
+    o->rel_attn_forward(a->vec, a->prob, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), as,
                         drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
     /* attention output W_o, dropout, residual */
     o->gemm(0, 0, (int)LB, d, HD, 1.0f, a->vec, HD, lp->w_o, d, 0.0f, r->tmp, d);
@@ -298,6 +325,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     }
   }
   r->mem_rows = Mnew;
+  if (r->kv_cache) r->kv_valid = !dropout_on; /* holds exactly the new memory rows' keys and values */
+  if (r->r_cache) r->r_rows = dpos.p == 0.0f ? K : -1;
 
   /* output: dropout, logits = h E^T + b, cross-entropy */
   o->dropout(r->hout, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));

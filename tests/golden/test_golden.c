@@ -229,6 +229,35 @@ static void run_case(hid_t file, const char *case_name) {
     }
   }
 
+  /* ---- an inference run (memory rows' keys and values and R W_r cached) against the training
+   * run, both without dropout, over the same three segments: the same losses and outputs ---- */
+  {
+    TxlRunShape ishape = shape;
+    ishape.training = 0;
+    TxlRun inf;
+    txl_run_create(&inf, &m, &ishape);
+    txl_run_reset_memory(&run);
+    const size_t out_n = (size_t)L * B * V;
+    float *want = malloc(out_n * sizeof(float)), *got = malloc(out_n * sizeof(float));
+    for (int s = 0; s < n_seg; s++) {
+      const int32_t *in = data + (size_t)s * L * B, *tg = in + B;
+      const double lt = txl_model_forward(&m, &run, in, tg, L, s, 0, 0.0f);
+      const double li = txl_model_forward(&m, &inf, in, tg, L, s, 0, 0.0f);
+      for (int row = 0; row < L * B; row++) {
+        txl_model_logprobs(&m, &run, row, want + (size_t)row * V);
+        txl_model_logprobs(&m, &inf, row, got + (size_t)row * V);
+      }
+      char what[96];
+      snprintf(what, sizeof what, "inference run segment %d log-probs", s);
+      compare(what, got, want, out_n, TOL_FWD);
+      snprintf(what, sizeof what, "inference run segment %d loss", s);
+      compare_scalar(what, li, lt, TOL_FWD);
+    }
+    free(want);
+    free(got);
+    txl_run_destroy(&inf, &m);
+  }
+
   /* ---- phase B: 10 training steps from the initial parameters ---- */
   memcpy(m.param_buf, init, total * sizeof(float));
   txl_run_reset_memory(&run);
