@@ -927,6 +927,22 @@ static void read_group(Ctx *c, hid_t file, const char *group, const TxlParamTabl
   agree(c);
 }
 
+/* Opens path and reads its root attributes, checking that the file holds a model of n_layer x
+ * d_model. Returns the file (-1 on failure, every rank agreeing). collective */
+static hid_t open_model_file(Ctx *c, int n_layer, int d_model, TxlCkptState *st, Geometry *g) {
+  hid_t file = open_file(c);
+  if (file < 0) return -1;
+  read_root_attrs(c, file, st, g, NULL);
+  if (agree(c) && (g->n_layer != n_layer || g->d_model != d_model))
+    fail(c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
+         (long long)g->n_layer, (long long)g->d_model, n_layer, d_model);
+  if (!agree(c)) {
+    close_file(c, &file);
+    return -1;
+  }
+  return file;
+}
+
 int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *b, char *err,
                   size_t errlen) {
   Ctx c;
@@ -938,14 +954,9 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
   hid_t file = -1, dxpl = -1;
   check_buffers(&c, b, 0, 0);
   if (!c.ok) goto out;
-  file = open_file(&c);
+  file = open_model_file(&c, b->n_layer, b->d_model, &st, &g);
   if (file < 0) goto out;
-  read_root_attrs(&c, file, &st, &g, NULL);
-  if (!agree(&c)) goto out;
-  if (g.n_layer != b->n_layer || g.d_model != b->d_model)
-    fail(&c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
-         (long long)g.n_layer, (long long)g.d_model, b->n_layer, b->d_model);
-  else if (g.batch_size != b->B_global)
+  if (g.batch_size != b->B_global)
     fail(&c, "the checkpoint was written with batch_size %lld, this run has %d: the memory of "
          "each column cannot be carried over", (long long)g.batch_size, b->B_global);
   else if (g.mem_len != b->mem_len)
@@ -1012,14 +1023,9 @@ int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_lay
   hid_t file = -1, dxpl = -1;
   if (!table || !params) fail(&c, "internal error: no parameter table or buffer");
   if (!agree(&c)) goto out;
-  file = open_file(&c);
+  file = open_model_file(&c, n_layer, d_model, &st, &g);
   if (file < 0) goto out;
-  read_root_attrs(&c, file, &st, &g, NULL);
-  if (!agree(&c)) goto out;
-  if (g.n_layer != n_layer || g.d_model != d_model)
-    fail(&c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
-         (long long)g.n_layer, (long long)g.d_model, n_layer, d_model);
-  if (c.ok) check_group(&c, file, GROUPS[0], table);
+  check_group(&c, file, GROUPS[0], table);
   if (!agree(&c)) goto out;
   dxpl = H5Pcreate(H5P_DATASET_XFER);
   if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0) fail_h5(&c, "transfer properties");

@@ -83,7 +83,7 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, f
     if (!n) continue;
     const Cluster c = cluster(dm, &m->p, i);
     float *e = r->ad_emb + offe;
-    o->embedding_forward(e, r->ad_ids + off, c.E - (split ? 0 : (int64_t)dm->cut[i] * de), 1.0f, n, de);
+    o->embedding_forward(e, r->ad_ids + off, c.E, 1.0f, n, de); /* one table: i = 0, global ids */
     /* one table: the rows are every row in order, so the product lands in h directly */
     float *y = split ? r->tmp : h;
     o->gemm(0, 1, n, d, de, scale, e, de, c.Pe, de, 0.0f, y, d);
@@ -110,7 +110,7 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const float *dh, int64_
     }
     o->gemm(1, 0, d, de, n, scale, dy, d, r->ad_emb + offe, de, 1.0f, g.Pe, de); /* dP += s dy^T e */
     o->gemm(0, 0, n, de, d, scale, dy, d, c.Pe, de, 0.0f, r->ad_dhp, de);       /* de = s dy P */
-    o->embedding_backward(g.E - (split ? 0 : (int64_t)dm->cut[i] * de), r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
+    o->embedding_backward(g.E, r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
     off += n;
     offe += (int64_t)n * de;
   }

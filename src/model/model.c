@@ -161,7 +161,6 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->same_length = shape->same_length;
   r->training = shape->training;
   r->R_rows = -1;
-  r->r_rows = -1;
   Alloc a = {m, shape, r, 0};
   walk_run(&a);
   r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
@@ -245,7 +244,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   /* relative positions K-1 .. 0, dropout (one mask for every column); the same K without dropout
    * gives the same R, kept (generation: every token) */
   const TxlDropout dpos = drop_at(m, r, TXL_SITE_POS, pd);
-  if (dpos.p > 0.0f || r->R_rows != K) {
+  const int R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
+  if (!R_kept) {
     o->posemb_forward(r->R, K, d, r->clamp_len);
     o->dropout(r->R, K, 1, d, 0, dpos);
     r->R_rows = dpos.p > 0.0f ? -1 : K; /* a dropped R is not reused */
@@ -256,7 +256,6 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   /* Inference runs keep each layer's keys and values of the memory rows and R W_r: those rows'
    * keys and values were computed when they were new, from the same parameters. */
   const int cached_kv = r->kv_cache && r->kv_valid && !dropout_on;
-  const int cached_r = r->r_cache && r->r_rows == K && dpos.p == 0.0f;
   for (int l = 0; l < dm->n_layer; l++) {
     const TxlLayerParams *lp = &p->layers[l];
     TxlLayerActs *a = slot(r, l);
@@ -285,7 +284,7 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     float *rl = a->r;
     if (r->r_cache) { /* R W_r of this layer, kept while K stays */
       rl = r->r_cache + (size_t)l * (r->L_max + r->mem_len) * HD;
-      if (!cached_r) o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, rl, HD);
+      if (!R_kept) o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, rl, HD);
     } else {
       o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, a->r, HD);
     }
@@ -326,7 +325,6 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   }
   r->mem_rows = Mnew;
   if (r->kv_cache) r->kv_valid = !dropout_on; /* holds exactly the new memory rows' keys and values */
-  if (r->r_cache) r->r_rows = dpos.p == 0.0f ? K : -1;
 
   /* output: dropout, logits = h E^T + b, cross-entropy */
   o->dropout(r->hout, L, B, d, r->col0, drop_at(m, r, TXL_SITE_OUTPUT, pd));

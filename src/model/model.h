@@ -109,12 +109,11 @@ typedef struct {
 
   /* state of the last forward, used by the backward */
   int last_L, last_M, last_step, last_dropout_on;
-  int R_rows;       /* K of the dropout-free R held in R, -1 when none */
+  int R_rows;       /* K of the dropout-free R held in R (and R W_r in r_cache), -1 when none */
   /* inference runs only (NULL when training): per layer, the keys and values of the memory rows
    * [n_layer, mem_len, B, 2*H*dh] and R W_r [n_layer, K_max, H*dh] */
   float *kv_cache, *r_cache;
   int kv_valid;     /* kv_cache holds the current memory rows' keys and values */
-  int r_rows;       /* K of the R W_r in r_cache, -1 when none */
 } TxlRun;
 
 typedef struct {
