@@ -79,6 +79,17 @@ typedef struct TxlOps {
    * The backward pass is the same call on the gradient.   x [rows, cols, feats] */
   void (*dropout)(float *x, int rows, int cols, int feats, int col0, TxlDropout d);
 
+  /* ---- fused FFN hidden layer ----------------------------------------------------------- */
+  /* a[i, c, f] = max(a[i, c, f] + b[f], 0) in place (a holds x W1 on entry); when drop.p > 0
+   * also ad = dropout(a) (as the dropout op would make it from a copy); ad is not touched when
+   * drop.p == 0.   a, ad [rows, cols, feats], b [feats] */
+  void (*bias_relu_dropout_forward)(float *a, float *ad, const float *b, int rows, int cols,
+                                    int feats, int col0, TxlDropout drop);
+  /* dx = a > 0 ? dropout(dx) : 0 in place: the backward of the dropout then of the ReLU.
+   * a is the ReLU output of the forward.   dx, a [rows, cols, feats] */
+  void (*relu_dropout_backward)(float *dx, const float *a, int rows, int cols, int feats,
+                                int col0, TxlDropout drop);
+
   /* ---- layer norm ---------------------------------------------------------------------- */
   /* out = (inp - mean) * rstd * w + b over the last dim; saves mean and rstd.
    * out, inp [n, d]; mean, rstd [n]; w, b [d] */
@@ -90,24 +101,44 @@ typedef struct TxlOps {
                              const float *inp, const float *w, const float *mean,
                              const float *rstd, int64_t n, int d);
 
+  /* Residual then layer norm in one pass: res = x + y, out = LayerNorm(res) as above.
+   * res, out, x, y [n, d]; mean, rstd [n]. res may alias x or y. */
+  void (*add_layernorm_forward)(float *res, float *out, float *mean, float *rstd, const float *x,
+                                const float *y, const float *w, const float *b, int64_t n, int d,
+                                float eps);
+  /* The backward of out = LayerNorm(x + dropout(y)) up to its two inputs: dinp = d(x + ...)
+   * (OVERWRITTEN, not +=), dbranch = dropout(dinp) (= d y), dw += , db += . The rows are
+   * (row i, column c) pairs, n = rows * cols, keyed as the dropout op.
+   *   dinp, dbranch, dout, inp [rows, cols, d]; mean, rstd [rows * cols]; w [d] */
+  void (*layernorm_backward_dropout)(float *dinp, float *dbranch, float *dw, float *db,
+                                     const float *dout, const float *inp, const float *w,
+                                     const float *mean, const float *rstd, int rows, int cols,
+                                     int d, int col0, TxlDropout drop);
+
   /* ---- relative multi-head attention (Transformer-XL, attn_type 0) --------------------- */
   /* score[c,h,i,j] = ((q[i,c,h] + u[h]) . k[j,c,h] + (q[i,c,h] + vb[h]) . r[K-1-(M+i-j), h]) * scale
    * masked where j > M + i (and j <= i - same_shift when same_length), softmax over j,
-   * prob saved before dropatt (site drop.site, row i, column col0 + c, feature h*K + j),
+   * dropatt on the probabilities (site drop.site, row i, column col0 + c, feature h*K + j),
    * vec[i,c,h] = sum_j dropatt(prob)[c,h,i,j] * v[j,c,h].
-   *   vec  [L, B, H, dh]    prob [B, H, L, K]
-   *   q    [L, B, H, dh]    kv   [K, B, 2, H, dh] (k then v)    r [K, H, dh]
-   *   u, vb [H, dh] (r_w_bias, r_r_bias)                          work: rel_attn_workspace bytes */
-  void (*rel_attn_forward)(float *vec, float *prob, const float *q, const float *kv,
+   * `saved` is what the forward keeps for the backward, rel_attn_saved_floats of it, in a layout
+   * private to the backend (the CPU keeps the probabilities [B, H, L, K]; the CUDA backend only
+   * the log-sum-exp of each score row [B, H, L], and recomputes the scores).
+   *   vec  [L, B, H, dh]    q [L, B, H, dh]    kv [K, B, 2, H, dh] (k then v)    r [K, H, dh]
+   *   u, vb [H, dh] (r_w_bias, r_r_bias)          work: rel_attn_workspace bytes */
+  void (*rel_attn_forward)(float *vec, float *saved, const float *q, const float *kv,
                            const float *r, const float *u, const float *vb, TxlAttnShape s,
                            TxlDropout drop, void *work);
-  /* dq, dkv, dr overwritten; du, dvb += (parameters).  Shapes as in the forward. */
+  /* dq, dkv, dr overwritten; du, dvb += (parameters). vec and saved as the forward left them.
+   * Shapes as in the forward. */
   void (*rel_attn_backward)(float *dq, float *dkv, float *dr, float *du, float *dvb,
-                            const float *dvec, const float *q, const float *kv, const float *r,
-                            const float *u, const float *vb, const float *prob, TxlAttnShape s,
-                            TxlDropout drop, void *work);
-  /* Bytes of workspace the two calls above need for shapes up to (L, K, B, H, dh). */
-  size_t (*rel_attn_workspace)(int L, int K, int B, int H, int dh);
+                            const float *dvec, const float *vec, const float *q, const float *kv,
+                            const float *r, const float *u, const float *vb, const float *saved,
+                            TxlAttnShape s, TxlDropout drop, void *work);
+  /* Floats of `saved` for shapes up to (L, K, B, H). */
+  size_t (*rel_attn_saved_floats)(int L, int K, int B, int H);
+  /* Bytes of workspace the forward (backward = 0) or both calls (backward = 1) need for shapes
+   * up to (L, K, B, H, dh). */
+  size_t (*rel_attn_workspace)(int L, int K, int B, int H, int dh, int backward);
 
   /* ---- loss ---------------------------------------------------------------------------- */
   /* loss[t] = logsumexp(logits[t, :]) - logits[t, target[t]]  (computed with a max shift).

@@ -39,10 +39,26 @@ void txl_cpu_posemb_forward(float *R, int K, int d, int clamp_len);
 
 /* ---- dropout (dropout.c) ----------------------------------------------------------------- */
 void txl_cpu_dropout(float *x, int rows, int cols, int feats, int col0, TxlDropout d);
+/* The same on rows [row0, row0 + rows) of a larger tensor: x points at row row0 (the masks are
+ * those of the whole tensor's rows). Used by the fused ops, one row at a time. */
+void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int col0, TxlDropout d);
+
+/* ---- fused FFN hidden layer (ffn.c) ---------------------------------------------------------- */
+void txl_cpu_bias_relu_dropout_forward(float *a, float *ad, const float *b, int rows, int cols,
+                                       int feats, int col0, TxlDropout drop);
+void txl_cpu_relu_dropout_backward(float *dx, const float *a, int rows, int cols, int feats,
+                                   int col0, TxlDropout drop);
 
 /* ---- layer norm (layernorm.c) ------------------------------------------------------------ */
 void txl_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int64_t n, int d, float eps);
+void txl_cpu_add_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+                                   const float *x, const float *y, const float *w, const float *b,
+                                   int64_t n, int d, float eps);
+void txl_cpu_layernorm_backward_dropout(float *dinp, float *dbranch, float *dw, float *db,
+                                        const float *dout, const float *inp, const float *w,
+                                        const float *mean, const float *rstd, int rows, int cols,
+                                        int d, int col0, TxlDropout drop);
 void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int64_t n, int d);
@@ -52,10 +68,12 @@ void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const flo
                               const float *r, const float *u, const float *vb, TxlAttnShape s,
                               TxlDropout drop, void *work);
 void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, float *dvb,
-                               const float *dvec, const float *q, const float *kv, const float *r,
-                               const float *u, const float *vb, const float *prob, TxlAttnShape s,
-                               TxlDropout drop, void *work);
-size_t txl_cpu_rel_attn_workspace(int L, int K, int B, int H, int dh);
+                               const float *dvec, const float *vec, const float *q, const float *kv,
+                               const float *r, const float *u, const float *vb, const float *prob,
+                               TxlAttnShape s, TxlDropout drop, void *work);
+/* The CPU backend saves the probabilities before dropatt: [B, H, L, K]. */
+size_t txl_cpu_rel_attn_saved_floats(int L, int K, int B, int H);
+size_t txl_cpu_rel_attn_workspace(int L, int K, int B, int H, int dh, int backward);
 
 /* ---- loss (xent.c) ----------------------------------------------------------------------- */
 void txl_cpu_xent_forward_backward(float *logits, float *loss, const int32_t *target,

@@ -70,15 +70,15 @@ static void dropout_row(float *x, int feats, uint32_t row, uint32_t column, TxlD
 
 /* Rows narrower than one batch of lanes: the lanes take consecutive groups of four features
  * across rows, group q = (rc, f4) with rc = q / groups_per_row. Groups [q0, q1). */
-static void dropout_narrow(float *x, int cols, int feats, int col0, TxlDropout d, uint32_t threshold, float scale,
-                           int64_t q0, int64_t q1) {
+static void dropout_narrow(float *x, int row0, int cols, int feats, int col0, TxlDropout d, uint32_t threshold,
+                           float scale, int64_t q0, int64_t q1) {
   const int gpr = (feats + 3) / 4;
   uint32_t words[4][TXL_PHILOX_LANES];
   uint32_t c0[TXL_PHILOX_LANES], c1[TXL_PHILOX_LANES], c2[TXL_PHILOX_LANES];
   int64_t rcl[TXL_PHILOX_LANES];
   /* the group q0 as (rc, f4) and rc as (row, column): one division here, increments after */
   int64_t rc = q0 / gpr;
-  uint32_t f4 = (uint32_t)(q0 % gpr), row = (uint32_t)(rc / cols), col = (uint32_t)(rc % cols);
+  uint32_t f4 = (uint32_t)(q0 % gpr), row = (uint32_t)(row0 + rc / cols), col = (uint32_t)(rc % cols);
   for (int64_t q = q0; q < q1; q += TXL_PHILOX_LANES) {
     const int nl = q1 - q < TXL_PHILOX_LANES ? (int)(q1 - q) : TXL_PHILOX_LANES;
     for (int l = 0; l < TXL_PHILOX_LANES; l++) {
@@ -102,6 +102,10 @@ static void dropout_narrow(float *x, int cols, int feats, int col0, TxlDropout d
 }
 
 void txl_cpu_dropout(float *x, int rows, int cols, int feats, int col0, TxlDropout d) {
+  txl_cpu_dropout_rows(x, 0, rows, cols, feats, col0, d);
+}
+
+void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int col0, TxlDropout d) {
   if (d.p == 0.0f) return;
   if (!(d.p > 0.0f && d.p < 1.0f)) txl_fatal("dropout: probability %g is not in [0, 1)", (double)d.p);
   const uint32_t threshold = txl_dropout_threshold(d.p);
@@ -113,12 +117,12 @@ void txl_cpu_dropout(float *x, int rows, int cols, int feats, int col0, TxlDropo
     const int64_t nblk = (ng + per - 1) / per;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t b = 0; b < nblk; b++)
-      dropout_narrow(x, cols, feats, col0, d, threshold, scale, b * per, ng - b * per < per ? ng : (b + 1) * per);
+      dropout_narrow(x, row0, cols, feats, col0, d, threshold, scale, b * per, ng - b * per < per ? ng : (b + 1) * per);
     return;
   }
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t rc = 0; rc < nrc; rc++) {
     const int i = (int)(rc / cols), c = (int)(rc % cols);
-    dropout_row(x + rc * feats, feats, (uint32_t)i, (uint32_t)(col0 + c), d, threshold, scale);
+    dropout_row(x + rc * feats, feats, (uint32_t)(row0 + i), (uint32_t)(col0 + c), d, threshold, scale);
   }
 }

@@ -4,31 +4,48 @@
  * The backward adds into dinp (+=, residual stream; skipped when dinp is NULL) and into dw, db
  * (+=, parameters). */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 
+/* One row: y = LayerNorm(x), its mean and rstd. */
+static inline void ln_forward_row(float *y, float *mean, float *rstd, const float *x, const float *w,
+                                  const float *b, int d, float eps) {
+  float s = 0.0f; /* two passes in float: the mean, then the squared deviations */
+#pragma omp simd reduction(+ : s)
+  for (int j = 0; j < d; j++) s += x[j];
+  const float mu = s / (float)d;
+  float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+  for (int j = 0; j < d; j++) {
+    const float c = x[j] - mu;
+    ss += c * c;
+  }
+  const float rs = 1.0f / sqrtf(ss / (float)d + eps);
+#pragma omp simd
+  for (int j = 0; j < d; j++) y[j] = (x[j] - mu) * rs * w[j] + b[j];
+  *mean = mu;
+  *rstd = rs;
+}
+
 void txl_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int64_t n, int d, float eps) {
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
+  for (int64_t r = 0; r < n; r++) ln_forward_row(out + r * d, mean + r, rstd + r, inp + r * d, w, b, d, eps);
+}
+
+/* res = x + y and out = LayerNorm(res), row by row while the row is in cache. */
+void txl_cpu_add_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+                                   const float *x, const float *y, const float *w, const float *b,
+                                   int64_t n, int d, float eps) {
+#pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t r = 0; r < n; r++) {
-    const float *x = inp + r * d;
-    float *y = out + r * d;
-    float s = 0.0f; /* two passes in float: the mean, then the squared deviations */
-#pragma omp simd reduction(+ : s)
-    for (int j = 0; j < d; j++) s += x[j];
-    const float mu = s / (float)d;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int j = 0; j < d; j++) {
-      const float c = x[j] - mu;
-      ss += c * c;
-    }
-    const float rs = 1.0f / sqrtf(ss / (float)d + eps);
+    float *rr = res + r * d;
+    const float *xr = x + r * d, *yr = y + r * d;
 #pragma omp simd
-    for (int j = 0; j < d; j++) y[j] = (x[j] - mu) * rs * w[j] + b[j];
-    mean[r] = mu;
-    rstd[r] = rs;
+    for (int j = 0; j < d; j++) rr[j] = xr[j] + yr[j];
+    ln_forward_row(out + r * d, mean + r, rstd + r, rr, w, b, d, eps);
   }
 }
 
@@ -112,4 +129,17 @@ void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
       for (int j = 0; j < bw; j++) dw[j0 + j] = (float)aw[j], db[j0 + j] = (float)ab[j];
     }
   }
+}
+
+/* The composition of the unfused ops (zero, backward, copy, dropout): the CPU gains little from
+ * fusing these passes, and the results stay those of the separate ops. */
+void txl_cpu_layernorm_backward_dropout(float *dinp, float *dbranch, float *dw, float *db,
+                                        const float *dout, const float *inp, const float *w,
+                                        const float *mean, const float *rstd, int rows, int cols,
+                                        int d, int col0, TxlDropout drop) {
+  const int64_t n = (int64_t)rows * cols;
+  memset(dinp, 0, (size_t)n * d * sizeof(float));
+  txl_cpu_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, n, d);
+  memcpy(dbranch, dinp, (size_t)n * d * sizeof(float));
+  txl_cpu_dropout(dbranch, rows, cols, d, col0, drop);
 }

@@ -21,11 +21,15 @@
 /* Per-thread scratch: qu, qv [L, dh]; s, p2, t [L, K]. */
 static size_t thread_floats(int L, int K, int dh) { return (size_t)2 * L * dh + (size_t)3 * L * K; }
 
-size_t txl_cpu_rel_attn_workspace(int L, int K, int B, int H, int dh) {
+size_t txl_cpu_rel_attn_saved_floats(int L, int K, int B, int H) { return (size_t)B * H * L * K; }
+
+/* The forward needs the per-thread scratch only; the backward also the shared part. */
+size_t txl_cpu_rel_attn_workspace(int L, int K, int B, int H, int dh, int backward) {
   size_t per_thread = thread_floats(L, K, dh);
-  size_t shared = (size_t)B * H * L * K      /* dBD of every (h, c):   [H, B, L, K]   */
-                  + (size_t)H * B * L * dh   /* q + vb of every (h, c): [H, B, L, dh] */
-                  + (size_t)2 * B * H * dh;  /* du, dvb partials:      [2, B, H, dh]  */
+  size_t shared = !backward ? 0
+                            : (size_t)B * H * L * K      /* dBD of every (h, c):   [H, B, L, K]   */
+                                  + (size_t)H * B * L * dh /* q + vb of every (h, c): [H, B, L, dh] */
+                                  + (size_t)2 * B * H * dh; /* du, dvb partials:      [2, B, H, dh]  */
   return ((size_t)omp_get_max_threads() * per_thread + shared) * sizeof(float) + 64;
 }
 
@@ -124,9 +128,10 @@ void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const flo
 }
 
 void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, float *dvb,
-                               const float *dvec, const float *q, const float *kv, const float *r,
-                               const float *u, const float *vb, const float *prob, TxlAttnShape s,
-                               TxlDropout drop, void *work) {
+                               const float *dvec, const float *vec, const float *q, const float *kv,
+                               const float *r, const float *u, const float *vb, const float *prob,
+                               TxlAttnShape s, TxlDropout drop, void *work) {
+  (void)vec; /* the saved probabilities give everything the backward needs */
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
   const int ldkv = B * 2 * HD;
   const int nthreads = omp_get_max_threads();

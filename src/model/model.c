@@ -89,7 +89,7 @@ static void walk_run(Alloc *a) {
     x->q = take(a, L * B * HD * F, "q");
     x->kv = take(a, K * B * 2 * HD * F, "kv");
     x->r = take(a, K * HD * F, "r");
-    x->prob = take(a, B * H * L * K * F, "attention probabilities");
+    x->saved = take(a, a->m->ops->rel_attn_saved_floats((int)L, (int)K, (int)B, (int)H) * F, "attention (saved)");
     x->vec = take(a, L * B * HD * F, "attention vectors");
     x->res1 = take(a, L * B * d * F, "res1");
     x->h1 = take(a, L * B * d * F, "h1");
@@ -126,7 +126,7 @@ static void walk_run(Alloc *a) {
   r->loss = take(a, L * B * F, "loss");
   r->ff_drop = take(a, L * B * di * F, "ffn dropout scratch");
   r->tmp = take(a, L * B * d * F, "scratch");
-  r->attn_work = take(a, a->m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head),
+  r->attn_work = take(a, a->m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head, s->training),
                       "attention workspace");
   if (!s->training) {
     r->kv_cache = take(a, (size_t)dm->n_layer * (size_t)s->mem_len * B * 2 * HD * F + F, "key/value cache");
@@ -288,29 +288,24 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     } else {
       o->gemm(0, 0, K, HD, d, 1.0f, r->R, d, lp->w_r, HD, 0.0f, a->r, HD);
     }
-    o->rel_attn_forward(a->vec, a->prob, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), as,
+    o->rel_attn_forward(a->vec, a->saved, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), as,
                         drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
     /* attention output W_o, dropout, residual */
     o->gemm(0, 0, (int)LB, d, HD, 1.0f, a->vec, HD, lp->w_o, d, 0.0f, r->tmp, d);
     o->dropout(r->tmp, L, B, d, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_OUT), pd));
-    o->add(a->res1, h, r->tmp, LB * d);
-    const float *ffn_in; /* [L, B, d] */
-    if (m->spec.pre_lnorm) {
-      o->layernorm_forward(a->h1, a->ln2_mean, a->ln2_rstd, a->res1, lp->ln2_w, lp->ln2_b, LB, d, 1e-5f);
-    } else {
-      o->layernorm_forward(a->h1, a->ln1_mean, a->ln1_rstd, a->res1, lp->ln1_w, lp->ln1_b, LB, d, 1e-5f);
-    }
-    ffn_in = a->h1;
+    /* res1 = h + that; h1 = LayerNorm(res1) (post-norm: LayerNorm 1; pre-norm: LayerNorm 2, the FFN's) */
+    if (m->spec.pre_lnorm)
+      o->add_layernorm_forward(a->res1, a->h1, a->ln2_mean, a->ln2_rstd, h, r->tmp, lp->ln2_w, lp->ln2_b, LB, d,
+                               1e-5f);
+    else
+      o->add_layernorm_forward(a->res1, a->h1, a->ln1_mean, a->ln1_rstd, h, r->tmp, lp->ln1_w, lp->ln1_b, LB, d,
+                               1e-5f);
+    const float *ffn_in = a->h1; /* [L, B, d] */
     /* FFN: ReLU(x W1 + b1), dropout, W2 + b2, dropout */
-    o->bias_fill(a->ff_a, lp->b_ff1, LB, di);
-    o->gemm(0, 0, (int)LB, di, d, 1.0f, ffn_in, d, lp->w_ff1, di, 1.0f, a->ff_a, di);
-    o->relu_forward(a->ff_a, LB * di);
-    const float *ffd = a->ff_a;
-    if (dropout_on && pd > 0.0f) {
-      o->copy(r->ff_drop, a->ff_a, (size_t)LB * di * sizeof(float));
-      o->dropout(r->ff_drop, L, B, di, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_HIDDEN), pd));
-      ffd = r->ff_drop;
-    }
+    const TxlDropout dhid = drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_HIDDEN), pd);
+    o->gemm(0, 0, (int)LB, di, d, 1.0f, ffn_in, d, lp->w_ff1, di, 0.0f, a->ff_a, di);
+    o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, L, B, di, r->col0, dhid);
+    const float *ffd = dhid.p > 0.0f ? r->ff_drop : a->ff_a;
     o->bias_fill(r->tmp, lp->b_ff2, LB, d);
     o->gemm(0, 0, (int)LB, d, di, 1.0f, ffd, di, lp->w_ff2, d, 1.0f, r->tmp, d);
     o->dropout(r->tmp, L, B, d, r->col0, drop_at(m, r, txl_layer_site(l, TXL_LSITE_FF_OUT), pd));
@@ -319,8 +314,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
     if (m->spec.pre_lnorm) {
       o->add(out, a->res1, r->tmp, LB * d);
     } else {
-      o->add(a->res2, a->h1, r->tmp, LB * d);
-      o->layernorm_forward(out, a->ln2_mean, a->ln2_rstd, a->res2, lp->ln2_w, lp->ln2_b, LB, d, 1e-5f);
+      o->add_layernorm_forward(a->res2, out, a->ln2_mean, a->ln2_rstd, a->h1, r->tmp, lp->ln2_w, lp->ln2_b, LB, d,
+                               1e-5f);
     }
   }
   r->mem_rows = Mnew;
@@ -363,8 +358,7 @@ static void ffn_backward(TxlModel *m, TxlRun *r, int l, float *dx, float *dout, 
   }
   o->gemm(1, 0, di, d, (int)LB, 1.0f, ffd, di, dout, d, 1.0f, gp->w_ff2, d);
   o->gemm(0, 1, (int)LB, di, d, 1.0f, dout, d, lp->w_ff2, d, 0.0f, r->dff, di);
-  o->dropout(r->dff, L, B, di, r->col0, dhid);
-  o->relu_backward(r->dff, a->ff_a, LB * di);
+  o->relu_dropout_backward(r->dff, a->ff_a, L, B, di, r->col0, dhid);
   o->bias_backward(gp->b_ff1, r->dff, LB, di);
   o->gemm(1, 0, d, di, (int)LB, 1.0f, x, d, r->dff, di, 1.0f, gp->w_ff1, di);
   o->gemm(0, 1, (int)LB, d, di, 1.0f, r->dff, di, lp->w_ff1, di, 1.0f, dx, d);
@@ -387,8 +381,8 @@ static void attn_backward(TxlModel *m, TxlRun *r, int l, float *dx, float *dmem,
   float *gvb = gp->r_r_bias ? gp->r_r_bias : m->g.r_r_bias;
   o->gemm(1, 0, HD, d, (int)LB, 1.0f, a->vec, HD, datt, d, 1.0f, gp->w_o, d);
   o->gemm(0, 1, (int)LB, HD, d, 1.0f, datt, d, lp->w_o, d, 0.0f, r->dvec, HD);
-  o->rel_attn_backward(r->dq, r->dkv, r->dr, gu, gvb, r->dvec, a->q, a->kv, a->r, bias_u(m, l), bias_vb(m, l),
-                       a->prob, attn_shape(m, r, L, M),
+  o->rel_attn_backward(r->dq, r->dkv, r->dr, gu, gvb, r->dvec, a->vec, a->q, a->kv, a->r, bias_u(m, l),
+                       bias_vb(m, l), a->saved, attn_shape(m, r, L, M),
                        drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   o->gemm(1, 0, d, HD, K, 1.0f, r->R, d, r->dr, HD, 1.0f, gp->w_r, HD);
   o->gemm(1, 0, d, HD, (int)LB, 1.0f, in + (size_t)M * B * d, d, r->dq, HD, 1.0f, gp->w_qkv, 3 * HD);
@@ -432,18 +426,12 @@ void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
     TxlDropout d_attn_out = drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_OUT), pd);
     if (!m->spec.pre_lnorm) {
       /* out = LN2(res2), res2 = h1 + drop(ffn(h1)) */
-      o->zero(r->dres, act_bytes);
-      o->layernorm_backward(r->dres, gp->ln2_w, gp->ln2_b, r->dh, a->res2, lp->ln2_w, a->ln2_mean, a->ln2_rstd,
-                            LB, d);
-      o->copy(r->dtmp, r->dres, act_bytes);
-      o->dropout(r->dtmp, L, B, d, r->col0, d_ff_out);
+      o->layernorm_backward_dropout(r->dres, r->dtmp, gp->ln2_w, gp->ln2_b, r->dh, a->res2, lp->ln2_w,
+                                    a->ln2_mean, a->ln2_rstd, L, B, d, r->col0, d_ff_out);
       ffn_backward(m, r, l, r->dres, r->dtmp, a->h1); /* dres = d h1 */
       /* h1 = LN1(res1), res1 = h + drop(attn(h)) */
-      o->zero(r->dh, act_bytes);
-      o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w, a->ln1_mean, a->ln1_rstd,
-                            LB, d);
-      o->copy(r->dtmp, r->dh, act_bytes);
-      o->dropout(r->dtmp, L, B, d, r->col0, d_attn_out);
+      o->layernorm_backward_dropout(r->dh, r->dtmp, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w,
+                                    a->ln1_mean, a->ln1_rstd, L, B, d, r->col0, d_attn_out);
       attn_backward(m, r, l, r->dh, NULL, r->dtmp, a->cat);
     } else {
       /* out = out1 + drop(ffn(LN2(out1))) */

@@ -43,7 +43,7 @@ typedef struct {
   float *q;         /* [L, B, H*dh]                                                           */
   float *kv;        /* [K, B, 2, H, dh]                                                       */
   float *r;         /* [K, H*dh]   R W_r                                                      */
-  float *prob;      /* [B, H, L, K] attention probabilities before dropatt                    */
+  float *saved;     /* what rel_attn_forward keeps for its backward (rel_attn_saved_floats)   */
   float *vec;       /* [L, B, H*dh]                                                           */
   float *res1;      /* [L, B, d]   post-norm: h + attn (LayerNorm 1 input); pre-norm: out1    */
   float *h1;        /* [L, B, d]   post-norm: LayerNorm 1 output; pre-norm: LayerNorm 2 output */

@@ -169,7 +169,7 @@ static void run_case(const Case *cs, OtRng *rng) {
   ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.proj, dvec, nq);
   ref_forward(&a);
 
-  const size_t wbytes = txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh);
+  const size_t wbytes = txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh, 1);
   void *work = ot_alloc((int64_t)(wbytes + 3) / 4);
   txl_cpu_rel_attn_forward(vec, prob, q, kv, r, u, vb, s, drop, work);
 
@@ -264,7 +264,7 @@ static void run_case(const Case *cs, OtRng *rng) {
     bu[e] = 1.01 * (rel * mu[e] + OT_U * (fabs(du[e]) + fabs(gu[e]))) + fd_tol;
     bvb[e] = 1.01 * (rel * mvb[e] + OT_U * (fabs(dvb[e]) + fabs(gvb[e]))) + fd_tol;
   }
-  txl_cpu_rel_attn_backward(dq, dkv, dr, du, dvb, dvec, q, kv, r, u, vb, prob, s, drop, work);
+  txl_cpu_rel_attn_backward(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, prob, s, drop, work);
   const char *how = cs->use_fd ? "FD" : "analytic double";
   snprintf(name, sizeof name, "dq vs %s", how);
   ot_check_bound(name, dq, gq, bq, nq);
@@ -300,9 +300,9 @@ static void test_threads(OtRng *rng) {
   for (int t = 0; t < 3; t++) {
     omp_set_num_threads(t + 1);
     for (int k = 0; k < 7; k++) out[t][k] = ot_alloc(sizes[k]);
-    void *work = ot_alloc((int64_t)(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, s.dh) + 3) / 4);
+    void *work = ot_alloc((int64_t)(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, s.dh, 1) + 3) / 4);
     txl_cpu_rel_attn_forward(out[t][0], out[t][1], q, kv, r, u, vb, s, drop, work);
-    txl_cpu_rel_attn_backward(out[t][2], out[t][3], out[t][4], out[t][5], out[t][6], dvec, q, kv, r, u, vb,
+    txl_cpu_rel_attn_backward(out[t][2], out[t][3], out[t][4], out[t][5], out[t][6], dvec, out[t][0], q, kv, r, u, vb,
                               out[t][1], s, drop, work);
     free(work);
   }

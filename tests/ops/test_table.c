@@ -21,7 +21,10 @@ int main(void) {
       (const void *)ops->embedding_backward, (const void *)ops->posemb_forward,
       (const void *)ops->dropout, (const void *)ops->layernorm_forward,
       (const void *)ops->layernorm_backward, (const void *)ops->rel_attn_forward,
-      (const void *)ops->rel_attn_backward, (const void *)ops->rel_attn_workspace,
+      (const void *)ops->rel_attn_backward, (const void *)ops->rel_attn_saved_floats,
+      (const void *)ops->rel_attn_workspace, (const void *)ops->bias_relu_dropout_forward,
+      (const void *)ops->relu_dropout_backward, (const void *)ops->add_layernorm_forward,
+      (const void *)ops->layernorm_backward_dropout,
       (const void *)ops->xent_forward_backward, (const void *)ops->adam_update};
   const int n = (int)(sizeof members / sizeof members[0]);
   int set = 0;

@@ -1,0 +1,103 @@
+/* The fused ops (bias + ReLU + dropout, ReLU + dropout backward, residual + layer norm, layer-norm
+ * backward + dropout) against the separate ops they replace, each of which is itself tested
+ * against a double-precision reference by the other op tests. The fused ops promise the same
+ * arithmetic in the same order, so the comparison is bit for bit. Odd shapes, feature counts on
+ * both sides of the dropout's 64-feature vector path, row offsets (the masks depend on the row). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "tests/ops/op_test.h"
+
+static float *rand_copy(const float *x, int64_t n) {
+  float *y = ot_alloc(n);
+  memcpy(y, x, (size_t)n * sizeof(float));
+  return y;
+}
+
+static void test_ffn(int rows, int cols, int feats, int col0, TxlDropout d, OtRng *rng) {
+  char name[128];
+  const int64_t n = (int64_t)rows * cols * feats;
+  float *a = ot_alloc(n), *b = ot_alloc(feats), *ad = ot_alloc(n), *dx = ot_alloc(n);
+  ot_fill(a, n, -1.0f, 1.0f, rng), ot_fill(b, feats, -0.5f, 0.5f, rng), ot_fill(dx, n, -1.0f, 1.0f, rng);
+  for (int64_t k = 0; k < n; k++) ad[k] = -7.0f; /* untouched when p = 0 */
+  float *ra = rand_copy(a, n), *rad = NULL, *rdx = rand_copy(dx, n);
+  /* separate ops: bias (as bias_fill then adding the product, i.e. product + b), ReLU, copy, dropout */
+  for (int64_t k = 0; k < n; k++) ra[k] = ra[k] + b[k % feats];
+  txl_cpu_relu_forward(ra, n);
+  if (d.p > 0.0f) {
+    rad = rand_copy(ra, n);
+    txl_cpu_dropout(rad, rows, cols, feats, col0, d);
+  }
+  txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, col0, d);
+  snprintf(name, sizeof name, "bias_relu_dropout %dx%dx%d p=%g: a", rows, cols, feats, (double)d.p);
+  ot_check_same(name, a, ra, (size_t)n * sizeof(float));
+  if (rad) {
+    snprintf(name, sizeof name, "bias_relu_dropout %dx%dx%d p=%g: dropped", rows, cols, feats, (double)d.p);
+    ot_check_same(name, ad, rad, (size_t)n * sizeof(float));
+  } else {
+    int untouched = 1;
+    for (int64_t k = 0; k < n; k++) untouched &= ad[k] == -7.0f;
+    ot_check_true("bias_relu_dropout p=0 leaves the dropped copy alone", untouched, "%s", untouched ? "" : "written");
+  }
+  txl_cpu_dropout(rdx, rows, cols, feats, col0, d);
+  txl_cpu_relu_backward(rdx, a, n);
+  txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, col0, d);
+  snprintf(name, sizeof name, "relu_dropout_backward %dx%dx%d p=%g", rows, cols, feats, (double)d.p);
+  ot_check_same(name, dx, rdx, (size_t)n * sizeof(float));
+  free(a), free(b), free(ad), free(dx), free(ra), free(rad), free(rdx);
+}
+
+static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng *rng) {
+  char name[128];
+  const int64_t n = (int64_t)rows * cols, nd = n * d;
+  float *x = ot_alloc(nd), *y = ot_alloc(nd), *w = ot_alloc(d), *b = ot_alloc(d);
+  ot_fill(x, nd, -2.0f, 2.0f, rng), ot_fill(y, nd, -1.0f, 1.0f, rng);
+  ot_fill(w, d, 0.5f, 1.5f, rng), ot_fill(b, d, -0.5f, 0.5f, rng);
+  float *res = ot_alloc(nd), *out = ot_alloc(nd), *mean = ot_alloc(n), *rstd = ot_alloc(n);
+  float *rres = ot_alloc(nd), *rout = ot_alloc(nd), *rmean = ot_alloc(n), *rrstd = ot_alloc(n);
+  txl_cpu_add(rres, x, y, nd);
+  txl_cpu_layernorm_forward(rout, rmean, rrstd, rres, w, b, n, d, 1e-5f);
+  txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, 1e-5f);
+  snprintf(name, sizeof name, "add_layernorm %lldx%d: res, out, mean, rstd", (long long)n, d);
+  int same = !memcmp(res, rres, (size_t)nd * 4) && !memcmp(out, rout, (size_t)nd * 4) &&
+             !memcmp(mean, rmean, (size_t)n * 4) && !memcmp(rstd, rrstd, (size_t)n * 4);
+  ot_check_true(name, same, "%s", same ? "" : "differ");
+  /* the aliased form the model may use: res in place of x */
+  float *alias = rand_copy(x, nd);
+  txl_cpu_add_layernorm_forward(alias, out, mean, rstd, alias, y, w, b, n, d, 1e-5f);
+  snprintf(name, sizeof name, "add_layernorm %lldx%d: res aliasing x", (long long)n, d);
+  ot_check_same(name, alias, rres, (size_t)nd * sizeof(float));
+
+  float *dout = ot_alloc(nd), *dinp = ot_alloc(nd), *dbr = ot_alloc(nd), *dw = ot_alloc(d), *db = ot_alloc(d);
+  ot_fill(dout, nd, -1.0f, 1.0f, rng), ot_fill(dinp, nd, -9.0f, 9.0f, rng); /* overwritten */
+  ot_fill(dw, d, -1.0f, 1.0f, rng), ot_fill(db, d, -1.0f, 1.0f, rng);        /* accumulated */
+  float *rdinp = ot_alloc(nd), *rdw = rand_copy(dw, d), *rdb = rand_copy(db, d);
+  txl_cpu_layernorm_backward(rdinp, rdw, rdb, dout, rres, w, rmean, rrstd, n, d);
+  float *rdbr = rand_copy(rdinp, nd);
+  txl_cpu_dropout(rdbr, rows, cols, d, col0, drop);
+  txl_cpu_layernorm_backward_dropout(dinp, dbr, dw, db, dout, rres, w, rmean, rrstd, rows, cols, d, col0, drop);
+  snprintf(name, sizeof name, "layernorm_backward_dropout %dx%dx%d p=%g", rows, cols, d, (double)drop.p);
+  same = !memcmp(dinp, rdinp, (size_t)nd * 4) && !memcmp(dbr, rdbr, (size_t)nd * 4) &&
+         !memcmp(dw, rdw, (size_t)d * 4) && !memcmp(db, rdb, (size_t)d * 4);
+  ot_check_true(name, same, "%s", same ? "" : "differ");
+  free(x), free(y), free(w), free(b), free(res), free(out), free(mean), free(rstd), free(rres), free(rout);
+  free(rmean), free(rrstd), free(alias), free(dout), free(dinp), free(dbr), free(dw), free(db), free(rdinp);
+  free(rdw), free(rdb), free(rdbr);
+}
+
+int main(void) {
+  OtRng rng = ot_rng(31);
+  const TxlDropout off = {0.0f, 7, 3, 5}, on = {0.1f, 7, 3, 5}, heavy = {0.5f, 11, 40, 2};
+  const int shapes[][3] = {{1, 1, 1}, {3, 2, 7}, {5, 3, 63}, {4, 3, 64}, {7, 2, 129}, {37, 4, 300}};
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    test_ffn(shapes[k][0], shapes[k][1], shapes[k][2], 2, off, &rng);
+    test_ffn(shapes[k][0], shapes[k][1], shapes[k][2], 2, on, &rng);
+    test_ffn(shapes[k][0], shapes[k][1], shapes[k][2], 0, heavy, &rng);
+    test_ln(shapes[k][0], shapes[k][1], shapes[k][2], 1, on, &rng);
+  }
+  test_ln(9, 3, 410, 5, off, &rng);
+  test_ln(200, 2, 5000, 0, heavy, &rng); /* the wide-row path of the layer-norm backward */
+  return ot_finish("fused");
+}
