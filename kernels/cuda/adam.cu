@@ -16,6 +16,6 @@ extern "C" void txl_cuda_adam_update(float *p, const float *g, float *m, float *
   if (step < 1) txl_fatal("adam_update: step %d must be >= 1 (1-based)", step);
   if (n <= 0) return;
   const TxlAdamCoef c = txl_adam_coef(lr, beta1, beta2, eps, step, grad_scale);
-  adam_kernel<<<txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS>>>(p, g, m, v, n, c);
+  TXL_LAUNCH(adam_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(p, g, m, v, n, c);
   CUDA_LAUNCH_CHECK();
 }

@@ -11,8 +11,14 @@
 #ifndef TXL_KERNELS_CUDA_CHECK_H
 #define TXL_KERNELS_CUDA_CHECK_H
 
+#ifdef TXL_CUDA_EMU
+/* The CPU emulator of the tests (tests/cuda/emu): the same kernels, compiled as C++ by the host
+ * compiler, with no CUDA toolkit. */
+#include "tests/cuda/emu/cuda_emu.h"
+#else
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {

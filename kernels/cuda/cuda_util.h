@@ -6,6 +6,23 @@
 
 #include "kernels/cuda/cuda_check.h"
 
+/* Kernel launches and dynamic shared memory are written through these two macros, so the same
+ * kernel source also runs under the CPU emulator of the tests (tests/cuda/emu, built with
+ * TXL_CUDA_EMU), which executes every thread of a block as a fiber:
+ *   TXL_LAUNCH(kernel, grid, block, shared_bytes)(args...);
+ *   TXL_DYNAMIC_SHARED(float, smem);   (in a kernel: smem points at the launch's dynamic shared memory)
+ * A template kernel with several arguments is launched through a pointer:
+ *   auto k = my_kernel<4, 8>; TXL_LAUNCH(k, grid, block, 0)(args...); */
+#ifdef TXL_CUDA_EMU
+#define TXL_LAUNCH(kernel, grid, block, shared) txl_emu_launch((grid), (block), (shared), kernel, #kernel)
+#define TXL_DYNAMIC_SHARED(T, name) T *name = reinterpret_cast<T *>(txl_emu_dynamic_shared())
+#else
+#define TXL_LAUNCH(kernel, grid, block, shared) kernel<<<(grid), (block), (shared)>>>
+#define TXL_DYNAMIC_SHARED(T, name)                                                           \
+  extern __shared__ __align__(16) unsigned char txl_dynamic_shared_[];                       \
+  T *name = reinterpret_cast<T *>(txl_dynamic_shared_)
+#endif
+
 /* Threads per block of the element-wise and row-wise kernels (8 warps). */
 #define TXL_CUDA_THREADS 256
 
@@ -29,5 +46,7 @@ static __device__ __forceinline__ float txl_warp_sum(float x) {
 /* Resources made on first use and released by txl_cuda_release (kernels/cuda/memory.cu). */
 void txl_cuda_gemm_release(void);      /* gemm.cu: the cuBLAS handle        */
 void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */
+void txl_cuda_elementwise_release(void); /* elementwise.cu: column-sum and sumsq partials */
+void txl_cuda_embedding_release(void);   /* embedding.cu: the sort of positions by token   */
 
 #endif

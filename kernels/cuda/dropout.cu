@@ -34,7 +34,7 @@ extern "C" void txl_cuda_dropout(float *x, int rows, int cols, int feats, int co
   if (!(d.p > 0.0f && d.p < 1.0f)) txl_fatal("dropout: probability %g is not in [0, 1)", (double)d.p);
   if (rows <= 0 || cols <= 0 || feats <= 0) return;
   const int64_t total = (int64_t)rows * cols * ((feats + 3) / 4);
-  dropout_kernel<<<txl_cuda_blocks(total, TXL_CUDA_THREADS), TXL_CUDA_THREADS>>>(
+  TXL_LAUNCH(dropout_kernel, txl_cuda_blocks(total, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
       x, rows, cols, feats, col0, d, txl_dropout_threshold(d.p), txl_dropout_scale(d.p));
   CUDA_LAUNCH_CHECK();
 }

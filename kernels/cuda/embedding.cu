@@ -1,5 +1,8 @@
-/* Word embedding lookup: out[t, :] = emb[tok[t], :] * scale.
- *   out [n, d], tok [n], emb [V, d]; one thread per output element.
+/* Word embedding lookup and its gradient, as the CPU backend (kernels/cpu/embedding.c):
+ *   forward   out[t, :] = emb[tok[t], :] * scale       out [n, d], tok [n], emb [V, d]
+ *             one thread per output element;
+ *   backward  demb[tok[t], :] += dout[t, :] * scale    demb [V, d], dout [n, d]
+ *             deterministic, see below.
  * The token ids are trusted (the corpus reader checks them against the vocabulary). */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
@@ -17,7 +20,178 @@ static __global__ void embedding_forward_kernel(float *out, const int32_t *tok, 
 extern "C" void txl_cuda_embedding_forward(float *out, const int32_t *tok, const float *emb,
                                            float scale, int64_t n, int d) {
   if (n <= 0 || d <= 0) return;
-  embedding_forward_kernel<<<txl_cuda_blocks(n * d, TXL_CUDA_THREADS), TXL_CUDA_THREADS>>>(
+  TXL_LAUNCH(embedding_forward_kernel, txl_cuda_blocks(n * d, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
       out, tok, emb, scale, n, d);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- backward ------------------------------------------------------------------------------
+ * demb[tok[t], :] += dout[t, :] * scale (+=, parameter), deterministic and without float
+ * atomics, in the order of the CPU backend: every element of a token's row receives the terms of
+ * its positions in increasing t, each as one fused multiply-add into the float row
+ * (acc = fmaf(dout, scale, acc); the CPU's `g += o * scale` is contracted the same way by the
+ * compiler where the CPU has FMA), so the result is the CPU's bit for bit.
+ *
+ *  1. A stable LSD radix sort of the positions by token (integer work only): four passes of 8-bit
+ *     digits; each pass cuts the n positions into tiles of 256 (one block each): kernel a counts
+ *     every digit in every tile into hist [256 digits, tiles], kernel b (one block) turns hist into
+ *     exclusive prefix sums in (digit, tile) order, kernel c moves each position to its digit's
+ *     offset plus its rank among the earlier positions of its tile with the same digit. The sorted
+ *     tokens skey [n] and positions spos [n] have each token's positions in increasing t.
+ *  2. One block per run of equal tokens in skey (the block of the run's first index; the others
+ *     skip), threads over the d columns (grid y: column tiles of 256): the run's positions are
+ *     staged 256 at a time in shared memory and each thread adds their dout rows, in order, into a
+ *     register, written once at the end. Distinct runs own distinct rows of demb: no races.
+ *
+ * Scratch (int32): two key/value buffer pairs [4, n] and hist [256, tiles], owned by this file,
+ * made on first use, grown only when n grows; txl_cuda_embedding_release frees it. */
+
+#define TXL_EMB_TILE TXL_CUDA_THREADS /* positions per tile of the sort = threads per block */
+#define TXL_EMB_DIGITS 256            /* 8-bit digits                                       */
+static_assert(TXL_EMB_TILE == TXL_EMB_DIGITS, "radix_count_kernel: one thread per digit");
+
+static int32_t *g_sort_scratch = NULL;
+static size_t g_sort_ints = 0;
+
+static int32_t *sort_scratch(size_t ints) {
+  if (ints > g_sort_ints) {
+    /* cudaFree waits for the device, so no earlier kernel still uses the old buffer */
+    if (g_sort_scratch) CUDA_CHECK(cudaFree(g_sort_scratch));
+    g_sort_scratch = NULL;
+    g_sort_ints = 0;
+    g_sort_scratch = (int32_t *)txl_cuda_alloc(ints * sizeof(int32_t), "embedding backward sort scratch");
+    g_sort_ints = ints;
+  }
+  return g_sort_scratch;
+}
+
+void txl_cuda_embedding_release(void) {
+  if (g_sort_scratch) CUDA_CHECK(cudaFree(g_sort_scratch));
+  g_sort_scratch = NULL;
+  g_sort_ints = 0;
+}
+
+/* The digit of key k for this pass. */
+static __device__ __forceinline__ int radix_digit(int32_t k, int shift) {
+  return (int)(((uint32_t)k >> shift) & (TXL_EMB_DIGITS - 1));
+}
+
+/* a: hist[g, b] = number of positions of tile b whose key has digit g.
+ * grid: tiles, block: TXL_EMB_TILE; keys [n], hist [TXL_EMB_DIGITS, tiles] */
+static __global__ void radix_count_kernel(int32_t *hist, const int32_t *keys, int64_t n, int shift,
+                                          int tiles) {
+  __shared__ int dig[TXL_EMB_TILE];
+  const int64_t e = (int64_t)blockIdx.x * TXL_EMB_TILE + threadIdx.x;
+  dig[threadIdx.x] = e < n ? radix_digit(keys[e], shift) : -1;
+  __syncthreads();
+  int count = 0; /* thread g counts digit g (TXL_EMB_TILE == TXL_EMB_DIGITS) */
+  for (int k = 0; k < TXL_EMB_TILE; k++) count += dig[k] == (int)threadIdx.x;
+  hist[(int64_t)threadIdx.x * tiles + blockIdx.x] = count;
+}
+
+/* b: h [m] = its exclusive prefix sums, one block: thread i takes a contiguous segment. */
+static __global__ void radix_scan_kernel(int32_t *h, int64_t m) {
+  __shared__ int32_t seg[TXL_CUDA_THREADS];
+  const int64_t per = (m + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
+  const int64_t i0 = per * threadIdx.x;
+  const int64_t i1 = i0 + per < m ? i0 + per : m;
+  int32_t s = 0;
+  for (int64_t i = i0; i < i1; i++) s += h[i];
+  seg[threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t acc = 0;
+    for (int k = 0; k < TXL_CUDA_THREADS; k++) {
+      const int32_t v = seg[k];
+      seg[k] = acc;
+      acc += v;
+    }
+  }
+  __syncthreads();
+  int32_t acc = seg[threadIdx.x];
+  for (int64_t i = i0; i < i1; i++) {
+    const int32_t v = h[i];
+    h[i] = acc;
+    acc += v;
+  }
+}
+
+/* c: (kout, vout)[hist[g, b] + rank] = (key, value) of each position of tile b, g its digit, rank
+ * the number of earlier positions of the tile with digit g (stable). vin NULL: value = index.
+ * grid: tiles, block: TXL_EMB_TILE; kin, vin, kout, vout [n] */
+static __global__ void radix_scatter_kernel(int32_t *kout, int32_t *vout, const int32_t *kin,
+                                            const int32_t *vin, const int32_t *hist, int64_t n,
+                                            int shift, int tiles) {
+  __shared__ int dig[TXL_EMB_TILE];
+  const int64_t e = (int64_t)blockIdx.x * TXL_EMB_TILE + threadIdx.x;
+  const int32_t key = e < n ? kin[e] : 0;
+  dig[threadIdx.x] = e < n ? radix_digit(key, shift) : -1;
+  __syncthreads();
+  if (e < n) {
+    const int g = dig[threadIdx.x];
+    int rank = 0;
+    for (int k = 0; k < (int)threadIdx.x; k++) rank += dig[k] == g;
+    const int32_t at = hist[(int64_t)g * tiles + blockIdx.x] + rank;
+    kout[at] = key;
+    vout[at] = vin ? vin[e] : (int32_t)e;
+  }
+}
+
+/* 2: for every run of equal tokens in skey, its demb row += its dout rows * scale, in order.
+ * grid (runs' first indices, grid-stride; column tiles), block TXL_EMB_TILE.
+ * demb [V, d], dout [n, d], skey, spos [n] */
+static __global__ void embedding_backward_rows_kernel(float *demb, const float *dout,
+                                                      const int32_t *skey, const int32_t *spos,
+                                                      float scale, int64_t n, int d) {
+  __shared__ int32_t pos[TXL_EMB_TILE];
+  const int j = blockIdx.y * TXL_EMB_TILE + threadIdx.x;
+  for (int64_t s = blockIdx.x; s < n; s += gridDim.x) { /* s is uniform across the block */
+    const int32_t v = skey[s];
+    if (s > 0 && skey[s - 1] == v) continue; /* not the first of its run: uniform, no barrier skipped */
+    float acc = j < d ? demb[(int64_t)v * d + j] : 0.0f;
+    for (int64_t base = s;; base += TXL_EMB_TILE) {
+      /* the next TXL_EMB_TILE positions of the run (a prefix of pos; -1 after its end) */
+      const int64_t u = base + threadIdx.x;
+      pos[threadIdx.x] = u < n && skey[u] == v ? spos[u] : -1;
+      __syncthreads();
+      if (j < d)
+        for (int k = 0; k < TXL_EMB_TILE && pos[k] >= 0; k++)
+          acc = fmaf(dout[(int64_t)pos[k] * d + j], scale, acc);
+      const bool more = pos[TXL_EMB_TILE - 1] >= 0;
+      __syncthreads(); /* pos is rewritten by the next batch */
+      if (!more) break;
+    }
+    if (j < d) demb[(int64_t)v * d + j] = acc;
+  }
+}
+
+extern "C" void txl_cuda_embedding_backward(float *demb, const float *dout, const int32_t *tok,
+                                            float scale, int64_t n, int d) {
+  if (n <= 0 || d <= 0) return;
+  if (n > INT32_MAX - TXL_EMB_TILE)
+    txl_fatal("embedding_backward: %lld positions are too many", (long long)n);
+  const int tiles = (int)((n + TXL_EMB_TILE - 1) / TXL_EMB_TILE);
+  const int64_t m = (int64_t)TXL_EMB_DIGITS * tiles;
+  int32_t *buf = sort_scratch((size_t)(4 * n + m));
+  int32_t *ka = buf, *va = ka + n, *kb = va + n, *vb = kb + n, *hist = vb + n;
+
+  /* four passes: (tok, index) -> a -> b -> a -> b */
+  const int32_t *kin = tok, *vin = NULL;
+  for (int pass = 0; pass < 4; pass++) {
+    int32_t *kout = pass % 2 == 0 ? ka : kb, *vout = pass % 2 == 0 ? va : vb;
+    TXL_LAUNCH(radix_count_kernel, tiles, TXL_EMB_TILE, 0)(hist, kin, n, 8 * pass, tiles);
+    CUDA_LAUNCH_CHECK();
+    TXL_LAUNCH(radix_scan_kernel, 1, TXL_CUDA_THREADS, 0)(hist, m);
+    CUDA_LAUNCH_CHECK();
+    TXL_LAUNCH(radix_scatter_kernel, tiles, TXL_EMB_TILE, 0)(kout, vout, kin, vin, hist, n, 8 * pass,
+                                                              tiles);
+    CUDA_LAUNCH_CHECK();
+    kin = kout;
+    vin = vout;
+  }
+
+  const unsigned int runs = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
+  const dim3 grid(runs, (unsigned int)((d + TXL_EMB_TILE - 1) / TXL_EMB_TILE));
+  TXL_LAUNCH(embedding_backward_rows_kernel, grid, TXL_EMB_TILE, 0)(demb, dout, kb, vb, scale, n, d);
   CUDA_LAUNCH_CHECK();
 }

@@ -8,8 +8,10 @@
  * transpose flags (the column-major view of B already is B^T; transposing it again gives
  * op(B)^T when trans_b), m = N, n = M, and the same leading dimensions.
  *
- * Math mode: CUBLAS_DEFAULT_MATH, i.e. true fp32 (no TF32 tensor cores); the parity test would
- * notice TF32 (its 10-bit mantissa is far outside the fp32 tolerance).
+ * Arithmetic: cublasGemmEx on fp32 operands with the compute type of txl_cuda_set_gemm_math:
+ * CUBLAS_COMPUTE_32F (true fp32, the default; the parity test would notice anything less: a
+ * 10-bit mantissa is far outside the fp32 tolerance), CUBLAS_COMPUTE_32F_FAST_TF32 or
+ * CUBLAS_COMPUTE_32F_FAST_16BF (tensor cores on operands rounded to TF32 / BF16, fp32 sums).
  * Determinism: cuBLAS gives bit-identical results run to run for one stream on one
  * architecture. */
 #include "kernels/cuda/cuda_ops.h"
@@ -18,11 +20,21 @@
 /* One handle for the process, made lazily on the current device (see cuda_ops.h: one host
  * thread drives one device). */
 static cublasHandle_t g_handle = NULL;
+static cublasComputeType_t g_compute = CUBLAS_COMPUTE_32F;
+
+extern "C" void txl_cuda_set_gemm_math(TxlGemmMath math) {
+  switch (math) {
+    case TXL_GEMM_FP32: g_compute = CUBLAS_COMPUTE_32F; break;
+    case TXL_GEMM_TF32: g_compute = CUBLAS_COMPUTE_32F_FAST_TF32; break;
+    case TXL_GEMM_BF16: g_compute = CUBLAS_COMPUTE_32F_FAST_16BF; break;
+    default: txl_fatal("internal: GEMM arithmetic %d", (int)math);
+  }
+}
 
 static cublasHandle_t handle(void) {
   if (!g_handle) {
     CUBLAS_CHECK(cublasCreate(&g_handle));
-    CUBLAS_CHECK(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH)); /* the compute type decides */
     CUBLAS_CHECK(cublasSetPointerMode(g_handle, CUBLAS_POINTER_MODE_HOST));
     CUBLAS_CHECK(cublasSetStream(g_handle, 0)); /* the legacy default stream, as every op */
   }
@@ -52,12 +64,13 @@ extern "C" void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, flo
                               float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) { /* no product: C = beta C (BLAS implementations differ on K = 0) */
-    scale_matrix_kernel<<<txl_cuda_blocks((int64_t)M * N, TXL_CUDA_THREADS), TXL_CUDA_THREADS>>>(
+    TXL_LAUNCH(scale_matrix_kernel, txl_cuda_blocks((int64_t)M * N, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
         C, M, N, ldc, beta);
     CUDA_LAUNCH_CHECK();
     return;
   }
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasSgemm(handle(), op_b, op_a, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+  CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
+                            CUDA_R_32F, ldc, g_compute, CUBLAS_GEMM_DEFAULT));
 }

@@ -1,17 +1,27 @@
 /* Layer norm over the last dimension, as torch.nn.LayerNorm and the CPU backend:
  *   mean = sum(x) / d,  var = sum((x - mean)^2) / d (biased),  rstd = 1 / sqrt(var + eps),
  *   out = (x - mean) * rstd * w + b.
- * The backward adds into dinp (+=, residual stream) and into dw, db (+=, parameters).
+ * Four ops:
+ *   layernorm_forward           out, mean, rstd of inp
+ *   add_layernorm_forward       res = x + y, then out, mean, rstd of res (res may alias x or y)
+ *   layernorm_backward          dinp += (residual stream; skipped when dinp is NULL), dw, db +=
+ *   layernorm_backward_dropout  dinp = (OVERWRITTEN) d(input), dbranch = dropout(dinp) keyed by
+ *                               (row i = r / cols, column col0 + r % cols, feature), dw, db +=
  *
- * Shapes: out, inp, dout, dinp [n, d]; mean, rstd [n]; w, b, dw, db [d].
+ * Shapes: out, inp, res, x, y, dout, dinp, dbranch [n, d] (n = rows * cols for the dropout one);
+ * mean, rstd [n]; w, b, dw, db [d].
  *
- * Forward and dinp: one warp per row (lanes stride over the d features, warp-shuffle sums).
+ * Forward and d(input): one warp per row (lanes stride over the d features, warp-shuffle sums),
+ * through one row helper per direction that every op shares. The forward holds the lane's values
+ * of the row in registers for d <= 1024 (one read of the input, the sum of x + y made once) and
+ * re-reads them for wider rows, with the same operations in the same order either way.
  * dw, db: deterministic, no atomics. The rows are cut into P fixed chunks; kernel 1 (grid
  * [column tiles, P]) sums each chunk's rows in order into a partial [P, d]; kernel 2 sums the P
  * partials of each column in order (in double) and adds the total to dw / db. The result depends
  * only on n and d, never on scheduling. The partials live in a scratch buffer owned by this
  * file, made on the first call and grown only if d grows (2 * TXL_LN_MAX_CHUNKS * d floats at
  * most: 4 MiB for d = 1024), so steady-state training does not allocate. */
+#include "kernels/common/dropout.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
@@ -21,44 +31,148 @@
 
 /* ---- forward --------------------------------------------------------------------------- */
 
-static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
-                                                const float *inp, const float *w, const float *b,
-                                                int64_t n, int d, float eps) {
-  const int lane = threadIdx.x & 31;
-  const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
-  /* r is the same for the 32 lanes of a warp, so the shuffles below see full warps */
-  for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps) {
-    const float *x = inp + r * d;
-    float *y = out + r * d;
-    float s = 0.0f;
-    for (int j = lane; j < d; j += 32) s += x[j];
-    const float mu = txl_warp_sum(s) / (float)d;
-    float ss = 0.0f;
-    for (int j = lane; j < d; j += 32) {
-      const float c = x[j] - mu;
-      ss += c * c;
+/* One row by one warp (every lane calls it): the input value of feature j is x[j], or with ADD
+ * a = x[j] + y[j], also stored to res[j]; then mean and rstd (stored by lane 0) and out.
+ * NV > 0: the lane's values a[lane + 32 k], k < NV, stay in registers (d <= 32 NV); NV == 0: any
+ * d, the values are re-read from x (or res). The arithmetic and its order are the same. */
+template <int NV, bool ADD>
+static __device__ __forceinline__ void ln_forward_row(float *res, float *out, float *mean,
+                                                      float *rstd, const float *x, const float *y,
+                                                      const float *w, const float *b, int d,
+                                                      float eps, int lane) {
+  float v[NV > 0 ? NV : 1];
+  float s = 0.0f;
+  if constexpr (NV > 0) {
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      const int j = lane + 32 * k;
+      v[k] = 0.0f;
+      if (j < d) {
+        const float a = ADD ? x[j] + y[j] : x[j];
+        if (ADD) res[j] = a;
+        v[k] = a;
+        s += a;
+      }
     }
-    const float rs = 1.0f / sqrtf(txl_warp_sum(ss) / (float)d + eps);
-    for (int j = lane; j < d; j += 32) y[j] = (x[j] - mu) * rs * w[j] + b[j];
-    if (lane == 0) {
-      mean[r] = mu;
-      rstd[r] = rs;
+  } else {
+    for (int j = lane; j < d; j += 32) {
+      const float a = ADD ? x[j] + y[j] : x[j];
+      if (ADD) res[j] = a; /* re-read below by this same lane */
+      s += a;
     }
   }
+  const float mu = txl_warp_sum(s) / (float)d;
+  float ss = 0.0f;
+  if constexpr (NV > 0) {
+#pragma unroll
+    for (int k = 0; k < NV; k++)
+      if (lane + 32 * k < d) {
+        const float c = v[k] - mu;
+        ss += c * c;
+      }
+  } else {
+    const float *src = ADD ? res : x;
+    for (int j = lane; j < d; j += 32) {
+      const float c = src[j] - mu;
+      ss += c * c;
+    }
+  }
+  const float rs = 1.0f / sqrtf(txl_warp_sum(ss) / (float)d + eps);
+  if constexpr (NV > 0) {
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+      const int j = lane + 32 * k;
+      if (j < d) out[j] = (v[k] - mu) * rs * w[j] + b[j];
+    }
+  } else {
+    const float *src = ADD ? res : x;
+    for (int j = lane; j < d; j += 32) out[j] = (src[j] - mu) * rs * w[j] + b[j];
+  }
+  if (lane == 0) {
+    *mean = mu;
+    *rstd = rs;
+  }
+}
+
+/* One warp per row, grid-stride. res, y unused (may be NULL) without ADD. */
+template <int NV, bool ADD>
+static __global__ void layernorm_forward_kernel(float *res, float *out, float *mean, float *rstd,
+                                                const float *x, const float *y, const float *w,
+                                                const float *b, int64_t n, int d, float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
+  /* r is the same for the 32 lanes of a warp, so the shuffles see full warps */
+  for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps)
+    ln_forward_row<NV, ADD>(ADD ? res + r * d : NULL, out + r * d, mean + r, rstd + r, x + r * d,
+                            ADD ? y + r * d : NULL, w, b, d, eps, lane);
+}
+
+template <int NV, bool ADD>
+static void layernorm_forward_launch(float *res, float *out, float *mean, float *rstd,
+                                     const float *x, const float *y, const float *w,
+                                     const float *b, int64_t n, int d, float eps) {
+  auto k = layernorm_forward_kernel<NV, ADD>;
+  TXL_LAUNCH(k, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      res, out, mean, rstd, x, y, w, b, n, d, eps);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* The register capacity by d: up to 1024 features in registers, beyond that re-read. */
+template <bool ADD>
+static void layernorm_forward_dispatch(float *res, float *out, float *mean, float *rstd,
+                                       const float *x, const float *y, const float *w,
+                                       const float *b, int64_t n, int d, float eps) {
+  if (d <= 32 * 4)
+    layernorm_forward_launch<4, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  else if (d <= 32 * 8)
+    layernorm_forward_launch<8, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  else if (d <= 32 * 16)
+    layernorm_forward_launch<16, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  else if (d <= 32 * 32)
+    layernorm_forward_launch<32, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  else
+    layernorm_forward_launch<0, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
 }
 
 extern "C" void txl_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                            const float *w, const float *b, int64_t n, int d,
                                            float eps) {
   if (n <= 0 || d <= 0) return;
-  layernorm_forward_kernel<<<txl_cuda_blocks(n * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS>>>(
-      out, mean, rstd, inp, w, b, n, d, eps);
-  CUDA_LAUNCH_CHECK();
+  layernorm_forward_dispatch<false>(NULL, out, mean, rstd, inp, NULL, w, b, n, d, eps);
+}
+
+extern "C" void txl_cuda_add_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+                                               const float *x, const float *y, const float *w,
+                                               const float *b, int64_t n, int d, float eps) {
+  if (n <= 0 || d <= 0) return;
+  layernorm_forward_dispatch<true>(res, out, mean, rstd, x, y, w, b, n, d, eps);
 }
 
 /* ---- backward -------------------------------------------------------------------------- */
 
-/* dx += rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,  xhat = (x - mean) rstd */
+/* mg = mean(g), mgx = mean(g * xhat) over one row, g = dout * w, xhat = (x - mu) rs; one warp
+ * (every lane calls it and gets both). */
+static __device__ __forceinline__ void ln_backward_means(float &mg, float &mgx, const float *dy,
+                                                         const float *x, const float *w, float mu,
+                                                         float rs, int d, int lane) {
+  float sg = 0.0f, sgx = 0.0f;
+  for (int j = lane; j < d; j += 32) {
+    const float g = dy[j] * w[j];
+    sg += g;
+    sgx += g * ((x[j] - mu) * rs);
+  }
+  mg = txl_warp_sum(sg) / (float)d;
+  mgx = txl_warp_sum(sgx) / (float)d;
+}
+
+/* d(input) of one feature: rstd * (g - mean(g) - xhat * mean(g * xhat)) */
+static __device__ __forceinline__ float ln_dx(float dy, float x, float w, float mu, float rs,
+                                              float mg, float mgx) {
+  const float xhat = (x - mu) * rs;
+  return rs * (dy * w - mg - xhat * mgx);
+}
+
+/* dinp += d(input), one warp per row */
 static __global__ void layernorm_backward_input_kernel(float *dinp, const float *dout,
                                                        const float *inp, const float *w,
                                                        const float *mean, const float *rstd,
@@ -69,16 +183,45 @@ static __global__ void layernorm_backward_input_kernel(float *dinp, const float 
     const float *x = inp + r * d, *dy = dout + r * d;
     float *dx = dinp + r * d;
     const float mu = mean[r], rs = rstd[r];
-    float sg = 0.0f, sgx = 0.0f;
-    for (int j = lane; j < d; j += 32) {
-      const float g = dy[j] * w[j];
-      sg += g;
-      sgx += g * ((x[j] - mu) * rs);
-    }
-    const float mg = txl_warp_sum(sg) / (float)d, mgx = txl_warp_sum(sgx) / (float)d;
-    for (int j = lane; j < d; j += 32) {
-      const float xhat = (x[j] - mu) * rs;
-      dx[j] += rs * (dy[j] * w[j] - mg - xhat * mgx);
+    float mg, mgx;
+    ln_backward_means(mg, mgx, dy, x, w, mu, rs, d, lane);
+    for (int j = lane; j < d; j += 32) dx[j] += ln_dx(dy[j], x[j], w[j], mu, rs, mg, mgx);
+  }
+}
+
+/* dinp = d(input), dbranch = dropout(dinp), one warp per row r = (i, c); the lanes take groups of
+ * 4 features (one Philox call gives the 4 words of a group, as the dropout op). */
+template <bool DROP>
+static __global__ void layernorm_backward_dropout_kernel(float *dinp, float *dbranch,
+                                                         const float *dout, const float *inp,
+                                                         const float *w, const float *mean,
+                                                         const float *rstd, int rows, int cols,
+                                                         int d, int col0, TxlDropout drop,
+                                                         uint32_t threshold, float scale) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)rows * cols;
+  const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
+  const int groups = (d + 3) / 4;
+  for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps) {
+    const float *x = inp + r * d, *dy = dout + r * d;
+    float *dx = dinp + r * d, *dbr = dbranch + r * d;
+    const float mu = mean[r], rs = rstd[r];
+    float mg, mgx;
+    ln_backward_means(mg, mgx, dy, x, w, mu, rs, d, lane);
+    const uint32_t i = (uint32_t)(r / cols), c = (uint32_t)(col0 + (int)(r % cols));
+    for (int q = lane; q < groups; q += 32) {
+      const int j0 = 4 * q;
+      TxlPhilox4 words = {{0u, 0u, 0u, 0u}};
+      if (DROP) words = txl_dropout_words(drop, i, c, (uint32_t)j0);
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const int j = j0 + k;
+        if (j < d) {
+          const float g = ln_dx(dy[j], x[j], w[j], mu, rs, mg, mgx);
+          dx[j] = g;
+          dbr[j] = DROP ? g * ((words.v[k] >> 8) >= threshold ? scale : 0.0f) : g;
+        }
+      }
     }
   }
 }
@@ -140,14 +283,9 @@ void txl_cuda_layernorm_release(void) {
   g_scratch_floats = 0;
 }
 
-extern "C" void txl_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                            const float *inp, const float *w, const float *mean,
-                                            const float *rstd, int64_t n, int d) {
-  if (n <= 0 || d <= 0) return;
-  layernorm_backward_input_kernel<<<txl_cuda_blocks(n * 32, TXL_CUDA_THREADS),
-                                    TXL_CUDA_THREADS>>>(dinp, dout, inp, w, mean, rstd, n, d);
-  CUDA_LAUNCH_CHECK();
-
+/* dw += sum_r dout * xhat, db += sum_r dout, by kernels 1 and 2 (n, d > 0). */
+static void layernorm_param_grads(float *dw, float *db, const float *dout, const float *inp,
+                                  const float *mean, const float *rstd, int64_t n, int d) {
   int64_t nchunks = (n + TXL_LN_MIN_CHUNK_ROWS - 1) / TXL_LN_MIN_CHUNK_ROWS;
   if (nchunks > TXL_LN_MAX_CHUNKS) nchunks = TXL_LN_MAX_CHUNKS;
   const int64_t chunk_rows = (n + nchunks - 1) / nchunks;
@@ -157,10 +295,45 @@ extern "C" void txl_cuda_layernorm_backward(float *dinp, float *dw, float *db, c
 
   const int tiles = (d + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
   const dim3 grid1((unsigned int)tiles, (unsigned int)nchunks);
-  layernorm_backward_partial_kernel<<<grid1, TXL_CUDA_THREADS>>>(part_w, part_b, dout, inp, mean,
-                                                                 rstd, n, d, chunk_rows);
+  TXL_LAUNCH(layernorm_backward_partial_kernel, grid1, TXL_CUDA_THREADS, 0)(
+      part_w, part_b, dout, inp, mean, rstd, n, d, chunk_rows);
   CUDA_LAUNCH_CHECK();
-  layernorm_backward_final_kernel<<<tiles, TXL_CUDA_THREADS>>>(dw, db, part_w, part_b,
-                                                               (int)nchunks, d);
+  TXL_LAUNCH(layernorm_backward_final_kernel, tiles, TXL_CUDA_THREADS, 0)(dw, db, part_w, part_b,
+                                                                          (int)nchunks, d);
   CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                            const float *inp, const float *w, const float *mean,
+                                            const float *rstd, int64_t n, int d) {
+  if (n <= 0 || d <= 0) return;
+  if (dinp) { /* NULL: rows whose input takes no gradient, only dw and db */
+    TXL_LAUNCH(layernorm_backward_input_kernel, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS),
+               TXL_CUDA_THREADS, 0)(dinp, dout, inp, w, mean, rstd, n, d);
+    CUDA_LAUNCH_CHECK();
+  }
+  layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d);
+}
+
+extern "C" void txl_cuda_layernorm_backward_dropout(float *dinp, float *dbranch, float *dw,
+                                                    float *db, const float *dout,
+                                                    const float *inp, const float *w,
+                                                    const float *mean, const float *rstd,
+                                                    int rows, int cols, int d, int col0,
+                                                    TxlDropout drop) {
+  if (!(drop.p >= 0.0f && drop.p < 1.0f))
+    txl_fatal("layernorm_backward_dropout: dropout probability %g is not in [0, 1)", (double)drop.p);
+  if (rows <= 0 || cols <= 0 || d <= 0) return;
+  const int64_t n = (int64_t)rows * cols;
+  const unsigned int blocks = txl_cuda_blocks(n * 32, TXL_CUDA_THREADS);
+  if (drop.p > 0.0f) {
+    TXL_LAUNCH(layernorm_backward_dropout_kernel<true>, blocks, TXL_CUDA_THREADS, 0)(
+        dinp, dbranch, dout, inp, w, mean, rstd, rows, cols, d, col0, drop,
+        txl_dropout_threshold(drop.p), txl_dropout_scale(drop.p));
+  } else {
+    TXL_LAUNCH(layernorm_backward_dropout_kernel<false>, blocks, TXL_CUDA_THREADS, 0)(
+        dinp, dbranch, dout, inp, w, mean, rstd, rows, cols, d, col0, drop, 0u, 1.0f);
+  }
+  CUDA_LAUNCH_CHECK();
+  layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d);
 }

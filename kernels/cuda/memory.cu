@@ -1,6 +1,8 @@
 /* Memory of the CUDA backend: device memory from cudaMalloc (256-byte aligned), and the
  * copies between it and the host. Copies are synchronous with respect to the host for host
  * memory (cudaMemcpy), and ordered after all earlier work on the default stream. */
+#include <stdio.h>
+
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
@@ -15,6 +17,40 @@ extern "C" int txl_cuda_device_count(void) {
     return 0;
   }
   return n;
+}
+
+extern "C" void txl_cuda_set_device(int gpu, TxlCudaDevice *info) {
+  CUDA_CHECK(cudaSetDevice(gpu));
+  cudaDeviceProp p;
+  CUDA_CHECK(cudaGetDeviceProperties(&p, gpu));
+  int clock_khz = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, gpu));
+  snprintf(info->name, sizeof info->name, "%s", p.name);
+  info->memory = p.totalGlobalMem;
+  info->sms = p.multiProcessorCount;
+  info->major = p.major;
+  info->minor = p.minor;
+  info->fp32_peak = (double)p.multiProcessorCount * clock_khz * 1e3 * 128.0 * 2.0;
+  int mem_khz = 0, bus_bits = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, gpu));
+  CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, gpu));
+  info->dram_peak = 2.0 * mem_khz * 1e3 * bus_bits / 8.0;
+}
+
+extern "C" double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup, int iters) {
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  for (int i = 0; i < warmup; i++) fn(ctx);
+  CUDA_CHECK(cudaEventRecord(e0, 0));
+  for (int i = 0; i < iters; i++) fn(ctx);
+  CUDA_CHECK(cudaEventRecord(e1, 0));
+  CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  return iters > 0 ? (double)ms / iters : 0.0;
 }
 
 extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
@@ -55,4 +91,6 @@ extern "C" void txl_cuda_zero(void *p, size_t bytes) {
 extern "C" void txl_cuda_release(void) {
   txl_cuda_gemm_release();
   txl_cuda_layernorm_release();
+  txl_cuda_elementwise_release();
+  txl_cuda_embedding_release();
 }

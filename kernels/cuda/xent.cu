@@ -80,6 +80,6 @@ extern "C" void txl_cuda_xent_forward_backward(float *logits, float *loss, const
                                                float grad_scale, int64_t n, int V) {
   if (n <= 0 || V <= 0) return;
   const unsigned int blocks = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
-  xent_kernel<<<blocks, TXL_CUDA_THREADS>>>(logits, loss, target, grad_scale, n, V);
+  TXL_LAUNCH(xent_kernel, blocks, TXL_CUDA_THREADS, 0)(logits, loss, target, grad_scale, n, V);
   CUDA_LAUNCH_CHECK();
 }

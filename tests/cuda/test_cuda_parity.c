@@ -1,4 +1,4 @@
-/* Every CUDA op written so far against its CPU op (kernels/cpu, itself tested against a
+/* The first CUDA ops (memory, gemm, embedding, dropout, layer norm, cross-entropy, Adam) against its CPU op (kernels/cpu, itself tested against a
  * double-precision reference in tests/ops) on the same random inputs, odd sizes throughout.
  *
  * Where there is no CUDA device (or no driver) it prints "SKIPPED: no CUDA device" and exits 0.
@@ -30,114 +30,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
-
-#define U_F32 (1.0 / 16777216.0) /* 2^-24 */
-#define TOL_C 4.0
-
-static int g_failures = 0;
-
-/* ---- inputs ------------------------------------------------------------------------------ */
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-
-static double urand(void) { /* uniform in [0, 1), xorshift64* */
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return (double)((g_rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static float *host_rand(int64_t n, double lo, double hi) {
-  float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!x) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
-  return x;
-}
-
-static float *host_copy(const float *x, int64_t n) {
-  float *y = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!y) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  memcpy(y, x, (size_t)n * sizeof(float));
-  return y;
-}
-
-static double *bounds_alloc(int64_t n) {
-  double *b = calloc((size_t)(n ? n : 1), sizeof(double));
-  if (!b) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  return b;
-}
-
-/* A device copy of host data. */
-static void *dev_from(const void *host, size_t bytes, const char *what) {
-  void *d = txl_cuda_alloc(bytes, what);
-  txl_cuda_to_device(d, host, bytes);
-  return d;
-}
-
-/* The device array back on the host (a new allocation). */
-static float *host_from(const float *dev, int64_t n) {
-  float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  txl_cuda_to_host(h, dev, (size_t)n * sizeof(float));
-  return h;
-}
-
-/* ---- comparisons ------------------------------------------------------------------------- */
-
-static void report(const char *what, double max_abs, double max_rel, int bad, int64_t first_bad,
-                   float got, float want, const char *kind) {
-  printf("%-50s max abs %.3e  max rel %.3e  %s%s\n", what, max_abs, max_rel, kind,
-         bad ? "  FAIL" : "  ok");
-  if (bad) {
-    printf("    %d elements out of tolerance; first at %lld: cuda %.9g, cpu %.9g\n", bad,
-           (long long)first_bad, (double)got, (double)want);
-    g_failures++;
-  }
-}
-
-/* got (CUDA) against want (CPU): |got_i - want_i| <= bound_i for every i. */
-static void check_close(const char *what, const float *got, const float *want,
-                        const double *bound, int64_t n) {
-  double max_abs = 0.0, max_rel = 0.0, max_ratio = 0.0;
-  int bad = 0;
-  int64_t first = -1;
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)got[i] - (double)want[i]);
-    const double r = want[i] != 0.0f ? e / fabs((double)want[i]) : 0.0; /* rel: where defined */
-    const double q = e / fmax(bound[i], 1e-300);
-    if (!(e <= bound[i])) { /* NaN in either side fails here */
-      if (!bad) first = i;
-      bad++;
-    }
-    if (e > max_abs || isnan(e)) max_abs = e;
-    if (r > max_rel || isnan(r)) max_rel = r;
-    if (q > max_ratio || isnan(q)) max_ratio = q;
-  }
-  char kind[64];
-  snprintf(kind, sizeof kind, "err/bound %.2e", max_ratio);
-  report(what, max_abs, max_rel, bad, first, bad ? got[first] : 0.0f,
-         bad ? want[first] : 0.0f, kind);
-}
-
-/* got and want must be the same bits (and not NaN). */
-static void check_bits(const char *what, const float *got, const float *want, int64_t n) {
-  double max_abs = 0.0;
-  int bad = 0;
-  int64_t first = -1;
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t a, b;
-    memcpy(&a, &got[i], 4);
-    memcpy(&b, &want[i], 4);
-    if (a != b || isnan(got[i])) {
-      if (!bad) first = i;
-      bad++;
-      const double e = fabs((double)got[i] - (double)want[i]);
-      if (e > max_abs || isnan(e)) max_abs = e;
-    }
-  }
-  report(what, max_abs, max_abs, bad, first, bad ? got[first] : 0.0f,
-         bad ? want[first] : 0.0f, "bit-identical required");
-}
+#include "tests/cuda/parity.h"
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
@@ -178,8 +71,12 @@ static void test_memory(void) {
 
 /* C[M,N] = alpha op(A) op(B) + beta C, row-major with padded leading dimensions.
  * Bound: the dot products have K terms: bound = c (K + 3) u (|alpha| |op(A)| |op(B)| + |beta| |C|). */
-static void test_gemm_case(int ta, int tb, int M, int N, int K, float alpha, float beta,
-                           int nan_c) {
+/* u_in: the unit roundoff of the GEMM's operands inside the tensor cores (fp32: 2^-24; TF32:
+ * 2^-11; BF16: 2^-8). A product of two rounded operands is within 2 u_in of the exact product,
+ * then the fp32 sum adds (K + 3) u: bound = c ((K + 3) u + 2 u_in) (|alpha| |A| |B| + |beta| |C|).
+ * must_differ: also require the result to differ from the fp32 one somewhere (the mode took effect). */
+static void test_gemm_case_math(int ta, int tb, int M, int N, int K, float alpha, float beta, int nan_c,
+                                TxlGemmMath math, double u_in, const char *math_name) {
   const int ar = ta ? K : M, ac = ta ? M : K; /* A as stored: [ar, ac] */
   const int br = tb ? N : K, bc = tb ? K : N;
   const int lda = ac + 3, ldb = bc + 1, ldc = N + 2;
@@ -210,12 +107,17 @@ static void test_gemm_case(int ta, int tb, int M, int N, int K, float alpha, flo
       }
       got[(int64_t)i * N + j] = Cg[(int64_t)i * ldc + j];
       want[(int64_t)i * N + j] = Cc[(int64_t)i * ldc + j];
-      bound[(int64_t)i * N + j] = TOL_C * (K + 3) * U_F32 * mag;
+      bound[(int64_t)i * N + j] = TOL_C * ((K + 3) * U_F32 + 2.0 * u_in) * mag;
     }
   char what[96];
-  snprintf(what, sizeof what, "gemm %c%c M=%d N=%d K=%d beta=%g%s", ta ? 'T' : 'N', tb ? 'T' : 'N',
+  snprintf(what, sizeof what, "gemm %s %c%c M=%d N=%d K=%d beta=%g%s", math_name, ta ? 'T' : 'N', tb ? 'T' : 'N',
            M, N, K, (double)beta, nan_c ? " (C=NaN)" : "");
   check_close(what, got, want, bound, (int64_t)M * N);
+  if (math != TXL_GEMM_FP32) { /* rounded operands: the result cannot be the fp32 one everywhere */
+    double worst = 0.0;
+    for (int64_t e = 0; e < (int64_t)M * N; e++) worst = fmax(worst, fabs((double)got[e] - want[e]));
+    if (!(worst > 0.0)) check_fail("the reduced-precision GEMM gave the fp32 result: the mode had no effect");
+  }
 
   txl_cuda_free(dA);
   txl_cuda_free(dB);
@@ -223,7 +125,16 @@ static void test_gemm_case(int ta, int tb, int M, int N, int K, float alpha, flo
   free(A); free(B); free(C); free(Cc); free(Cg); free(got); free(want); free(bound);
 }
 
+static void test_gemm_case(int ta, int tb, int M, int N, int K, float alpha, float beta, int nan_c) {
+  test_gemm_case_math(ta, tb, M, N, K, alpha, beta, nan_c, TXL_GEMM_FP32, 0.0, "fp32");
+}
+
 static void test_gemm(void) {
+  txl_cuda_set_gemm_math(TXL_GEMM_TF32);
+  test_gemm_case_math(0, 1, 64, 96, 128, 1.0f, 0.0f, 0, TXL_GEMM_TF32, 1.0 / 2048.0, "tf32");
+  txl_cuda_set_gemm_math(TXL_GEMM_BF16);
+  test_gemm_case_math(1, 0, 64, 96, 128, 1.0f, 1.0f, 0, TXL_GEMM_BF16, 1.0 / 256.0, "bf16");
+  txl_cuda_set_gemm_math(TXL_GEMM_FP32);
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) test_gemm_case(ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
   test_gemm_case(0, 1, 131, 67, 257, 1.0f, 0.0f, 1);
@@ -239,7 +150,7 @@ static void test_embedding(void) {
   const float scale = sqrtf((float)d);
   float *emb = host_rand((int64_t)V * d, -1.0, 1.0);
   int32_t tok[45];
-  for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)(urand() * V);
+  for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)(parity_urand() * V);
   tok[0] = 0;
   tok[1] = V - 1;
   float *want = host_rand(n * d, -1.0, 1.0);
@@ -280,8 +191,9 @@ static void test_dropout_case(int rows, int cols, int feats, int col0, TxlDropou
       for (int64_t i = 0; i < n; i++) kept += got[i] != 0.0f;
       const double frac = (double)kept / (double)n;
       if (fabs(frac - (1.0 - d.p)) > 0.05) {
-        printf("    kept fraction %.4f, expected about %.4f  FAIL\n", frac, 1.0 - d.p);
-        g_failures++;
+        char msg[96];
+        snprintf(msg, sizeof msg, "kept fraction %.4f, expected about %.4f", frac, 1.0 - d.p);
+        check_fail(msg);
       }
     }
     txl_cuda_free(dx);
@@ -435,7 +347,7 @@ static void test_xent_case(int64_t n, int V, float grad_scale, double spread) {
   for (int64_t t = 0; t < n; t++) /* shifted rows: the max shift matters */
     for (int j = 0; j < V; j++) x[t * V + j] += (float)(40.0 * (double)(t % 3) - 40.0);
   int32_t *tg = malloc((size_t)n * sizeof(int32_t));
-  for (int64_t t = 0; t < n; t++) tg[t] = (int32_t)(urand() * V);
+  for (int64_t t = 0; t < n; t++) tg[t] = (int32_t)(parity_urand() * V);
   tg[0] = 0;
   if (n > 1) tg[n - 1] = V - 1;
   float *x0 = host_copy(x, n * V);
@@ -532,12 +444,7 @@ static void test_adam(void) {
 }
 
 int main(void) {
-  const int devices = txl_cuda_device_count();
-  if (devices == 0) {
-    printf("SKIPPED: no CUDA device\n");
-    return 0;
-  }
-  printf("CUDA devices: %d\n", devices);
+  parity_begin("cuda parity (memory, gemm, embedding, dropout, layernorm, xent, adam)");
   test_memory();
   test_gemm();
   test_embedding();
@@ -545,11 +452,5 @@ int main(void) {
   test_layernorm();
   test_xent();
   test_adam();
-  txl_cuda_release();
-  if (g_failures) {
-    printf("FAILED: %d check(s)\n", g_failures);
-    return 1;
-  }
-  printf("all CUDA parity checks passed\n");
-  return 0;
+  return parity_end();
 }

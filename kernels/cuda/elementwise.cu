@@ -1,0 +1,230 @@
+/* Element-wise ops, column sums and the sum of squares, as the CPU backend (kernels/cpu/elementwise.c):
+ *   bias_fill      x[r, :] = b                       x [rows, n], b [n]
+ *   bias_backward  db += sum_r dy[r, :]  (+=)        db [n], dy [rows, n]
+ *   relu_forward   x = x > 0 ? x : 0                 [n]
+ *   relu_backward  dx = y > 0 ? dx : 0               dx, y [n]
+ *   add            out = a + b (out may alias a, b)  [n]
+ *   scale          x *= s                            [n]
+ *   sumsq          sum x^2 in double, to the host    [n]
+ * The element-wise ops are one thread per element (grid-stride loops) doing the same single
+ * float operation as the CPU, so their results are the same bits.
+ *
+ * bias_backward, deterministic without atomics: the rows are cut into P chunks fixed by (rows,
+ * n); kernel 1 (grid [column tiles, P]) sums each chunk's rows in increasing order in double into
+ * a partial [P, n]; kernel 2 adds the P partials of each column in increasing p (in double) to
+ * db and rounds once. P is capped so that the partials take at most TXL_EW_PART_DOUBLES doubles
+ * (16 MiB) for wide outputs (n = 3 * 10^5 columns: P = 6), and at most TXL_EW_MAX_CHUNKS.
+ *
+ * sumsq, deterministic whatever the launch: the elements are cut into chunks of a size fixed by
+ * n (at least TXL_SUMSQ_MIN_CHUNK, at most TXL_SUMSQ_MAX_CHUNKS chunks); kernel 1 gives each
+ * chunk to one block, whose threads take the elements tid, tid + 256, ... of it in order and are
+ * then summed by a fixed shared-memory tree; kernel 2 (one block) sums the chunk partials the
+ * same way and writes the total, which is copied to the host. Squares of floats are exact in
+ * double, so the only rounding is that of the double additions.
+ *
+ * Scratch (the partials of both reductions) is one device buffer owned by this file, made on the
+ * first call and grown only when a larger one is needed; txl_cuda_elementwise_release frees it. */
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+#define TXL_EW_MIN_CHUNK_ROWS 16              /* rows of one bias_backward chunk, at least */
+#define TXL_EW_MAX_CHUNKS 512                 /* bias_backward chunks P, at most           */
+#define TXL_EW_PART_DOUBLES ((int64_t)1 << 21) /* P * n at most, unless n alone is larger   */
+#define TXL_SUMSQ_MIN_CHUNK 8192              /* elements of one sumsq chunk, at least      */
+#define TXL_SUMSQ_MAX_CHUNKS 4096             /* sumsq chunks, at most                      */
+
+/* ---- scratch ------------------------------------------------------------------------------ */
+
+static double *g_scratch = NULL;
+static size_t g_scratch_doubles = 0;
+
+static double *scratch(size_t doubles) {
+  if (doubles > g_scratch_doubles) {
+    /* cudaFree waits for the device, so no earlier kernel still uses the old buffer */
+    if (g_scratch) CUDA_CHECK(cudaFree(g_scratch));
+    g_scratch = NULL;
+    g_scratch_doubles = 0;
+    g_scratch = (double *)txl_cuda_alloc(doubles * sizeof(double), "element-wise reduction scratch");
+    g_scratch_doubles = doubles;
+  }
+  return g_scratch;
+}
+
+void txl_cuda_elementwise_release(void) {
+  if (g_scratch) CUDA_CHECK(cudaFree(g_scratch));
+  g_scratch = NULL;
+  g_scratch_doubles = 0;
+}
+
+/* ---- bias ---------------------------------------------------------------------------------- */
+
+/* x [rows, n] = b [n] broadcast over the rows */
+static __global__ void bias_fill_kernel(float *x, const float *b, int64_t rows, int n) {
+  const int64_t total = rows * n;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+       e += (int64_t)gridDim.x * blockDim.x)
+    x[e] = b[e % n];
+}
+
+extern "C" void txl_cuda_bias_fill(float *x, const float *b, int64_t rows, int n) {
+  if (rows <= 0 || n <= 0) return;
+  TXL_LAUNCH(bias_fill_kernel, txl_cuda_blocks(rows * n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      x, b, rows, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* Kernel 1: part[p, j] = sum of dy[r, j] over the rows r of chunk p, in increasing r, in double.
+ * grid (ceil(n / threads), P); dy [rows, n], part [P, n] */
+static __global__ void bias_backward_partial_kernel(double *part, const float *dy, int64_t rows,
+                                                    int n, int64_t chunk_rows) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n) return; /* no barrier in this kernel */
+  const int64_t p = blockIdx.y;
+  const int64_t r0 = p * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  double s = 0.0;
+  for (int64_t r = r0; r < r1; r++) s += (double)dy[r * n + j];
+  part[p * n + j] = s;
+}
+
+/* Kernel 2: db[j] = (float)(db[j] + sum_p part[p, j]), p increasing, in double. db [n] */
+static __global__ void bias_backward_final_kernel(float *db, const double *part, int nchunks,
+                                                  int n) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  double s = (double)db[j];
+  for (int p = 0; p < nchunks; p++) s += part[(int64_t)p * n + j];
+  db[j] = (float)s;
+}
+
+extern "C" void txl_cuda_bias_backward(float *db, const float *dy, int64_t rows, int n) {
+  if (rows <= 0 || n <= 0) return;
+  /* P: at least TXL_EW_MIN_CHUNK_ROWS rows per chunk, at most TXL_EW_MAX_CHUNKS chunks, and
+   * P * n <= TXL_EW_PART_DOUBLES (but at least one chunk) */
+  int64_t nchunks = (rows + TXL_EW_MIN_CHUNK_ROWS - 1) / TXL_EW_MIN_CHUNK_ROWS;
+  if (nchunks > TXL_EW_MAX_CHUNKS) nchunks = TXL_EW_MAX_CHUNKS;
+  if (nchunks > TXL_EW_PART_DOUBLES / n) nchunks = TXL_EW_PART_DOUBLES / n;
+  if (nchunks < 1) nchunks = 1;
+  const int64_t chunk_rows = (rows + nchunks - 1) / nchunks;
+  nchunks = (rows + chunk_rows - 1) / chunk_rows; /* no empty chunk at the end */
+  double *part = scratch((size_t)(nchunks * n));
+
+  const int tiles = (n + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
+  const dim3 grid1((unsigned int)tiles, (unsigned int)nchunks);
+  TXL_LAUNCH(bias_backward_partial_kernel, grid1, TXL_CUDA_THREADS, 0)(part, dy, rows, n,
+                                                                       chunk_rows);
+  CUDA_LAUNCH_CHECK();
+  TXL_LAUNCH(bias_backward_final_kernel, tiles, TXL_CUDA_THREADS, 0)(db, part, (int)nchunks, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- element-wise -------------------------------------------------------------------------- */
+
+/* x [n] */
+static __global__ void relu_forward_kernel(float *x, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* as the CPU: NaN and -0 give +0 */
+}
+
+/* dx, y [n] */
+static __global__ void relu_backward_kernel(float *dx, const float *y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
+}
+
+/* out, a, b [n]; out may alias a or b (each element is read, then written, by one thread) */
+static __global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = a[i] + b[i];
+}
+
+/* x [n] */
+static __global__ void scale_kernel(float *x, float s, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    x[i] *= s;
+}
+
+extern "C" void txl_cuda_relu_forward(float *x, int64_t n) {
+  if (n <= 0) return;
+  TXL_LAUNCH(relu_forward_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(x, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_relu_backward(float *dx, const float *y, int64_t n) {
+  if (n <= 0) return;
+  TXL_LAUNCH(relu_backward_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      dx, y, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_add(float *out, const float *a, const float *b, int64_t n) {
+  if (n <= 0) return;
+  TXL_LAUNCH(add_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(out, a, b, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_scale(float *x, float s, int64_t n) {
+  if (n <= 0) return;
+  TXL_LAUNCH(scale_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(x, s, n);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* ---- sum of squares ------------------------------------------------------------------------ */
+
+/* sh[0] = sum of sh[0 .. TXL_CUDA_THREADS), by a fixed tree; every thread of the block calls it.
+ * The caller has written sh[threadIdx.x]; sh[0] is valid for every thread on return. */
+static __device__ void block_sum_double(double *sh) {
+  __syncthreads();
+  for (int stride = TXL_CUDA_THREADS / 2; stride > 0; stride >>= 1) {
+    if ((int)threadIdx.x < stride) sh[threadIdx.x] += sh[threadIdx.x + stride];
+    __syncthreads();
+  }
+}
+
+/* Kernel 1: part[c] = sum of x[i]^2 over chunk c, the elements c chunk <= i < min((c+1) chunk, n).
+ * grid-stride over the chunks, one block each (blockDim.x == TXL_CUDA_THREADS); part [nchunks] */
+static __global__ void sumsq_partial_kernel(double *part, const float *x, int64_t n,
+                                            int64_t chunk, int nchunks) {
+  __shared__ double sh[TXL_CUDA_THREADS];
+  for (int c = blockIdx.x; c < nchunks; c += gridDim.x) { /* c is uniform across the block */
+    const int64_t i0 = (int64_t)c * chunk;
+    const int64_t i1 = i0 + chunk < n ? i0 + chunk : n;
+    double s = 0.0;
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += TXL_CUDA_THREADS)
+      s += (double)x[i] * (double)x[i]; /* exact product: 24 + 24 bits < 53 */
+    sh[threadIdx.x] = s;
+    block_sum_double(sh);
+    if (threadIdx.x == 0) part[c] = sh[0];
+    __syncthreads(); /* sh is rewritten by the next chunk */
+  }
+}
+
+/* Kernel 2 (one block): *total = sum of part[0 .. nchunks), threads taking p = tid, tid + 256, ...
+ * in order, then the fixed tree. */
+static __global__ void sumsq_final_kernel(double *total, const double *part, int nchunks) {
+  __shared__ double sh[TXL_CUDA_THREADS];
+  double s = 0.0;
+  for (int p = threadIdx.x; p < nchunks; p += TXL_CUDA_THREADS) s += part[p];
+  sh[threadIdx.x] = s;
+  block_sum_double(sh);
+  if (threadIdx.x == 0) *total = sh[0];
+}
+
+extern "C" double txl_cuda_sumsq(const float *x, int64_t n) {
+  if (n <= 0) return 0.0;
+  int64_t chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
+  if (chunk < TXL_SUMSQ_MIN_CHUNK) chunk = TXL_SUMSQ_MIN_CHUNK;
+  const int nchunks = (int)((n + chunk - 1) / chunk); /* <= TXL_SUMSQ_MAX_CHUNKS */
+  double *part = scratch(TXL_SUMSQ_MAX_CHUNKS + 1), *total = part + TXL_SUMSQ_MAX_CHUNKS;
+  TXL_LAUNCH(sumsq_partial_kernel, nchunks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, nchunks);
+  CUDA_LAUNCH_CHECK();
+  TXL_LAUNCH(sumsq_final_kernel, 1, TXL_CUDA_THREADS, 0)(total, part, nchunks);
+  CUDA_LAUNCH_CHECK();
+  double host = 0.0;
+  txl_cuda_to_host(&host, total, sizeof host); /* waits for the two kernels */
+  return host;
+}

@@ -1,0 +1,37 @@
+/* Sinusoidal relative-position embedding, as the CPU backend (kernels/cpu/posemb.c):
+ *   R[p, i] = sin(pos f_i),  R[p, d/2 + i] = cos(pos f_i),  f_i = 1 / 10000^(2i/d),
+ *   pos = K-1-p, clamped to clamp_len when clamp_len > 0;
+ * computed in double and rounded to float.   R [K, d], d even
+ *
+ * One thread per (p, i), i < d/2, grid-stride; it writes both the sine and the cosine. The
+ * double operations are those of the CPU (2i / d, pow, the division, pos * f_i, sin, cos); the
+ * results may differ from the CPU's only where the device's double pow / sin / cos (a few ulp of
+ * double) and glibc's round differently, which moves the float result by at most one float ulp
+ * and almost never at all. */
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+static __global__ void posemb_kernel(float *R, int K, int d, int clamp_len) {
+  const int half = d / 2;
+  const int64_t total = (int64_t)K * half;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int p = (int)(e / half), i = (int)(e % half);
+    int pos = K - 1 - p;
+    if (clamp_len > 0 && pos > clamp_len) pos = clamp_len;
+    const double f = 1.0 / pow(10000.0, (2.0 * i) / d);
+    const double arg = (double)pos * f;
+    float *row = R + (int64_t)p * d;
+    row[i] = (float)sin(arg);
+    row[half + i] = (float)cos(arg);
+  }
+}
+
+extern "C" void txl_cuda_posemb_forward(float *R, int K, int d, int clamp_len) {
+  if (d % 2 != 0) txl_fatal("posemb_forward: d = %d must be even", d);
+  if (K <= 0 || d <= 0) return;
+  const int64_t total = (int64_t)K * (d / 2);
+  TXL_LAUNCH(posemb_kernel, txl_cuda_blocks(total, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      R, K, d, clamp_len);
+  CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,228 @@
+/* Benchmarks of the CUDA backend's kernels at the shapes of a recipe, one GPU (one rank's share
+ * of the batch columns): each op is warmed up, then timed with CUDA events over many calls, and
+ * reported as time per call and achieved throughput against the device's peak: memory-bound ops
+ * in GB/s of the bytes they must move at least (each input read once, each output written
+ * once), against the DRAM peak; compute-bound ops in TFLOP/s against the fp32 peak of the CUDA
+ * cores (TF32 GEMMs: the tensor cores' peak is about 8x that; see README).
+ *
+ *   bench_cuda_kernels [wt103_base | enwik8_base | tiny] [columns per GPU] [iterations]
+ *
+ * Shapes: wt103_base d 410, 10 heads of 41, d_inner 2100, L = mem = 150, adaptive head of 20,003
+ * logits; enwik8_base d 512, 8 heads of 64, d_inner 2048, L = mem = 512, 204 logits; tiny is for
+ * a smoke run (it also runs under the CPU emulator, whose timings mean nothing).
+ * Prints "SKIPPED: no CUDA device" and exits 0 without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_ops.h"
+
+typedef struct {
+  const char *name;
+  int d, H, dh, di, L, M, V, B;
+  int64_t params; /* floats of the optimizer's buffer */
+} Shape;
+
+static const Shape k_shapes[] = {
+    {"wt103_base", 410, 10, 41, 2100, 150, 150, 20003, 8, 151107538},
+    {"enwik8_base", 512, 8, 64, 2048, 512, 512, 204, 3, 41054464},
+    {"tiny", 64, 4, 16, 128, 17, 15, 101, 2, 100000},
+};
+
+static double g_peak_bw, g_peak_flops; /* bytes/s, FLOP/s */
+static int g_iters;
+
+static float *dev_rand(int64_t n, float lo, float hi) {
+  float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  uint64_t s = 0x2545F4914F6CDD1Dull ^ (uint64_t)n;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    h[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
+  }
+  float *d = txl_cuda_alloc((size_t)n * sizeof(float), "bench");
+  txl_cuda_to_device(d, h, (size_t)n * sizeof(float));
+  free(h);
+  return d;
+}
+
+static int32_t *dev_tokens(int64_t n, int V) {
+  int32_t *h = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  for (int64_t i = 0; i < n; i++) h[i] = (int32_t)((i * 7919) % V);
+  int32_t *d = txl_cuda_alloc((size_t)n * sizeof(int32_t), "bench tokens");
+  txl_cuda_to_device(d, h, (size_t)n * sizeof(int32_t));
+  free(h);
+  return d;
+}
+
+/* The op under test: one call of it. */
+typedef void (*Call)(void *ctx);
+
+/* Times `iters` calls after 3 warm-up calls; prints the line. bytes / flops: per call (0: n/a). */
+static void timed(const char *name, Call f, void *ctx, double bytes, double flops) {
+  const double s = txl_cuda_time_ms(f, ctx, 3, g_iters) / 1e3;
+  printf("%-44s %10.4f ms", name, s * 1e3);
+  if (bytes > 0) printf("  %8.1f GB/s (%5.1f%% of DRAM peak)", bytes / s / 1e9, 100.0 * bytes / s / g_peak_bw);
+  if (flops > 0) printf("  %8.2f TFLOP/s (%5.1f%% of fp32 peak)", flops / s / 1e12, 100.0 * flops / s / g_peak_flops);
+  printf("\n");
+  fflush(stdout);
+}
+
+/* ---- the ops, each with its buffers ----------------------------------------------------- */
+
+typedef struct {
+  const Shape *s;
+  int64_t LB, KB;
+  float *x, *y, *z, *w, *b, *mean, *rstd, *dw, *db; /* [LB, max(d, di)] and [d] sized */
+  float *q, *kv, *r, *u, *vb, *vec, *saved, *dq, *dkv, *dr, *du, *dvb, *dvec;
+  float *logits, *loss;
+  int32_t *tok, *tgt;
+  float *p, *g, *m, *v; /* optimizer buffers */
+  void *work;
+  TxlDropout drop, dropatt;
+  TxlAttnShape as;
+} Bufs;
+
+static void call_gemm_ffn1(void *c) {
+  Bufs *b = c;
+  txl_cuda_gemm(0, 0, (int)b->LB, b->s->di, b->s->d, 1.0f, b->x, b->s->d, b->w, b->s->di, 0.0f, b->y, b->s->di);
+}
+static void call_gemm_out(void *c) {
+  Bufs *b = c;
+  txl_cuda_gemm(0, 1, (int)b->LB, b->s->V, b->s->d, 1.0f, b->x, b->s->d, b->w, b->s->d, 0.0f, b->logits, b->s->V);
+}
+static void call_attn_fwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, b->as, b->dropatt, b->work);
+}
+static void call_attn_bwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_rel_attn_backward(b->dq, b->dkv, b->dr, b->du, b->dvb, b->dvec, b->vec, b->q, b->kv, b->r, b->u, b->vb,
+                             b->saved, b->as, b->dropatt, b->work);
+}
+static void call_ffn_fwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_bias_relu_dropout_forward(b->y, b->z, b->b, b->s->L, b->s->B, b->s->di, 0, b->drop);
+}
+static void call_ffn_bwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_relu_dropout_backward(b->z, b->y, b->s->L, b->s->B, b->s->di, 0, b->drop);
+}
+static void call_add_ln(void *c) {
+  Bufs *b = c;
+  txl_cuda_add_layernorm_forward(b->z, b->y, b->mean, b->rstd, b->x, b->x, b->w, b->b, b->LB, b->s->d, 1e-5f);
+}
+static void call_ln_bwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_layernorm_backward_dropout(b->z, b->y, b->dw, b->db, b->x, b->x, b->w, b->mean, b->rstd, b->s->L, b->s->B,
+                                      b->s->d, 0, b->drop);
+}
+static void call_dropout(void *c) {
+  Bufs *b = c;
+  txl_cuda_dropout(b->x, b->s->L, b->s->B, b->s->d, 0, b->drop);
+}
+static void call_xent(void *c) {
+  Bufs *b = c;
+  txl_cuda_xent_forward_backward(b->logits, b->loss, b->tgt, 1e-3f, b->LB, b->s->V);
+}
+static void call_bias_bwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_bias_backward(b->db, b->logits, b->LB, b->s->V);
+}
+static void call_emb_fwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_embedding_forward(b->y, b->tok, b->w, 20.0f, b->LB, b->s->d);
+}
+static void call_emb_bwd(void *c) {
+  Bufs *b = c;
+  txl_cuda_embedding_backward(b->w, b->x, b->tok, 20.0f, b->LB, b->s->d);
+}
+static void call_adam(void *c) {
+  Bufs *b = c;
+  txl_cuda_adam_update(b->p, b->g, b->m, b->v, b->s->params, 1e-4f, 0.9f, 0.999f, 1e-8f, 10, 0.5f);
+}
+static void call_sumsq(void *c) {
+  Bufs *b = c;
+  (void)txl_cuda_sumsq(b->g, b->s->params);
+}
+
+int main(int argc, char **argv) {
+  if (txl_cuda_device_count() == 0) {
+    printf("SKIPPED: no CUDA device\n");
+    return 0;
+  }
+  const char *which = argc > 1 ? argv[1] : "wt103_base";
+  const Shape *s0 = NULL;
+  for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
+    if (!strcmp(which, k_shapes[i].name)) s0 = &k_shapes[i];
+  if (!s0) {
+    fprintf(stderr, "bench_cuda_kernels: unknown shape '%s' (wt103_base, enwik8_base, tiny)\n", which);
+    return 2;
+  }
+  Shape s = *s0;
+  if (argc > 2) s.B = atoi(argv[2]);
+  g_iters = argc > 3 ? atoi(argv[3]) : 20;
+  if (s.B < 1 || g_iters < 1) {
+    fprintf(stderr, "bench_cuda_kernels: columns and iterations must be >= 1\n");
+    return 2;
+  }
+  TxlCudaDevice dev;
+  txl_cuda_set_device(0, &dev);
+  g_peak_bw = dev.dram_peak;
+  g_peak_flops = dev.fp32_peak;
+  printf("device: %s, sm_%d%d, %d SMs, %.1f GiB; peaks: DRAM %.0f GB/s, fp32 %.1f TFLOP/s\n", dev.name, dev.major,
+         dev.minor, dev.sms, (double)dev.memory / 1073741824.0, g_peak_bw / 1e9, g_peak_flops / 1e12);
+  printf("shape %s: d %d, %d heads of %d, d_inner %d, L %d, memory %d, %d logits, %d columns; %d calls each\n",
+         s.name, s.d, s.H, s.dh, s.di, s.L, s.M, s.V, s.B, g_iters);
+
+  Bufs b;
+  memset(&b, 0, sizeof b);
+  b.s = &s;
+  const int K = s.L + s.M, HD = s.H * s.dh, wide = s.di > s.d ? s.di : s.d;
+  b.LB = (int64_t)s.L * s.B;
+  b.KB = (int64_t)K * s.B;
+  const int64_t wmax = (int64_t)(s.V > wide ? s.V : wide) * (wide > s.d ? wide : s.d);
+  b.x = dev_rand(b.LB * wide, -1, 1), b.y = dev_rand(b.LB * wide, -1, 1), b.z = dev_rand(b.LB * wide, -1, 1);
+  b.w = dev_rand(wmax, -0.05f, 0.05f), b.b = dev_rand(wide, -0.1f, 0.1f);
+  b.mean = dev_rand(b.LB, 0, 1), b.rstd = dev_rand(b.LB, 1, 2), b.dw = dev_rand(wide, 0, 1), b.db = dev_rand(s.V > wide ? s.V : wide, 0, 1);
+  b.q = dev_rand(b.LB * HD, -1, 1), b.kv = dev_rand(b.KB * 2 * HD, -1, 1), b.r = dev_rand((int64_t)K * HD, -1, 1);
+  b.u = dev_rand(HD, -0.1f, 0.1f), b.vb = dev_rand(HD, -0.1f, 0.1f);
+  b.vec = dev_rand(b.LB * HD, -1, 1), b.dvec = dev_rand(b.LB * HD, -1, 1), b.dq = dev_rand(b.LB * HD, -1, 1);
+  b.dkv = dev_rand(b.KB * 2 * HD, -1, 1), b.dr = dev_rand((int64_t)K * HD, -1, 1);
+  b.du = dev_rand(HD, -1, 1), b.dvb = dev_rand(HD, -1, 1);
+  b.saved = dev_rand((int64_t)txl_cuda_rel_attn_saved_floats(s.L, K, s.B, s.H), 0, 1);
+  b.work = txl_cuda_alloc(txl_cuda_rel_attn_workspace(s.L, K, s.B, s.H, s.dh, 1), "attention workspace");
+  b.logits = dev_rand(b.LB * s.V, -3, 3), b.loss = dev_rand(b.LB, 0, 1);
+  b.tok = dev_tokens(b.LB, s.V), b.tgt = dev_tokens(b.LB, s.V);
+  b.p = dev_rand(s.params, -0.1f, 0.1f), b.g = dev_rand(s.params, -1e-3f, 1e-3f);
+  b.m = dev_rand(s.params, -1e-4f, 1e-4f), b.v = dev_rand(s.params, 0, 1e-6f);
+  b.drop = (TxlDropout){0.1f, 1, 2, 3};
+  b.dropatt = (TxlDropout){0.0f, 1, 4, 3};
+  b.as = (TxlAttnShape){s.L, s.M, s.B, s.H, s.dh, 0, 0, s.L, (float)(1.0 / sqrt((double)s.dh))};
+
+  const double F = sizeof(float), LB = (double)b.LB, d = s.d, di = s.di, V = s.V;
+  /* attention: AC, BD and P V, 2 L K dh each per (column, head), the causal half included */
+  const double attn_flops = 3.0 * 2.0 * s.B * s.H * (double)s.L * K * s.dh;
+  const double attn_bytes = F * (2.0 * LB * HD + (double)b.KB * 2 * HD + (double)K * HD);
+  timed("gemm FFN 1 [LB, d] x [d, d_inner]", call_gemm_ffn1, &b, 0, 2.0 * LB * d * di);
+  timed("gemm output [LB, d] x [d, V]^T", call_gemm_out, &b, 0, 2.0 * LB * d * V);
+  timed("rel_attn forward (dropatt 0)", call_attn_fwd, &b, attn_bytes, attn_flops);
+  timed("rel_attn backward", call_attn_bwd, &b, 2.0 * attn_bytes, 2.5 * attn_flops);
+  b.dropatt.p = 0.1f;
+  timed("rel_attn forward (dropatt 0.1)", call_attn_fwd, &b, attn_bytes, attn_flops);
+  timed("bias + ReLU + dropout forward [LB, d_inner]", call_ffn_fwd, &b, F * 3.0 * LB * di, 0);
+  timed("ReLU + dropout backward [LB, d_inner]", call_ffn_bwd, &b, F * 3.0 * LB * di, 0);
+  timed("residual + layer norm forward [LB, d]", call_add_ln, &b, F * 4.0 * LB * d, 0);
+  timed("layer norm backward + dropout [LB, d]", call_ln_bwd, &b, F * 4.0 * LB * d, 0);
+  timed("dropout [LB, d]", call_dropout, &b, F * 2.0 * LB * d, 0);
+  timed("softmax cross-entropy fwd+bwd [LB, V]", call_xent, &b, F * 2.0 * LB * V, 0);
+  timed("bias backward (column sums) [LB, V]", call_bias_bwd, &b, F * LB * V, 0);
+  timed("embedding forward [LB, d]", call_emb_fwd, &b, F * 2.0 * LB * d, 0);
+  timed("embedding backward (deterministic) [LB, d]", call_emb_bwd, &b, F * 3.0 * LB * d, 0);
+  timed("Adam over every parameter", call_adam, &b, F * 7.0 * (double)s.params, 0);
+  timed("sum of squares (gradient norm)", call_sumsq, &b, F * (double)s.params, 0);
+  txl_cuda_release();
+  return 0;
+}

@@ -1,0 +1,372 @@
+/* A CPU emulator of the CUDA runtime subset and the cuBLAS subset that txl's kernels
+ * (the .cu files of kernels/cuda) use, so that the kernels themselves run, unchanged, on a machine without a
+ * GPU (tests only; see README.md here for what it checks and what it cannot).
+ *
+ * kernels/cuda/cuda_check.h includes this header instead of <cuda_runtime.h> and <cublas_v2.h>
+ * when TXL_CUDA_EMU is defined; the .cu files are then compiled by the host C++ compiler as
+ * C++17 (tests/cuda/emu/CMakeLists.txt). No real CUDA header is included.
+ *
+ * Execution model. A launch, TXL_LAUNCH(kernel, grid, block, shared)(args...) (kernels/cuda/
+ * cuda_util.h), runs the whole grid before it returns: blocks one after the other (x fastest,
+ * then y, then z); inside a block every thread is a fiber with its own stack, scheduled
+ * round-robin in thread order, each running until it reaches a barrier (__syncthreads,
+ * __syncwarp, a shuffle) or returns. Blocks run one at a time, so a function-static array is
+ * the block's shared memory (__shared__ is `static`). threadIdx, blockIdx, blockDim and gridDim
+ * are globals that the scheduler sets before it resumes a fiber. Everything is synchronous:
+ * streams and events are ordering no-ops, memory is host memory.
+ *
+ * Only one host thread may launch kernels (the emulator is not thread-safe; txl drives one
+ * device from one host thread anyway). */
+#ifndef TXL_TESTS_CUDA_EMU_H
+#define TXL_TESTS_CUDA_EMU_H
+
+#ifndef __cplusplus
+#error "tests/cuda/emu/cuda_emu.h is C++ (the kernels are compiled as C++17 under the emulator)"
+#endif
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+/* ---- CUDA keywords --------------------------------------------------------------------- */
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+/* Blocks run one at a time and all fibers of a block run the same function: a function-static
+ * variable is one per block, as shared memory is. (It keeps its value from one block to the
+ * next, where a GPU would leave garbage: reading shared memory before writing it is NOT caught
+ * for static __shared__ arrays; it is for the dynamic shared memory, poisoned per block.) */
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+/* __restrict__ is g++'s own keyword already. __noinline__ is deliberately not defined: glibc
+ * headers spell __attribute__((__noinline__)). */
+
+/* ---- vector types -------------------------------------------------------------------------- */
+struct uint3 {
+  unsigned int x, y, z;
+};
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+      : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+struct __attribute__((aligned(8))) float2 {
+  float x, y;
+};
+struct __attribute__((aligned(16))) float4 {
+  float x, y, z, w;
+};
+struct __attribute__((aligned(8))) int2 {
+  int x, y;
+};
+struct __attribute__((aligned(16))) int4 {
+  int x, y, z, w;
+};
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline int2 make_int2(int x, int y) { return int2{x, y}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+
+/* ---- built-in variables (set by the scheduler for the running fiber) ------------------------ */
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+static constexpr int warpSize = 32;
+
+/* ---- device functions ---------------------------------------------------------------------- */
+/* rsqrtf is a CUDA device function, not a C one (CUDA's has 2 ulp of error; this one 1/sqrt,
+ * two roundings). */
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+
+/* Barriers. __syncthreads: all threads of the block; __syncwarp: the 32 lanes of the warp
+ * (lane = linear thread index % 32). Only the full mask 0xffffffff is supported: a warp
+ * operation needs all 32 lanes of a full warp. A barrier that can never complete (a thread
+ * returned while others wait, lanes at different warp operations, the block split between
+ * __syncthreads and a warp operation) ends the process with a message naming the kernel. */
+void __syncthreads(void);
+void __syncwarp(unsigned int mask = 0xffffffffu);
+
+/* The shuffles exchange the value as raw bits through a per-warp slot. kind: 0 xor, 1 down,
+ * 2 index (see cuda_emu.cpp). Returns the bits of the partner lane's value. */
+uint64_t txl_emu_shuffle(int kind, unsigned int mask, uint64_t bits, int arg, int width);
+
+template <class T>
+static inline T txl_emu_shuffle_t(int kind, unsigned int mask, T var, int arg, int width) {
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
+                "shuffles move 4- or 8-byte values");
+  uint64_t bits = 0;
+  memcpy(&bits, &var, sizeof(T));
+  bits = txl_emu_shuffle(kind, mask, bits, arg, width);
+  T out;
+  memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+template <class T>
+static inline T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = 32) {
+  return txl_emu_shuffle_t(0, mask, var, lane_mask, width);
+}
+template <class T>
+static inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = 32) {
+  return txl_emu_shuffle_t(1, mask, var, (int)delta, width);
+}
+template <class T>
+static inline T __shfl_sync(unsigned int mask, T var, int src_lane, int width = 32) {
+  return txl_emu_shuffle_t(2, mask, var, src_lane, width);
+}
+
+/* Fibers of one block never run at the same time and never switch inside these: plain
+ * read-modify-write is atomic here. Each returns the old value. */
+static inline int atomicAdd(int *p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+static inline unsigned int atomicAdd(unsigned int *p, unsigned int v) {
+  const unsigned int old = *p;
+  *p = old + v;
+  return old;
+}
+static inline float atomicAdd(float *p, float v) {
+  const float old = *p;
+  *p = old + v;
+  return old;
+}
+
+/* ---- runtime API ------------------------------------------------------------------------- */
+/* The codes the emulator returns, with the real runtime's numbers. */
+enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+};
+typedef enum cudaError cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+};
+
+enum cudaDeviceAttr {
+  cudaDevAttrMaxThreadsPerBlock = 1,
+  cudaDevAttrMaxSharedMemoryPerBlock = 8,
+  cudaDevAttrWarpSize = 10,
+  cudaDevAttrClockRate = 13,
+  cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrGlobalMemoryBusWidth = 37,
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+};
+
+/* The fields of the real struct that describe what the emulator models. */
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;      /* 48 KiB: the default limit of a launch  */
+  size_t sharedMemPerBlockOptin; /* 227 KiB: with cudaFuncSetAttribute      */
+  int warpSize;
+  int maxThreadsPerBlock;
+  int maxThreadsDim[3];
+  int maxGridSize[3];
+  int major, minor;
+  int multiProcessorCount;
+};
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
+
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaDeviceSynchronize(void);
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes);
+template <class T>
+static inline cudaError_t cudaMalloc(T **ptr, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
+}
+cudaError_t cudaFree(void *ptr);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t stream = 0);
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = 0);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
+
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+
+/* Per-kernel limit of the dynamic shared memory (default 48 KiB, at most 227 KiB). */
+cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
+template <class F>
+static inline cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
+  return txl_emu_func_set_attribute(reinterpret_cast<const void *>(kernel), attr, value);
+}
+
+/* ---- cuBLAS ------------------------------------------------------------------------------ */
+typedef struct cublasContext *cublasHandle_t;
+
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+enum cublasPointerMode_t { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 };
+/* Reduced-precision GEMMs are emulated by rounding the operands A and B before an fp32 product
+ * (what tensor cores compute, up to the order of the fp32 sums):
+ *   TF32 (10-bit mantissa): to nearest, ties away from zero, as cvt.rna.tf32.f32;
+ *   BF16 (7-bit mantissa): to nearest, ties to even, as cvt.rn.bf16.f32.
+ * cuBLAS does not document its own rounding of the operands, so results under the emulator may
+ * differ from a GPU's in the last bit of the rounded operands (a test's tolerance for these
+ * modes must allow a full unit of the reduced mantissa anyway). */
+enum cublasMath_t {
+  CUBLAS_DEFAULT_MATH = 0,
+  CUBLAS_PEDANTIC_MATH = 2,
+  CUBLAS_TF32_TENSOR_OP_MATH = 3, /* cublasSgemm and COMPUTE_32F on TF32 operands */
+};
+enum cublasComputeType_t {
+  CUBLAS_COMPUTE_32F = 68,           /* fp32, or TF32 under CUBLAS_TF32_TENSOR_OP_MATH */
+  CUBLAS_COMPUTE_32F_PEDANTIC = 69,  /* fp32 */
+  CUBLAS_COMPUTE_32F_FAST_16BF = 75, /* operands rounded to BF16 */
+  CUBLAS_COMPUTE_32F_FAST_TF32 = 77, /* operands rounded to TF32 */
+};
+enum cudaDataType_t { CUDA_R_32F = 0 }; /* the only type of the emulated cublasGemmEx */
+typedef cudaDataType_t cudaDataType;
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 };
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle);
+cublasStatus_t cublasDestroy(cublasHandle_t handle);
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+const char *cublasGetStatusString(cublasStatus_t status);
+const char *cublasGetStatusName(cublasStatus_t status);
+/* Column-major C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C (cblas_sgemm of OpenBLAS). */
+cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
+                           cublasOperation_t transb, int m, int n, int k, const float *alpha,
+                           const float *A, int lda, const float *B, int ldb, const float *beta,
+                           float *C, int ldc);
+/* The same with the arithmetic chosen by computeType; every type must be CUDA_R_32F (others:
+ * CUBLAS_STATUS_NOT_SUPPORTED), alpha and beta are floats. */
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo);
+
+/* ---- launches ------------------------------------------------------------------------------ */
+/* What the scheduler needs of one launch; `run` calls the kernel with this thread's copy of the
+ * arguments. */
+struct TxlEmuLaunchDesc {
+  dim3 grid, block;
+  size_t shared;
+  const void *kernel; /* key of cudaFuncSetAttribute */
+  const char *name;   /* as written at the launch site */
+  void (*run)(void *ctx);
+  void *ctx;
+};
+
+/* Checks the configuration as a GPU would, then runs the whole grid. On a violation the kernel
+ * does not run and cudaGetLastError returns, as the CUDA runtime does,
+ * cudaErrorInvalidConfiguration for the block or grid dimensions, cudaErrorInvalidValue for
+ * more dynamic shared memory than the kernel's limit. */
+void txl_emu_run(const TxlEmuLaunchDesc &desc);
+
+/* This launch's dynamic shared memory: `shared` bytes, 16-byte aligned, every byte 0xFF (a NaN
+ * as float) at the start of each block. */
+void *txl_emu_dynamic_shared(void);
+
+/* The way fibers switch stacks in this process: "asm" or "ucontext" (see cuda_emu.cpp). */
+extern "C" const char *txl_emu_fiber_backend(void);
+
+/* A kernel argument converts to its parameter type as in a call (implicitly). */
+template <class T>
+static inline T txl_emu_implicit(T v) {
+  return v;
+}
+
+template <class... P>
+struct TxlEmuLaunch {
+  dim3 grid, block;
+  size_t shared;
+  void (*kernel)(P...);
+  const char *name;
+
+  template <class... A>
+  void operator()(A &&...args) const {
+    static_assert(sizeof...(A) == sizeof...(P), "wrong number of kernel arguments");
+    struct Ctx {
+      void (*kernel)(P...);
+      std::tuple<P...> args;
+    } ctx{kernel, std::tuple<P...>(txl_emu_implicit<P>(std::forward<A>(args))...)};
+    /* each thread gets its own copy of the parameters (by-value parameters of the call) */
+    auto run = [](void *c) {
+      Ctx *x = static_cast<Ctx *>(c);
+      std::apply(x->kernel, x->args);
+    };
+    TxlEmuLaunchDesc d{grid, block, shared, reinterpret_cast<const void *>(kernel), name, run,
+                       &ctx};
+    txl_emu_run(d);
+  }
+};
+
+template <class... P>
+static inline TxlEmuLaunch<P...> txl_emu_launch(dim3 grid, dim3 block, size_t shared,
+                                                void (*kernel)(P...), const char *name) {
+  return TxlEmuLaunch<P...>{grid, block, shared, kernel, name};
+}
+
+#endif

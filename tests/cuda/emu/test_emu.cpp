@@ -1,0 +1,631 @@
+/* The CPU emulator of the CUDA kernels tested on its own (ctest cuda_emu_selftest, and
+ * cuda_emu_selftest_ucontext with TXL_EMU_FIBERS=ucontext): kernels with known results for the
+ * block barrier, the three shuffles and __syncwarp, the block and thread numbering, per-thread
+ * parameter copies, the poisoned dynamic shared memory, the launch checks a GPU makes
+ * (threads per block, grid size, dynamic shared memory with and without
+ * cudaFuncSetAttribute), the runtime and cuBLAS subset, and the detection of barriers that can
+ * never complete (each in a child process that must exit 1 with a message naming the kernel);
+ * under AddressSanitizer also that out-of-bounds accesses in kernels are reported.
+ * Prints one line per check; exits 1 if any failed. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_util.h"
+
+static int g_failures = 0;
+
+static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(bool ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  printf("%s\n", ok ? "  ok" : "  FAIL");
+  if (!ok) g_failures++;
+}
+
+/* ---- block barrier, numbering, parameters -------------------------------------------------- */
+
+/* Block sum of v(t) = 1000 * block + t over the block's threads, by a tree over a shared array
+ * with a __syncthreads per level (blockDim a power of 2). Thread 0 also records the order in
+ * which blocks ran; every thread writes its (x, y, z) and its copy of `bias` after adding its
+ * own index to it (the parameter is per thread). */
+static __global__ void block_sum_kernel(int *sums, int *order, int *counter, int *tids,
+                                        int *params, int bias) {
+  __shared__ int s[1024];
+  const int n = (int)(blockDim.x * blockDim.y * blockDim.z);
+  const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  const int b = (int)(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  s[t] = 1000 * b + t;
+  __syncthreads();
+  for (int h = n / 2; h > 0; h /= 2) {
+    if (t < h) s[t] += s[t + h];
+    __syncthreads();
+  }
+  if (t == 0) {
+    sums[b] = s[0];
+    order[b] = atomicAdd(counter, 1);
+  }
+  int *tid = tids + 3 * ((int64_t)b * n + t);
+  tid[0] = (int)threadIdx.x;
+  tid[1] = (int)threadIdx.y;
+  tid[2] = (int)threadIdx.z;
+  bias += t;
+  params[(int64_t)b * n + t] = bias;
+}
+
+static void test_block(void) {
+  const dim3 grid(3, 2, 2), block(8, 4, 2);
+  const int nb = 12, n = 64;
+  int *sums, *order, *counter, *tids, *params;
+  CUDA_CHECK(cudaMalloc(&sums, nb * sizeof(int)));
+  CUDA_CHECK(cudaMalloc(&order, nb * sizeof(int)));
+  CUDA_CHECK(cudaMalloc(&counter, sizeof(int)));
+  CUDA_CHECK(cudaMalloc(&tids, 3 * 1024 * sizeof(int))); /* >= 3 nb n, and 3 x 1024 below */
+  CUDA_CHECK(cudaMalloc(&params, 1024 * sizeof(int)));
+  CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
+  TXL_LAUNCH(block_sum_kernel, grid, block, 0)(sums, order, counter, tids, params, 7);
+  CUDA_LAUNCH_CHECK();
+  int bad_sum = 0, bad_order = 0, bad_tid = 0, bad_param = 0;
+  for (int b = 0; b < nb; b++) {
+    bad_sum += sums[b] != 1000 * b * n + n * (n - 1) / 2;
+    bad_order += order[b] != b; /* x fastest, then y, then z */
+    for (int t = 0; t < n; t++) {
+      const int *tid = tids + 3 * (b * n + t);
+      bad_tid += tid[0] != t % 8 || tid[1] != (t / 8) % 4 || tid[2] != t / 32;
+      bad_param += params[b * n + t] != 7 + t;
+    }
+  }
+  check(bad_sum == 0, "block reduction with __syncthreads, block (8,4,2): %d wrong sums", bad_sum);
+  check(bad_order == 0, "blocks of grid (3,2,2) run x fastest, then y, z: %d out of order",
+        bad_order);
+  check(bad_tid == 0, "threadIdx of a (8,4,2) block: %d wrong", bad_tid);
+  check(bad_param == 0, "each thread has its own copy of a by-value parameter: %d wrong",
+        bad_param);
+  /* 1024 threads, the largest block */
+  CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
+  TXL_LAUNCH(block_sum_kernel, 1, 1024, 0)(sums, order, counter, tids, params, 0);
+  CUDA_LAUNCH_CHECK();
+  check(sums[0] == 1024 * 1023 / 2, "block reduction with 1024 threads: %d", sums[0]);
+  CUDA_CHECK(cudaFree(sums));
+  CUDA_CHECK(cudaFree(order));
+  CUDA_CHECK(cudaFree(counter));
+  CUDA_CHECK(cudaFree(tids));
+  CUDA_CHECK(cudaFree(params));
+}
+
+/* ---- warp operations ------------------------------------------------------------------------ */
+
+enum { NOUT = 10 }; /* results per thread */
+
+static __global__ void warp_kernel(float *f, double *d, int *iout, unsigned *uout) {
+  __shared__ int s[64];
+  const int t = (int)threadIdx.x, lane = t & 31, warp = t / 32;
+  /* xor butterfly: every lane gets the sum of all lanes */
+  float x = (float)lane;
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  f[t] = x;
+  double y = 0.5 * lane;
+  for (int o = 16; o > 0; o >>= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
+  d[t] = y;
+  int *io = iout + NOUT * t;
+  io[0] = __shfl_down_sync(0xffffffffu, lane * 10, 3);          /* own value past lane 31 */
+  io[1] = __shfl_down_sync(0xffffffffu, lane * 10, 3, 8);       /* ... past its group of 8 */
+  io[2] = __shfl_sync(0xffffffffu, lane * 7 + 1000 * warp, 5);  /* broadcast of lane 5 */
+  io[3] = __shfl_sync(0xffffffffu, lane, 2, 8);                 /* lane 2 of the group of 8 */
+  io[4] = __shfl_sync(0xffffffffu, lane, 37);                   /* 37 mod 32 = 5 */
+  io[5] = __shfl_xor_sync(0xffffffffu, lane, 4, 4);             /* partner in a later group: own */
+  io[6] = __shfl_xor_sync(0xffffffffu, lane, 1, 4);
+  /* __syncwarp orders shared memory within the warp */
+  s[t] = 100 * t;
+  __syncwarp();
+  io[7] = s[warp * 32 + (lane + 1) % 32];
+  __syncwarp();
+  /* several rounds of shuffles in a row reuse the slots (double-buffered) */
+  int z = lane;
+  for (int r = 0; r < 5; r++) z = __shfl_sync(0xffffffffu, z, (lane + 1) & 31);
+  io[8] = z;
+  uout[t] = __shfl_xor_sync(0xffffffffu, 0x80000000u | (unsigned)lane, 31);
+  io[9] = __shfl_down_sync(0xffffffffu, -lane, 16);
+}
+
+static void test_warp(void) {
+  const int n = 64;
+  float *f;
+  double *d;
+  int *io;
+  unsigned *uo;
+  CUDA_CHECK(cudaMalloc(&f, n * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&d, n * sizeof(double)));
+  CUDA_CHECK(cudaMalloc(&io, NOUT * n * sizeof(int)));
+  CUDA_CHECK(cudaMalloc(&uo, n * sizeof(unsigned)));
+  TXL_LAUNCH(warp_kernel, 1, n, 0)(f, d, io, uo);
+  CUDA_LAUNCH_CHECK();
+  int bad[NOUT + 2] = {0};
+  for (int t = 0; t < n; t++) {
+    const int lane = t & 31, warp = t / 32, g8 = lane & ~7, g4 = lane & ~3;
+    const int *r = io + NOUT * t;
+    bad[0] += r[0] != (lane + 3 < 32 ? (lane + 3) * 10 : lane * 10);
+    bad[1] += r[1] != (lane + 3 < g8 + 8 ? (lane + 3) * 10 : lane * 10);
+    bad[2] += r[2] != 35 + 1000 * warp;
+    bad[3] += r[3] != g8 + 2;
+    bad[4] += r[4] != 5;
+    bad[5] += r[5] != ((lane ^ 4) >= g4 + 4 ? lane : (lane ^ 4));
+    bad[6] += r[6] != (lane ^ 1);
+    bad[7] += r[7] != 100 * (warp * 32 + (lane + 1) % 32);
+    bad[8] += r[8] != (lane + 5) % 32;
+    bad[9] += r[9] != (lane + 16 < 32 ? -(lane + 16) : -lane);
+    bad[10] += f[t] != 496.0f || d[t] != 248.0;
+    bad[11] += uo[t] != (0x80000000u | (unsigned)(lane ^ 31));
+  }
+  check(bad[10] == 0, "__shfl_xor_sync butterfly sums (float and double): %d wrong", bad[10]);
+  check(bad[0] == 0, "__shfl_down_sync by 3: %d wrong", bad[0]);
+  check(bad[1] == 0, "__shfl_down_sync by 3, width 8: %d wrong", bad[1]);
+  check(bad[2] == 0, "__shfl_sync broadcast of lane 5 (per warp): %d wrong", bad[2]);
+  check(bad[3] == 0, "__shfl_sync lane 2, width 8: %d wrong", bad[3]);
+  check(bad[4] == 0, "__shfl_sync lane 37 = lane 5: %d wrong", bad[4]);
+  check(bad[5] == 0, "__shfl_xor_sync 4, width 4 (later group: own value): %d wrong", bad[5]);
+  check(bad[6] == 0, "__shfl_xor_sync 1, width 4: %d wrong", bad[6]);
+  check(bad[7] == 0, "__syncwarp orders shared memory: %d wrong", bad[7]);
+  check(bad[8] == 0, "5 rotations by __shfl_sync in a row: %d wrong", bad[8]);
+  check(bad[9] == 0, "__shfl_down_sync of negative ints: %d wrong", bad[9]);
+  check(bad[11] == 0, "__shfl_xor_sync of unsigned: %d wrong", bad[11]);
+  CUDA_CHECK(cudaFree(f));
+  CUDA_CHECK(cudaFree(d));
+  CUDA_CHECK(cudaFree(io));
+  CUDA_CHECK(cudaFree(uo));
+}
+
+/* ---- dynamic shared memory ------------------------------------------------------------------ */
+
+/* Reads its float of the dynamic shared memory before writing it: NaN bytes in every block. */
+static __global__ void poison_kernel(uint32_t *seen) {
+  TXL_DYNAMIC_SHARED(float, sm);
+  const int t = (int)threadIdx.x;
+  uint32_t bits;
+  memcpy(&bits, &sm[t], 4);
+  seen[blockIdx.x * blockDim.x + t] = bits;
+  __syncthreads();
+  sm[t] = 1.0f; /* the next block must not see this */
+}
+
+/* Writes the last byte of `bytes` of dynamic shared memory and reports it ran. */
+static __global__ void touch_shared_kernel(int *ran, size_t bytes) {
+  TXL_DYNAMIC_SHARED(unsigned char, sm);
+  if (threadIdx.x == 0) {
+    sm[bytes - 1] = 1;
+    *ran += 1;
+  }
+}
+
+static void test_shared(void) {
+  const int n = 96, blocks = 3;
+  uint32_t *seen;
+  CUDA_CHECK(cudaMalloc(&seen, n * blocks * sizeof(uint32_t)));
+  TXL_LAUNCH(poison_kernel, blocks, n, n * sizeof(float))(seen);
+  CUDA_LAUNCH_CHECK();
+  int bad = 0;
+  for (int i = 0; i < n * blocks; i++) {
+    float v;
+    memcpy(&v, &seen[i], 4);
+    bad += seen[i] != 0xFFFFFFFFu || !isnan(v);
+  }
+  check(bad == 0, "dynamic shared memory is NaN bytes at the start of each of 3 blocks: %d not",
+        bad);
+  CUDA_CHECK(cudaFree(seen));
+
+  int *ran;
+  CUDA_CHECK(cudaMalloc(&ran, sizeof(int)));
+  *ran = 0;
+  const size_t k48 = 48 * 1024;
+  TXL_LAUNCH(touch_shared_kernel, 1, 32, k48)(ran, k48);
+  cudaError_t e = cudaGetLastError();
+  check(e == cudaSuccess && *ran == 1, "48 KiB of dynamic shared memory: %s, ran %d",
+        cudaGetErrorName(e), *ran);
+  TXL_LAUNCH(touch_shared_kernel, 1, 32, k48 + 16)(ran, k48 + 16);
+  e = cudaGetLastError();
+  check(e == cudaErrorInvalidValue && *ran == 1,
+        "48 KiB + 16 without the attribute: %s, kernel did not run", cudaGetErrorName(e));
+  e = cudaFuncSetAttribute(touch_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           100 * 1024);
+  check(e == cudaSuccess, "cudaFuncSetAttribute 100 KiB: %s", cudaGetErrorName(e));
+  TXL_LAUNCH(touch_shared_kernel, 1, 32, 64 * 1024)(ran, 64 * 1024);
+  e = cudaGetLastError();
+  check(e == cudaSuccess && *ran == 2, "64 KiB after raising the limit to 100 KiB: %s, ran %d",
+        cudaGetErrorName(e), *ran);
+  TXL_LAUNCH(touch_shared_kernel, 1, 32, 100 * 1024 + 1)(ran, 100 * 1024 + 1);
+  e = cudaGetLastError();
+  check(e == cudaErrorInvalidValue && *ran == 2, "100 KiB + 1 over the raised limit: %s",
+        cudaGetErrorName(e));
+  TXL_LAUNCH(poison_kernel, 1, 32, 64 * 1024)(seen);
+  e = cudaGetLastError();
+  check(e == cudaErrorInvalidValue,
+        "the limit is per kernel: another kernel with 64 KiB: %s", cudaGetErrorName(e));
+  e = cudaFuncSetAttribute(touch_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           227 * 1024 + 1);
+  const cudaError_t last = cudaGetLastError(), after = cudaGetLastError();
+  check(e == cudaErrorInvalidValue && last == cudaErrorInvalidValue && after == cudaSuccess,
+        "cudaFuncSetAttribute over 227 KiB: %s; cudaGetLastError %s then %s", cudaGetErrorName(e),
+        cudaGetErrorName(last), cudaGetErrorName(after));
+  CUDA_CHECK(cudaFree(ran));
+}
+
+/* ---- launch configuration ------------------------------------------------------------------- */
+
+static __global__ void flag_kernel(int *ran) {
+  if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) *ran += 1;
+}
+
+static void test_config(void) {
+  int *ran;
+  CUDA_CHECK(cudaMalloc(&ran, sizeof(int)));
+  *ran = 0;
+  struct {
+    dim3 grid, block;
+    const char *what;
+  } bad[] = {
+      {dim3(1), dim3(2048), "2048 threads per block"},
+      {dim3(1), dim3(1025), "1025 threads per block"},
+      {dim3(1), dim3(32, 32, 2), "block (32,32,2): 2048 threads"},
+      {dim3(1), dim3(1, 1, 65), "block z = 65"},
+      {dim3(1), dim3(0), "block x = 0"},
+      {dim3(0), dim3(32), "grid x = 0"},
+      {dim3(1, 65536), dim3(32), "grid y = 65536"},
+      {dim3(1, 1, 65536), dim3(32), "grid z = 65536"},
+      {dim3(1u << 31), dim3(32), "grid x = 2^31"},
+  };
+  for (const auto &c : bad) {
+    TXL_LAUNCH(flag_kernel, c.grid, c.block, 0)(ran);
+    const cudaError_t e = cudaGetLastError(), again = cudaGetLastError();
+    check(e == cudaErrorInvalidConfiguration && again == cudaSuccess && *ran == 0,
+          "launch with %s: %s, then %s, kernel did not run", c.what, cudaGetErrorName(e),
+          cudaGetErrorName(again));
+  }
+  /* the limits themselves are fine */
+  TXL_LAUNCH(flag_kernel, dim3(1, 65535, 1), dim3(1), 0)(ran);
+  cudaError_t e = cudaGetLastError();
+  check(e == cudaSuccess && *ran == 1, "launch with grid (1,65535,1): %s", cudaGetErrorName(e));
+  TXL_LAUNCH(flag_kernel, dim3(1), dim3(1024), 0)(ran);
+  e = cudaGetLastError();
+  check(e == cudaSuccess && *ran == 2, "launch with 1024 threads: %s", cudaGetErrorName(e));
+  CUDA_CHECK(cudaFree(ran));
+}
+
+/* ---- runtime and cuBLAS -------------------------------------------------------------------- */
+
+static void test_runtime(void) {
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  check(count == 1 && strcmp(prop.name, "txl CPU emulator") == 0 && prop.major == 9 &&
+            prop.multiProcessorCount == 132 && prop.sharedMemPerBlock == 48 * 1024 &&
+            prop.sharedMemPerBlockOptin == 227 * 1024,
+        "one device \"%s\", sm %d.%d, %d SMs, shared %zu / %zu bytes", prop.name, prop.major,
+        prop.minor, prop.multiProcessorCount, prop.sharedMemPerBlock,
+        prop.sharedMemPerBlockOptin);
+  cudaError_t e = cudaSetDevice(1);
+  check(e == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice &&
+            cudaPeekAtLastError() == cudaSuccess,
+        "cudaSetDevice(1): %s, reported once by cudaGetLastError", cudaGetErrorName(e));
+
+  float *a, *b;
+  CUDA_CHECK(cudaMalloc(&a, 1000 * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b, 1000 * sizeof(float)));
+  float h[1000];
+  for (int i = 0; i < 1000; i++) h[i] = (float)i;
+  CUDA_CHECK(cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpyAsync(b, a, sizeof h, cudaMemcpyDeviceToDevice, 0));
+  CUDA_CHECK(cudaMemsetAsync(b + 10, 0, 5 * sizeof(float), 0));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  float g[1000];
+  CUDA_CHECK(cudaMemcpy(g, b, sizeof g, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int i = 0; i < 1000; i++) bad += g[i] != (i >= 10 && i < 15 ? 0.0f : (float)i);
+  check(bad == 0 && ((uintptr_t)a & 255) == 0,
+        "cudaMalloc (256-byte aligned), cudaMemcpy(+Async), cudaMemset(+Async): %d wrong", bad);
+  e = cudaMemcpy(g, b, 4, (cudaMemcpyKind)7);
+  check(e == cudaErrorInvalidMemcpyDirection && cudaGetLastError() == e,
+        "cudaMemcpy with a bad kind: %s", cudaGetErrorName(e));
+
+  cudaStream_t s;
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventRecord(e0, s));
+  CUDA_CHECK(cudaEventRecord(e1, s));
+  CUDA_CHECK(cudaStreamWaitEvent(s, e1, 0));
+  CUDA_CHECK(cudaEventSynchronize(e1));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  float ms = -1.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  check(ms >= 0.0f && ms < 1000.0f, "events: elapsed %.6f ms", (double)ms);
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
+  CUDA_CHECK(cudaStreamDestroy(s));
+  size_t fr = 0, tot = 0;
+  CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+  check(tot > 0 && fr <= tot, "cudaMemGetInfo: %zu of %zu MiB free", fr >> 20, tot >> 20);
+  CUDA_CHECK(cudaFree(a));
+  CUDA_CHECK(cudaFree(b));
+}
+
+/* x rounded as the emulator documents: TF32 to nearest, ties away (13 bits dropped), BF16 to
+ * nearest, ties to even (16 bits dropped). */
+static float round_ref(float x, int bf16) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if (bf16)
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  else
+    u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* Column-major C = alpha op(A) op(B) + beta C against a double loop over the operands as the
+ * mode rounds them. Modes: 0 cublasSgemm fp32, 1 cublasSgemm under
+ * CUBLAS_TF32_TENSOR_OP_MATH, 2 cublasGemmEx CUBLAS_COMPUTE_32F, 3 ..._FAST_TF32,
+ * 4 ..._FAST_16BF.
+ * Tolerance. fp32 modes: the inputs are multiples of 1/4 below 1 in magnitude, so every
+ * product, partial sum, alpha times it and beta C is exact in float: error 0. Rounded modes:
+ * the inputs 1/(3 + i % 5) and 1/(7 + i % 3) are not representable, so the rounding shows
+ * (each operand moves by up to 2^-11 or 2^-8 relative: a wrong or missing rounding is off by
+ * ~1e-4 or more); the products of two 11-bit (8-bit) mantissas are exact in float, and the
+ * 7-term sum, alpha and beta C add k + 2 roundings of at most 2^-24 * 2 (the result is below
+ * 2): (k + 2) 2^-23 < 1.1e-6. */
+static void test_cublas(void) {
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  CUBLAS_CHECK(cublasSetStream(h, 0));
+  const int m = 5, n = 3, k = 7, ld = 9;
+  static const char *const mode_name[] = {"Sgemm", "Sgemm TF32 math", "GemmEx 32F",
+                                          "GemmEx 32F_FAST_TF32", "GemmEx 32F_FAST_16BF"};
+  float A[ld * ld], B[ld * ld], C[ld * ld], C0[ld * ld];
+  for (int mode = 0; mode < 5; mode++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        const bool rounded = mode == 1 || mode >= 3;
+        CUBLAS_CHECK(cublasSetMathMode(h, mode == 1 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        for (int i = 0; i < ld * ld; i++) {
+          A[i] = rounded ? 1.0f / (float)(3 + i % 5) : (float)(i % 7 - 3) / 4.0f;
+          B[i] = rounded ? 1.0f / (float)(7 + i % 3) : (float)(i % 5 - 2) / 4.0f;
+          C0[i] = C[i] = (float)(i % 3);
+        }
+        const float alpha = 2.0f, beta = 0.5f;
+        const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        if (mode < 2) {
+          CUBLAS_CHECK(cublasSgemm(h, oa, ob, m, n, k, &alpha, A, ld, B, ld, &beta, C, ld));
+        } else {
+          const cublasComputeType_t ct = mode == 2   ? CUBLAS_COMPUTE_32F
+                                         : mode == 3 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                     : CUBLAS_COMPUTE_32F_FAST_16BF;
+          CUBLAS_CHECK(cublasGemmEx(h, oa, ob, m, n, k, &alpha, A, CUDA_R_32F, ld, B, CUDA_R_32F, ld,
+                                    &beta, C, CUDA_R_32F, ld, ct, CUBLAS_GEMM_DEFAULT));
+        }
+        double err = 0.0;
+        for (int j = 0; j < n; j++)
+          for (int i = 0; i < m; i++) {
+            double s = 0.0;
+            for (int p = 0; p < k; p++) {
+              float a = ta ? A[p + i * ld] : A[i + p * ld];
+              float b = tb ? B[j + p * ld] : B[p + j * ld];
+              if (rounded) {
+                a = round_ref(a, mode == 4);
+                b = round_ref(b, mode == 4);
+              }
+              s += (double)a * b;
+            }
+            const double want = alpha * s + beta * C0[i + j * ld];
+            err = fmax(err, fabs(C[i + j * ld] - want));
+          }
+        const double tol = rounded ? 1.1e-6 : 0.0;
+        check(err <= tol, "cublas %s %c%c m=%d n=%d k=%d: max error %.3g (bound %.2g)",
+              mode_name[mode], ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, err, tol);
+      }
+  const float one = 1.0f;
+  cublasStatus_t st =
+      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, m - 1, B, ld, &one, C, ld);
+  check(st == CUBLAS_STATUS_INVALID_VALUE, "cublasSgemm with lda < m: %s",
+        cublasGetStatusName(st));
+  st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, CUDA_R_32F, ld, B,
+                    (cudaDataType)2 /* CUDA_R_16F */, ld, &one, C, CUDA_R_32F, ld,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx with a half operand: %s",
+        cublasGetStatusName(st));
+  CUBLAS_CHECK(cublasDestroy(h));
+}
+
+/* ---- barriers that can never complete (each in a child process) ----------------------------- */
+
+static __global__ void early_return_sync_kernel(int *x) {
+  if (threadIdx.x < 16) return; /* 16 threads leave, the others wait forever */
+  __syncthreads();
+  x[threadIdx.x] = 1;
+}
+
+static __global__ void late_return_sync_kernel(int *x) {
+  if (threadIdx.x >= 16) return;
+  __syncthreads();
+  x[threadIdx.x] = 1;
+}
+
+static __global__ void lane_return_shfl_kernel(int *x) {
+  if (threadIdx.x == 31) return;
+  x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+
+/* lane 31 waits in a shuffle for lanes that wait at __syncthreads for it */
+static __global__ void split_block_kernel(int *x) {
+  if (threadIdx.x == 31)
+    x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+  else
+    __syncthreads();
+}
+
+static __global__ void divergent_shfl_kernel(int *x) {
+  const int v = (int)threadIdx.x;
+  x[threadIdx.x] = threadIdx.x < 16 ? __shfl_xor_sync(0xffffffffu, v, 1)
+                                    : __shfl_down_sync(0xffffffffu, v, 1);
+}
+
+static __global__ void half_mask_kernel(int *x) {
+  x[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, (int)threadIdx.x, 1);
+}
+
+static __global__ void partial_warp_kernel(int *x) {
+  x[threadIdx.x] = __shfl_xor_sync(0xffffffffu, (int)threadIdx.x, 1);
+}
+
+static int *g_scratch;
+
+static void run_early(void) { TXL_LAUNCH(early_return_sync_kernel, 1, 64, 0)(g_scratch); }
+static void run_late(void) { TXL_LAUNCH(late_return_sync_kernel, 1, 64, 0)(g_scratch); }
+static void run_lane(void) { TXL_LAUNCH(lane_return_shfl_kernel, 1, 32, 0)(g_scratch); }
+static void run_split(void) { TXL_LAUNCH(split_block_kernel, 1, 64, 0)(g_scratch); }
+static void run_divergent(void) { TXL_LAUNCH(divergent_shfl_kernel, 1, 32, 0)(g_scratch); }
+static void run_mask(void) { TXL_LAUNCH(half_mask_kernel, 1, 32, 0)(g_scratch); }
+static void run_partial(void) { TXL_LAUNCH(partial_warp_kernel, 1, 48, 0)(g_scratch); }
+static void run_host_sync(void) { __syncthreads(); }
+
+/* Runs fn in a child process; it must exit with status 1 and a message on stderr that contains
+ * each of the given strings. */
+static void expect_fatal(const char *what, void (*fn)(void), const char *s1, const char *s2) {
+  int fd[2];
+  if (pipe(fd) != 0) {
+    perror("pipe");
+    exit(1);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    perror("fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    dup2(fd[1], 2);
+    fn();
+    _exit(0); /* not reached when the emulator detects the problem */
+  }
+  close(fd[1]);
+  std::string err;
+  char buf[512];
+  ssize_t got;
+  while ((got = read(fd[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)got);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const bool exit1 = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+  const bool has = err.find(s1) != std::string::npos && err.find(s2) != std::string::npos;
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  check(exit1 && has, "%s: exit %d, \"%s\"", what, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+        err.c_str());
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Under AddressSanitizer the kernels run instrumented on the fiber stacks: out-of-bounds
+ * accesses in global memory, in the dynamic shared memory and in a thread's own stack frame are
+ * reported. (The child ends by ASan's report: abort or exit, never a normal 0.) */
+static __global__ void global_oob_kernel(int *x) { x[threadIdx.x + 64] = 1; }
+static __global__ void shared_oob_kernel(int *x) {
+  TXL_DYNAMIC_SHARED(int, sm);
+  x[threadIdx.x] = sm[threadIdx.x + 32];
+}
+static __global__ void stack_oob_kernel(int *x) {
+  int local[8];
+  for (int k = 0; k < 8; k++) local[k] = k;
+  volatile int at = 8 + (int)threadIdx.x; /* hidden from the compiler's own checks */
+  const int *p = local;                    /* and from UBSan's array bounds check */
+  x[threadIdx.x] = p[at];
+}
+static void run_global_oob(void) { TXL_LAUNCH(global_oob_kernel, 1, 32, 0)(g_scratch); }
+static void run_shared_oob(void) { TXL_LAUNCH(shared_oob_kernel, 1, 32, 32 * sizeof(int))(g_scratch); }
+static void run_stack_oob(void) { TXL_LAUNCH(stack_oob_kernel, 1, 32, 0)(g_scratch); }
+
+static void expect_asan(const char *what, void (*fn)(void), const char *kind) {
+  int fd[2];
+  if (pipe(fd) != 0) {
+    perror("pipe");
+    exit(1);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    perror("fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    dup2(fd[1], 2);
+    fn();
+    _exit(0);
+  }
+  close(fd[1]);
+  std::string err;
+  char buf[512];
+  ssize_t got;
+  while ((got = read(fd[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)got);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  check(!clean && err.find(kind) != std::string::npos, "AddressSanitizer in a kernel: %s: %s",
+        what, err.find(kind) != std::string::npos ? kind : "not reported");
+}
+#endif
+
+static void test_fatal(void) {
+  CUDA_CHECK(cudaMalloc(&g_scratch, 64 * sizeof(int)));
+  expect_fatal("threads return before a __syncthreads the others reach", run_early,
+               "early_return_sync_kernel", "__syncthreads");
+  expect_fatal("threads return while others wait at __syncthreads", run_late,
+               "late_return_sync_kernel", "wait at __syncthreads");
+  expect_fatal("a lane returns while its warp waits in a shuffle", run_lane,
+               "lane_return_shfl_kernel", "__shfl_xor_sync");
+  expect_fatal("one lane in a shuffle, the rest of the block at __syncthreads", run_split,
+               "split_block_kernel", "deadlock");
+  expect_fatal("lanes of a warp in different shuffles", run_divergent, "divergent_shfl_kernel",
+               "divergent warp operations");
+  expect_fatal("a shuffle with a partial mask", run_mask, "half_mask_kernel", "mask 0x0000ffff");
+  expect_fatal("a shuffle in a partial warp (48 threads)", run_partial, "partial_warp_kernel",
+               "partial warp");
+  expect_fatal("__syncthreads on the host", run_host_sync, "__syncthreads", "outside a kernel");
+#if defined(__SANITIZE_ADDRESS__)
+  expect_asan("a write past a cudaMalloc buffer", run_global_oob, "heap-buffer-overflow");
+  expect_asan("a read past the dynamic shared memory", run_shared_oob, "heap-buffer-overflow");
+  expect_asan("a read past a local array on a fiber stack", run_stack_oob, "stack-buffer-overflow");
+#endif
+  CUDA_CHECK(cudaFree(g_scratch));
+}
+
+int main(void) {
+  const char *env = getenv("TXL_EMU_FIBERS");
+  const char *backend = txl_emu_fiber_backend();
+  printf("cuda emulator self-test, fibers: %s\n", backend);
+  if (env && env[0]) check(strcmp(env, backend) == 0, "TXL_EMU_FIBERS=%s is used", env);
+  test_block();
+  test_warp();
+  test_shared();
+  test_config();
+  test_runtime();
+  test_cublas();
+  test_fatal();
+  if (g_failures) {
+    printf("FAILED: %d check(s)\n", g_failures);
+    return 1;
+  }
+  printf("all checks passed\n");
+  return 0;
+}

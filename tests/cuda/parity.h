@@ -1,0 +1,36 @@
+/* What every CUDA parity test shares: random inputs, device copies, and the comparisons that
+ * print one line per checked output and count failures. The tolerance argument is in
+ * tests/cuda/README.md (see TOL_C and U_F32 below); each test states its bounds per op.
+ *
+ * A test's main calls parity_begin() first (it prints "SKIPPED: no CUDA device" and exits 0
+ * where there is no device) and returns parity_end() (1 when any check failed). */
+#ifndef TXL_TESTS_CUDA_PARITY_H
+#define TXL_TESTS_CUDA_PARITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define U_F32 (1.0 / 16777216.0) /* 2^-24: the unit roundoff of float */
+#define TOL_C 4.0                 /* 2 backends x 2 of slack (see README.md) */
+
+void parity_begin(const char *what);
+int parity_end(void);
+
+double parity_urand(void);                            /* uniform in [0, 1), fixed seed */
+float *host_rand(int64_t n, double lo, double hi);    /* malloc'ed, uniform in [lo, hi) */
+float *host_copy(const float *x, int64_t n);
+double *bounds_alloc(int64_t n);                      /* zero-filled */
+void *dev_from(const void *host, size_t bytes, const char *what);
+float *host_from(const float *dev, int64_t n);        /* a new host copy of device data */
+/* Device memory of n floats filled with NaN: an output every element of which must be written. */
+float *dev_poison(int64_t n, const char *what);
+
+/* got (CUDA) against want (CPU): |got_i - want_i| <= bound_i for every i (NaN fails). */
+void check_close(const char *what, const float *got, const float *want, const double *bound,
+                 int64_t n);
+/* A failed check that is not a comparison: prints `what` and counts a failure. */
+void check_fail(const char *what);
+/* got and want must be the same bits (and not NaN). */
+void check_bits(const char *what, const float *got, const float *want, int64_t n);
+
+#endif

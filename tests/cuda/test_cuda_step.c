@@ -1,0 +1,204 @@
+/* Whole training steps of the model (src/model) on the CUDA backend against the CPU backend:
+ * the same tiny configs, the same initial parameters and tokens, three steps of forward (with
+ * memory carried over, dropout and dropatt on), backward, gradient norm and Adam, then an
+ * inference run (no dropout, the key/value cache) scoring one segment. Checked per step: the
+ * loss, the gradient norm, every parameter tensor's gradient, and at the end every parameter
+ * and the inference log-probabilities.
+ *
+ * Tolerance. Each op is checked element by element with worst-case bounds in the other parity
+ * tests; this test is about the wiring (the op table, the order of the calls, the buffers, the
+ * memory, the cache, the adaptive softmax on the device), so it compares whole tensors by the
+ * relative error of their norm, ||cuda - cpu|| / ||cpu||. One op adds at most c (k + a) u
+ * relative error with k the longest sum behind an element: here k <= 100 (V = 97 logits, 64
+ * hidden units, L*B = 27 rows), so about 4 * 100 * 6e-8 = 2.4e-5 per op, and a gradient passes
+ * through at most ~8 such ops per layer and 2 layers, with a residual stream that does not
+ * amplify errors (LayerNorm has unit gain on average): 16 * 2.4e-5 ~ 4e-4. TOL_NORM = 1e-3
+ * leaves a factor 2.5 for the softmax's exp / log and Adam's division. A wrong index, a
+ * missing term or a wrong mask gives errors of order 1; TF32 GEMMs (10-bit mantissa, u = 5e-4)
+ * would sit near or above the tolerance, so this test also shows that fp32 GEMMs are fp32.
+ * Parameters after Adam: an element whose gradient is near zero through cancellation may take
+ * a step of either sign (Adam's first step is lr * g / |g|), so the parameters are compared on
+ * their change over the three steps, with the same norm-relative tolerance times 10 (a few such
+ * elements among thousands move the norm of the difference by lr each). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "src/model/model.h"
+#include "src/optim/adam.h"
+#include "tests/cuda/parity.h"
+
+#define TOL_NORM 1e-3
+#define STEPS 3
+
+typedef struct {
+  const char *name;
+  TxlModelSpec spec;
+  int L, B, mem_len, same_length, clamp_len;
+} Case;
+
+/* One backend's model, run state and optimizer. */
+typedef struct {
+  TxlModel m;
+  TxlRun run;
+  TxlAdam adam;
+} Side;
+
+static void side_create(Side *s, const TxlOps *ops, const Case *c) {
+  txl_model_create(&s->m, ops, &c->spec);
+  txl_model_init_params(&s->m, 0.02f, 0.01f, 1234u);
+  TxlRunShape rs = {c->L, c->B, 0, c->mem_len, c->clamp_len, c->same_length, 1};
+  txl_run_create(&s->run, &s->m, &rs);
+  txl_adam_create(&s->adam, ops, s->m.table.total, 0.9f, 0.999f, 1e-8f, 0.25f);
+}
+
+static void side_destroy(Side *s) {
+  txl_adam_destroy(&s->adam);
+  txl_run_destroy(&s->run, &s->m);
+  txl_model_destroy(&s->m);
+}
+
+static float *to_host(const Side *s, const float *dev) {
+  const size_t bytes = (size_t)s->m.table.total * sizeof(float);
+  float *h = malloc(bytes);
+  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  s->m.ops->to_host(h, dev, bytes);
+  return h;
+}
+
+/* ||a - b|| / ||b|| (0 when both are zero; NaN anywhere gives NaN). */
+static double rel_norm(const float *a, const float *b, int64_t n) {
+  double d = 0.0, r = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    const double e = (double)a[i] - (double)b[i];
+    d += e * e;
+    r += (double)b[i] * b[i];
+  }
+  if (r == 0.0) return d == 0.0 ? 0.0 : INFINITY;
+  return sqrt(d / r);
+}
+
+static void check_rel(const char *what, double rel, double tol) {
+  printf("%-60s rel err %.3e  (tol %.0e)%s\n", what, rel, tol, rel <= tol ? "  ok" : "  FAIL");
+  if (!(rel <= tol)) check_fail(what);
+}
+
+/* Every tensor of two buffers laid out by the same table. */
+static void check_tensors(const char *what, const TxlParamTable *t, const float *got, const float *want,
+                          double tol) {
+  double worst = 0.0;
+  const char *worst_name = "";
+  for (int k = 0; k < t->n_tensors; k++) {
+    const TxlTensorInfo *ti = &t->tensors[k];
+    const double rel = rel_norm(got + ti->offset, want + ti->offset, ti->numel);
+    if (!(rel <= tol)) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "%s: tensor %s rel err %.3e > %.0e", what, ti->name, rel, tol);
+      check_fail(msg);
+    }
+    if (!(rel <= worst)) worst = rel, worst_name = ti->name;
+  }
+  char line[160];
+  snprintf(line, sizeof line, "%s: %d tensors, worst %s", what, t->n_tensors, worst_name);
+  printf("%-60s rel err %.3e  (tol %.0e)%s\n", line, worst, tol, worst <= tol ? "  ok" : "  FAIL");
+}
+
+static void run_case(const Case *c) {
+  printf("-- %s: %d layers, d %d, %d heads of %d, d_inner %d, V %d, L %d, B %d, mem %d%s%s\n", c->name,
+         c->spec.dims.n_layer, c->spec.dims.d_model, c->spec.dims.n_head, c->spec.dims.d_head, c->spec.dims.d_inner,
+         c->spec.dims.n_token, c->L, c->B, c->mem_len, c->same_length ? ", same_length" : "",
+         c->spec.dims.n_clusters ? ", adaptive" : "");
+  Side cpu, gpu;
+  side_create(&cpu, txl_ops_cpu(), c);
+  side_create(&gpu, txl_ops_cuda(), c);
+  const int64_t LB = (int64_t)c->L * c->B, total = cpu.m.table.total;
+  const int V = c->spec.dims.n_token;
+  int32_t *tok = malloc((size_t)(LB + c->B) * sizeof(int32_t));
+  float *p0 = to_host(&cpu, cpu.m.param_buf);
+  for (int step = 0; step < STEPS; step++) {
+    for (int64_t i = 0; i < LB + c->B; i++) tok[i] = (int32_t)(parity_urand() * V);
+    const float gscale = (float)(1.0 / (double)LB);
+    double loss[2], norm[2];
+    Side *sides[2] = {&cpu, &gpu};
+    for (int k = 0; k < 2; k++) {
+      Side *s = sides[k];
+      s->m.ops->zero(s->m.grad_buf, (size_t)total * sizeof(float));
+      loss[k] = txl_model_forward(&s->m, &s->run, tok, tok + c->B, c->L, step, 1, gscale) / (double)LB;
+      txl_model_backward(&s->m, &s->run, NULL, NULL);
+      norm[k] = txl_grad_norm(s->m.ops, s->m.grad_buf, total);
+      txl_adam_step(&s->adam, s->m.param_buf, s->m.grad_buf, norm[k], 1e-3f);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "step %d: loss (cuda %.7f, cpu %.7f)", step, loss[1], loss[0]);
+    check_rel(what, fabs(loss[1] - loss[0]) / fabs(loss[0]), TOL_NORM);
+    snprintf(what, sizeof what, "step %d: gradient norm (cuda %.6g, cpu %.6g)", step, norm[1], norm[0]);
+    check_rel(what, fabs(norm[1] - norm[0]) / norm[0], TOL_NORM);
+    float *gc = to_host(&cpu, cpu.m.grad_buf), *gg = to_host(&gpu, gpu.m.grad_buf);
+    snprintf(what, sizeof what, "step %d: gradients", step);
+    check_tensors(what, &cpu.m.table, gg, gc, TOL_NORM);
+    free(gc), free(gg);
+  }
+  /* parameters: their change over the steps */
+  float *pc = to_host(&cpu, cpu.m.param_buf), *pg = to_host(&gpu, gpu.m.param_buf);
+  for (int64_t i = 0; i < total; i++) pc[i] -= p0[i], pg[i] -= p0[i];
+  check_tensors("parameters after Adam (change)", &cpu.m.table, pg, pc, 10 * TOL_NORM);
+  free(pc), free(pg);
+
+  /* inference: two segments through the key/value cache, log-probabilities of the last row */
+  TxlRun inf[2];
+  TxlRunShape rs = {c->L, c->B, 0, c->mem_len, c->clamp_len, c->same_length, 0};
+  float *lp[2];
+  Side *sides[2] = {&cpu, &gpu};
+  for (int k = 0; k < 2; k++) {
+    txl_run_create(&inf[k], &sides[k]->m, &rs);
+    for (int seg = 0; seg < 2; seg++) txl_model_forward(&sides[k]->m, &inf[k], tok, NULL, c->L, 0, 0, 0.0f);
+    lp[k] = malloc((size_t)V * sizeof(float));
+    txl_model_logprobs(&sides[k]->m, &inf[k], (int)LB - 1, lp[k]);
+    txl_run_destroy(&inf[k], &sides[k]->m);
+  }
+  check_rel("inference (cached keys/values): log-probabilities", rel_norm(lp[1], lp[0], V), TOL_NORM);
+  free(lp[0]), free(lp[1]);
+  free(tok), free(p0);
+  side_destroy(&cpu);
+  side_destroy(&gpu);
+}
+
+static TxlModelSpec spec(int n_layer, int d, int H, int dh, int di, int V, int pre, int untie) {
+  TxlModelSpec s;
+  memset(&s, 0, sizeof s);
+  s.dims.n_token = V;
+  s.dims.n_layer = n_layer;
+  s.dims.d_model = d;
+  s.dims.n_head = H;
+  s.dims.d_head = dh;
+  s.dims.d_inner = di;
+  s.dims.untie_r = untie;
+  s.dims.tie_weight = 1;
+  txl_dims_single_softmax(&s.dims);
+  s.dropout = 0.1f;
+  s.dropatt = 0.1f;
+  s.pre_lnorm = pre;
+  s.seed = 77;
+  return s;
+}
+
+int main(void) {
+  parity_begin("cuda whole training steps against the CPU backend");
+  Case post = {"post-norm, full softmax", spec(2, 32, 2, 13, 64, 97, 0, 0), 9, 3, 11, 0, 0};
+  Case pre = {"pre-norm, same_length, untied r biases, clamp_len", spec(2, 24, 3, 8, 40, 97, 1, 1), 7, 2, 10, 1, 6};
+  Case ad = {"adaptive input and softmax (cutoffs 20, 60; div_val 2)", spec(2, 32, 2, 16, 48, 97, 0, 0), 9, 3, 9, 0, 0};
+  ad.spec.dims.n_clusters = 2;
+  ad.spec.dims.cut[1] = 20;
+  ad.spec.dims.cut[2] = 60;
+  ad.spec.dims.cut[3] = 97;
+  ad.spec.dims.div_val = 2;
+  ad.spec.dims.d_embed = 32;
+  ad.spec.dims.tie_projs = 1;
+  run_case(&post);
+  run_case(&pre);
+  run_case(&ad);
+  return parity_end();
+}
