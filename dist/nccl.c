@@ -25,6 +25,7 @@ struct TxlNccl {
   ncclComm_t comm;
   cudaStream_t stream;  /* communication stream: every reduction runs here, in call order */
   cudaEvent_t done;     /* recorded by txl_nccl_join after the last queued reduction */
+  cudaEvent_t ready;    /* recorded on the compute stream before each transport bucket */
   int gpu;
 };
 
@@ -38,6 +39,7 @@ TxlNccl *txl_nccl_create(int rank, int world, int gpu) {
   NCCL_CHECK(ncclCommInitRank(&c->comm, world, id, rank));
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
   return c;
 }
 
@@ -64,6 +66,21 @@ void txl_nccl_wait(TxlNccl *c) {
               ncclGetLastError(c->comm));
 }
 
+/* One event serves every bucket: cudaStreamWaitEvent waits for the work captured by the most
+ * recent record at the time of the call, so re-recording it afterwards is safe. */
+static void transport_start(void *ctx, float *p, int64_t n) {
+  TxlNccl *c = ctx;
+  CUDA_CHECK(cudaEventRecord(c->ready, 0));
+  txl_nccl_allreduce_sum(c, p, n, c->ready);
+}
+
+static void transport_finish(void *ctx) { txl_nccl_join(ctx, NULL); }
+
+TxlReduceTransport txl_nccl_transport(TxlNccl *c) {
+  TxlReduceTransport t = {c, transport_start, transport_finish};
+  return t;
+}
+
 void txl_nccl_destroy(TxlNccl *c) {
   if (!c) return;
   CUDA_CHECK(cudaSetDevice(c->gpu));
@@ -73,6 +90,7 @@ void txl_nccl_destroy(TxlNccl *c) {
 #endif
   NCCL_CHECK(ncclCommDestroy(c->comm));
   CUDA_CHECK(cudaEventDestroy(c->done));
+  CUDA_CHECK(cudaEventDestroy(c->ready));
   CUDA_CHECK(cudaStreamDestroy(c->stream));
   free(c);
 }

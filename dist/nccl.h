@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "dist/reduce.h"
+
 typedef struct TxlNccl TxlNccl;
 
 /* Makes `gpu` this thread's current device (cudaSetDevice), joins the communicator of the
@@ -26,6 +28,12 @@ void txl_nccl_join(TxlNccl *c, void *compute_stream);
 
 /* Blocks the host until every reduction queued so far is done; reports asynchronous NCCL errors. */
 void txl_nccl_wait(TxlNccl *c);
+
+/* The gradient reducer's transport over this communicator (dist/reduce.h): each bucket waits
+ * on the GPU for the compute work queued before it (an event recorded on the legacy default
+ * stream, where every op runs), then is summed on the communication stream; finish makes the
+ * default stream wait for all of them (the host does not block). */
+TxlReduceTransport txl_nccl_transport(TxlNccl *c);
 
 /* Waits for the queued reductions, then frees the communicator and the stream (NULL: nothing).
  * collective: all ranks */

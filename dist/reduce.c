@@ -17,6 +17,7 @@ struct TxlReducer {
   int64_t *pend_end;
   int n_pend, cap_pend;
   double wait_s;
+  TxlReduceTransport transport; /* start == NULL: MPI on host memory */
 };
 
 TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int overlap) {
@@ -31,9 +32,20 @@ TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int 
   return r;
 }
 
+TxlReducer *txl_reducer_create_with(const TxlReduceTransport *t, float *buf, int64_t n, int64_t bucket_elems,
+                                    int overlap) {
+  TxlReducer *r = txl_reducer_create(buf, n, bucket_elems, overlap);
+  r->transport = *t;
+  return r;
+}
+
 static void post(TxlReducer *r, int64_t begin, int64_t end) {
   for (int64_t b = begin; b < end; b += r->bucket) {
     int64_t len = end - b < r->bucket ? end - b : r->bucket;
+    if (r->transport.start) {
+      r->transport.start(r->transport.ctx, r->buf + b, len);
+      continue;
+    }
     if (!r->overlap) {
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
       continue;
@@ -55,6 +67,7 @@ void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end) {
   if (r->world == 1 || begin == end) return;
   if (r->overlap) {
     post(r, begin, end);
+    if (r->transport.start) return;
     /* Open MPI advances non-blocking collectives only inside MPI calls: give it a turn. */
     int done = 0;
     MPI_CHECK(MPI_Testall(r->n_req, r->req, &done, MPI_STATUSES_IGNORE));
@@ -77,12 +90,15 @@ void txl_reducer_finish(TxlReducer *r) {
   r->announced = 0;
   if (r->world == 1) return;
   double t0 = txl_now_s();
-  if (r->overlap) {
-    MPI_CHECK(MPI_Waitall(r->n_req, r->req, MPI_STATUSES_IGNORE));
-    r->n_req = 0;
-  } else {
+  if (!r->overlap) {
     for (int i = 0; i < r->n_pend; i++) post(r, r->pend_begin[i], r->pend_end[i]);
     r->n_pend = 0;
+  }
+  if (r->transport.start) {
+    r->transport.finish(r->transport.ctx);
+  } else if (r->overlap) {
+    MPI_CHECK(MPI_Waitall(r->n_req, r->req, MPI_STATUSES_IGNORE));
+    r->n_req = 0;
   }
   r->wait_s += txl_now_s() - t0;
 }

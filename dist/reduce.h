@@ -1,6 +1,7 @@
 /* The gradient all-reduce: the one gradient buffer summed across ranks in buckets, each bucket
  * started as soon as the backward pass has finished its slice (last layer first), so the
- * communication overlaps the rest of the backward pass. CPU backend: MPI_Iallreduce. */
+ * communication overlaps the rest of the backward pass. CPU backend: MPI_Iallreduce on host
+ * memory; GPU backend: a device transport (NCCL, dist/nccl.h) given to txl_reducer_create_with. */
 #ifndef TXL_DIST_REDUCE_H
 #define TXL_DIST_REDUCE_H
 
@@ -13,6 +14,19 @@ typedef struct TxlReducer TxlReducer;
  * (MPI_Iallreduce), 0 = reduce everything in txl_reducer_finish with blocking calls.
  * With one rank every call returns at once. collective: all ranks (every function) */
 TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int overlap);
+/* A transport that sums device memory: start queues the sum of p[0, n) across ranks (it may
+ * return before the sum is done); finish returns once every queued sum is in place, or ordered
+ * before any later device work (a GPU transport need not block the host). */
+typedef struct {
+  void *ctx;
+  void (*start)(void *ctx, float *p, int64_t n);
+  void (*finish)(void *ctx);
+} TxlReduceTransport;
+
+/* The same reducer summing through `t` instead of MPI; with overlap 0 every bucket is started in
+ * txl_reducer_finish. collective: all ranks */
+TxlReducer *txl_reducer_create_with(const TxlReduceTransport *t, float *buf, int64_t n, int64_t bucket_elems,
+                                    int overlap);
 /* [begin, end) is final on this rank (every rank announces the same slices in the same order). */
 void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end);
 /* Every element announced exactly once; returns when all sums are in buf, ready for the next step. */

@@ -57,6 +57,23 @@ void txl_fatal_all(const char *fmt, ...) {
   exit(1);
 }
 
+void txl_fatal_if_any(int failed, const char *fmt, ...) {
+  int first = failed ? g_rank : g_world;
+  if (mpi_running() && g_world > 1) {
+    int mine = first;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
+  if (first == g_world) return;
+  if (first == g_rank) {
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(fmt, ap);
+    va_end(ap);
+  }
+  if (mpi_running()) MPI_Finalize();
+  exit(1);
+}
+
 void *txl_malloc(size_t bytes, const char *what) {
   void *p = malloc(bytes ? bytes : 1);
   if (!p) txl_fatal("out of memory allocating %zu bytes for %s", bytes, what);

@@ -18,6 +18,11 @@ void txl_fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 
  * collective: all ranks (each must reach it, or use txl_fatal). */
 void txl_fatal_all(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
+/* For a problem some ranks may see and others not (a node with too few GPUs): when `failed` on
+ * any rank, the lowest failing rank prints its message (with its rank), every rank finalizes MPI
+ * and exits with status 1; returns when no rank failed. collective: all ranks */
+void txl_fatal_if_any(int failed, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Library-call checks: each a do { } while (0) that reports file:line and the failed call. */
 #define TXL_FAIL_AT(what, call) txl_fatal("%s:%d: %s failed: %s", __FILE__, __LINE__, what, call)
 

@@ -8,9 +8,9 @@
 #include "src/base/timer.h"
 #include "src/train/trainer.h"
 
-/* GFLOP/s of a square fp32 GEMM (best of a few), the ceiling the step is compared with. */
-static double gemm_peak_gflops(const TxlOps *o) {
-  const int n = 1536;
+/* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
+ * compared with; n = 1536 on a CPU, 8192 on a GPU (large enough to fill it). */
+static double gemm_peak_gflops(const TxlOps *o, int n) {
   size_t bytes = (size_t)n * n * sizeof(float);
   float *a = o->alloc(bytes, "bench A"), *b = o->alloc(bytes, "bench B"), *c = o->alloc(bytes, "bench C");
   float *h = malloc(bytes);
@@ -38,7 +38,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   const int L = c->tgt_len, B = t->B_local, V = t->model.spec.dims.n_token;
   int32_t *tok = malloc((size_t)(L + 1) * B * sizeof(int32_t));
   if (!tok) txl_fatal("out of memory for synthetic tokens");
-  double peak = gemm_peak_gflops(t->ops);
+  double peak = gemm_peak_gflops(t->ops, t->backend.gpu >= 0 ? 8192 : 1536);
   double t0 = 0.0, norm = 0.0, loss = 0.0, wait0 = 0.0;
   for (int s = 0; s < warmup + steps; s++) {
     for (int i = 0; i <= L; i++) /* fresh random tokens per step, keyed by global column */
@@ -54,6 +54,8 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
     }
     loss = txl_trainer_step(t, tok, tok + B, L, &norm);
   }
+  float sync;
+  t->ops->to_host(&sync, t->model.param_buf, sizeof sync); /* waits for the device's last update */
   txl_dist_barrier();
   double dt = txl_now_s() - t0;
   double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) - wait0 : 0.0;
@@ -67,9 +69,12 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   char tps[32];
   txl_format_count((long long)(tokens_per_s + 0.5), tps, sizeof tps);
   printf("bench: %d steps (after %d warm-up) | loss %.4f | %s tok/s | %.2f ms/step | %.1f GFLOP/s per rank = "
-         "%.1f%% of the measured fp32 GEMM peak %.1f GFLOP/s (%d thread%s)\n",
-         steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, peak, t->threads,
-         t->threads > 1 ? "s" : "");
+         "%.1f%% of the measured %s GEMM peak %.1f GFLOP/s (%s, %d thread%s)\n",
+         steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, c->precision, peak,
+         t->backend.device, t->threads, t->threads > 1 ? "s" : "");
+  if (t->backend.peak_flops > 0.0)
+    printf("bench: MFU %.1f%% of the device's fp32 peak (CUDA cores) of %.1f TFLOP/s\n",
+           100.0 * gflops_rank * 1e9 / t->backend.peak_flops, t->backend.peak_flops / 1e12);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);

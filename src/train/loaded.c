@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "kernels/cpu/threads.h"
 #include "src/base/error.h"
 #include "src/train/trainer.h"
 
@@ -30,7 +29,7 @@ void txl_loaded_config(TxlLoaded *ld, const char *target) {
 void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   TxlConfig *c = &ld->cfg;
   char err[1024];
-  txl_cpu_set_threads(txl_trainer_threads(c, dist));
+  txl_backend_open(&ld->backend, c, dist, 0);
   ld->corpus = txl_corpus_open(c->corpus);
   const int64_t V = txl_corpus_vocab_size(ld->corpus);
   if (c->n_token != V)
@@ -38,7 +37,7 @@ void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
                   c->n_token);
   TxlModelSpec spec;
   txl_model_spec_from_config(c, (int)V, &spec);
-  txl_model_create(&ld->model, txl_ops_cpu(), &spec);
+  txl_model_create(&ld->model, ld->backend.ops, &spec);
   const size_t bytes = (size_t)ld->model.table.total * sizeof(float);
   float *host = txl_malloc(bytes, "checkpoint parameters");
   if (txl_ckpt_read_params(ld->path, &ld->model.table, c->n_layer, c->d_model, host, NULL, err, sizeof err) != 0)
@@ -51,4 +50,5 @@ void txl_loaded_close(TxlLoaded *ld) {
   txl_model_destroy(&ld->model);
   if (ld->corpus) txl_corpus_close(ld->corpus);
   ld->corpus = NULL;
+  txl_backend_close(&ld->backend);
 }

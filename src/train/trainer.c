@@ -16,16 +16,6 @@
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
-int txl_trainer_threads(const TxlConfig *c, const TxlDist *d) {
-  if (c->threads > 0) return c->threads;
-  const char *env = getenv("OMP_NUM_THREADS");
-  if (env && atoi(env) > 0) return atoi(env);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
-  long n = cores / (d->local_size > 0 ? d->local_size : 1);
-  return n < 1 ? 1 : (int)n;
-}
-
 static int is_char_level(const TxlTrainer *t) {
   return t->corpus && strcmp(txl_corpus_mode(t->corpus), "word") != 0;
 }
@@ -37,7 +27,7 @@ static void print_summary(const TxlTrainer *t, int bench) {
   txl_format_count((long long)t->model.table.total, n_all, sizeof n_all);
   txl_format_count((long long)txl_param_count_non_embedding(&t->model.table), n_ne, sizeof n_ne);
   printf("txl-train: %d rank%s x %d thread%s on %s (%s)\n", t->dist.world, t->dist.world > 1 ? "s" : "",
-         t->threads, t->threads > 1 ? "s" : "", c->device, t->dist.host);
+         t->threads, t->threads > 1 ? "s" : "", t->backend.device, t->dist.host);
   if (t->corpus) {
     char tr[32];
     txl_format_count((long long)txl_corpus_split_length(t->corpus, "train"), tr, sizeof tr);
@@ -95,12 +85,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->dist = *dist;
   const TxlConfig *c = &t->cfg;
 
-  if (strcmp(c->device, "cpu") != 0)
-    txl_fatal_all("run.device = %s: this build trains on the CPU only (the CUDA backend is not complete yet)",
-                  c->device);
-  t->ops = txl_ops_cpu();
-  t->threads = txl_trainer_threads(c, dist);
-  txl_cpu_set_threads(t->threads);
+  txl_backend_open(&t->backend, c, dist, 1);
+  t->ops = t->backend.ops;
+  t->threads = t->backend.threads;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (dist->rank == 0 && (long)t->threads * dist->local_size > cores) {
     fprintf(stderr,
@@ -137,9 +124,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 
   TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
   txl_run_create(&t->run, &t->model, &ts);
-  if (dist->world > 1)
-    t->reducer = txl_reducer_create(t->model.grad_buf, t->model.table.total,
-                                    (int64_t)(c->bucket_mb * 1048576.0 / sizeof(float)), c->overlap_comm);
+  t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
   t->sched.kind = (TxlSchedKind)txl_schedule_kind(c->scheduler);
@@ -171,6 +156,7 @@ void txl_trainer_teardown(TxlTrainer *t) {
   txl_run_destroy(&t->run, &t->model);
   txl_model_destroy(&t->model);
   if (t->corpus) txl_corpus_close(t->corpus);
+  txl_backend_close(&t->backend);
 }
 
 /* ---- one step ----------------------------------------------------------------------------- */

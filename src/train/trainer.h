@@ -10,13 +10,15 @@
 #include "src/model/model.h"
 #include "src/optim/adam.h"
 #include "src/optim/schedule.h"
+#include "src/train/backend.h"
 #include "src/train/report.h"
 
 typedef struct {
   TxlConfig cfg;
   TxlDist dist;
-  const TxlOps *ops;
-  int threads;         /* CPU threads of this rank */
+  TxlBackend backend;  /* the device of this rank */
+  const TxlOps *ops;   /* backend.ops */
+  int threads;         /* backend.threads: CPU threads of this rank */
   TxlCorpus *corpus;   /* NULL in bench mode */
   TxlModel model;
   TxlRun run;          /* training run state */
@@ -38,8 +40,6 @@ typedef struct {
 
 /* The model spec a config describes (vocabulary n_token). */
 void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
-/* CPU threads of a rank: run.threads, else $OMP_NUM_THREADS, else the node's cores / ranks on it. */
-int txl_trainer_threads(const TxlConfig *c, const TxlDist *d);
 
 /* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
  * collective: all ranks */

@@ -56,5 +56,16 @@ if command -v mpirun >/dev/null; then
   expect_error "batch not divisible by ranks" "batch_size = 3 does not divide among 2 ranks" \
     timeout 120 mpirun -n 2 "$BIN/txl-train" "$good" --set train.batch_size=3
 fi
+# run.device = cuda where it cannot be had: a build without the CUDA backend, or no GPU visible
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  expect_error "run.device = cuda without a GPU" \
+    "run.device = cuda: (this txl was built without the CUDA backend|.*no CUDA device visible)" \
+    "$BIN/txl-train" "$good" --set run.device=cuda
+fi
+expect_error "bad run.precision" "run.precision: 'fp16' is not one of fp32.tf32.bf16" "$BIN/txl-train" "$good" --set run.precision=fp16
+if [ -x "$BIN/txl-train-emu" ] && command -v mpirun >/dev/null; then
+  expect_error "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" \
+    timeout 120 mpirun -n 2 "$BIN/txl-train-emu" "$good" --set run.device=cuda --set train.batch_size=2
+fi
 [ ! -e "$WORK/run/metrics.jsonl" ] || [ -s "$WORK/run/metrics.jsonl" ] && pass "no empty metrics file left" || fail "empty metrics file"
 finish

@@ -1,0 +1,98 @@
+#include "src/train/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <string.h>
+
+#include "dist/gpu.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/threads.h"
+#include "src/base/error.h"
+#if defined(TXL_HAVE_CUDA) && !defined(TXL_CUDA_EMU)
+#define TXL_BACKEND_NCCL 1
+#include "dist/nccl.h"
+#endif
+#ifdef TXL_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
+
+/* CPU threads of a rank: run.threads, else $OMP_NUM_THREADS, else the node's cores / ranks on it. */
+static int rank_threads(const TxlConfig *c, const TxlDist *d) {
+  if (c->threads > 0) return c->threads;
+  const char *env = getenv("OMP_NUM_THREADS");
+  if (env && atoi(env) > 0) return atoi(env);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  long n = cores / (d->local_size > 0 ? d->local_size : 1);
+  return n < 1 ? 1 : (int)n;
+}
+
+#ifdef TXL_HAVE_CUDA
+static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
+  char err[512];
+  const int n_gpus = txl_cuda_device_count();
+  const int gpu = txl_dist_gpu_for_rank(d->local_rank, d->local_size, n_gpus, d->host, err, sizeof err);
+  txl_fatal_if_any(gpu < 0, "run.device = cuda: %s", err);
+  TxlCudaDevice info;
+  txl_cuda_set_device(gpu, &info);
+  txl_cuda_set_gemm_math(!strcmp(c->precision, "tf32")   ? TXL_GEMM_TF32
+                         : !strcmp(c->precision, "bf16") ? TXL_GEMM_BF16
+                                                         : TXL_GEMM_FP32);
+  b->ops = txl_ops_cuda();
+  b->gpu = gpu;
+  b->peak_flops = info.fp32_peak;
+  snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %.8s GEMMs)", gpu, info.name, info.major,
+           info.minor, (double)info.memory / 1073741824.0, c->precision);
+#ifdef TXL_BACKEND_NCCL
+  if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu);
+#else /* the CPU emulator of the kernels (tests/cuda/emu): no NCCL there */
+  if (collectives && d->world > 1)
+    txl_fatal_all("run.device = cuda on the CPU emulator of the kernels runs one rank only (no NCCL)");
+#endif
+}
+#endif
+
+void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
+  memset(b, 0, sizeof *b);
+  b->gpu = -1;
+  b->threads = rank_threads(c, d);
+  txl_cpu_set_threads(b->threads);
+  if (strcmp(c->device, "cpu") == 0) {
+    b->ops = txl_ops_cpu();
+    snprintf(b->device, sizeof b->device, "cpu");
+    return;
+  }
+#ifdef TXL_HAVE_CUDA
+  open_cuda(b, c, d, collectives);
+#else
+  (void)collectives;
+  txl_fatal_all("run.device = cuda: this txl was built without the CUDA backend (configure it where a CUDA "
+                "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, Building)");
+#endif
+}
+
+TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig *c, float *grad, int64_t n) {
+  if (d->world == 1) return NULL;
+  const int64_t bucket = (int64_t)(c->bucket_mb * 1048576.0 / sizeof(float));
+#ifdef TXL_BACKEND_NCCL
+  if (b->nccl) {
+    const TxlReduceTransport t = txl_nccl_transport(b->nccl);
+    return txl_reducer_create_with(&t, grad, n, bucket, c->overlap_comm);
+  }
+#else
+  (void)b;
+#endif
+  return txl_reducer_create(grad, n, bucket, c->overlap_comm);
+}
+
+void txl_backend_close(TxlBackend *b) {
+#ifdef TXL_BACKEND_NCCL
+  if (b->nccl) txl_nccl_destroy(b->nccl);
+#endif
+#ifdef TXL_HAVE_CUDA
+  if (b->gpu >= 0) txl_cuda_release();
+#endif
+  memset(b, 0, sizeof *b);
+  b->gpu = -1;
+}

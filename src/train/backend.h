@@ -1,0 +1,35 @@
+/* The device a rank computes on, chosen by run.device: the CPU backend (threads), or the CUDA
+ * backend on the GPU of the rank's node-local index, with NCCL for the gradient all-reduce.
+ * The only file of src/ that knows whether the build has CUDA: it is compiled into its own
+ * library, txl_backend (CPU only, or with the CUDA backend and NCCL), or txl_backend_emu (the
+ * CUDA backend on the kernels' CPU emulator, tests/cuda/emu). */
+#ifndef TXL_TRAIN_BACKEND_H
+#define TXL_TRAIN_BACKEND_H
+
+#include "dist/dist.h"
+#include "dist/reduce.h"
+#include "kernels/ops.h"
+#include "src/config/config.h"
+
+typedef struct {
+  const TxlOps *ops;
+  int threads;       /* CPU threads of the rank (the CPU backend's compute threads)            */
+  int gpu;           /* the rank's GPU, -1 on the CPU                                           */
+  char device[384];  /* what the start-up summary prints: "cpu" or "cuda:0 (name, memory)"     */
+  double peak_flops; /* the device's fp32 peak in FLOP/s (GPU), 0 on the CPU (measured instead) */
+  void *nccl;        /* the NCCL communicator (GPU runs of several ranks), else NULL            */
+} TxlBackend;
+
+/* Opens the backend the config asks for. A build without CUDA, a node without GPUs or with more
+ * ranks than GPUs ends the job with a one-line error. `collectives`: also join the NCCL
+ * communicator when several ranks run on GPUs (training). collective: all ranks */
+void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives);
+
+/* The gradient all-reduce over grad[0, n) (device memory): MPI for the CPU backend, NCCL on
+ * GPUs. NULL with one rank. collective: all ranks */
+TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig *c, float *grad, int64_t n);
+
+/* collective: all ranks */
+void txl_backend_close(TxlBackend *b);
+
+#endif
