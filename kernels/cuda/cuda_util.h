@@ -43,6 +43,16 @@ static __device__ __forceinline__ float txl_warp_sum(float x) {
   return x;
 }
 
+/* A device buffer of a reduction's partials, made on the first call and grown when a call needs
+ * more (training's shapes are fixed after its first step). memory.cu. */
+struct TxlCudaScratch {
+  void *p;
+  size_t bytes;
+  const char *what; /* for the out-of-memory message */
+};
+void *txl_cuda_scratch(TxlCudaScratch *s, size_t bytes);
+void txl_cuda_scratch_release(TxlCudaScratch *s);
+
 /* Resources made on first use and released by txl_cuda_release (kernels/cuda/memory.cu). */
 void txl_cuda_gemm_release(void);      /* gemm.cu: the cuBLAS handle        */
 void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */

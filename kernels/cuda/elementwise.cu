@@ -35,26 +35,11 @@
 
 /* ---- scratch ------------------------------------------------------------------------------ */
 
-static double *g_scratch = NULL;
-static size_t g_scratch_doubles = 0;
+static TxlCudaScratch g_scratch = {NULL, 0, "element-wise reduction scratch"};
 
-static double *scratch(size_t doubles) {
-  if (doubles > g_scratch_doubles) {
-    /* cudaFree waits for the device, so no earlier kernel still uses the old buffer */
-    if (g_scratch) CUDA_CHECK(cudaFree(g_scratch));
-    g_scratch = NULL;
-    g_scratch_doubles = 0;
-    g_scratch = (double *)txl_cuda_alloc(doubles * sizeof(double), "element-wise reduction scratch");
-    g_scratch_doubles = doubles;
-  }
-  return g_scratch;
-}
+static double *scratch(size_t doubles) { return (double *)txl_cuda_scratch(&g_scratch, doubles * sizeof(double)); }
 
-void txl_cuda_elementwise_release(void) {
-  if (g_scratch) CUDA_CHECK(cudaFree(g_scratch));
-  g_scratch = NULL;
-  g_scratch_doubles = 0;
-}
+void txl_cuda_elementwise_release(void) { txl_cuda_scratch_release(&g_scratch); }
 
 /* ---- bias ---------------------------------------------------------------------------------- */
 

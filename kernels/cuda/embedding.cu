@@ -50,26 +50,13 @@ extern "C" void txl_cuda_embedding_forward(float *out, const int32_t *tok, const
 #define TXL_EMB_DIGITS 256            /* 8-bit digits                                       */
 static_assert(TXL_EMB_TILE == TXL_EMB_DIGITS, "radix_count_kernel: one thread per digit");
 
-static int32_t *g_sort_scratch = NULL;
-static size_t g_sort_ints = 0;
+static TxlCudaScratch g_sort_scratch = {NULL, 0, "embedding backward sort scratch"};
 
 static int32_t *sort_scratch(size_t ints) {
-  if (ints > g_sort_ints) {
-    /* cudaFree waits for the device, so no earlier kernel still uses the old buffer */
-    if (g_sort_scratch) CUDA_CHECK(cudaFree(g_sort_scratch));
-    g_sort_scratch = NULL;
-    g_sort_ints = 0;
-    g_sort_scratch = (int32_t *)txl_cuda_alloc(ints * sizeof(int32_t), "embedding backward sort scratch");
-    g_sort_ints = ints;
-  }
-  return g_sort_scratch;
+  return (int32_t *)txl_cuda_scratch(&g_sort_scratch, ints * sizeof(int32_t));
 }
 
-void txl_cuda_embedding_release(void) {
-  if (g_sort_scratch) CUDA_CHECK(cudaFree(g_sort_scratch));
-  g_sort_scratch = NULL;
-  g_sort_ints = 0;
-}
+void txl_cuda_embedding_release(void) { txl_cuda_scratch_release(&g_sort_scratch); }
 
 /* The digit of key k for this pass. */
 static __device__ __forceinline__ int radix_digit(int32_t k, int shift) {

@@ -262,26 +262,11 @@ static __global__ void layernorm_backward_final_kernel(float *dw, float *db, con
 }
 
 /* The partials' scratch: [2, TXL_LN_MAX_CHUNKS, d] floats at most, grown on demand. */
-static float *g_scratch = NULL;
-static size_t g_scratch_floats = 0;
+static TxlCudaScratch g_scratch = {NULL, 0, "layer-norm backward scratch"};
 
-static float *scratch(size_t floats) {
-  if (floats > g_scratch_floats) {
-    /* cudaFree waits for the device, so no earlier kernel still reads the old buffer */
-    if (g_scratch) CUDA_CHECK(cudaFree(g_scratch));
-    g_scratch = NULL;
-    g_scratch_floats = 0;
-    g_scratch = (float *)txl_cuda_alloc(floats * sizeof(float), "layer-norm backward scratch");
-    g_scratch_floats = floats;
-  }
-  return g_scratch;
-}
+static float *scratch(size_t floats) { return (float *)txl_cuda_scratch(&g_scratch, floats * sizeof(float)); }
 
-void txl_cuda_layernorm_release(void) {
-  if (g_scratch) CUDA_CHECK(cudaFree(g_scratch));
-  g_scratch = NULL;
-  g_scratch_floats = 0;
-}
+void txl_cuda_layernorm_release(void) { txl_cuda_scratch_release(&g_scratch); }
 
 /* dw += sum_r dout * xhat, db += sum_r dout, by kernels 1 and 2 (n, d > 0). */
 static void layernorm_param_grads(float *dw, float *db, const float *dout, const float *inp,

@@ -88,6 +88,21 @@ extern "C" void txl_cuda_zero(void *p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemset(p, 0, bytes));
 }
 
+void *txl_cuda_scratch(TxlCudaScratch *s, size_t bytes) {
+  if (bytes > s->bytes) {
+    txl_cuda_scratch_release(s); /* cudaFree waits for the device: no kernel still uses it */
+    s->p = txl_cuda_alloc(bytes, s->what);
+    s->bytes = bytes;
+  }
+  return s->p;
+}
+
+void txl_cuda_scratch_release(TxlCudaScratch *s) {
+  if (s->p) CUDA_CHECK(cudaFree(s->p));
+  s->p = NULL;
+  s->bytes = 0;
+}
+
 extern "C" void txl_cuda_release(void) {
   txl_cuda_gemm_release();
   txl_cuda_layernorm_release();

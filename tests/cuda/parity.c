@@ -124,6 +124,37 @@ float *dev_poison(int64_t n, const char *what) {
   return d;
 }
 
+void layernorm_backward_bounds(double *bdi, double *bdw, double *bdb, const float *dy, const float *x,
+                               const float *w, const float *mean, const float *rstd, const float *dinp0,
+                               const float *dw0, const float *db0, int64_t n, int d, double k_d, double k_n) {
+  for (int j = 0; j < d; j++) {
+    bdw[j] = fabs((double)dw0[j]);
+    bdb[j] = fabs((double)db0[j]);
+  }
+  for (int64_t r = 0; r < n; r++) {
+    double mg = 0.0, mgx = 0.0;
+    for (int j = 0; j < d; j++) {
+      const double g = (double)dy[r * d + j] * w[j];
+      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
+      mg += fabs(g);
+      mgx += fabs(g * xh);
+      bdw[j] += fabs((double)dy[r * d + j] * xh);
+      bdb[j] += fabs((double)dy[r * d + j]);
+    }
+    mg /= d;
+    mgx /= d;
+    for (int j = 0; j < d; j++) {
+      const double g = (double)dy[r * d + j] * w[j];
+      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
+      bdi[r * d + j] = k_d * ((dinp0 ? fabs((double)dinp0[r * d + j]) : 0.0) + rstd[r] * (fabs(g) + mg + fabs(xh) * mgx));
+    }
+  }
+  for (int j = 0; j < d; j++) {
+    bdw[j] *= k_n;
+    bdb[j] *= k_n;
+  }
+}
+
 void check_fail(const char *what) {
   printf("    %s  FAIL\n", what);
   g_failures++;

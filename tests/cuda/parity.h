@@ -25,6 +25,14 @@ float *host_from(const float *dev, int64_t n);        /* a new host copy of devi
 /* Device memory of n floats filled with NaN: an output every element of which must be written. */
 float *dev_poison(int64_t n, const char *what);
 
+/* Bounds of the layer-norm backward of n rows of d (the derivation is in the tests that call
+ * it): dinp[r, j] <= k_d (|dinp0| + rstd (|g| + mean_j |g| + |xhat| mean_j |g xhat|)),
+ * g = dout w, xhat = (x - mean) rstd (dinp0 NULL: the input gradient is overwritten, not added
+ * to); dw[j] <= k_n (|dw0| + sum_r |dout xhat|), db[j] <= k_n (|db0| + sum_r |dout|). */
+void layernorm_backward_bounds(double *bdi, double *bdw, double *bdb, const float *dy, const float *x,
+                               const float *w, const float *mean, const float *rstd, const float *dinp0,
+                               const float *dw0, const float *db0, int64_t n, int d, double k_d, double k_n);
+
 /* got (CUDA) against want (CPU): |got_i - want_i| <= bound_i for every i (NaN fails). */
 void check_close(const char *what, const float *got, const float *want, const double *bound,
                  int64_t n);

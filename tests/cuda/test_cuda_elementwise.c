@@ -558,26 +558,7 @@ static void test_ln_backward_dropout_case(int rows, int cols, int d, int col0, T
   float *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
   double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
-  for (int j = 0; j < d; j++) bdw[j] = fabs((double)dw0[j]), bdb[j] = fabs((double)db0[j]);
-  for (int64_t r = 0; r < n; r++) {
-    double mg = 0.0, mgx = 0.0;
-    for (int j = 0; j < d; j++) {
-      const double g = (double)dy[r * d + j] * w[j];
-      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
-      mg += fabs(g);
-      mgx += fabs(g * xh);
-      bdw[j] += fabs((double)dy[r * d + j] * xh);
-      bdb[j] += fabs((double)dy[r * d + j]);
-    }
-    mg /= d;
-    mgx /= d;
-    for (int j = 0; j < d; j++) {
-      const double g = (double)dy[r * d + j] * w[j];
-      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
-      bdi[r * d + j] = k_d * rstd[r] * (fabs(g) + mg + fabs(xh) * mgx);
-    }
-  }
-  for (int j = 0; j < d; j++) bdw[j] *= k_n, bdb[j] *= k_n;
+  layernorm_backward_bounds(bdi, bdw, bdb, dy, x, w, mean, rstd, NULL, dw0, db0, n, d, k_d, k_n);
   snprintf(what, sizeof what, "layernorm_backward_dropout %dx%dx%d p=%g: dinp (=)", rows, cols, d,
            (double)drop.p);
   check_close(what, g_dinp, dinp, bdi, n * d);

@@ -276,32 +276,7 @@ static void test_layernorm_case(int64_t n, int d) {
   float *g_dinp = host_from(d_dinp, n * d), *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
   double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
-  for (int j = 0; j < d; j++) {
-    bdw[j] = fabs((double)dw0[j]);
-    bdb[j] = fabs((double)db0[j]);
-  }
-  for (int64_t r = 0; r < n; r++) {
-    double mg = 0.0, mgx = 0.0;
-    for (int j = 0; j < d; j++) {
-      const double g = (double)dy[r * d + j] * w[j];
-      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
-      mg += fabs(g);
-      mgx += fabs(g * xh);
-      bdw[j] += fabs((double)dy[r * d + j] * xh);
-      bdb[j] += fabs((double)dy[r * d + j]);
-    }
-    mg /= d;
-    mgx /= d;
-    for (int j = 0; j < d; j++) {
-      const double g = (double)dy[r * d + j] * w[j];
-      const double xh = ((double)x[r * d + j] - mean[r]) * rstd[r];
-      bdi[r * d + j] = k_d * (fabs((double)dinp0[r * d + j]) + rstd[r] * (fabs(g) + mg + fabs(xh) * mgx));
-    }
-  }
-  for (int j = 0; j < d; j++) {
-    bdw[j] *= k_n;
-    bdb[j] *= k_n;
-  }
+  layernorm_backward_bounds(bdi, bdw, bdb, dy, x, w, mean, rstd, dinp0, dw0, db0, n, d, k_d, k_n);
   snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dinp (+=)", (long long)n, d);
   check_close(what, g_dinp, dinp, bdi, n * d);
   snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dw (+=)", (long long)n, d);

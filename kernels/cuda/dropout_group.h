@@ -1,0 +1,41 @@
+/* The unit of work of the dropout kernels (dropout.cu, ffn.cu; private to kernels/cuda, CUDA /
+ * C++ only): a group of up to 4 consecutive features of one (row, column) of a tensor
+ * x [rows, cols, feats], whose 4 mask words one Philox call gives (kernels/common/dropout.h). */
+#ifndef TXL_KERNELS_CUDA_DROPOUT_GROUP_H
+#define TXL_KERNELS_CUDA_DROPOUT_GROUP_H
+
+#include "kernels/common/dropout.h"
+#include "kernels/cuda/cuda_util.h"
+
+struct TxlDropGroup {
+  int64_t e0;   /* the group's first element in x     */
+  int n;        /* its features: 4, fewer at a row end */
+  TxlPhilox4 w; /* the mask words (when drawn)         */
+};
+
+/* Groups in x: rows * cols * ceil(feats / 4). Host and device. */
+static inline TXL_HD int64_t txl_drop_groups(int rows, int cols, int feats) {
+  return (int64_t)rows * cols * ((feats + 3) / 4);
+}
+
+/* Group t; the words are drawn only when `draw` (dropout on), keyed by the row, the global column
+ * col0 + c and the feature. */
+static __device__ __forceinline__ TxlDropGroup txl_drop_group(int64_t t, int cols, int feats, int col0,
+                                                             TxlDropout d, bool draw) {
+  const int groups = (feats + 3) / 4;
+  const int64_t rc = t / groups; /* row * cols + c */
+  const uint32_t f0 = 4u * (uint32_t)(t % groups);
+  TxlDropGroup g;
+  g.e0 = rc * feats + f0;
+  g.n = feats - (int)f0 < 4 ? feats - (int)f0 : 4;
+  g.w = TxlPhilox4{{0u, 0u, 0u, 0u}};
+  if (draw) g.w = txl_dropout_words(d, (uint32_t)(rc / cols), (uint32_t)(col0 + rc % cols), f0);
+  return g;
+}
+
+/* The factor of an element whose mask word is `word`: scale when kept, 0 when dropped. */
+static __device__ __forceinline__ float txl_drop_factor(uint32_t word, uint32_t threshold, float scale) {
+  return (word >> 8) >= threshold ? scale : 0.0f;
+}
+
+#endif
