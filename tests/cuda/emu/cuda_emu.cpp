@@ -20,6 +20,9 @@
  * switch (the order is the same as through the scheduler): a kernel without barriers costs two
  * switches per block, not per thread. A round in which no thread can run while some have not
  * returned is a deadlock, reported with what each group waits at.
+ * TXL_EMU_ORDER=reverse runs the rounds in decreasing thread order instead. A kernel whose result
+ * depends on the order (a thread reading what another writes with no barrier between them: a
+ * race on a GPU) gives different results in the two orders, so the tests run both.
  *
  * AddressSanitizer: every switch is announced with __sanitizer_start_switch_fiber /
  * __sanitizer_finish_switch_fiber, so the kernels run instrumented under -fsanitize=address
@@ -138,7 +141,8 @@ static struct {
   /* the running launch and block */
   const TxlEmuLaunchDesc *launch;
   int nthreads;
-  int idx;                  /* the scheduler's position in the round (linear thread index) */
+  bool reverse;             /* TXL_EMU_ORDER=reverse: rounds in decreasing thread order */
+  int idx;                  /* the scheduler's position in the round (see at_round)      */
   bool progress;            /* a thread ran in this round */
   Fiber *cur;               /* the running fiber, NULL in the scheduler */
   int block_arrived;        /* threads waiting at __syncthreads */
@@ -216,7 +220,11 @@ static bool shadow_stack_enabled(void) {
 }
 #endif
 
-static void choose_backend(void) {
+static void read_environment(void) {
+  const char *order = getenv("TXL_EMU_ORDER");
+  if (order && order[0] && strcmp(order, "forward") != 0 && strcmp(order, "reverse") != 0)
+    die("TXL_EMU_ORDER=%s: expected forward or reverse", order);
+  S.reverse = order && strcmp(order, "reverse") == 0;
   const char *env = getenv("TXL_EMU_FIBERS");
   const bool want_ucontext = env && strcmp(env, "ucontext") == 0;
   const bool want_asm = env && strcmp(env, "asm") == 0;
@@ -233,8 +241,13 @@ static void choose_backend(void) {
 }
 
 extern "C" const char *txl_emu_fiber_backend(void) {
-  if (S.backend == BACKEND_UNSET) choose_backend();
+  if (S.backend == BACKEND_UNSET) read_environment();
   return S.backend == BACKEND_ASM ? "asm" : "ucontext";
+}
+
+extern "C" const char *txl_emu_order(void) {
+  if (S.backend == BACKEND_UNSET) read_environment();
+  return S.reverse ? "reverse" : "forward";
 }
 
 static void fiber_slots(int n) {
@@ -338,6 +351,9 @@ static void thread_done(Fiber *f) {
          lin % WARP, lin / WARP, w.arrived, kOpName[w.kind]);
 }
 
+/* The fiber at position pos of a round. */
+static Fiber *at_round(int pos) { return S.fibers[(size_t)(S.reverse ? S.nthreads - 1 - pos : pos)]; }
+
 /* Every fiber starts here, on a fresh stack. It runs its thread and, while the next thread of
  * the round has not started, that one too on the same stack (see the file comment). */
 static void fiber_main(void) {
@@ -347,8 +363,8 @@ static void fiber_main(void) {
     Fiber *f = S.cur;
     thread_done(f);
     const int next = S.idx + 1;
-    if (next >= S.nthreads || S.fibers[(size_t)next]->state != NOT_STARTED) break;
-    Fiber *g = S.fibers[(size_t)next];
+    if (next >= S.nthreads || at_round(next)->state != NOT_STARTED) break;
+    Fiber *g = at_round(next);
     g->stack = f->stack;
     f->stack = NULL;
     g->state = RUNNABLE;
@@ -445,7 +461,7 @@ static void run_block(void) {
   while (S.done < n) {
     S.progress = false;
     for (S.idx = 0; S.idx < n; S.idx++) { /* fiber_main may advance S.idx */
-      Fiber *f = S.fibers[(size_t)S.idx];
+      Fiber *f = at_round(S.idx);
       if (f->state == NOT_STARTED) {
         f->stack = take_stack();
         f->state = RUNNABLE;
@@ -473,7 +489,7 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
   if (S.launch)
     die("kernel %s launched from inside kernel %s (device-side launches are not emulated)",
         d.name, S.launch->name);
-  if (S.backend == BACKEND_UNSET) choose_backend();
+  if (S.backend == BACKEND_UNSET) read_environment();
 
   /* the configuration checks of a launch on the device */
   const dim3 b = d.block, g = d.grid;

@@ -332,6 +332,10 @@ void *txl_emu_dynamic_shared(void);
 /* The way fibers switch stacks in this process: "asm" or "ucontext" (see cuda_emu.cpp). */
 extern "C" const char *txl_emu_fiber_backend(void);
 
+/* The order the threads of a block run in each round: "forward" (increasing thread index, the
+ * default) or "reverse" (TXL_EMU_ORDER=reverse). */
+extern "C" const char *txl_emu_order(void);
+
 /* A kernel argument converts to its parameter type as in a call (implicitly). */
 template <class T>
 static inline T txl_emu_implicit(T v) {

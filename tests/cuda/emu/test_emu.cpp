@@ -257,6 +257,32 @@ static void test_shared(void) {
   CUDA_CHECK(cudaFree(ran));
 }
 
+/* A race: each thread writes its slot and reads its neighbour's with no barrier between. On a GPU
+ * the result is undefined; here it depends on the order the threads run in, which is how the
+ * tests expose a missing barrier (they run in both orders). */
+static __global__ void race_kernel(int *out) {
+  TXL_DYNAMIC_SHARED(int, sm);
+  const int n = (int)blockDim.x, t = (int)threadIdx.x;
+  sm[t] = t + 1;
+  out[t] = sm[(t + 1) % n]; /* missing __syncthreads before this read */
+}
+
+static void test_order(void) {
+  const int n = 64;
+  int *out;
+  CUDA_CHECK(cudaMalloc(&out, n * sizeof(int)));
+  TXL_LAUNCH(race_kernel, 1, n, n * sizeof(int))(out);
+  CUDA_LAUNCH_CHECK();
+  const bool reverse = strcmp(txl_emu_order(), "reverse") == 0;
+  /* forward: thread 0 reads slot 1 before thread 1 wrote it (the 0xFF poison, -1) and the last
+   * thread reads slot 0 written; reverse: the other way round */
+  const int want0 = reverse ? 2 : -1, want_last = reverse ? -1 : 1;
+  check(out[0] == want0 && out[n - 1] == want_last,
+        "order %s: a missing barrier shows (thread 0 read %d, want %d; thread %d read %d, want %d)",
+        txl_emu_order(), out[0], want0, n - 1, out[n - 1], want_last);
+  CUDA_CHECK(cudaFree(out));
+}
+
 /* ---- launch configuration ------------------------------------------------------------------- */
 
 static __global__ void flag_kernel(int *ran) {
@@ -572,8 +598,9 @@ static void test_fatal(void) {
   CUDA_CHECK(cudaMalloc(&g_scratch, 64 * sizeof(int)));
   expect_fatal("threads return before a __syncthreads the others reach", run_early,
                "early_return_sync_kernel", "__syncthreads");
+  /* (which of the two messages depends on the thread order: returned first or waited first) */
   expect_fatal("threads return while others wait at __syncthreads", run_late,
-               "late_return_sync_kernel", "wait at __syncthreads");
+               "late_return_sync_kernel", "__syncthreads");
   expect_fatal("a lane returns while its warp waits in a shuffle", run_lane,
                "lane_return_shfl_kernel", "__shfl_xor_sync");
   expect_fatal("one lane in a shuffle, the rest of the block at __syncthreads", run_split,
@@ -595,11 +622,12 @@ static void test_fatal(void) {
 int main(void) {
   const char *env = getenv("TXL_EMU_FIBERS");
   const char *backend = txl_emu_fiber_backend();
-  printf("cuda emulator self-test, fibers: %s\n", backend);
+  printf("cuda emulator self-test, fibers: %s, thread order: %s\n", backend, txl_emu_order());
   if (env && env[0]) check(strcmp(env, backend) == 0, "TXL_EMU_FIBERS=%s is used", env);
   test_block();
   test_warp();
   test_shared();
+  test_order();
   test_config();
   test_runtime();
   test_cublas();
