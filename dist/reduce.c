@@ -104,6 +104,7 @@ void txl_reducer_finish(TxlReducer *r) {
 }
 
 double txl_reducer_wait_seconds(const TxlReducer *r) { return r->wait_s; }
+int txl_reducer_host_waits(const TxlReducer *r) { return r->transport.start == NULL; }
 int64_t txl_reducer_size(const TxlReducer *r) { return r->n; }
 
 void txl_reducer_destroy(TxlReducer *r) {

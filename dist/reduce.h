@@ -33,6 +33,9 @@ void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end);
 void txl_reducer_finish(TxlReducer *r);
 /* Seconds spent blocked in txl_reducer_finish since create. */
 double txl_reducer_wait_seconds(const TxlReducer *r);
+/* 1 when that time is the communication's cost (MPI on the host); 0 for a device transport,
+ * whose finish only orders the device's work (the host does not wait there). */
+int txl_reducer_host_waits(const TxlReducer *r);
 /* Elements summed per step. */
 int64_t txl_reducer_size(const TxlReducer *r);
 void txl_reducer_destroy(TxlReducer *r);

@@ -78,7 +78,11 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);
-  if (t->reducer)
+  if (t->reducer && !txl_reducer_host_waits(t->reducer))
+    printf("bench: %d ranks, gradient all-reduce of %.1f MiB per step through NCCL on its own stream (overlap %s)\n",
+           t->dist.world, (double)txl_reducer_size(t->reducer) * sizeof(float) / 1048576.0,
+           t->cfg.overlap_comm ? "on" : "off");
+  else if (t->reducer)
     printf("bench: %d ranks, gradient all-reduce of %.1f MiB per step (overlap %s): blocked %.1f%% of the step time "
            "(rank 0), %.1f%% (most on any rank)\n",
            t->dist.world, (double)txl_reducer_size(t->reducer) * sizeof(float) / 1048576.0,

@@ -203,6 +203,7 @@ void txl_trainer_train(TxlTrainer *t) {
   }
   double t_start = txl_now_s(), t_log = t_start, loss_acc = 0.0, tokens_acc = 0.0;
   double wait_log = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
+  const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
   int steps_acc = 0, last_eval = -1;
   while (t->step < c->max_step) {
     const int32_t *in, *tg;
@@ -227,7 +228,7 @@ void txl_trainer_train(TxlTrainer *t) {
       double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
       TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
                            1000.0 * (now - t_log) / steps_acc, now - t_start,
-                           t->reducer ? (wait - wait_log) / (now - t_log) : -1.0};
+                           timed_wait ? (wait - wait_log) / (now - t_log) : -1.0};
       txl_report_train(&t->report, &f);
       wait_log = wait;
       loss_acc = tokens_acc = 0.0;
