@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# GPU benchmarks: every CUDA kernel at the shapes of wt103_base and enwik8_base (one GPU's share
-# of the batch: 8 and 3 columns, as on 8 GPUs), then whole training steps of both recipes on one
-# GPU (tokens/s, share of the measured GEMM peak, MFU), in fp32 and TF32 GEMMs.
+# GPU benchmarks, one GPU:
+#  1. every CUDA kernel at the shapes of wt103_base and enwik8_base (one GPU's share of the batch
+#     on 8 GPUs: 8 and 3 columns), in GB/s or TFLOP/s against the device's peaks;
+#  2. whole training steps of wt103_base, enwik8_base and ref_base (the recipe "base" of the
+#     best-known PyTorch re-implementation, the throughput to beat) on synthetic tokens, fp32 and
+#     TF32 GEMMs: tokens/s, share of the measured GEMM peak, MFU;
+#  3. the same ref_base model in PyTorch (tests/reference/bench_ref.py --device cuda) in fp32,
+#     TF32 and bf16 autocast, with $TORCH_PYTHON (default python3; the newest torch pip installs
+#     is the fair comparison).
 #   scripts/bench-gpu.sh [STEPS]
 # Prints "SKIPPED: no CUDA device" where there is no GPU.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
 steps=${1:-20}
+py=${TORCH_PYTHON:-python3}
 "$here/build.sh" > /dev/null
 bench="$TXL_BUILD/bin/bench_cuda_kernels"
 [ -x "$bench" ] || { echo "no $bench: configure with a CUDA toolkit (TXL_CUDA=AUTO|ON)"; exit 1; }
-"$bench" wt103_base 8
+out=$("$bench" wt103_base 8)
+echo "$out"
+[ "$out" = "SKIPPED: no CUDA device" ] && exit 0
 "$bench" enwik8_base 3 | tail -n +2
-for cfg in wt103_base enwik8_base; do
+for cfg in wt103_base enwik8_base bench/ref_base; do
+  # synthetic tokens (no corpus needed): n_token = the recipe's vocabulary; one GPU's columns
+  case $cfg in wt103_base) set -- --set data.n_token=267735 --set train.batch_size=8 ;;
+               enwik8_base) set -- --set data.n_token=204 --set train.batch_size=3 ;;
+               *) set -- ;; esac
   for prec in fp32 tf32; do
-    echo "== $cfg, one GPU, $prec GEMMs, $steps steps"
-    # synthetic tokens (no corpus needed): n_token = the recipe's vocabulary
-    case $cfg in wt103_base) V=267735 B=8 ;; enwik8_base) V=204 B=3 ;; esac
-    "$TXL_BUILD/bin/txl-train" "$TXL_ROOT/configs/$cfg.ini" --bench "$steps" --set data.corpus= \
-      --set data.n_token=$V --set run.device=cuda --set run.precision=$prec --set train.batch_size=$B |
-      grep '^bench:'
+    echo "== txl $cfg, one GPU, $prec GEMMs, $steps steps"
+    "$TXL_BUILD/bin/txl-train" "$TXL_ROOT/configs/$cfg.ini" --bench "$steps" --set data.corpus= "$@" \
+      --set run.device=cuda --set run.precision=$prec | grep '^bench:'
   done
+done
+echo "== PyTorch, ref_base, one GPU ($("$py" -c 'import torch; print(torch.__version__)'))"
+for mode in "" "--tf32" "--tf32 --amp bf16"; do
+  # shellcheck disable=SC2086
+  "$py" "$TXL_ROOT/tests/reference/bench_ref.py" --config ref_base --device cuda --steps "$steps" $mode
 done

@@ -50,9 +50,9 @@ void txl_cpu_add_layernorm_forward(float *res, float *out, float *mean, float *r
 }
 
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * w,  xhat = (x - mean) * rstd,
- * added to dinp[r, :] (skipped when dx is NULL); the row's terms of dw (dout * xhat) and db
- * (dout) are added to pw, pb (skipped when pw is NULL). */
-static inline void ln_backward_row(float *dx, double *pw, double *pb, const float *dy,
+ * added to dinp[r, :] (skipped when dx is NULL; written instead when `set`); the row's terms of
+ * dw (dout * xhat) and db (dout) are added to pw, pb (skipped when pw is NULL). */
+static inline void ln_backward_row(float *dx, int set, double *pw, double *pb, const float *dy,
                                    const float *x, const float *w, float mu, float rs, int d) {
   if (dx) {
     float sg = 0.0f, sgx = 0.0f;
@@ -66,7 +66,8 @@ static inline void ln_backward_row(float *dx, double *pw, double *pb, const floa
 #pragma omp simd
     for (int j = 0; j < d; j++) {
       const float xhat = (x[j] - mu) * rs;
-      dx[j] += rs * (dy[j] * w[j] - mg - xhat * mgx);
+      const float v = rs * (dy[j] * w[j] - mg - xhat * mgx);
+      dx[j] = set ? v : dx[j] + v;
     }
   }
   if (pw) {
@@ -94,7 +95,7 @@ void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
       double *pw = part + (int64_t)c * 2 * d, *pb = pw + d;
       for (int j = 0; j < d; j++) pw[j] = 0.0, pb[j] = 0.0;
       for (int64_t r = n * c / nc; r < n * (c + 1) / nc; r++)
-        ln_backward_row(dinp ? dinp + r * d : NULL, pw, pb, dout + r * d, inp + r * d, w, mean[r],
+        ln_backward_row(dinp ? dinp + r * d : NULL, 0, pw, pb, dout + r * d, inp + r * d, w, mean[r],
                         rstd[r], d);
     }
     for (int j = 0; j < d; j++) {
@@ -110,7 +111,7 @@ void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
   {
 #pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < (dinp ? n : 0); r++)
-      ln_backward_row(dinp + r * d, NULL, NULL, dout + r * d, inp + r * d, w, mean[r], rstd[r], d);
+      ln_backward_row(dinp + r * d, 0, NULL, NULL, dout + r * d, inp + r * d, w, mean[r], rstd[r], d);
 #pragma omp for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
       const int j0 = blk * TXL_CPU_COL_BLOCK;
@@ -131,15 +132,40 @@ void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
   }
 }
 
-/* The composition of the unfused ops (zero, backward, copy, dropout): the CPU gains little from
- * fusing these passes, and the results stay those of the separate ops. */
+/* One pass per row while it is in cache: the input gradient written (not added), its dropped
+ * copy, and the row's dw / db terms into the same fixed chunk partials as the backward above, so
+ * the results are those of the separate ops (zero, backward, copy, dropout) bit for bit. Rows
+ * wider than TXL_CPU_COLSUM_MAX_N take the separate ops. */
 void txl_cpu_layernorm_backward_dropout(float *dinp, float *dbranch, float *dw, float *db,
                                         const float *dout, const float *inp, const float *w,
                                         const float *mean, const float *rstd, int rows, int cols,
                                         int d, int col0, TxlDropout drop) {
   const int64_t n = (int64_t)rows * cols;
-  memset(dinp, 0, (size_t)n * d * sizeof(float));
-  txl_cpu_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, n, d);
-  memcpy(dbranch, dinp, (size_t)n * d * sizeof(float));
-  txl_cpu_dropout(dbranch, rows, cols, d, col0, drop);
+  if (n <= 0 || d <= 0) return;
+  if (d > TXL_CPU_COLSUM_MAX_N) {
+    memset(dinp, 0, (size_t)n * d * sizeof(float));
+    txl_cpu_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, n, d);
+    memcpy(dbranch, dinp, (size_t)n * d * sizeof(float));
+    txl_cpu_dropout(dbranch, rows, cols, d, col0, drop);
+    return;
+  }
+  const int nc = txl_cpu_row_chunks(n, 2 * (int64_t)d);
+  double part[TXL_CPU_PARTIAL_DOUBLES]; /* [nc][2][d], as txl_cpu_layernorm_backward */
+#pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK && nc > 1)
+  for (int c = 0; c < nc; c++) {
+    double *pw = part + (int64_t)c * 2 * d, *pb = pw + d;
+    for (int j = 0; j < d; j++) pw[j] = 0.0, pb[j] = 0.0;
+    for (int64_t r = n * c / nc; r < n * (c + 1) / nc; r++) {
+      ln_backward_row(dinp + r * d, 1, pw, pb, dout + r * d, inp + r * d, w, mean[r], rstd[r], d);
+      memcpy(dbranch + r * d, dinp + r * d, (size_t)d * sizeof(float));
+      /* one (row, column) pair: row r / cols, global column col0 + r % cols */
+      txl_cpu_dropout_rows(dbranch + r * d, (int)(r / cols), 1, 1, d, col0 + (int)(r % cols), drop);
+    }
+  }
+  for (int j = 0; j < d; j++) {
+    double sw = dw[j], sb = db[j];
+    for (int c = 0; c < nc; c++) sw += part[(int64_t)c * 2 * d + j], sb += part[(int64_t)c * 2 * d + d + j];
+    dw[j] = (float)sw;
+    db[j] = (float)sb;
+  }
 }

@@ -9,6 +9,12 @@ step, random tokens.
 --procs N runs N processes (gloo), each on its batch_size / N columns with --threads threads,
 the gradients all-reduced (one flat buffer) before clipping, as txl's ranks do.
 
+--device cuda runs on the GPU (one process; --tf32 allows TF32 matmuls, --amp bf16 autocasts to
+bf16), with --config ref_base: the recipe "base" of the best-known PyTorch re-implementation
+(16 layers, d_model 512, 8 heads of 64, d_inner 2048, tgt_len = mem_len = 192, 32 columns, the
+WikiText-103 vocabulary with its adaptive softmax), the comparison configs/bench/ref_base.ini
+makes for txl. Timing on a GPU synchronises the device before reading the clock.
+
 It uses the original code's formulation (einsum + _rel_shift, scores [L, K, B, H]); --attn gather
 computes batch-major scores [B, H, L, K] and gathers the relative terms, which suits the CPU better. By default it uses
 torch's own dropout (--fast-dropout); --philox-dropout uses txl's Philox masks instead, which are
@@ -34,6 +40,8 @@ CONFIGS = {
                   mem_len=128, batch=16, n_token=10000),
     "medium": dict(n_layer=8, d_model=512, n_head=8, d_head=64, d_inner=2048, tgt_len=128,
                    mem_len=128, batch=8, n_token=33278),
+    "ref_base": dict(n_layer=16, d_model=512, n_head=8, d_head=64, d_inner=2048, tgt_len=192,
+                     mem_len=192, batch=32, n_token=267735, cutoffs=[19997, 39997, 199997]),
 }
 
 
@@ -52,7 +60,17 @@ def main():
     g.add_argument("--philox-dropout", dest="fast_dropout", action="store_false",
                    help="txl's Philox dropout masks (slow, NumPy)")
     ap.add_argument("--procs", type=int, default=1, help="data-parallel processes (gloo)")
+    ap.add_argument("--batch", type=int, default=0, help="columns (default: the config's)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="with --device cuda: TF32 matmuls")
+    ap.add_argument("--amp", choices=("off", "bf16"), default="off",
+                    help="with --device cuda: autocast the forward pass to bf16")
     a = ap.parse_args()
+    if a.device == "cuda" and a.procs != 1:
+        sys.exit("bench_ref: --device cuda runs one process")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        print("SKIPPED: no CUDA device (torch %s)" % torch.__version__)
+        return 0
     if a.procs == 1:
         return run(0, a, None)
     port = 29500 + os.getpid() % 20000
@@ -66,11 +84,20 @@ def run(rank, a, port):
                                 world_size=a.procs)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    cfg = txl_ref.make_config(**CONFIGS[a.config], dropout=0.1, dropatt=0.0, pre_lnorm=0,
+    shape = dict(CONFIGS[a.config])
+    if a.batch > 0:
+        shape["batch"] = a.batch
+    cfg = txl_ref.make_config(**shape, dropout=0.1, dropatt=0.0, pre_lnorm=0,
                               tie_weight=1, untie_r=0, same_length=0, clamp_len=0, lr=2.5e-4,
                               warmup_step=0, max_step=1000, eta_min=0.0, scheduler="cosine")
-    params = {n: t.requires_grad_(True)
-              for n, t in txl_ref.init_params(cfg, torch.Generator().manual_seed(0)).items()}
+    params = txl_ref.init_params(cfg, torch.Generator().manual_seed(0))  # drawn on the CPU
+    gpu = a.device == "cuda"
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        params = {n: t.cuda() for n, t in params.items()}
+        torch.set_default_device("cuda")  # the model's own tensors (positions, masks) too
+    params = {n: t.requires_grad_(True) for n, t in params.items()}
     opt = txl_ref.make_optimizer(params, cfg, foreach=None)  # torch's default Adam
     L, B, V = cfg["tgt_len"], cfg["batch"], cfg["n_token"]
     if B % a.procs:
@@ -81,27 +108,39 @@ def run(rank, a, port):
 
     mems = None
     t0 = None
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if gpu and a.amp == "bf16" else None
     for s in range(n_steps):
         if s == a.warmup:
+            if gpu:
+                torch.cuda.synchronize()
             t0 = time.perf_counter()
         x = data[s * L:s * L + L]
         y = data[s * L + 1:s * L + L + 1]
-        if port is None:
+        if port is None and amp is not None:
+            with amp:
+                loss, _, _, mems = txl_ref.train_step(params, opt, cfg, x, y, mems, s, drop_mode=drop_mode,
+                                                      attn_impl=a.attn)
+        elif port is None:
             loss, _, _, mems = txl_ref.train_step(params, opt, cfg, x, y, mems, s, drop_mode=drop_mode,
                                                   attn_impl=a.attn)
         else:
             loss, mems = parallel_step(params, opt, cfg, x, y, mems, s, drop_mode, a.attn, a.procs)
     if port is not None:
         dist.barrier()
+    if gpu:
+        torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     ms = 1000.0 * dt / a.steps
     tok = L * B * a.steps / dt
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     if rank == 0:
-        print("torch %s procs %d threads %d config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step "
+        where = "procs %d threads %d" % (a.procs, torch.get_num_threads())
+        if gpu:
+            where = "%s tf32 %s amp %s" % (torch.cuda.get_device_name(), a.tf32, a.amp)
+            peak_mib = torch.cuda.max_memory_allocated() / 1048576.0
+        print("torch %s %s config %s dropout %s attn %s: %.0f tokens/s, %.2f ms/step "
               "(loss %.3f), peak memory %.0f MiB" %
-              (torch.__version__, a.procs, torch.get_num_threads(), a.config, drop_mode, a.attn, tok, ms,
-               loss, peak_mib))
+              (torch.__version__, where, a.config, drop_mode, a.attn, tok, ms, loss, peak_mib))
     if port is not None:
         dist.destroy_process_group()
     return 0
