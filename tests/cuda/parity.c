@@ -124,6 +124,20 @@ float *dev_poison(int64_t n, const char *what) {
   return d;
 }
 
+void layernorm_forward_bounds(double *bo, double *bm, double *br, const float *x, const float *w,
+                              const float *b, const float *rstd, int64_t n, int d, double k_d) {
+  for (int64_t r = 0; r < n; r++) {
+    double mabs = 0.0;
+    for (int j = 0; j < d; j++) mabs += fabs((double)x[r * d + j]);
+    mabs /= d;
+    bm[r] = k_d * mabs;
+    br[r] = k_d * rstd[r];
+    for (int j = 0; j < d; j++)
+      bo[r * d + j] = k_d * ((fabs((double)x[r * d + j]) + mabs) * rstd[r] * fabs((double)w[j]) +
+                             fabs((double)b[j]));
+  }
+}
+
 void layernorm_backward_bounds(double *bdi, double *bdw, double *bdb, const float *dy, const float *x,
                                const float *w, const float *mean, const float *rstd, const float *dinp0,
                                const float *dw0, const float *db0, int64_t n, int d, double k_d, double k_n) {

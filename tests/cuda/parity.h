@@ -25,6 +25,12 @@ float *host_from(const float *dev, int64_t n);        /* a new host copy of devi
 /* Device memory of n floats filled with NaN: an output every element of which must be written. */
 float *dev_poison(int64_t n, const char *what);
 
+/* Bounds of the layer-norm forward of the n rows of x [n, d] (the derivation is in the tests that
+ * call it): out[r, j] <= k_d ((|x| + mean_j |x|) rstd |w| + |b|), mean[r] <= k_d mean_j |x|,
+ * rstd[r] <= k_d rstd. */
+void layernorm_forward_bounds(double *bo, double *bm, double *br, const float *x, const float *w,
+                              const float *b, const float *rstd, int64_t n, int d, double k_d);
+
 /* Bounds of the layer-norm backward of n rows of d (the derivation is in the tests that call
  * it): dinp[r, j] <= k_d (|dinp0| + rstd (|g| + mean_j |g| + |xhat| mean_j |g xhat|)),
  * g = dout w, xhat = (x - mean) rstd (dinp0 NULL: the input gradient is overwritten, not added
