@@ -16,6 +16,13 @@ double txl_cli_number(const char *opt, const char *v, double lo, double hi, int 
   return x;
 }
 
+const char *txl_cli_choice(const char *opt, const char *v, const char *choices) {
+  const size_t n = v ? strlen(v) : 0;
+  for (const char *c = choices; n && c && *c; c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL)
+    if (!strncmp(c, v, n) && (c[n] == '|' || c[n] == '\0')) return v;
+  txl_fatal_all("%s %s: expected one of %s", opt, v ? v : "(missing)", choices);
+}
+
 int txl_cli_wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;

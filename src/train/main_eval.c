@@ -57,9 +57,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--split")) {
-      if (!v || (strcmp(v, "train") && strcmp(v, "valid") && strcmp(v, "test")))
-        txl_fatal_all("--split %s: expected train, valid or test", v ? v : "(missing)");
-      split = argv[++i];
+      split = txl_cli_choice(a, v, "train|valid|test"), i++;
     } else if (!strcmp(a, "--corpus")) {
       if (!v) txl_fatal_all("--corpus needs a file");
       corpus = argv[++i];
@@ -85,9 +83,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--max-segments")) {
       max_segments = (long)txl_cli_number(a, v, 1, 2147483647L, 1), i++;
     } else if (!strcmp(a, "--device")) {
-      if (!v || (strcmp(v, "cpu") && strcmp(v, "cuda")))
-        txl_fatal_all("--device %s: expected cpu or cuda", v ? v : "(missing)");
-      device = v, i++;
+      device = txl_cli_choice(a, v, "cpu|cuda"), i++;
     } else if (!strcmp(a, "--threads")) {
       threads = (long)txl_cli_number(a, v, 1, 4096, 1), i++;
     } else {

@@ -83,9 +83,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
     } else if (!strcmp(a, "--device")) {
-      if (!v || (strcmp(v, "cpu") && strcmp(v, "cuda")))
-        txl_fatal_all("--device %s: expected cpu or cuda", v ? v : "(missing)");
-      device = v, i++;
+      device = txl_cli_choice(a, v, "cpu|cuda"), i++;
     } else if (!strcmp(a, "--threads")) {
       threads = (int)txl_cli_number(a, v, 1, 4096, 1), i++;
     } else {
