@@ -1,6 +1,7 @@
 /* What every CUDA parity test shares: random inputs, device copies, and the comparisons that
- * print one line per checked output and count failures. The tolerance argument is in
- * tests/cuda/README.md (see TOL_C and U_F32 below); each test states its bounds per op.
+ * print one line per checked output and count failures. The tolerance argument (TOL_C, U_F32
+ * below) is in the file comment of tests/cuda/test_cuda_parity.c; each test states its bounds
+ * per op.
  *
  * A test's main calls parity_begin() first (it prints "SKIPPED: no CUDA device" and exits 0
  * where there is no device) and returns parity_end() (1 when any check failed). */
@@ -11,7 +12,7 @@
 #include <stdint.h>
 
 #define U_F32 (1.0 / 16777216.0) /* 2^-24: the unit roundoff of float */
-#define TOL_C 4.0                 /* 2 backends x 2 of slack (see README.md) */
+#define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_cuda_parity.c) */
 
 void parity_begin(const char *what);
 int parity_end(void);
