@@ -50,15 +50,8 @@ typedef struct TxlOps {
   void (*bias_fill)(float *x, const float *b, int64_t rows, int n);
   /* db += sum_r dy[r, :].                      db [n], dy [rows, n] */
   void (*bias_backward)(float *db, const float *dy, int64_t rows, int n);
-  /* x = max(x, 0) in place.                    x [n] */
-  void (*relu_forward)(float *x, int64_t n);
-  /* dx[i] = y[i] > 0 ? dx[i] : 0 in place; y is the ReLU output (after or before dropout: only
-   * its sign is used, and dropout keeps zeros zero).   dx, y [n] */
-  void (*relu_backward)(float *dx, const float *y, int64_t n);
   /* out = a + b.   out may alias a or b.         [n] */
   void (*add)(float *out, const float *a, const float *b, int64_t n);
-  /* x *= s.                                      [n] */
-  void (*scale)(float *x, float s, int64_t n);
   /* sum of squares, accumulated in double in a fixed order (deterministic). [n] */
   double (*sumsq)(const float *x, int64_t n);
 

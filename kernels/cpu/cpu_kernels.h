@@ -24,10 +24,7 @@ void txl_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, co
                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void txl_cpu_bias_fill(float *x, const float *b, int64_t rows, int n);
 void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n);
-void txl_cpu_relu_forward(float *x, int64_t n);
-void txl_cpu_relu_backward(float *dx, const float *y, int64_t n);
 void txl_cpu_add(float *out, const float *a, const float *b, int64_t n);
-void txl_cpu_scale(float *x, float s, int64_t n);
 double txl_cpu_sumsq(const float *x, int64_t n);
 
 /* ---- embedding and positions (embedding.c, posemb.c) ------------------------------------- */

@@ -43,24 +43,9 @@ void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
   }
 }
 
-void txl_cpu_relu_forward(float *x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
-  for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
-void txl_cpu_relu_backward(float *dx, const float *y, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
-  for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
-}
-
 void txl_cpu_add(float *out, const float *a, const float *b, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
-}
-
-void txl_cpu_scale(float *x, float s, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
-  for (int64_t i = 0; i < n; i++) x[i] *= s;
 }
 
 /* A fixed number of chunks, independent of the thread count; each chunk is summed in double by

@@ -64,10 +64,7 @@ void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, c
 /* ---- element-wise and reductions (elementwise.cu) ------------------------------------------ */
 void txl_cuda_bias_fill(float *x, const float *b, int64_t rows, int n);
 void txl_cuda_bias_backward(float *db, const float *dy, int64_t rows, int n);
-void txl_cuda_relu_forward(float *x, int64_t n);
-void txl_cuda_relu_backward(float *dx, const float *y, int64_t n);
 void txl_cuda_add(float *out, const float *a, const float *b, int64_t n);
-void txl_cuda_scale(float *x, float s, int64_t n);
 double txl_cuda_sumsq(const float *x, int64_t n);
 
 /* ---- fused FFN hidden layer (ffn.cu) ------------------------------------------------------ */

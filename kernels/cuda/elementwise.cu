@@ -1,10 +1,7 @@
 /* Element-wise ops, column sums and the sum of squares, as the CPU backend (kernels/cpu/elementwise.c):
  *   bias_fill      x[r, :] = b                       x [rows, n], b [n]
  *   bias_backward  db += sum_r dy[r, :]  (+=)        db [n], dy [rows, n]
- *   relu_forward   x = x > 0 ? x : 0                 [n]
- *   relu_backward  dx = y > 0 ? dx : 0               dx, y [n]
  *   add            out = a + b (out may alias a, b)  [n]
- *   scale          x *= s                            [n]
  *   sumsq          sum x^2 in double, to the host    [n]
  * The element-wise ops are one thread per element (grid-stride loops) doing the same single
  * float operation as the CPU, so their results are the same bits.
@@ -105,20 +102,6 @@ extern "C" void txl_cuda_bias_backward(float *db, const float *dy, int64_t rows,
 
 /* ---- element-wise -------------------------------------------------------------------------- */
 
-/* x [n] */
-static __global__ void relu_forward_kernel(float *x, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    x[i] = x[i] > 0.0f ? x[i] : 0.0f; /* as the CPU: NaN and -0 give +0 */
-}
-
-/* dx, y [n] */
-static __global__ void relu_backward_kernel(float *dx, const float *y, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
-}
-
 /* out, a, b [n]; out may alias a or b (each element is read, then written, by one thread) */
 static __global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -126,35 +109,9 @@ static __global__ void add_kernel(float *out, const float *a, const float *b, in
     out[i] = a[i] + b[i];
 }
 
-/* x [n] */
-static __global__ void scale_kernel(float *x, float s, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    x[i] *= s;
-}
-
-extern "C" void txl_cuda_relu_forward(float *x, int64_t n) {
-  if (n <= 0) return;
-  TXL_LAUNCH(relu_forward_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(x, n);
-  CUDA_LAUNCH_CHECK();
-}
-
-extern "C" void txl_cuda_relu_backward(float *dx, const float *y, int64_t n) {
-  if (n <= 0) return;
-  TXL_LAUNCH(relu_backward_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-      dx, y, n);
-  CUDA_LAUNCH_CHECK();
-}
-
 extern "C" void txl_cuda_add(float *out, const float *a, const float *b, int64_t n) {
   if (n <= 0) return;
   TXL_LAUNCH(add_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(out, a, b, n);
-  CUDA_LAUNCH_CHECK();
-}
-
-extern "C" void txl_cuda_scale(float *x, float s, int64_t n) {
-  if (n <= 0) return;
-  TXL_LAUNCH(scale_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(x, s, n);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -27,7 +27,7 @@ static __global__ void bias_relu_dropout_kernel(float *a, float *ad, const float
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
         const float v = a[g.e0 + k] + b[f0 + k];
-        const float r = v > 0.0f ? v : 0.0f; /* as relu_forward */
+        const float r = v > 0.0f ? v : 0.0f; /* as the CPU: -0 and NaN give +0 */
         a[g.e0 + k] = r;
         if (DROP) ad[g.e0 + k] = r * txl_drop_factor(g.w.v[k], threshold, scale);
       }
@@ -47,7 +47,7 @@ static __global__ void relu_dropout_backward_kernel(float *dx, const float *a, i
       if (k < g.n) {
         float v = dx[g.e0 + k];
         if (DROP) v *= txl_drop_factor(g.w.v[k], threshold, scale); /* as the dropout op */
-        dx[g.e0 + k] = a[g.e0 + k] > 0.0f ? v : 0.0f;                /* as relu_backward  */
+        dx[g.e0 + k] = a[g.e0 + k] > 0.0f ? v : 0.0f;                /* ReLU backward      */
       }
   }
 }

@@ -15,10 +15,7 @@ static TxlOps make_cuda_ops(void) {
   t.gemm = txl_cuda_gemm;
   t.bias_fill = txl_cuda_bias_fill;
   t.bias_backward = txl_cuda_bias_backward;
-  t.relu_forward = txl_cuda_relu_forward;
-  t.relu_backward = txl_cuda_relu_backward;
   t.add = txl_cuda_add;
-  t.scale = txl_cuda_scale;
   t.sumsq = txl_cuda_sumsq;
   t.embedding_forward = txl_cuda_embedding_forward;
   t.embedding_backward = txl_cuda_embedding_backward;

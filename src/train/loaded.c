@@ -5,8 +5,26 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/train/trainer.h"
+
+int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
+  if (!strcmp(a, "--device")) {
+    o->device = txl_cli_choice(a, v, "cpu|cuda");
+    return 1;
+  }
+  if (!strcmp(a, "--threads")) {
+    o->threads = (int)txl_cli_number(a, v, 1, 4096, 1);
+    return 1;
+  }
+  return 0;
+}
+
+void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
+  if (o->threads > 0) c->threads = o->threads;
+  if (o->device) snprintf(c->device, sizeof c->device, "%s", o->device);
+}
 
 void txl_loaded_config(TxlLoaded *ld, const char *target) {
   memset(ld, 0, sizeof *ld);

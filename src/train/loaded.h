@@ -19,6 +19,20 @@ typedef struct {
   TxlModel model;
 } TxlLoaded;
 
+/* The options of the tools that load a checkpoint about where it runs: their --help lines, the
+ * parsing, and the checkpoint config they override. */
+#define TXL_DEVICE_OPTIONS_HELP                                                                     \
+  "  --device cpu|cuda     where to compute (default: run.device of the checkpoint)\n"           \
+  "  --threads N           CPU threads per rank (default: as txl-train)\n"
+typedef struct {
+  const char *device; /* NULL: the checkpoint's */
+  int threads;        /* 0: the checkpoint's     */
+} TxlDeviceOptions;
+/* 1 when option a (with value v) is one of them, recorded in o (the caller then skips v); a bad
+ * value is a one-line error on every rank. */
+int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v);
+void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c);
+
 /* Finds the checkpoint (a file, or a run folder's newest) and reads its config. collective */
 void txl_loaded_config(TxlLoaded *ld, const char *target);
 /* Opens the backend of cfg (device, threads), opens cfg.corpus (its vocabulary must be the model's), builds the model and

@@ -36,8 +36,7 @@ static void usage(FILE *f) {
           "  --no-same-length      the opposite (default: eval.eval_same_length)\n"
           "  --batch-size N        columns of the split (eval.eval_batch_size; divisible by P)\n"
           "  --max-segments N      stop after N segments (default: the whole split)\n"
-          "  --device cpu|cuda     where to compute (default: run.device of the checkpoint)\n"
-          "  --threads N           CPU threads per rank (default: as txl-train)\n"
+          TXL_DEVICE_OPTIONS_HELP
           "  -h, --help            this text\n");
 }
 
@@ -50,8 +49,8 @@ int main(int argc, char **argv) {
   txl_dist_init(&dist, &argc, &argv);
 
   const char *target = NULL, *split = "test", *corpus = NULL;
-  long tgt_len = -1, clamp_len = -3, batch = -1, max_segments = -1, threads = 0;
-  const char *device = NULL;
+  long tgt_len = -1, clamp_len = -3, batch = -1, max_segments = -1;
+  TxlDeviceOptions dev = {NULL, 0};
   int same_length = -1, n_mem = 0;
   long mem[MAX_SWEEP];
   for (int i = 1; i < argc; i++) {
@@ -82,10 +81,8 @@ int main(int argc, char **argv) {
       batch = (long)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--max-segments")) {
       max_segments = (long)txl_cli_number(a, v, 1, 2147483647L, 1), i++;
-    } else if (!strcmp(a, "--device")) {
-      device = txl_cli_choice(a, v, "cpu|cuda"), i++;
-    } else if (!strcmp(a, "--threads")) {
-      threads = (long)txl_cli_number(a, v, 1, 4096, 1), i++;
+    } else if (txl_device_option(&dev, a, v)) {
+      i++;
     } else {
       txl_cli_positional("txl-eval", "checkpoint", a, &target);
     }
@@ -101,8 +98,7 @@ int main(int argc, char **argv) {
   if (clamp_len > -3) cfg.eval_clamp_len = (int)clamp_len;
   if (same_length >= 0) cfg.eval_same_length = same_length;
   if (batch > 0) cfg.eval_batch_size = (int)batch;
-  if (threads > 0) cfg.threads = (int)threads;
-  if (device) snprintf(cfg.device, sizeof cfg.device, "%s", device);
+  txl_device_options_apply(&dev, &cfg);
   if (!n_mem) mem[n_mem++] = txl_config_eval_mem_len(&cfg);
   cfg.batch_size = dist.world; /* the training batch plays no part here: any divisible value */
   for (int k = 0; k < n_mem; k++) {

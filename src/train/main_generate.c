@@ -35,8 +35,7 @@ static void usage(FILE *f) {
           "  --recompute W         generate that way instead (the baseline; same text as the memory when both\n"
           "                        see every earlier token)\n"
           "  --quiet               print only the figures, not the text\n"
-          "  --device cpu|cuda     where to compute (default: run.device of the checkpoint)\n"
-          "  --threads N           CPU threads (default: as txl-train)\n"
+          TXL_DEVICE_OPTIONS_HELP
           "  -h, --help            this text\n");
 }
 
@@ -49,8 +48,8 @@ int main(int argc, char **argv) {
   txl_dist_init(&dist, &argc, &argv);
   if (dist.world != 1) txl_fatal_all("txl-generate runs on one rank (started with %d)", dist.world);
   const char *target = NULL, *prompt = "", *corpus = NULL;
-  int length = 200, top_k = 0, mem_len = -1, clamp_len = -3, compare = -1, quiet = 0, threads = 0, window = 0;
-  const char *device = NULL;
+  int length = 200, top_k = 0, mem_len = -1, clamp_len = -3, compare = -1, quiet = 0, window = 0;
+  TxlDeviceOptions dev = {NULL, 0};
   double temperature = 0.8, top_p = 1.0;
   long long seed = -1;
   for (int i = 1; i < argc; i++) {
@@ -82,10 +81,8 @@ int main(int argc, char **argv) {
       window = (int)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
-    } else if (!strcmp(a, "--device")) {
-      device = txl_cli_choice(a, v, "cpu|cuda"), i++;
-    } else if (!strcmp(a, "--threads")) {
-      threads = (int)txl_cli_number(a, v, 1, 4096, 1), i++;
+    } else if (txl_device_option(&dev, a, v)) {
+      i++;
     } else {
       txl_cli_positional("txl-generate", "checkpoint", a, &target);
     }
@@ -96,8 +93,7 @@ int main(int argc, char **argv) {
   txl_loaded_config(&ld, target);
   TxlConfig cfg = ld.cfg;
   if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
-  if (threads > 0) cfg.threads = threads;
-  if (device) snprintf(cfg.device, sizeof cfg.device, "%s", device);
+  txl_device_options_apply(&dev, &cfg);
   ld.cfg = cfg;
   txl_loaded_open(&ld, &dist);
 

@@ -57,10 +57,7 @@ static int test_table(void) {
       {"gemm", (AnyFn)o->gemm, (AnyFn)txl_cuda_gemm},
       {"bias_fill", (AnyFn)o->bias_fill, (AnyFn)txl_cuda_bias_fill},
       {"bias_backward", (AnyFn)o->bias_backward, (AnyFn)txl_cuda_bias_backward},
-      {"relu_forward", (AnyFn)o->relu_forward, (AnyFn)txl_cuda_relu_forward},
-      {"relu_backward", (AnyFn)o->relu_backward, (AnyFn)txl_cuda_relu_backward},
       {"add", (AnyFn)o->add, (AnyFn)txl_cuda_add},
-      {"scale", (AnyFn)o->scale, (AnyFn)txl_cuda_scale},
       {"sumsq", (AnyFn)o->sumsq, (AnyFn)txl_cuda_sumsq},
       {"embedding_forward", (AnyFn)o->embedding_forward, (AnyFn)txl_cuda_embedding_forward},
       {"embedding_backward", (AnyFn)o->embedding_backward, (AnyFn)txl_cuda_embedding_backward},
@@ -174,38 +171,19 @@ static void test_bias(void) {
   test_bias_case(112, 300007); /* a vocabulary-wide output: the partials' size caps the chunks */
 }
 
-/* ---- relu, add, scale --------------------------------------------------------------------- */
+/* ---- add ---------------------------------------------------------------------------------- */
 
-/* One float operation (or a comparison) per element on both sides: bits. The inputs include
- * -0 (ReLU gives +0 for it on both sides) and exact zeros of y (relu_backward drops them). */
-static void test_pointwise_case(int64_t n) {
+/* One float addition per element on both sides: bits. */
+static void test_add_case(int64_t n) {
   char what[96];
   float *x = host_rand_nz(n, -1.0, 1.0), *y = host_rand_nz(n, -1.0, 1.0);
   if (n > 1) x[1] = -0.0f, y[1] = 0.0f;
   if (n > 2) y[2] = -0.0f;
   float *dx = dev_copy_of(x, n, "test: x"), *dy = dev_copy_of(y, n, "test: y");
 
-  float *want = host_copy(x, n);
-  txl_cpu_relu_forward(want, n);
-  txl_cuda_relu_forward(dx, n);
-  float *got = host_from(dx, n);
-  snprintf(what, sizeof what, "relu_forward n=%lld", (long long)n);
-  check_bits(what, got, want, n);
-  free(got);
-
-  /* relu_backward: dx = y > 0 ? dx : 0 */
-  txl_cuda_to_device(dx, x, (size_t)n * sizeof(float));
-  memcpy(want, x, (size_t)n * sizeof(float));
-  txl_cpu_relu_backward(want, y, n);
-  txl_cuda_relu_backward(dx, dy, n);
-  got = host_from(dx, n);
-  snprintf(what, sizeof what, "relu_backward n=%lld", (long long)n);
-  check_bits(what, got, want, n);
-  free(got);
-
+  float *want = host_copy(x, n), *got;
   /* add into a poisoned output, then in place (out aliases a, then b) */
   float *dout = dev_poison(n, "test: out");
-  txl_cuda_to_device(dx, x, (size_t)n * sizeof(float));
   txl_cpu_add(want, x, y, n);
   txl_cuda_add(dout, dx, dy, n);
   got = host_from(dout, n);
@@ -224,21 +202,13 @@ static void test_pointwise_case(int64_t n) {
   check_bits(what, got, want, n);
   free(got);
 
-  memcpy(want, x, (size_t)n * sizeof(float));
-  txl_cpu_scale(want, -0.37f, n);
-  txl_cuda_scale(dx, -0.37f, n);
-  got = host_from(dx, n);
-  snprintf(what, sizeof what, "scale n=%lld", (long long)n);
-  check_bits(what, got, want, n);
-  free(got);
-
   txl_cuda_free(dx); txl_cuda_free(dy); txl_cuda_free(dout);
   free(x); free(y); free(want);
 }
 
-static void test_pointwise(void) {
+static void test_add(void) {
   const int64_t sizes[] = {1, 7, 1000, 12345, 1000003};
-  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) test_pointwise_case(sizes[k]);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) test_add_case(sizes[k]);
 }
 
 /* ---- sumsq -------------------------------------------------------------------------------- */
@@ -618,7 +588,7 @@ int main(void) {
   parity_begin("cuda parity (table, elementwise, sumsq, embedding_backward, posemb, ffn, fused layernorm)");
   if (table_bad) check_fail("txl_ops_cuda table");
   test_bias();
-  test_pointwise();
+  test_add();
   test_sumsq();
   test_embedding_backward();
   test_posemb();

@@ -74,7 +74,7 @@ static void test_memory(void) {
 /* u_in: the unit roundoff of the GEMM's operands inside the tensor cores (fp32: 2^-24; TF32:
  * 2^-11; BF16: 2^-8). A product of two rounded operands is within 2 u_in of the exact product,
  * then the fp32 sum adds (K + 3) u: bound = c ((K + 3) u + 2 u_in) (|alpha| |A| |B| + |beta| |C|).
- * must_differ: also require the result to differ from the fp32 one somewhere (the mode took effect). */
+ * For TF32 / BF16 the result must also differ from the fp32 one somewhere (the mode took effect). */
 static void test_gemm_case_math(int ta, int tb, int M, int N, int K, float alpha, float beta, int nan_c,
                                 TxlGemmMath math, double u_in, const char *math_name) {
   const int ar = ta ? K : M, ac = ta ? M : K; /* A as stored: [ar, ac] */

@@ -1,8 +1,10 @@
 /* The fused ops (bias + ReLU + dropout, ReLU + dropout backward, residual + layer norm, layer-norm
- * backward + dropout) against the separate ops they replace, each of which is itself tested
- * against a double-precision reference by the other op tests. The fused ops promise the same
- * arithmetic in the same order, so the comparison is bit for bit. Odd shapes, feature counts on
- * both sides of the dropout's 64-feature vector path, row offsets (the masks depend on the row). */
+ * backward + dropout) against the separate ops they replace (dropout, add, layer norm: each
+ * tested against a double-precision reference by the other op tests) and an exact ReLU (a
+ * select, no rounding). The fused ops promise the same arithmetic in the same order, so the
+ * comparison is bit for bit. Odd shapes, feature counts on both sides of the dropout's
+ * 64-feature vector path, row offsets (the masks depend on the row), and a pre-activation that
+ * is exactly 0 (ReLU gives +0, and its gradient there is 0). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +23,14 @@ static void test_ffn(int rows, int cols, int feats, int col0, TxlDropout d, OtRn
   const int64_t n = (int64_t)rows * cols * feats;
   float *a = ot_alloc(n), *b = ot_alloc(feats), *ad = ot_alloc(n), *dx = ot_alloc(n);
   ot_fill(a, n, -1.0f, 1.0f, rng), ot_fill(b, feats, -0.5f, 0.5f, rng), ot_fill(dx, n, -1.0f, 1.0f, rng);
+  if (n > 1) a[1] = -b[1 % feats]; /* a pre-activation of exactly 0: ReLU gives +0, gradient 0 */
   for (int64_t k = 0; k < n; k++) ad[k] = -7.0f; /* untouched when p = 0 */
   float *ra = rand_copy(a, n), *rad = NULL, *rdx = rand_copy(dx, n);
   /* separate ops: bias (as bias_fill then adding the product, i.e. product + b), ReLU, copy, dropout */
-  for (int64_t k = 0; k < n; k++) ra[k] = ra[k] + b[k % feats];
-  txl_cpu_relu_forward(ra, n);
+  for (int64_t k = 0; k < n; k++) {
+    const float v = ra[k] + b[k % feats];
+    ra[k] = v > 0.0f ? v : 0.0f;
+  }
   if (d.p > 0.0f) {
     rad = rand_copy(ra, n);
     txl_cpu_dropout(rad, rows, cols, feats, col0, d);
@@ -42,7 +47,7 @@ static void test_ffn(int rows, int cols, int feats, int col0, TxlDropout d, OtRn
     ot_check_true("bias_relu_dropout p=0 leaves the dropped copy alone", untouched, "%s", untouched ? "" : "written");
   }
   txl_cpu_dropout(rdx, rows, cols, feats, col0, d);
-  txl_cpu_relu_backward(rdx, a, n);
+  for (int64_t k = 0; k < n; k++) rdx[k] = a[k] > 0.0f ? rdx[k] : 0.0f;
   txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, col0, d);
   snprintf(name, sizeof name, "relu_dropout_backward %dx%dx%d p=%g", rows, cols, feats, (double)d.p);
   ot_check_same(name, dx, rdx, (size_t)n * sizeof(float));
