@@ -8,7 +8,18 @@
  *   - tensors are row-major, time-major ([T, B, ...]); every pointer is device memory of the
  *     backend (host memory for the CPU backend);
  *   - no op allocates: scratch comes from a workspace whose size the backend reports.
- */
+ *
+ * Storage types. A table stores activations in one type, `act` (TXL_F32, or TXL_BF16 for the
+ * mixed-precision CUDA table); every op computes in fp32 after widening and rounds once when it
+ * stores. In the signatures:
+ *   - `void *` / `const void *` tensors are in the table's `act` type: activations, their
+ *     gradients, and the GEMM operands (weights as the model's compute copy, see src/model);
+ *   - `float *` tensors are fp32 whatever the table: parameters read by element-wise ops (biases,
+ *     LayerNorm weights, u, v_b), parameter gradients, LayerNorm statistics, losses, the
+ *     attention's saved statistics, Adam's state;
+ *   - where one op serves both (a GEMM's C, the embedding backward's destination, add), a
+ *     TxlDtype argument says which.
+ * The CPU table is TXL_F32 only (an op asked for bf16 there ends the job as an internal error). */
 #ifndef TXL_KERNELS_OPS_H
 #define TXL_KERNELS_OPS_H
 
@@ -16,6 +27,12 @@
 #include <stdint.h>
 
 #include "kernels/common/dropout.h"
+
+/* Storage type of a tensor. */
+typedef enum { TXL_F32 = 0, TXL_BF16 = 1 } TxlDtype;
+
+/* Bytes of one element of type t. */
+static inline size_t txl_dtype_size(TxlDtype t) { return t == TXL_BF16 ? 2 : 4; }
 
 /* Shape of one relative-attention call. K = M + L keys: M memory rows, then the L current rows. */
 typedef struct {
@@ -31,7 +48,8 @@ typedef struct {
 } TxlAttnShape;
 
 typedef struct TxlOps {
-  const char *name; /* "cpu" or "cuda" */
+  const char *name; /* "cpu", "cuda" or "cuda-bf16" */
+  TxlDtype act;     /* storage type of activations (the `void *` tensors of the ops below) */
 
   /* ---- memory (device) ---------------------------------------------------------------- */
   void *(*alloc)(size_t bytes, const char *what); /* zero-filled; ends the job when out of memory */
@@ -40,71 +58,77 @@ typedef struct TxlOps {
   void (*to_device)(void *dst, const void *host_src, size_t bytes); /* host -> device   */
   void (*to_host)(void *host_dst, const void *src, size_t bytes);   /* device -> host   */
   void (*zero)(void *p, size_t bytes);
+  /* dst = src rounded to the act type (a copy when act is TXL_F32).   dst, src [n] */
+  void (*to_act)(void *dst, const float *src, int64_t n);
 
   /* ---- dense algebra ------------------------------------------------------------------- */
-  /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, op(X) = X or X^T. */
-  void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-               const float *B, int ldb, float beta, float *C, int ldc);
+  /* C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, op(X) = X or X^T, fp32 sums.
+   * A and B in the act type; C in c_type (the act type, or TXL_F32 for a parameter gradient). */
+  void (*gemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+               const void *B, int ldb, float beta, void *C, int ldc, TxlDtype c_type);
   /* x[r, :] = b for r < rows: a bias, before a gemm with beta = 1 adds the product to it
    * (one pass over x instead of a zeroing pass and an addition pass). x [rows, n], b [n] */
-  void (*bias_fill)(float *x, const float *b, int64_t rows, int n);
+  void (*bias_fill)(void *x, const float *b, int64_t rows, int n);
   /* db += sum_r dy[r, :].                      db [n], dy [rows, n] */
-  void (*bias_backward)(float *db, const float *dy, int64_t rows, int n);
-  /* out = a + b.   out may alias a or b.         [n] */
-  void (*add)(float *out, const float *a, const float *b, int64_t n);
-  /* sum of squares, accumulated in double in a fixed order (deterministic). [n] */
+  void (*bias_backward)(float *db, const void *dy, int64_t rows, int n);
+  /* out = a + b, all three of type t (the act type or TXL_F32). out may alias a or b.   [n] */
+  void (*add)(void *out, const void *a, const void *b, int64_t n, TxlDtype t);
+  /* sum of squares of fp32 values (the gradients), accumulated in double in a fixed order
+   * (deterministic). [n] */
   double (*sumsq)(const float *x, int64_t n);
 
   /* ---- embedding and positions --------------------------------------------------------- */
-  /* out[t, :] = emb[tok[t], :] * scale.        out [n, d], tok [n], emb [V, d] */
-  void (*embedding_forward)(float *out, const int32_t *tok, const float *emb, float scale,
+  /* out[t, :] = emb[tok[t], :] * scale (a row gather; emb is a table or an activation).
+   * out [n, d], tok [n], emb [V, d] */
+  void (*embedding_forward)(void *out, const int32_t *tok, const void *emb, float scale,
                             int64_t n, int d);
-  /* demb[tok[t], :] += dout[t, :] * scale (+=, parameter); deterministic order.  */
-  void (*embedding_backward)(float *demb, const float *dout, const int32_t *tok, float scale,
-                             int64_t n, int d);
+  /* demb[tok[t], :] += dout[t, :] * scale, deterministic order (a scatter-add); demb of type
+   * demb_type (TXL_F32 for a parameter gradient, the act type for an activation). */
+  void (*embedding_backward)(void *demb, TxlDtype demb_type, const void *dout, const int32_t *tok,
+                             float scale, int64_t n, int d);
   /* R[p, :] for p < K, position pos = K-1-p, clamped to clamp_len when clamp_len > 0:
    * R[p, i] = sin(pos * f_i), R[p, d/2 + i] = cos(pos * f_i), f_i = 1 / 10000^(2i/d),
    * computed in double and rounded to float.    R [K, d], d even */
-  void (*posemb_forward)(float *R, int K, int d, int clamp_len);
+  void (*posemb_forward)(void *R, int K, int d, int clamp_len);
 
   /* ---- dropout ------------------------------------------------------------------------- */
   /* x[i, c, f] *= keep(i, col0 + c, f) * scale in place (see kernels/common/dropout.h).
    * The backward pass is the same call on the gradient.   x [rows, cols, feats] */
-  void (*dropout)(float *x, int rows, int cols, int feats, int col0, TxlDropout d);
+  void (*dropout)(void *x, int rows, int cols, int feats, int col0, TxlDropout d);
 
   /* ---- fused FFN hidden layer ----------------------------------------------------------- */
   /* a[i, c, f] = max(a[i, c, f] + b[f], 0) in place (a holds x W1 on entry); when drop.p > 0
    * also ad = dropout(a) (as the dropout op would make it from a copy); ad is not touched when
    * drop.p == 0.   a, ad [rows, cols, feats], b [feats] */
-  void (*bias_relu_dropout_forward)(float *a, float *ad, const float *b, int rows, int cols,
+  void (*bias_relu_dropout_forward)(void *a, void *ad, const float *b, int rows, int cols,
                                     int feats, int col0, TxlDropout drop);
   /* dx = a > 0 ? dropout(dx) : 0 in place: the backward of the dropout then of the ReLU.
    * a is the ReLU output of the forward.   dx, a [rows, cols, feats] */
-  void (*relu_dropout_backward)(float *dx, const float *a, int rows, int cols, int feats,
+  void (*relu_dropout_backward)(void *dx, const void *a, int rows, int cols, int feats,
                                 int col0, TxlDropout drop);
 
   /* ---- layer norm ---------------------------------------------------------------------- */
   /* out = (inp - mean) * rstd * w + b over the last dim; saves mean and rstd.
    * out, inp [n, d]; mean, rstd [n]; w, b [d] */
-  void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
+  void (*layernorm_forward)(void *out, float *mean, float *rstd, const void *inp,
                             const float *w, const float *b, int64_t n, int d, float eps);
   /* dinp += (residual stream), dw += , db += (parameters). dinp may be NULL: then only dw and db
    * are accumulated (rows whose input takes no gradient, such as the memory rows). */
-  void (*layernorm_backward)(float *dinp, float *dw, float *db, const float *dout,
-                             const float *inp, const float *w, const float *mean,
+  void (*layernorm_backward)(void *dinp, float *dw, float *db, const void *dout,
+                             const void *inp, const float *w, const float *mean,
                              const float *rstd, int64_t n, int d);
 
   /* Residual then layer norm in one pass: res = x + y, out = LayerNorm(res) as above.
    * res, out, x, y [n, d]; mean, rstd [n]. res may alias x or y. */
-  void (*add_layernorm_forward)(float *res, float *out, float *mean, float *rstd, const float *x,
-                                const float *y, const float *w, const float *b, int64_t n, int d,
+  void (*add_layernorm_forward)(void *res, void *out, float *mean, float *rstd, const void *x,
+                                const void *y, const float *w, const float *b, int64_t n, int d,
                                 float eps);
   /* The backward of out = LayerNorm(x + dropout(y)) up to its two inputs: dinp = d(x + ...)
    * (OVERWRITTEN, not +=), dbranch = dropout(dinp) (= d y), dw += , db += . The rows are
    * (row i, column c) pairs, n = rows * cols, keyed as the dropout op.
    *   dinp, dbranch, dout, inp [rows, cols, d]; mean, rstd [rows * cols]; w [d] */
-  void (*layernorm_backward_dropout)(float *dinp, float *dbranch, float *dw, float *db,
-                                     const float *dout, const float *inp, const float *w,
+  void (*layernorm_backward_dropout)(void *dinp, void *dbranch, float *dw, float *db,
+                                     const void *dout, const void *inp, const float *w,
                                      const float *mean, const float *rstd, int rows, int cols,
                                      int d, int col0, TxlDropout drop);
 
@@ -118,14 +142,14 @@ typedef struct TxlOps {
    * the log-sum-exp of each score row [B, H, L], and recomputes the scores).
    *   vec  [L, B, H, dh]    q [L, B, H, dh]    kv [K, B, 2, H, dh] (k then v)    r [K, H, dh]
    *   u, vb [H, dh] (r_w_bias, r_r_bias)          work: rel_attn_workspace bytes */
-  void (*rel_attn_forward)(float *vec, float *saved, const float *q, const float *kv,
-                           const float *r, const float *u, const float *vb, TxlAttnShape s,
+  void (*rel_attn_forward)(void *vec, float *saved, const void *q, const void *kv,
+                           const void *r, const float *u, const float *vb, TxlAttnShape s,
                            TxlDropout drop, void *work);
   /* dq, dkv, dr overwritten; du, dvb += (parameters). vec and saved as the forward left them.
    * Shapes as in the forward. */
-  void (*rel_attn_backward)(float *dq, float *dkv, float *dr, float *du, float *dvb,
-                            const float *dvec, const float *vec, const float *q, const float *kv,
-                            const float *r, const float *u, const float *vb, const float *saved,
+  void (*rel_attn_backward)(void *dq, void *dkv, void *dr, float *du, float *dvb,
+                            const void *dvec, const void *vec, const void *q, const void *kv,
+                            const void *r, const float *u, const float *vb, const float *saved,
                             TxlAttnShape s, TxlDropout drop, void *work);
   /* Floats of `saved` for shapes up to (L, K, B, H). */
   size_t (*rel_attn_saved_floats)(int L, int K, int B, int H);
@@ -137,7 +161,7 @@ typedef struct TxlOps {
   /* loss[t] = logsumexp(logits[t, :]) - logits[t, target[t]]  (computed with a max shift).
    * When grad_scale != 0, logits is overwritten with (softmax(logits) - onehot) * grad_scale.
    * logits [n, V], target [n], loss [n] */
-  void (*xent_forward_backward)(float *logits, float *loss, const int32_t *target,
+  void (*xent_forward_backward)(void *logits, float *loss, const int32_t *target,
                                 float grad_scale, int64_t n, int V);
 
   /* ---- optimizer ----------------------------------------------------------------------- */

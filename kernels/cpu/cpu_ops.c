@@ -4,12 +4,14 @@
 
 static const TxlOps txl_cpu_ops = {
     .name = "cpu",
+    .act = TXL_F32,
     .alloc = txl_cpu_alloc,
     .free = txl_cpu_free,
     .copy = txl_cpu_copy,
     .to_device = txl_cpu_to_device,
     .to_host = txl_cpu_to_host,
     .zero = txl_cpu_zero,
+    .to_act = txl_cpu_to_act,
     .gemm = txl_cpu_gemm,
     .bias_fill = txl_cpu_bias_fill,
     .bias_backward = txl_cpu_bias_backward,

@@ -101,7 +101,8 @@ static void dropout_narrow(float *x, int row0, int cols, int feats, int col0, Tx
   }
 }
 
-void txl_cpu_dropout(float *x, int rows, int cols, int feats, int col0, TxlDropout d) {
+void txl_cpu_dropout(void *x_, int rows, int cols, int feats, int col0, TxlDropout d) {
+  float *x = x_;
   txl_cpu_dropout_rows(x, 0, rows, cols, feats, col0, d);
 }
 

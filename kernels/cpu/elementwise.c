@@ -5,14 +5,16 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 
-void txl_cpu_bias_fill(float *x, const float *b, int64_t rows, int n) {
+void txl_cpu_bias_fill(void *x_, const float *b, int64_t rows, int n) {
+  float *x = x_;
 #pragma omp parallel for schedule(static) if (rows * n >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t r = 0; r < rows; r++) memcpy(x + r * n, b, (size_t)n * sizeof(float));
 }
 
 /* db[j] += sum_r dy[r, j], accumulated in double (groups of four rows in float) in an order
  * fixed by the shape, never by the thread count (see cpu_util.h). */
-void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
+void txl_cpu_bias_backward(float *db, const void *dy_, int64_t rows, int n) {
+  const float *dy = dy_;
   if (rows <= 0 || n <= 0) return;
   const int par = rows * n >= TXL_CPU_PAR_MIN_WORK;
   if (n <= TXL_CPU_COLSUM_MAX_N) {
@@ -43,7 +45,10 @@ void txl_cpu_bias_backward(float *db, const float *dy, int64_t rows, int n) {
   }
 }
 
-void txl_cpu_add(float *out, const float *a, const float *b, int64_t n) {
+void txl_cpu_add(void *out_, const void *a_, const void *b_, int64_t n, TxlDtype t) {
+  txl_cpu_require_f32(t, "add");
+  float *out = out_;
+  const float *a = a_, *b = b_;
 #pragma omp parallel for simd schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }

@@ -4,8 +4,10 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 
-void txl_cpu_embedding_forward(float *out, const int32_t *tok, const float *emb, float scale,
+void txl_cpu_embedding_forward(void *out_, const int32_t *tok, const void *emb_, float scale,
                                int64_t n, int d) {
+  float *out = out_;
+  const float *emb = emb_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t t = 0; t < n; t++) {
     const float *e = emb + (int64_t)tok[t] * d;
@@ -18,8 +20,11 @@ void txl_cpu_embedding_forward(float *out, const int32_t *tok, const float *emb,
 /* Each thread owns a contiguous range of features (whole cache lines) and walks all tokens in
  * order: repeated token ids never race, and every element receives its additions in token
  * order whatever the number of threads, so the result is deterministic. */
-void txl_cpu_embedding_backward(float *demb, const float *dout, const int32_t *tok, float scale,
-                                int64_t n, int d) {
+void txl_cpu_embedding_backward(void *demb_, TxlDtype demb_type, const void *dout_,
+                                const int32_t *tok, float scale, int64_t n, int d) {
+  txl_cpu_require_f32(demb_type, "embedding_backward");
+  float *demb = demb_;
+  const float *dout = dout_;
 #pragma omp parallel if (n * d >= TXL_CPU_PAR_MIN_WORK)
   {
     const int nt = omp_get_num_threads(), id = omp_get_thread_num();

@@ -9,8 +9,10 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 
-void txl_cpu_bias_relu_dropout_forward(float *a, float *ad, const float *b, int rows, int cols,
+void txl_cpu_bias_relu_dropout_forward(void *a_, void *ad_, const float *b, int rows, int cols,
                                        int feats, int col0, TxlDropout drop) {
+  float *a = a_;
+  float *ad = ad_;
   const int64_t row = (int64_t)cols * feats;
 #pragma omp parallel for schedule(static) if (rows * row >= TXL_CPU_PAR_MIN_ELEMS)
   for (int i = 0; i < rows; i++) {
@@ -30,8 +32,10 @@ void txl_cpu_bias_relu_dropout_forward(float *a, float *ad, const float *b, int 
   }
 }
 
-void txl_cpu_relu_dropout_backward(float *dx, const float *a, int rows, int cols, int feats,
+void txl_cpu_relu_dropout_backward(void *dx_, const void *a_, int rows, int cols, int feats,
                                    int col0, TxlDropout drop) {
+  float *dx = dx_;
+  const float *a = a_;
   const int64_t row = (int64_t)cols * feats;
 #pragma omp parallel for schedule(static) if (rows * row >= TXL_CPU_PAR_MIN_ELEMS)
   for (int i = 0; i < rows; i++) {

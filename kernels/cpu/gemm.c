@@ -2,9 +2,13 @@
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_util.h"
 
-void txl_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+void txl_cpu_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A_,
+                  int lda, const void *B_, int ldb, float beta, void *C_, int ldc, TxlDtype c_type) {
+  txl_cpu_require_f32(c_type, "gemm");
+  const float *A = A_, *B = B_;
+  float *C = C_;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) { /* no product: C = beta C (BLAS implementations differ on K = 0) */
     for (int i = 0; i < M; i++)

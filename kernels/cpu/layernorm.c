@@ -29,16 +29,22 @@ static inline void ln_forward_row(float *y, float *mean, float *rstd, const floa
   *rstd = rs;
 }
 
-void txl_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+void txl_cpu_layernorm_forward(void *out_, float *mean, float *rstd, const void *inp_,
                                const float *w, const float *b, int64_t n, int d, float eps) {
+  float *out = out_;
+  const float *inp = inp_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t r = 0; r < n; r++) ln_forward_row(out + r * d, mean + r, rstd + r, inp + r * d, w, b, d, eps);
 }
 
 /* res = x + y and out = LayerNorm(res), row by row while the row is in cache. */
-void txl_cpu_add_layernorm_forward(float *res, float *out, float *mean, float *rstd,
-                                   const float *x, const float *y, const float *w, const float *b,
+void txl_cpu_add_layernorm_forward(void *res_, void *out_, float *mean, float *rstd,
+                                   const void *x_, const void *y_, const float *w, const float *b,
                                    int64_t n, int d, float eps) {
+  float *res = res_;
+  float *out = out_;
+  const float *x = x_;
+  const float *y = y_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t r = 0; r < n; r++) {
     float *rr = res + r * d;
@@ -82,9 +88,12 @@ static inline void ln_backward_row(float *dx, int set, double *pw, double *pb, c
 /* dw, db are summed in double in an order fixed by the shape (see cpu_util.h): for d up to
  * TXL_CPU_COLSUM_MAX_N, per fixed row chunk during the same pass as dinp, the chunk partials
  * added in chunk order; for wider rows, a second pass over column blocks. */
-void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                const float *inp, const float *w, const float *mean,
+void txl_cpu_layernorm_backward(void *dinp_, float *dw, float *db, const void *dout_,
+                                const void *inp_, const float *w, const float *mean,
                                 const float *rstd, int64_t n, int d) {
+  float *dinp = dinp_;
+  const float *dout = dout_;
+  const float *inp = inp_;
   if (n <= 0 || d <= 0) return;
   const int par = n * d >= TXL_CPU_PAR_MIN_WORK;
   if (d <= TXL_CPU_COLSUM_MAX_N) {
@@ -136,10 +145,14 @@ void txl_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
  * copy, and the row's dw / db terms into the same fixed chunk partials as the backward above, so
  * the results are those of the separate ops (zero, backward, copy, dropout) bit for bit. Rows
  * wider than TXL_CPU_COLSUM_MAX_N take the separate ops. */
-void txl_cpu_layernorm_backward_dropout(float *dinp, float *dbranch, float *dw, float *db,
-                                        const float *dout, const float *inp, const float *w,
+void txl_cpu_layernorm_backward_dropout(void *dinp_, void *dbranch_, float *dw, float *db,
+                                        const void *dout_, const void *inp_, const float *w,
                                         const float *mean, const float *rstd, int rows, int cols,
                                         int d, int col0, TxlDropout drop) {
+  float *dinp = dinp_;
+  float *dbranch = dbranch_;
+  const float *dout = dout_;
+  const float *inp = inp_;
   const int64_t n = (int64_t)rows * cols;
   if (n <= 0 || d <= 0) return;
   if (d > TXL_CPU_COLSUM_MAX_N) {

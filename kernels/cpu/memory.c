@@ -31,6 +31,10 @@ void txl_cpu_to_host(void *host_dst, const void *src, size_t bytes) {
   txl_cpu_copy(host_dst, src, bytes);
 }
 
+void txl_cpu_to_act(void *dst, const float *src, int64_t n) {
+  txl_cpu_copy(dst, src, (size_t)n * sizeof(float));
+}
+
 void txl_cpu_zero(void *p, size_t bytes) {
   if (bytes) memset(p, 0, bytes);
 }

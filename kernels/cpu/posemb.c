@@ -10,7 +10,8 @@
 
 #define TXL_POSEMB_FREQ_CHUNK 256
 
-void txl_cpu_posemb_forward(float *R, int K, int d, int clamp_len) {
+void txl_cpu_posemb_forward(void *R_, int K, int d, int clamp_len) {
+  float *R = R_;
   if (d % 2 != 0) txl_fatal("posemb_forward: d = %d must be even", d);
   const int half = d / 2;
 #pragma omp parallel if ((int64_t)K * d >= TXL_CPU_PAR_MIN_WORK / 4)

@@ -66,9 +66,13 @@ static void add_biases(float *qu, float *qv, const float *q, const float *u, con
   }
 }
 
-void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const float *kv,
-                              const float *r, const float *u, const float *vb, TxlAttnShape s,
+void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const void *kv_,
+                              const void *r_, const float *u, const float *vb, TxlAttnShape s,
                               TxlDropout drop, void *work) {
+  float *vec = vec_;
+  const float *q = q_;
+  const float *kv = kv_;
+  const float *r = r_;
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
   const int ldkv = B * 2 * HD;
   const int nthreads = omp_get_max_threads();
@@ -127,10 +131,18 @@ void txl_cpu_rel_attn_forward(float *vec, float *prob, const float *q, const flo
   }
 }
 
-void txl_cpu_rel_attn_backward(float *dq, float *dkv, float *dr, float *du, float *dvb,
-                               const float *dvec, const float *vec, const float *q, const float *kv,
-                               const float *r, const float *u, const float *vb, const float *prob,
+void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, float *dvb,
+                               const void *dvec_, const void *vec_, const void *q_, const void *kv_,
+                               const void *r_, const float *u, const float *vb, const float *prob,
                                TxlAttnShape s, TxlDropout drop, void *work) {
+  float *dq = dq_;
+  float *dkv = dkv_;
+  float *dr = dr_;
+  const float *dvec = dvec_;
+  const float *vec = vec_;
+  const float *q = q_;
+  const float *kv = kv_;
+  const float *r = r_;
   (void)vec; /* the saved probabilities give everything the backward needs */
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
   const int ldkv = B * 2 * HD;

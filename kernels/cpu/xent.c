@@ -33,8 +33,9 @@ static inline double sum_exp(float *x, int V, float m, int store) {
   return sum;
 }
 
-void txl_cpu_xent_forward_backward(float *logits, float *loss, const int32_t *target,
+void txl_cpu_xent_forward_backward(void *logits_, float *loss, const int32_t *target,
                                    float grad_scale, int64_t n, int V) {
+  float *logits = logits_;
   for (int64_t t = 0; t < n; t++)
     if (target[t] < 0 || target[t] >= V)
       txl_fatal("xent: target %d of row %lld is outside the vocabulary [0, %d)", (int)target[t],

@@ -4,7 +4,9 @@
 
 #include <stdint.h>
 
+#include "kernels/common/bf16.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/ops.h"
 
 /* Kernel launches and dynamic shared memory are written through these two macros, so the same
  * kernel source also runs under the CPU emulator of the tests (tests/cuda/emu, built with
@@ -41,6 +43,26 @@ static inline unsigned int txl_cuda_blocks(int64_t n, int threads) {
 static __device__ __forceinline__ float txl_warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
+}
+
+/* Loads and stores of an activation tensor whose storage type T is float or txl_bf16 (the two
+ * tables' act types, kernels/ops.h): a kernel written once as a template on T reads through
+ * txl_ld (widening: exact) and writes through txl_st (rounding to nearest even, once), and
+ * computes in fp32 in between. For T = float both are plain accesses, so the fp32 instantiation
+ * is the same code as an untemplated fp32 kernel. Device only. */
+static __device__ __forceinline__ float txl_ld(const float *p) { return *p; }
+static __device__ __forceinline__ float txl_ld(const txl_bf16 *p) { return txl_bf16_to_float(*p); }
+static __device__ __forceinline__ void txl_st(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void txl_st(txl_bf16 *p, float v) { *p = txl_bf16_from_float(v); }
+
+/* The TxlDtype argument of an op (a GEMM's C, the embedding backward's destination, add): the
+ * fp32 table ("cuda") stores everything in fp32 and accepts TXL_F32 only, the bf16 table
+ * ("cuda-bf16") TXL_BF16 or TXL_F32 (kernels/ops.h); anything else is a bug of the caller.
+ * Host only. */
+static inline void txl_cuda_require_dtype(TxlDtype t, bool bf16_table, const char *op) {
+  if (t == TXL_F32 || (bf16_table && t == TXL_BF16)) return;
+  txl_fatal("internal: %s on the %s backend with a tensor of type %d (%s)", op,
+            bf16_table ? "cuda-bf16" : "cuda", (int)t, bf16_table ? "bf16 or fp32" : "fp32 only");
 }
 
 /* A device buffer of a reduction's partials, made on the first call and grown when a call needs

@@ -1,10 +1,13 @@
 /* Element-wise ops, column sums and the sum of squares, as the CPU backend (kernels/cpu/elementwise.c):
+ *   to_act         dst = src in the act type         dst, src [n]
  *   bias_fill      x[r, :] = b                       x [rows, n], b [n]
  *   bias_backward  db += sum_r dy[r, :]  (+=)        db [n], dy [rows, n]
  *   add            out = a + b (out may alias a, b)  [n]
  *   sumsq          sum x^2 in double, to the host    [n]
  * The element-wise ops are one thread per element (grid-stride loops) doing the same single
- * float operation as the CPU, so their results are the same bits.
+ * float operation as the CPU, so their fp32 results are the same bits; their bf16 results are
+ * those bits rounded once (kernels are templates on the storage type, see cuda_util.h). db and
+ * the sum of squares are fp32 in both tables (parameter gradients).
  *
  * bias_backward, deterministic without atomics: the rows are cut into P chunks fixed by (rows,
  * n); kernel 1 (grid [column tiles, P]) sums each chunk's rows in increasing order in double into
@@ -41,31 +44,42 @@ void txl_cuda_elementwise_release(void) { txl_cuda_scratch_release(&g_scratch); 
 /* ---- bias ---------------------------------------------------------------------------------- */
 
 /* x [rows, n] = b [n] broadcast over the rows */
-static __global__ void bias_fill_kernel(float *x, const float *b, int64_t rows, int n) {
+template <typename T>
+static __global__ void bias_fill_kernel(T *x, const float *b, int64_t rows, int n) {
   const int64_t total = rows * n;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x)
-    x[e] = b[e % n];
+    txl_st(&x[e], b[e % n]);
 }
 
-extern "C" void txl_cuda_bias_fill(float *x, const float *b, int64_t rows, int n) {
+template <typename T>
+static void bias_fill(T *x, const float *b, int64_t rows, int n) {
   if (rows <= 0 || n <= 0) return;
-  TXL_LAUNCH(bias_fill_kernel, txl_cuda_blocks(rows * n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+  TXL_LAUNCH(bias_fill_kernel<T>, txl_cuda_blocks(rows * n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
       x, b, rows, n);
   CUDA_LAUNCH_CHECK();
 }
 
+extern "C" void txl_cuda_bias_fill(void *x, const float *b, int64_t rows, int n) {
+  bias_fill(static_cast<float *>(x), b, rows, n);
+}
+
+extern "C" void txl_cuda_bias_fill_bf16(void *x, const float *b, int64_t rows, int n) {
+  bias_fill(static_cast<txl_bf16 *>(x), b, rows, n);
+}
+
 /* Kernel 1: part[p, j] = sum of dy[r, j] over the rows r of chunk p, in increasing r, in double.
  * grid (ceil(n / threads), P); dy [rows, n], part [P, n] */
-static __global__ void bias_backward_partial_kernel(double *part, const float *dy, int64_t rows,
-                                                    int n, int64_t chunk_rows) {
+template <typename T>
+static __global__ void bias_backward_partial_kernel(double *part, const T *dy, int64_t rows, int n,
+                                                    int64_t chunk_rows) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return; /* no barrier in this kernel */
   const int64_t p = blockIdx.y;
   const int64_t r0 = p * chunk_rows;
   const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
   double s = 0.0;
-  for (int64_t r = r0; r < r1; r++) s += (double)dy[r * n + j];
+  for (int64_t r = r0; r < r1; r++) s += (double)txl_ld(&dy[r * n + j]);
   part[p * n + j] = s;
 }
 
@@ -79,7 +93,8 @@ static __global__ void bias_backward_final_kernel(float *db, const double *part,
   db[j] = (float)s;
 }
 
-extern "C" void txl_cuda_bias_backward(float *db, const float *dy, int64_t rows, int n) {
+template <typename T>
+static void bias_backward(float *db, const T *dy, int64_t rows, int n) {
   if (rows <= 0 || n <= 0) return;
   /* P: at least TXL_EW_MIN_CHUNK_ROWS rows per chunk, at most TXL_EW_MAX_CHUNKS chunks, and
    * P * n <= TXL_EW_PART_DOUBLES (but at least one chunk) */
@@ -93,25 +108,67 @@ extern "C" void txl_cuda_bias_backward(float *db, const float *dy, int64_t rows,
 
   const int tiles = (n + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
   const dim3 grid1((unsigned int)tiles, (unsigned int)nchunks);
-  TXL_LAUNCH(bias_backward_partial_kernel, grid1, TXL_CUDA_THREADS, 0)(part, dy, rows, n,
-                                                                       chunk_rows);
+  TXL_LAUNCH(bias_backward_partial_kernel<T>, grid1, TXL_CUDA_THREADS, 0)(part, dy, rows, n,
+                                                                          chunk_rows);
   CUDA_LAUNCH_CHECK();
   TXL_LAUNCH(bias_backward_final_kernel, tiles, TXL_CUDA_THREADS, 0)(db, part, (int)nchunks, n);
   CUDA_LAUNCH_CHECK();
 }
 
+extern "C" void txl_cuda_bias_backward(float *db, const void *dy, int64_t rows, int n) {
+  bias_backward(db, static_cast<const float *>(dy), rows, n);
+}
+
+extern "C" void txl_cuda_bias_backward_bf16(float *db, const void *dy, int64_t rows, int n) {
+  bias_backward(db, static_cast<const txl_bf16 *>(dy), rows, n);
+}
+
 /* ---- element-wise -------------------------------------------------------------------------- */
 
 /* out, a, b [n]; out may alias a or b (each element is read, then written, by one thread) */
-static __global__ void add_kernel(float *out, const float *a, const float *b, int64_t n) {
+template <typename T>
+static __global__ void add_kernel(T *out, const T *a, const T *b, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
-    out[i] = a[i] + b[i];
+    txl_st(&out[i], txl_ld(&a[i]) + txl_ld(&b[i]));
 }
 
-extern "C" void txl_cuda_add(float *out, const float *a, const float *b, int64_t n) {
+template <typename T>
+static void add(void *out, const void *a, const void *b, int64_t n) {
   if (n <= 0) return;
-  TXL_LAUNCH(add_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(out, a, b, n);
+  TXL_LAUNCH(add_kernel<T>, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      static_cast<T *>(out), static_cast<const T *>(a), static_cast<const T *>(b), n);
+  CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_add(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
+  txl_cuda_require_dtype(t, false, "add");
+  add<float>(out, a, b, n);
+}
+
+extern "C" void txl_cuda_add_bf16(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
+  txl_cuda_require_dtype(t, true, "add");
+  if (t == TXL_BF16)
+    add<txl_bf16>(out, a, b, n);
+  else
+    add<float>(out, a, b, n);
+}
+
+/* dst [n] = src [n] rounded to bf16 (the fp32 table's to_act is a plain copy) */
+static __global__ void to_bf16_kernel(txl_bf16 *dst, const float *src, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    txl_st(&dst[i], src[i]);
+}
+
+extern "C" void txl_cuda_to_act(void *dst, const float *src, int64_t n) {
+  if (n > 0) txl_cuda_copy(dst, src, (size_t)n * sizeof(float));
+}
+
+extern "C" void txl_cuda_to_act_bf16(void *dst, const float *src, int64_t n) {
+  if (n <= 0) return;
+  TXL_LAUNCH(to_bf16_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      static_cast<txl_bf16 *>(dst), src, n);
   CUDA_LAUNCH_CHECK();
 }
 

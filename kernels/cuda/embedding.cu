@@ -3,34 +3,49 @@
  *             one thread per output element;
  *   backward  demb[tok[t], :] += dout[t, :] * scale    demb [V, d], dout [n, d]
  *             deterministic, see below.
+ * out, emb and dout are activations of type T (float or txl_bf16, see cuda_util.h); demb is of
+ * type TD (fp32 for a parameter gradient, T for an activation: the adaptive softmax's scatter-add).
  * The token ids are trusted (the corpus reader checks them against the vocabulary). */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
-static __global__ void embedding_forward_kernel(float *out, const int32_t *tok, const float *emb,
+template <typename T>
+static __global__ void embedding_forward_kernel(T *out, const int32_t *tok, const T *emb,
                                                 float scale, int64_t n, int d) {
   const int64_t total = n * d;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = e / d, j = e % d;
-    out[e] = emb[(int64_t)tok[t] * d + j] * scale;
+    txl_st(&out[e], txl_ld(&emb[(int64_t)tok[t] * d + j]) * scale);
   }
 }
 
-extern "C" void txl_cuda_embedding_forward(float *out, const int32_t *tok, const float *emb,
-                                           float scale, int64_t n, int d) {
+template <typename T>
+static void embedding_forward(T *out, const int32_t *tok, const T *emb, float scale, int64_t n,
+                              int d) {
   if (n <= 0 || d <= 0) return;
-  TXL_LAUNCH(embedding_forward_kernel, txl_cuda_blocks(n * d, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+  TXL_LAUNCH(embedding_forward_kernel<T>, txl_cuda_blocks(n * d, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
       out, tok, emb, scale, n, d);
   CUDA_LAUNCH_CHECK();
 }
 
+extern "C" void txl_cuda_embedding_forward(void *out, const int32_t *tok, const void *emb,
+                                           float scale, int64_t n, int d) {
+  embedding_forward(static_cast<float *>(out), tok, static_cast<const float *>(emb), scale, n, d);
+}
+
+extern "C" void txl_cuda_embedding_forward_bf16(void *out, const int32_t *tok, const void *emb,
+                                                float scale, int64_t n, int d) {
+  embedding_forward(static_cast<txl_bf16 *>(out), tok, static_cast<const txl_bf16 *>(emb), scale,
+                    n, d);
+}
+
 /* ---- backward ------------------------------------------------------------------------------
- * demb[tok[t], :] += dout[t, :] * scale (+=, parameter), deterministic and without float
- * atomics, in the order of the CPU backend: every element of a token's row receives the terms of
- * its positions in increasing t, each as one fused multiply-add into the float row
+ * demb[tok[t], :] += dout[t, :] * scale (+=), deterministic and without float atomics, in the
+ * order of the CPU backend: every element of a token's row receives the terms of its positions in
+ * increasing t, each as one fused multiply-add into a float accumulator
  * (acc = fmaf(dout, scale, acc); the CPU's `g += o * scale` is contracted the same way by the
- * compiler where the CPU has FMA), so the result is the CPU's bit for bit.
+ * compiler where the CPU has FMA), so the fp32 result is the CPU's bit for bit.
  *
  *  1. A stable LSD radix sort of the positions by token (integer work only): four passes of 8-bit
  *     digits; each pass cuts the n positions into tiles of 256 (one block each): kernel a counts
@@ -41,7 +56,8 @@ extern "C" void txl_cuda_embedding_forward(float *out, const int32_t *tok, const
  *  2. One block per run of equal tokens in skey (the block of the run's first index; the others
  *     skip), threads over the d columns (grid y: column tiles of 256): the run's positions are
  *     staged 256 at a time in shared memory and each thread adds their dout rows, in order, into a
- *     register, written once at the end. Distinct runs own distinct rows of demb: no races.
+ *     register, written once at the end (a bf16 demb: widened when read, rounded once when
+ *     written). Distinct runs own distinct rows of demb: no races.
  *
  * Scratch (int32): two key/value buffer pairs [4, n] and hist [256, tiles], owned by this file,
  * made on first use, grown only when n grows; txl_cuda_embedding_release frees it. */
@@ -127,15 +143,16 @@ static __global__ void radix_scatter_kernel(int32_t *kout, int32_t *vout, const 
 /* 2: for every run of equal tokens in skey, its demb row += its dout rows * scale, in order.
  * grid (runs' first indices, grid-stride; column tiles), block TXL_EMB_TILE.
  * demb [V, d], dout [n, d], skey, spos [n] */
-static __global__ void embedding_backward_rows_kernel(float *demb, const float *dout,
-                                                      const int32_t *skey, const int32_t *spos,
-                                                      float scale, int64_t n, int d) {
+template <typename TD, typename T>
+static __global__ void embedding_backward_rows_kernel(TD *demb, const T *dout, const int32_t *skey,
+                                                      const int32_t *spos, float scale, int64_t n,
+                                                      int d) {
   __shared__ int32_t pos[TXL_EMB_TILE];
   const int j = blockIdx.y * TXL_EMB_TILE + threadIdx.x;
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) { /* s is uniform across the block */
     const int32_t v = skey[s];
     if (s > 0 && skey[s - 1] == v) continue; /* not the first of its run: uniform, no barrier skipped */
-    float acc = j < d ? demb[(int64_t)v * d + j] : 0.0f;
+    float acc = j < d ? txl_ld(&demb[(int64_t)v * d + j]) : 0.0f;
     for (int64_t base = s;; base += TXL_EMB_TILE) {
       /* the next TXL_EMB_TILE positions of the run (a prefix of pos; -1 after its end) */
       const int64_t u = base + threadIdx.x;
@@ -143,17 +160,18 @@ static __global__ void embedding_backward_rows_kernel(float *demb, const float *
       __syncthreads();
       if (j < d)
         for (int k = 0; k < TXL_EMB_TILE && pos[k] >= 0; k++)
-          acc = fmaf(dout[(int64_t)pos[k] * d + j], scale, acc);
+          acc = fmaf(txl_ld(&dout[(int64_t)pos[k] * d + j]), scale, acc);
       const bool more = pos[TXL_EMB_TILE - 1] >= 0;
       __syncthreads(); /* pos is rewritten by the next batch */
       if (!more) break;
     }
-    if (j < d) demb[(int64_t)v * d + j] = acc;
+    if (j < d) txl_st(&demb[(int64_t)v * d + j], acc);
   }
 }
 
-extern "C" void txl_cuda_embedding_backward(float *demb, const float *dout, const int32_t *tok,
-                                            float scale, int64_t n, int d) {
+template <typename TD, typename T>
+static void embedding_backward(TD *demb, const T *dout, const int32_t *tok, float scale, int64_t n,
+                               int d) {
   if (n <= 0 || d <= 0) return;
   if (n > INT32_MAX - TXL_EMB_TILE)
     txl_fatal("embedding_backward: %lld positions are too many", (long long)n);
@@ -179,6 +197,24 @@ extern "C" void txl_cuda_embedding_backward(float *demb, const float *dout, cons
 
   const unsigned int runs = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
   const dim3 grid(runs, (unsigned int)((d + TXL_EMB_TILE - 1) / TXL_EMB_TILE));
-  TXL_LAUNCH(embedding_backward_rows_kernel, grid, TXL_EMB_TILE, 0)(demb, dout, kb, vb, scale, n, d);
+  auto rows = embedding_backward_rows_kernel<TD, T>;
+  TXL_LAUNCH(rows, grid, TXL_EMB_TILE, 0)(demb, dout, kb, vb, scale, n, d);
   CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_embedding_backward(void *demb, TxlDtype demb_type, const void *dout,
+                                            const int32_t *tok, float scale, int64_t n, int d) {
+  txl_cuda_require_dtype(demb_type, false, "embedding_backward");
+  embedding_backward(static_cast<float *>(demb), static_cast<const float *>(dout), tok, scale, n, d);
+}
+
+extern "C" void txl_cuda_embedding_backward_bf16(void *demb, TxlDtype demb_type, const void *dout,
+                                                 const int32_t *tok, float scale, int64_t n,
+                                                 int d) {
+  txl_cuda_require_dtype(demb_type, true, "embedding_backward");
+  const txl_bf16 *dy = static_cast<const txl_bf16 *>(dout);
+  if (demb_type == TXL_BF16)
+    embedding_backward(static_cast<txl_bf16 *>(demb), dy, tok, scale, n, d);
+  else
+    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d);
 }

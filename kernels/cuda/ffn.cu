@@ -7,6 +7,8 @@
  * The masks are those of the dropout op (kernels/cuda/dropout.cu): Philox words from
  * txl_dropout_words keyed by (row, col0 + column, feature / 4), and the same single float
  * operations as the unfused ops, so the results are the same bits as bias + relu + dropout.
+ * Activations of type T (float or txl_bf16, see cuda_util.h); with bf16, ad is made from a as
+ * stored (rounded), as the dropout op would make it from a copy of a.
  *
  * One thread per group of 4 features of one (row, column) (one Philox call gives the 4 words of
  * the group), grid-stride: thread t -> (row, column c, group q), features 4q .. 4q+3 (< feats). */
@@ -14,9 +16,9 @@
 #include "kernels/cuda/dropout_group.h"
 
 /* The Philox words are computed only when DROP (p > 0). */
-template <bool DROP>
-static __global__ void bias_relu_dropout_kernel(float *a, float *ad, const float *b, int rows,
-                                                int cols, int feats, int col0, TxlDropout d,
+template <typename T, bool DROP>
+static __global__ void bias_relu_dropout_kernel(T *a, T *ad, const float *b, int rows, int cols,
+                                                int feats, int col0, TxlDropout d,
                                                 uint32_t threshold, float scale) {
   const int64_t total = txl_drop_groups(rows, cols, feats);
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
@@ -26,16 +28,17 @@ static __global__ void bias_relu_dropout_kernel(float *a, float *ad, const float
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
-        const float v = a[g.e0 + k] + b[f0 + k];
-        const float r = v > 0.0f ? v : 0.0f; /* as the CPU: -0 and NaN give +0 */
+        const float v = txl_ld(&a[g.e0 + k]) + b[f0 + k];
+        T r;
+        txl_st(&r, v > 0.0f ? v : 0.0f); /* as the CPU: -0 and NaN give +0 */
         a[g.e0 + k] = r;
-        if (DROP) ad[g.e0 + k] = r * txl_drop_factor(g.w.v[k], threshold, scale);
+        if (DROP) txl_st(&ad[g.e0 + k], txl_ld(&r) * txl_drop_factor(g.w.v[k], threshold, scale));
       }
   }
 }
 
-template <bool DROP>
-static __global__ void relu_dropout_backward_kernel(float *dx, const float *a, int rows, int cols,
+template <typename T, bool DROP>
+static __global__ void relu_dropout_backward_kernel(T *dx, const T *a, int rows, int cols,
                                                     int feats, int col0, TxlDropout d,
                                                     uint32_t threshold, float scale) {
   const int64_t total = txl_drop_groups(rows, cols, feats);
@@ -45,9 +48,9 @@ static __global__ void relu_dropout_backward_kernel(float *dx, const float *a, i
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
-        float v = dx[g.e0 + k];
+        float v = txl_ld(&dx[g.e0 + k]);
         if (DROP) v *= txl_drop_factor(g.w.v[k], threshold, scale); /* as the dropout op */
-        dx[g.e0 + k] = a[g.e0 + k] > 0.0f ? v : 0.0f;                /* ReLU backward      */
+        txl_st(&dx[g.e0 + k], txl_ld(&a[g.e0 + k]) > 0.0f ? v : 0.0f); /* ReLU backward */
       }
   }
 }
@@ -56,37 +59,66 @@ static void check_p(const char *op, float p) {
   if (!(p >= 0.0f && p < 1.0f)) txl_fatal("%s: dropout probability %g is not in [0, 1)", op, (double)p);
 }
 
-extern "C" void txl_cuda_bias_relu_dropout_forward(float *a, float *ad, const float *b, int rows,
-                                                   int cols, int feats, int col0,
-                                                   TxlDropout drop) {
+template <typename T>
+static void bias_relu_dropout_forward(T *a, T *ad, const float *b, int rows, int cols, int feats,
+                                      int col0, TxlDropout drop) {
   check_p("bias_relu_dropout_forward", drop.p);
   if (rows <= 0 || cols <= 0 || feats <= 0) return;
   const int64_t total = txl_drop_groups(rows, cols, feats);
   const unsigned int blocks = txl_cuda_blocks(total, TXL_CUDA_THREADS);
   if (drop.p > 0.0f) {
-    TXL_LAUNCH(bias_relu_dropout_kernel<true>, blocks, TXL_CUDA_THREADS, 0)(
-        a, ad, b, rows, cols, feats, col0, drop, txl_dropout_threshold(drop.p),
-        txl_dropout_scale(drop.p));
+    auto k = bias_relu_dropout_kernel<T, true>;
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(a, ad, b, rows, cols, feats, col0, drop,
+                                              txl_dropout_threshold(drop.p),
+                                              txl_dropout_scale(drop.p));
   } else {
-    TXL_LAUNCH(bias_relu_dropout_kernel<false>, blocks, TXL_CUDA_THREADS, 0)(
-        a, ad, b, rows, cols, feats, col0, drop, 0u, 1.0f);
+    auto k = bias_relu_dropout_kernel<T, false>;
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(a, ad, b, rows, cols, feats, col0, drop, 0u, 1.0f);
   }
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_relu_dropout_backward(float *dx, const float *a, int rows, int cols,
-                                               int feats, int col0, TxlDropout drop) {
+template <typename T>
+static void relu_dropout_backward(T *dx, const T *a, int rows, int cols, int feats, int col0,
+                                  TxlDropout drop) {
   check_p("relu_dropout_backward", drop.p);
   if (rows <= 0 || cols <= 0 || feats <= 0) return;
   const int64_t total = txl_drop_groups(rows, cols, feats);
   const unsigned int blocks = txl_cuda_blocks(total, TXL_CUDA_THREADS);
   if (drop.p > 0.0f) {
-    TXL_LAUNCH(relu_dropout_backward_kernel<true>, blocks, TXL_CUDA_THREADS, 0)(
-        dx, a, rows, cols, feats, col0, drop, txl_dropout_threshold(drop.p),
-        txl_dropout_scale(drop.p));
+    auto k = relu_dropout_backward_kernel<T, true>;
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dx, a, rows, cols, feats, col0, drop,
+                                              txl_dropout_threshold(drop.p),
+                                              txl_dropout_scale(drop.p));
   } else {
-    TXL_LAUNCH(relu_dropout_backward_kernel<false>, blocks, TXL_CUDA_THREADS, 0)(
-        dx, a, rows, cols, feats, col0, drop, 0u, 1.0f);
+    auto k = relu_dropout_backward_kernel<T, false>;
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dx, a, rows, cols, feats, col0, drop, 0u, 1.0f);
   }
   CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows,
+                                                   int cols, int feats, int col0,
+                                                   TxlDropout drop) {
+  bias_relu_dropout_forward(static_cast<float *>(a), static_cast<float *>(ad), b, rows, cols,
+                            feats, col0, drop);
+}
+
+extern "C" void txl_cuda_bias_relu_dropout_forward_bf16(void *a, void *ad, const float *b,
+                                                        int rows, int cols, int feats, int col0,
+                                                        TxlDropout drop) {
+  bias_relu_dropout_forward(static_cast<txl_bf16 *>(a), static_cast<txl_bf16 *>(ad), b, rows,
+                            cols, feats, col0, drop);
+}
+
+extern "C" void txl_cuda_relu_dropout_backward(void *dx, const void *a, int rows, int cols,
+                                               int feats, int col0, TxlDropout drop) {
+  relu_dropout_backward(static_cast<float *>(dx), static_cast<const float *>(a), rows, cols,
+                        feats, col0, drop);
+}
+
+extern "C" void txl_cuda_relu_dropout_backward_bf16(void *dx, const void *a, int rows, int cols,
+                                                    int feats, int col0, TxlDropout drop) {
+  relu_dropout_backward(static_cast<txl_bf16 *>(dx), static_cast<const txl_bf16 *>(a), rows,
+                        cols, feats, col0, drop);
 }

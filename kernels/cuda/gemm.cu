@@ -4,14 +4,21 @@
  * column-major with the same ld, the matrix X^T [c, r]. So the row-major C is the column-major
  * C^T [N, M], and
  *     C^T = alpha op(B)^T op(A)^T + beta C^T,
- * which is one column-major cublasSgemm with the operands swapped (B first), the same
+ * which is one column-major cuBLAS GEMM with the operands swapped (B first), the same
  * transpose flags (the column-major view of B already is B^T; transposing it again gives
  * op(B)^T when trans_b), m = N, n = M, and the same leading dimensions.
  *
- * Arithmetic: cublasGemmEx on fp32 operands with the compute type of txl_cuda_set_gemm_math:
- * CUBLAS_COMPUTE_32F (true fp32, the default; the parity test would notice anything less: a
- * 10-bit mantissa is far outside the fp32 tolerance), CUBLAS_COMPUTE_32F_FAST_TF32 or
- * CUBLAS_COMPUTE_32F_FAST_16BF (tensor cores on operands rounded to TF32 / BF16, fp32 sums).
+ * Arithmetic, by table (kernels/ops.h: A and B in the table's act type, C in c_type):
+ *   txl_cuda_gemm       fp32 operands and C (CUDA_R_32F), the compute type of
+ *                       txl_cuda_set_gemm_math: CUBLAS_COMPUTE_32F (true fp32, the default; the
+ *                       parity test would notice anything less: a 10-bit mantissa is far outside
+ *                       the fp32 tolerance) or CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores on
+ *                       operands rounded to TF32, fp32 sums);
+ *   txl_cuda_gemm_bf16  bf16 operands (CUDA_R_16BF), C bf16 (an activation) or fp32 (a parameter
+ *                       gradient), always CUBLAS_COMPUTE_32F: the tensor cores take the bf16
+ *                       operands as they are (exact products) and sum in fp32; a bf16 C is
+ *                       rounded once when stored (beta reads it widened).
+ * alpha and beta are floats in both (the scale type of CUBLAS_COMPUTE_32F).
  * Determinism: cuBLAS gives bit-identical results run to run for one stream on one
  * architecture. */
 #include "kernels/cuda/cuda_ops.h"
@@ -26,7 +33,6 @@ extern "C" void txl_cuda_set_gemm_math(TxlGemmMath math) {
   switch (math) {
     case TXL_GEMM_FP32: g_compute = CUBLAS_COMPUTE_32F; break;
     case TXL_GEMM_TF32: g_compute = CUBLAS_COMPUTE_32F_FAST_TF32; break;
-    case TXL_GEMM_BF16: g_compute = CUBLAS_COMPUTE_32F_FAST_16BF; break;
     default: txl_fatal("internal: GEMM arithmetic %d", (int)math);
   }
 }
@@ -48,29 +54,57 @@ void txl_cuda_gemm_release(void) {
   }
 }
 
-/* C = beta C (C = 0 when beta == 0, without reading C, as BLAS does).   C [M, N] (ldc) */
-static __global__ void scale_matrix_kernel(float *C, int M, int N, int ldc, float beta) {
+/* C = beta C (C = 0 when beta == 0, without reading C, as BLAS does).   C [M, N] (ldc), TC float
+ * or txl_bf16 */
+template <typename TC>
+static __global__ void scale_matrix_kernel(TC *C, int M, int N, int ldc, float beta) {
   const int64_t total = (int64_t)M * N;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = e / N, j = e % N;
-    float *c = C + i * ldc + j;
-    *c = beta == 0.0f ? 0.0f : beta * *c;
+    TC *c = C + i * ldc + j;
+    txl_st(c, beta == 0.0f ? 0.0f : beta * txl_ld(c));
   }
 }
 
-extern "C" void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                              const float *A, int lda, const float *B, int ldb, float beta,
-                              float *C, int ldc) {
+/* C = beta C for K = 0 (BLAS implementations differ on K = 0). */
+template <typename TC>
+static void scale_matrix(TC *C, int M, int N, int ldc, float beta) {
+  TXL_LAUNCH(scale_matrix_kernel<TC>, txl_cuda_blocks((int64_t)M * N, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      C, M, N, ldc, beta);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* Both tables' GEMM: A and B of type ab (CUDA_R_32F or CUDA_R_16BF), C of type c_type. */
+static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+                 const void *B, int ldb, cudaDataType ab, float beta, void *C, int ldc,
+                 TxlDtype c_type, cublasComputeType_t compute) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) { /* no product: C = beta C (BLAS implementations differ on K = 0) */
-    TXL_LAUNCH(scale_matrix_kernel, txl_cuda_blocks((int64_t)M * N, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-        C, M, N, ldc, beta);
-    CUDA_LAUNCH_CHECK();
+  if (K <= 0) { /* no product: C = beta C */
+    if (c_type == TXL_BF16)
+      scale_matrix(static_cast<txl_bf16 *>(C), M, N, ldc, beta);
+    else
+      scale_matrix(static_cast<float *>(C), M, N, ldc, beta);
     return;
   }
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
-                            CUDA_R_32F, ldc, g_compute, CUBLAS_GEMM_DEFAULT));
+  const cudaDataType ct = c_type == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, ab, ldb, A, ab, lda, &beta, C, ct, ldc,
+                            compute, CUBLAS_GEMM_DEFAULT));
+}
+
+extern "C" void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                              const void *A, int lda, const void *B, int ldb, float beta, void *C,
+                              int ldc, TxlDtype c_type) {
+  txl_cuda_require_dtype(c_type, false, "gemm");
+  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_32F, beta, C, ldc, c_type, g_compute);
+}
+
+extern "C" void txl_cuda_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                                   const void *A, int lda, const void *B, int ldb, float beta,
+                                   void *C, int ldc, TxlDtype c_type) {
+  txl_cuda_require_dtype(c_type, true, "gemm");
+  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_16BF, beta, C, ldc, c_type,
+       CUBLAS_COMPUTE_32F);
 }

@@ -10,6 +10,10 @@
  *
  * Shapes: out, inp, res, x, y, dout, dinp, dbranch [n, d] (n = rows * cols for the dropout one);
  * mean, rstd [n]; w, b, dw, db [d].
+ * Types: the activations (out, inp, res, x, y, dout, dinp, dbranch) are of type T (float or
+ * txl_bf16, see cuda_util.h: widened when read, rounded once when stored); mean, rstd, w, b, dw, db
+ * are fp32. With bf16, the statistics and out are those of res as stored (rounded), which the
+ * backward reads back as its input, and dbranch is the dropout of dinp as stored.
  *
  * Forward and d(input): one warp per row (lanes stride over the d features, warp-shuffle sums),
  * through one row helper per direction that every op shares. The forward holds the lane's values
@@ -31,15 +35,23 @@
 
 /* ---- forward --------------------------------------------------------------------------- */
 
+/* *res = x + y, stored; returns the value stored (rounded when T is bf16). res may alias x or y. */
+template <typename T>
+static __device__ __forceinline__ float add_stored(T *res, T x, T y) {
+  T a;
+  txl_st(&a, txl_ld(&x) + txl_ld(&y));
+  *res = a;
+  return txl_ld(&a);
+}
+
 /* One row by one warp (every lane calls it): the input value of feature j is x[j], or with ADD
- * a = x[j] + y[j], also stored to res[j]; then mean and rstd (stored by lane 0) and out.
+ * a = x[j] + y[j] as stored to res[j]; then mean and rstd (stored by lane 0) and out.
  * NV > 0: the lane's values a[lane + 32 k], k < NV, stay in registers (d <= 32 NV); NV == 0: any
  * d, the values are re-read from x (or res). The arithmetic and its order are the same. */
-template <int NV, bool ADD>
-static __device__ __forceinline__ void ln_forward_row(float *res, float *out, float *mean,
-                                                      float *rstd, const float *x, const float *y,
-                                                      const float *w, const float *b, int d,
-                                                      float eps, int lane) {
+template <typename T, int NV, bool ADD>
+static __device__ __forceinline__ void ln_forward_row(T *res, T *out, float *mean, float *rstd,
+                                                      const T *x, const T *y, const float *w,
+                                                      const float *b, int d, float eps, int lane) {
   float v[NV > 0 ? NV : 1];
   float s = 0.0f;
   if constexpr (NV > 0) {
@@ -48,18 +60,14 @@ static __device__ __forceinline__ void ln_forward_row(float *res, float *out, fl
       const int j = lane + 32 * k;
       v[k] = 0.0f;
       if (j < d) {
-        const float a = ADD ? x[j] + y[j] : x[j];
-        if (ADD) res[j] = a;
+        const float a = ADD ? add_stored(&res[j], x[j], y[j]) : txl_ld(&x[j]);
         v[k] = a;
         s += a;
       }
     }
   } else {
-    for (int j = lane; j < d; j += 32) {
-      const float a = ADD ? x[j] + y[j] : x[j];
-      if (ADD) res[j] = a; /* re-read below by this same lane */
-      s += a;
-    }
+    for (int j = lane; j < d; j += 32) /* res is re-read below by this same lane */
+      s += ADD ? add_stored(&res[j], x[j], y[j]) : txl_ld(&x[j]);
   }
   const float mu = txl_warp_sum(s) / (float)d;
   float ss = 0.0f;
@@ -71,9 +79,9 @@ static __device__ __forceinline__ void ln_forward_row(float *res, float *out, fl
         ss += c * c;
       }
   } else {
-    const float *src = ADD ? res : x;
+    const T *src = ADD ? res : x;
     for (int j = lane; j < d; j += 32) {
-      const float c = src[j] - mu;
+      const float c = txl_ld(&src[j]) - mu;
       ss += c * c;
     }
   }
@@ -82,11 +90,11 @@ static __device__ __forceinline__ void ln_forward_row(float *res, float *out, fl
 #pragma unroll
     for (int k = 0; k < NV; k++) {
       const int j = lane + 32 * k;
-      if (j < d) out[j] = (v[k] - mu) * rs * w[j] + b[j];
+      if (j < d) txl_st(&out[j], (v[k] - mu) * rs * w[j] + b[j]);
     }
   } else {
-    const float *src = ADD ? res : x;
-    for (int j = lane; j < d; j += 32) out[j] = (src[j] - mu) * rs * w[j] + b[j];
+    const T *src = ADD ? res : x;
+    for (int j = lane; j < d; j += 32) txl_st(&out[j], (txl_ld(&src[j]) - mu) * rs * w[j] + b[j]);
   }
   if (lane == 0) {
     *mean = mu;
@@ -95,71 +103,91 @@ static __device__ __forceinline__ void ln_forward_row(float *res, float *out, fl
 }
 
 /* One warp per row, grid-stride. res, y unused (may be NULL) without ADD. */
-template <int NV, bool ADD>
-static __global__ void layernorm_forward_kernel(float *res, float *out, float *mean, float *rstd,
-                                                const float *x, const float *y, const float *w,
+template <typename T, int NV, bool ADD>
+static __global__ void layernorm_forward_kernel(T *res, T *out, float *mean, float *rstd,
+                                                const T *x, const T *y, const float *w,
                                                 const float *b, int64_t n, int d, float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
   /* r is the same for the 32 lanes of a warp, so the shuffles see full warps */
   for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps)
-    ln_forward_row<NV, ADD>(ADD ? res + r * d : NULL, out + r * d, mean + r, rstd + r, x + r * d,
-                            ADD ? y + r * d : NULL, w, b, d, eps, lane);
+    ln_forward_row<T, NV, ADD>(ADD ? res + r * d : NULL, out + r * d, mean + r, rstd + r,
+                               x + r * d, ADD ? y + r * d : NULL, w, b, d, eps, lane);
 }
 
-template <int NV, bool ADD>
-static void layernorm_forward_launch(float *res, float *out, float *mean, float *rstd,
-                                     const float *x, const float *y, const float *w,
-                                     const float *b, int64_t n, int d, float eps) {
-  auto k = layernorm_forward_kernel<NV, ADD>;
+template <typename T, int NV, bool ADD>
+static void layernorm_forward_launch(T *res, T *out, float *mean, float *rstd, const T *x,
+                                     const T *y, const float *w, const float *b, int64_t n, int d,
+                                     float eps) {
+  auto k = layernorm_forward_kernel<T, NV, ADD>;
   TXL_LAUNCH(k, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
       res, out, mean, rstd, x, y, w, b, n, d, eps);
   CUDA_LAUNCH_CHECK();
 }
 
 /* The register capacity by d: up to 1024 features in registers, beyond that re-read. */
-template <bool ADD>
-static void layernorm_forward_dispatch(float *res, float *out, float *mean, float *rstd,
-                                       const float *x, const float *y, const float *w,
-                                       const float *b, int64_t n, int d, float eps) {
+template <typename T, bool ADD>
+static void layernorm_forward_dispatch(T *res, T *out, float *mean, float *rstd, const T *x,
+                                       const T *y, const float *w, const float *b, int64_t n,
+                                       int d, float eps) {
+  if (n <= 0 || d <= 0) return;
   if (d <= 32 * 4)
-    layernorm_forward_launch<4, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 4, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
   else if (d <= 32 * 8)
-    layernorm_forward_launch<8, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 8, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
   else if (d <= 32 * 16)
-    layernorm_forward_launch<16, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 16, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
   else if (d <= 32 * 32)
-    layernorm_forward_launch<32, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 32, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
   else
-    layernorm_forward_launch<0, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 0, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
 }
 
-extern "C" void txl_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+extern "C" void txl_cuda_layernorm_forward(void *out, float *mean, float *rstd, const void *inp,
                                            const float *w, const float *b, int64_t n, int d,
                                            float eps) {
-  if (n <= 0 || d <= 0) return;
-  layernorm_forward_dispatch<false>(NULL, out, mean, rstd, inp, NULL, w, b, n, d, eps);
+  layernorm_forward_dispatch<float, false>(NULL, static_cast<float *>(out), mean, rstd,
+                                           static_cast<const float *>(inp), NULL, w, b, n, d, eps);
 }
 
-extern "C" void txl_cuda_add_layernorm_forward(float *res, float *out, float *mean, float *rstd,
-                                               const float *x, const float *y, const float *w,
+extern "C" void txl_cuda_layernorm_forward_bf16(void *out, float *mean, float *rstd,
+                                                const void *inp, const float *w, const float *b,
+                                                int64_t n, int d, float eps) {
+  layernorm_forward_dispatch<txl_bf16, false>(NULL, static_cast<txl_bf16 *>(out), mean, rstd,
+                                              static_cast<const txl_bf16 *>(inp), NULL, w, b, n, d,
+                                              eps);
+}
+
+extern "C" void txl_cuda_add_layernorm_forward(void *res, void *out, float *mean, float *rstd,
+                                               const void *x, const void *y, const float *w,
                                                const float *b, int64_t n, int d, float eps) {
-  if (n <= 0 || d <= 0) return;
-  layernorm_forward_dispatch<true>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  layernorm_forward_dispatch<float, true>(static_cast<float *>(res), static_cast<float *>(out),
+                                          mean, rstd, static_cast<const float *>(x),
+                                          static_cast<const float *>(y), w, b, n, d, eps);
+}
+
+extern "C" void txl_cuda_add_layernorm_forward_bf16(void *res, void *out, float *mean,
+                                                    float *rstd, const void *x, const void *y,
+                                                    const float *w, const float *b, int64_t n,
+                                                    int d, float eps) {
+  layernorm_forward_dispatch<txl_bf16, true>(
+      static_cast<txl_bf16 *>(res), static_cast<txl_bf16 *>(out), mean, rstd,
+      static_cast<const txl_bf16 *>(x), static_cast<const txl_bf16 *>(y), w, b, n, d, eps);
 }
 
 /* ---- backward -------------------------------------------------------------------------- */
 
 /* mg = mean(g), mgx = mean(g * xhat) over one row, g = dout * w, xhat = (x - mu) rs; one warp
  * (every lane calls it and gets both). */
-static __device__ __forceinline__ void ln_backward_means(float &mg, float &mgx, const float *dy,
-                                                         const float *x, const float *w, float mu,
+template <typename T>
+static __device__ __forceinline__ void ln_backward_means(float &mg, float &mgx, const T *dy,
+                                                         const T *x, const float *w, float mu,
                                                          float rs, int d, int lane) {
   float sg = 0.0f, sgx = 0.0f;
   for (int j = lane; j < d; j += 32) {
-    const float g = dy[j] * w[j];
+    const float g = txl_ld(&dy[j]) * w[j];
     sg += g;
-    sgx += g * ((x[j] - mu) * rs);
+    sgx += g * ((txl_ld(&x[j]) - mu) * rs);
   }
   mg = txl_warp_sum(sg) / (float)d;
   mgx = txl_warp_sum(sgx) / (float)d;
@@ -173,38 +201,39 @@ static __device__ __forceinline__ float ln_dx(float dy, float x, float w, float 
 }
 
 /* dinp += d(input), one warp per row */
-static __global__ void layernorm_backward_input_kernel(float *dinp, const float *dout,
-                                                       const float *inp, const float *w,
-                                                       const float *mean, const float *rstd,
-                                                       int64_t n, int d) {
+template <typename T>
+static __global__ void layernorm_backward_input_kernel(T *dinp, const T *dout, const T *inp,
+                                                       const float *w, const float *mean,
+                                                       const float *rstd, int64_t n, int d) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
   for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps) {
-    const float *x = inp + r * d, *dy = dout + r * d;
-    float *dx = dinp + r * d;
+    const T *x = inp + r * d, *dy = dout + r * d;
+    T *dx = dinp + r * d;
     const float mu = mean[r], rs = rstd[r];
     float mg, mgx;
     ln_backward_means(mg, mgx, dy, x, w, mu, rs, d, lane);
-    for (int j = lane; j < d; j += 32) dx[j] += ln_dx(dy[j], x[j], w[j], mu, rs, mg, mgx);
+    for (int j = lane; j < d; j += 32)
+      txl_st(&dx[j], txl_ld(&dx[j]) + ln_dx(txl_ld(&dy[j]), txl_ld(&x[j]), w[j], mu, rs, mg, mgx));
   }
 }
 
-/* dinp = d(input), dbranch = dropout(dinp), one warp per row r = (i, c); the lanes take groups of
- * 4 features (one Philox call gives the 4 words of a group, as the dropout op). */
-template <bool DROP>
-static __global__ void layernorm_backward_dropout_kernel(float *dinp, float *dbranch,
-                                                         const float *dout, const float *inp,
-                                                         const float *w, const float *mean,
-                                                         const float *rstd, int rows, int cols,
-                                                         int d, int col0, TxlDropout drop,
-                                                         uint32_t threshold, float scale) {
+/* dinp = d(input), dbranch = dropout(dinp as stored), one warp per row r = (i, c); the lanes take
+ * groups of 4 features (one Philox call gives the 4 words of a group, as the dropout op). */
+template <typename T, bool DROP>
+static __global__ void layernorm_backward_dropout_kernel(T *dinp, T *dbranch, const T *dout,
+                                                         const T *inp, const float *w,
+                                                         const float *mean, const float *rstd,
+                                                         int rows, int cols, int d, int col0,
+                                                         TxlDropout drop, uint32_t threshold,
+                                                         float scale) {
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)rows * cols;
   const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
   const int groups = (d + 3) / 4;
   for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps) {
-    const float *x = inp + r * d, *dy = dout + r * d;
-    float *dx = dinp + r * d, *dbr = dbranch + r * d;
+    const T *x = inp + r * d, *dy = dout + r * d;
+    T *dx = dinp + r * d, *dbr = dbranch + r * d;
     const float mu = mean[r], rs = rstd[r];
     float mg, mgx;
     ln_backward_means(mg, mgx, dy, x, w, mu, rs, d, lane);
@@ -217,9 +246,13 @@ static __global__ void layernorm_backward_dropout_kernel(float *dinp, float *dbr
       for (int k = 0; k < 4; k++) {
         const int j = j0 + k;
         if (j < d) {
-          const float g = ln_dx(dy[j], x[j], w[j], mu, rs, mg, mgx);
+          T g;
+          txl_st(&g, ln_dx(txl_ld(&dy[j]), txl_ld(&x[j]), w[j], mu, rs, mg, mgx));
           dx[j] = g;
-          dbr[j] = DROP ? g * ((words.v[k] >> 8) >= threshold ? scale : 0.0f) : g;
+          if (DROP)
+            txl_st(&dbr[j], txl_ld(&g) * ((words.v[k] >> 8) >= threshold ? scale : 0.0f));
+          else
+            dbr[j] = g;
         }
       }
     }
@@ -228,8 +261,9 @@ static __global__ void layernorm_backward_dropout_kernel(float *dinp, float *dbr
 
 /* Kernel 1: part_w[p, j] = sum over the rows r of chunk p (in order) of dout[r,j] * xhat[r,j],
  * part_b[p, j] = the same of dout[r, j].   grid (ceil(d / threads), P); part_* [P, d] */
+template <typename T>
 static __global__ void layernorm_backward_partial_kernel(float *part_w, float *part_b,
-                                                         const float *dout, const float *inp,
+                                                         const T *dout, const T *inp,
                                                          const float *mean, const float *rstd,
                                                          int64_t n, int d, int64_t chunk_rows) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -239,8 +273,8 @@ static __global__ void layernorm_backward_partial_kernel(float *part_w, float *p
   const int64_t r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
   float aw = 0.0f, ab = 0.0f;
   for (int64_t r = r0; r < r1; r++) {
-    const float dy = dout[r * d + j];
-    aw += dy * ((inp[r * d + j] - mean[r]) * rstd[r]);
+    const float dy = txl_ld(&dout[r * d + j]);
+    aw += dy * ((txl_ld(&inp[r * d + j]) - mean[r]) * rstd[r]);
     ab += dy;
   }
   part_w[p * d + j] = aw;
@@ -269,7 +303,8 @@ static float *scratch(size_t floats) { return (float *)txl_cuda_scratch(&g_scrat
 void txl_cuda_layernorm_release(void) { txl_cuda_scratch_release(&g_scratch); }
 
 /* dw += sum_r dout * xhat, db += sum_r dout, by kernels 1 and 2 (n, d > 0). */
-static void layernorm_param_grads(float *dw, float *db, const float *dout, const float *inp,
+template <typename T>
+static void layernorm_param_grads(float *dw, float *db, const T *dout, const T *inp,
                                   const float *mean, const float *rstd, int64_t n, int d) {
   int64_t nchunks = (n + TXL_LN_MIN_CHUNK_ROWS - 1) / TXL_LN_MIN_CHUNK_ROWS;
   if (nchunks > TXL_LN_MAX_CHUNKS) nchunks = TXL_LN_MAX_CHUNKS;
@@ -280,7 +315,7 @@ static void layernorm_param_grads(float *dw, float *db, const float *dout, const
 
   const int tiles = (d + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
   const dim3 grid1((unsigned int)tiles, (unsigned int)nchunks);
-  TXL_LAUNCH(layernorm_backward_partial_kernel, grid1, TXL_CUDA_THREADS, 0)(
+  TXL_LAUNCH(layernorm_backward_partial_kernel<T>, grid1, TXL_CUDA_THREADS, 0)(
       part_w, part_b, dout, inp, mean, rstd, n, d, chunk_rows);
   CUDA_LAUNCH_CHECK();
   TXL_LAUNCH(layernorm_backward_final_kernel, tiles, TXL_CUDA_THREADS, 0)(dw, db, part_w, part_b,
@@ -288,37 +323,76 @@ static void layernorm_param_grads(float *dw, float *db, const float *dout, const
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                            const float *inp, const float *w, const float *mean,
-                                            const float *rstd, int64_t n, int d) {
+template <typename T>
+static void layernorm_backward(T *dinp, float *dw, float *db, const T *dout, const T *inp,
+                               const float *w, const float *mean, const float *rstd, int64_t n,
+                               int d) {
   if (n <= 0 || d <= 0) return;
   if (dinp) { /* NULL: rows whose input takes no gradient, only dw and db */
-    TXL_LAUNCH(layernorm_backward_input_kernel, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS),
+    TXL_LAUNCH(layernorm_backward_input_kernel<T>, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS),
                TXL_CUDA_THREADS, 0)(dinp, dout, inp, w, mean, rstd, n, d);
     CUDA_LAUNCH_CHECK();
   }
   layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d);
 }
 
-extern "C" void txl_cuda_layernorm_backward_dropout(float *dinp, float *dbranch, float *dw,
-                                                    float *db, const float *dout,
-                                                    const float *inp, const float *w,
-                                                    const float *mean, const float *rstd,
-                                                    int rows, int cols, int d, int col0,
-                                                    TxlDropout drop) {
+extern "C" void txl_cuda_layernorm_backward(void *dinp, float *dw, float *db, const void *dout,
+                                            const void *inp, const float *w, const float *mean,
+                                            const float *rstd, int64_t n, int d) {
+  layernorm_backward(static_cast<float *>(dinp), dw, db, static_cast<const float *>(dout),
+                     static_cast<const float *>(inp), w, mean, rstd, n, d);
+}
+
+extern "C" void txl_cuda_layernorm_backward_bf16(void *dinp, float *dw, float *db,
+                                                 const void *dout, const void *inp, const float *w,
+                                                 const float *mean, const float *rstd, int64_t n,
+                                                 int d) {
+  layernorm_backward(static_cast<txl_bf16 *>(dinp), dw, db, static_cast<const txl_bf16 *>(dout),
+                     static_cast<const txl_bf16 *>(inp), w, mean, rstd, n, d);
+}
+
+template <typename T>
+static void layernorm_backward_dropout(T *dinp, T *dbranch, float *dw, float *db, const T *dout,
+                                       const T *inp, const float *w, const float *mean,
+                                       const float *rstd, int rows, int cols, int d, int col0,
+                                       TxlDropout drop) {
   if (!(drop.p >= 0.0f && drop.p < 1.0f))
     txl_fatal("layernorm_backward_dropout: dropout probability %g is not in [0, 1)", (double)drop.p);
   if (rows <= 0 || cols <= 0 || d <= 0) return;
   const int64_t n = (int64_t)rows * cols;
   const unsigned int blocks = txl_cuda_blocks(n * 32, TXL_CUDA_THREADS);
   if (drop.p > 0.0f) {
-    TXL_LAUNCH(layernorm_backward_dropout_kernel<true>, blocks, TXL_CUDA_THREADS, 0)(
-        dinp, dbranch, dout, inp, w, mean, rstd, rows, cols, d, col0, drop,
-        txl_dropout_threshold(drop.p), txl_dropout_scale(drop.p));
+    auto k = layernorm_backward_dropout_kernel<T, true>;
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dinp, dbranch, dout, inp, w, mean, rstd, rows, cols,
+                                              d, col0, drop, txl_dropout_threshold(drop.p),
+                                              txl_dropout_scale(drop.p));
   } else {
-    TXL_LAUNCH(layernorm_backward_dropout_kernel<false>, blocks, TXL_CUDA_THREADS, 0)(
-        dinp, dbranch, dout, inp, w, mean, rstd, rows, cols, d, col0, drop, 0u, 1.0f);
+    auto k = layernorm_backward_dropout_kernel<T, false>;
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dinp, dbranch, dout, inp, w, mean, rstd, rows, cols,
+                                              d, col0, drop, 0u, 1.0f);
   }
   CUDA_LAUNCH_CHECK();
   layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d);
+}
+
+extern "C" void txl_cuda_layernorm_backward_dropout(void *dinp, void *dbranch, float *dw,
+                                                    float *db, const void *dout, const void *inp,
+                                                    const float *w, const float *mean,
+                                                    const float *rstd, int rows, int cols, int d,
+                                                    int col0, TxlDropout drop) {
+  layernorm_backward_dropout(static_cast<float *>(dinp), static_cast<float *>(dbranch), dw, db,
+                             static_cast<const float *>(dout), static_cast<const float *>(inp), w,
+                             mean, rstd, rows, cols, d, col0, drop);
+}
+
+extern "C" void txl_cuda_layernorm_backward_dropout_bf16(void *dinp, void *dbranch, float *dw,
+                                                         float *db, const void *dout,
+                                                         const void *inp, const float *w,
+                                                         const float *mean, const float *rstd,
+                                                         int rows, int cols, int d, int col0,
+                                                         TxlDropout drop) {
+  layernorm_backward_dropout(static_cast<txl_bf16 *>(dinp), static_cast<txl_bf16 *>(dbranch), dw,
+                             db, static_cast<const txl_bf16 *>(dout),
+                             static_cast<const txl_bf16 *>(inp), w, mean, rstd, rows, cols, d,
+                             col0, drop);
 }

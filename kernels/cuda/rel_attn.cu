@@ -54,9 +54,21 @@
  * ever evaluated for a masked pair).
  *
  * Workspace (backward only): D, the du/dvb parts and the dr partials; see
- * txl_cuda_rel_attn_workspace. The forward uses none. */
+ * txl_cuda_rel_attn_workspace. The forward uses none.
+ *
+ * Storage types (kernels/ops.h). Every kernel is a template on T, the type of the activations
+ * q, kv, r, vec and of their gradients dvec, dq, dkv, dr: float (txl_cuda_rel_attn_forward /
+ * _backward) or txl_bf16 (the _bf16 pair). Loads widen to float (txl_ld) and the shared tiles,
+ * the registers and every sum are float; each output element is rounded once, when it is
+ * stored (txl_st). u, vb, du, dvb, the saved lse and the whole workspace (D, the du / dvb parts,
+ * the dr partials) are float in both, so the partial sums of dr reach bf16 only in the final
+ * reduction. The one bf16 value read back is vec itself: D_i = dvec_i . vec_i takes the vec
+ * the forward stored, which moves D by at most 2^-8 sum_e |dvec_ie vec_ie| (the tolerance of
+ * tests/cuda/test_cuda_rel_attn.c counts it). With T = float the code is the fp32 kernel as it
+ * was (txl_ld / txl_st are plain loads and stores). */
 #include <math.h>
 
+#include "kernels/common/bf16.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
@@ -103,15 +115,16 @@ static __device__ __forceinline__ void dropatt_factors(float km[CB], const AttnG
   }
 }
 
-/* dst[r * ld + e] = src[(first + r) * stride + e] (+ bias[e]) for r < nrows, e < dh; rows
- * with first + r outside [0, valid_end) are zero. */
-static __device__ void load_rows(float *dst, int ld, const float *src, int64_t stride, int first,
+/* dst[r * ld + e] = src[(first + r) * stride + e] (+ bias[e]) for r < nrows, e < dh, widened
+ * to float; rows with first + r outside [0, valid_end) are zero. */
+template <typename T>
+static __device__ void load_rows(float *dst, int ld, const T *src, int64_t stride, int first,
                                  int valid_end, int nrows, int dh, const float *bias) {
   for (int idx = threadIdx.x; idx < nrows * dh; idx += blockDim.x) {
     const int rr = idx / dh, e = idx - rr * dh, x = first + rr;
     float val = 0.0f;
     if (x >= 0 && x < valid_end) {
-      val = src[(int64_t)x * stride + e];
+      val = txl_ld(src + (int64_t)x * stride + e);
       if (bias) val += bias[e];
     }
     dst[rr * ld + e] = val;
@@ -177,10 +190,10 @@ static __device__ __forceinline__ float half_warp_sum(float x) {
 
 /* grid (B*H, query tiles); block 256. vec [L, B, H, dh]; lse [B, H, L].
  * shared: sQU, sQV [BQ][ld]; sK, sV [BK][ld]; sR [BQ+BK-1][ld]; sP [BQ][BK+1] */
-template <int BQ, int BK, int DHP>
-static __global__ void rel_attn_forward_kernel(float *vec, float *lse, const float *q,
-                                               const float *kv, const float *r, const float *u,
-                                               const float *vb, AttnGeo g) {
+template <typename T, int BQ, int BK, int DHP>
+static __global__ void rel_attn_forward_kernel(T *vec, float *lse, const T *q, const T *kv,
+                                               const T *r, const float *u, const float *vb,
+                                               AttnGeo g) {
   constexpr int RA = BQ / 16, CB = BK / 16, EM = DHP / 16, NR = BQ + BK - 1, LP = BK + 1;
   TXL_DYNAMIC_SHARED(float, sm);
   const int ld = g.ld, dh = g.dh, HD = g.H * g.dh;
@@ -191,9 +204,9 @@ static __global__ void rel_attn_forward_kernel(float *vec, float *lse, const flo
   const int i0 = blockIdx.y * BQ;
   const int i_last = (i0 + BQ < g.L ? i0 + BQ : g.L) - 1;
   const int64_t qstride = (int64_t)g.B * HD, kstride = (int64_t)g.B * 2 * HD;
-  const float *qb = q + (int64_t)c * HD + h * dh;
-  const float *kb = kv + (int64_t)c * 2 * HD + h * dh, *vbase = kb + HD;
-  const float *rb = r + h * dh;
+  const T *qb = q + (int64_t)c * HD + h * dh;
+  const T *kb = kv + (int64_t)c * 2 * HD + h * dh, *vbase = kb + HD;
+  const T *rb = r + h * dh;
 
   load_rows(sQU, ld, qb, qstride, i0, g.L, BQ, dh, u + h * dh);
   load_rows(sQV, ld, qb, qstride, i0, g.L, BQ, dh, vb + h * dh);
@@ -272,11 +285,11 @@ static __global__ void rel_attn_forward_kernel(float *vec, float *lse, const flo
     const int i = i0 + ty * RA + alpha;
     if (i < g.L) {
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      float *out = vec + ((int64_t)i * g.B + c) * HD + h * dh;
+      T *out = vec + ((int64_t)i * g.B + c) * HD + h * dh;
 #pragma unroll
       for (int m = 0; m < EM; m++) {
         const int e = tx + 16 * m;
-        if (e < dh) out[e] = O[alpha][m] * inv;
+        if (e < dh) txl_st(out + e, O[alpha][m] * inv);
       }
       if (tx == 0) lse[(int64_t)ch * g.L + i] = l > 0.0f ? m_run[alpha] + logf(l) : -INFINITY;
     }
@@ -286,8 +299,8 @@ static __global__ void rel_attn_forward_kernel(float *vec, float *lse, const flo
 /* ---- backward ---------------------------------------------------------------------------- */
 
 /* D[c, h, i] = dvec[i, c, h, :] . vec[i, c, h, :]: one warp per row.   D [B, H, L] */
-static __global__ void rel_attn_delta_kernel(float *D, const float *dvec, const float *vec,
-                                             AttnGeo g) {
+template <typename T>
+static __global__ void rel_attn_delta_kernel(float *D, const T *dvec, const T *vec, AttnGeo g) {
   const int lane = threadIdx.x & 31;
   const int64_t rows = (int64_t)g.B * g.H * g.L;
   const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / 32);
@@ -295,7 +308,7 @@ static __global__ void rel_attn_delta_kernel(float *D, const float *dvec, const 
     const int64_t ch = w / g.L, i = w - ch * g.L; /* ch = c * H + h */
     const int64_t off = (i * g.B * g.H + ch) * g.dh;
     float acc = 0.0f;
-    for (int e = lane; e < g.dh; e += 32) acc += dvec[off + e] * vec[off + e];
+    for (int e = lane; e < g.dh; e += 32) acc += txl_ld(dvec + off + e) * txl_ld(vec + off + e);
     acc = txl_warp_sum(acc);
     if (lane == 0) D[w] = acc;
   }
@@ -335,10 +348,10 @@ static __device__ __forceinline__ void tile_dscores(float *sP, float *sS, const 
 }
 
 /* Loads the query side of a tile: q+u, q+vb, dvec rows i0.. and their lse and D. */
-template <int BQ>
+template <typename T, int BQ>
 static __device__ __forceinline__ void load_query_side(float *sQU, float *sQV, float *sDO,
-                                                       float *sL, float *sD, const float *q,
-                                                       const float *dvec, const float *u,
+                                                       float *sL, float *sD, const T *q,
+                                                       const T *dvec, const float *u,
                                                        const float *vb, const float *lse,
                                                        const float *Dv, const AttnGeo &g, int c,
                                                        int h, int i0) {
@@ -358,11 +371,10 @@ static __device__ __forceinline__ void load_query_side(float *sQU, float *sQV, f
 /* dk, dv of one key tile: grid (B*H, key tiles); block 256.   dkv [K, B, 2, H, dh]
  * shared: sK, sV [BK][ld]; sQU, sQV, sDO [BQ][ld]; sR [BQ+BK-1][ld]; sP, sS [BQ][BK+1];
  *         sL, sD [BQ] */
-template <int BQ, int BK, int DHP>
-static __global__ void rel_attn_dkv_kernel(float *dkv, const float *dvec, const float *q,
-                                           const float *kv, const float *r, const float *u,
-                                           const float *vb, const float *lse, const float *Dv,
-                                           AttnGeo g) {
+template <typename T, int BQ, int BK, int DHP>
+static __global__ void rel_attn_dkv_kernel(T *dkv, const T *dvec, const T *q, const T *kv,
+                                           const T *r, const float *u, const float *vb,
+                                           const float *lse, const float *Dv, AttnGeo g) {
   constexpr int RB = BK / 16, EM = DHP / 16, NR = BQ + BK - 1, LP = BK + 1;
   TXL_DYNAMIC_SHARED(float, sm);
   const int ld = g.ld, dh = g.dh, HD = g.H * g.dh;
@@ -374,7 +386,7 @@ static __global__ void rel_attn_dkv_kernel(float *dkv, const float *dvec, const 
   const int j0 = blockIdx.y * BK;
   const int j_last = (j0 + BK < g.K ? j0 + BK : g.K) - 1;
   const int64_t kstride = (int64_t)g.B * 2 * HD;
-  const float *kb = kv + (int64_t)c * 2 * HD + h * dh;
+  const T *kb = kv + (int64_t)c * 2 * HD + h * dh;
   load_rows(sK, ld, kb, kstride, j0, g.K, BK, dh, nullptr);
   load_rows(sV, ld, kb + HD, kstride, j0, g.K, BK, dh, nullptr);
 
@@ -390,7 +402,7 @@ static __global__ void rel_attn_dkv_kernel(float *dkv, const float *dvec, const 
   if (g.same_length && j_last + g.same_shift - 1 < i_end) i_end = j_last + g.same_shift - 1;
   for (int i0 = i_begin; i0 <= i_end; i0 += BQ) {
     __syncthreads(); /* the previous query tile's readers are done */
-    load_query_side<BQ>(sQU, sQV, sDO, sL, sD, q, dvec, u, vb, lse, Dv, g, c, h, i0);
+    load_query_side<T, BQ>(sQU, sQV, sDO, sL, sD, q, dvec, u, vb, lse, Dv, g, c, h, i0);
     load_rows(sR, ld, r + h * dh, HD, g.L - i0 - BQ + j0, g.K, NR, dh, nullptr);
     __syncthreads();
     tile_dscores<BQ, BK>(sP, sS, sQU, sQV, sDO, sK, sV, sR, sL, sD, g, c, h, i0, j0);
@@ -421,13 +433,13 @@ static __global__ void rel_attn_dkv_kernel(float *dkv, const float *dvec, const 
   for (int beta = 0; beta < RB; beta++) {
     const int j = j0 + ty * RB + beta;
     if (j < g.K) {
-      float *dk = dkv + ((int64_t)j * g.B + c) * 2 * HD + h * dh, *dv = dk + HD;
+      T *dk = dkv + ((int64_t)j * g.B + c) * 2 * HD + h * dh, *dv = dk + HD;
 #pragma unroll
       for (int m = 0; m < EM; m++) {
         const int e = tx + 16 * m;
         if (e < dh) {
-          dk[e] = dK[beta][m];
-          dv[e] = dV[beta][m];
+          txl_st(dk + e, dK[beta][m]);
+          txl_st(dv + e, dV[beta][m]);
         }
       }
     }
@@ -441,12 +453,11 @@ static __global__ void rel_attn_dkv_kernel(float *dkv, const float *dvec, const 
  *   part_du, part_dvb [B, H, nqt, dh]
  * shared: sQU, sQV, sDO [BQ][ld]; sK, sV [BK][ld]; sR [BQ+BK-1][ld]; sS [BQ][BK+1];
  *         sL, sD [BQ]; sRed [2][16][DHP] */
-template <int BQ, int BK, int DHP>
-static __global__ void rel_attn_dq_kernel(float *dq, float *part_dr, float *part_du,
-                                          float *part_dvb, const float *dvec, const float *q,
-                                          const float *kv, const float *r, const float *u,
-                                          const float *vb, const float *lse, const float *Dv,
-                                          AttnGeo g, int G, int nqt) {
+template <typename T, int BQ, int BK, int DHP>
+static __global__ void rel_attn_dq_kernel(T *dq, float *part_dr, float *part_du, float *part_dvb,
+                                          const T *dvec, const T *q, const T *kv, const T *r,
+                                          const float *u, const float *vb, const float *lse,
+                                          const float *Dv, AttnGeo g, int G, int nqt) {
   constexpr int RA = BQ / 16, EM = DHP / 16, NR = BQ + BK - 1, LP = BK + 1;
   TXL_DYNAMIC_SHARED(float, sm);
   const int ld = g.ld, dh = g.dh, HD = g.H * g.dh;
@@ -465,8 +476,8 @@ static __global__ void rel_attn_dq_kernel(float *dq, float *part_dr, float *part
 
   for (int c = gi; c < g.B; c += G) {
     __syncthreads(); /* the previous column's readers (and the zeroing above) are done */
-    load_query_side<BQ>(sQU, sQV, sDO, sL, sD, q, dvec, u, vb, lse, Dv, g, c, h, i0);
-    const float *kb = kv + (int64_t)c * 2 * HD + h * dh;
+    load_query_side<T, BQ>(sQU, sQV, sDO, sL, sD, q, dvec, u, vb, lse, Dv, g, c, h, i0);
+    const T *kb = kv + (int64_t)c * 2 * HD + h * dh;
     float dqk[RA][EM], dqr[RA][EM];
 #pragma unroll
     for (int alpha = 0; alpha < RA; alpha++)
@@ -521,11 +532,11 @@ static __global__ void rel_attn_dq_kernel(float *dq, float *part_dr, float *part
     for (int alpha = 0; alpha < RA; alpha++) {
       const int i = i0 + ty * RA + alpha;
       if (i < g.L) {
-        float *out = dq + ((int64_t)i * g.B + c) * HD + h * dh;
+        T *out = dq + ((int64_t)i * g.B + c) * HD + h * dh;
 #pragma unroll
         for (int m = 0; m < EM; m++) {
           const int e = tx + 16 * m;
-          if (e < dh) out[e] = dqk[alpha][m] + dqr[alpha][m];
+          if (e < dh) txl_st(out + e, dqk[alpha][m] + dqr[alpha][m]);
         }
       }
     }
@@ -556,8 +567,9 @@ static __global__ void rel_attn_dq_kernel(float *dq, float *part_dr, float *part
 
 /* dr[p, h, e] = sum over query tiles qt, then groups gi, of the partials (0 where none).
  * dr [K, H, dh] */
-static __global__ void rel_attn_dr_reduce_kernel(float *dr, const float *part_dr, AttnGeo g,
-                                                 int G, int nqt, int BQ) {
+template <typename T>
+static __global__ void rel_attn_dr_reduce_kernel(T *dr, const float *part_dr, AttnGeo g, int G,
+                                                 int nqt, int BQ) {
   const int HD = g.H * g.dh;
   const int64_t total = (int64_t)g.K * HD, band = (int64_t)g.K + BQ - 1;
   for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
@@ -571,7 +583,7 @@ static __global__ void rel_attn_dr_reduce_kernel(float *dr, const float *part_dr
       for (int gi = 0; gi < G; gi++)
         sum += part_dr[((((int64_t)h * nqt + qt) * G + gi) * band + pl) * g.dh + e];
     }
-    dr[idx] = sum;
+    txl_st(dr + idx, sum);
   }
 }
 
@@ -639,23 +651,22 @@ static int column_groups(int nqt, int B, int H) {
   return G < 1 ? 1 : G;
 }
 
-template <int BQ, int BK, int DHP>
-static void forward_launch(float *vec, float *lse, const float *q, const float *kv, const float *r,
-                           const float *u, const float *vb, const AttnGeo &g) {
+template <typename T, int BQ, int BK, int DHP>
+static void forward_launch(T *vec, float *lse, const T *q, const T *kv, const T *r, const float *u,
+                           const float *vb, const AttnGeo &g) {
   const size_t bytes =
       ((size_t)(2 * BQ + 2 * BK + BQ + BK - 1) * g.ld + (size_t)BQ * (BK + 1)) * sizeof(float);
-  auto forward_kernel = rel_attn_forward_kernel<BQ, BK, DHP>;
+  auto forward_kernel = rel_attn_forward_kernel<T, BQ, BK, DHP>;
   shared_limit(forward_kernel, bytes);
   const dim3 grid((unsigned int)(g.B * g.H), (unsigned int)cdiv(g.L, BQ));
   TXL_LAUNCH(forward_kernel, grid, ATTN_THREADS, bytes)(vec, lse, q, kv, r, u, vb, g);
   CUDA_LAUNCH_CHECK();
 }
 
-template <int BQ, int BK, int DHP>
-static void backward_launch(float *dq, float *dkv, float *dr, float *du, float *dvb,
-                            const float *dvec, const float *vec, const float *q, const float *kv,
-                            const float *r, const float *u, const float *vb, const float *lse,
-                            const AttnGeo &g, float *ws) {
+template <typename T, int BQ, int BK, int DHP>
+static void backward_launch(T *dq, T *dkv, T *dr, float *du, float *dvb, const T *dvec,
+                            const T *vec, const T *q, const T *kv, const T *r, const float *u,
+                            const float *vb, const float *lse, const AttnGeo &g, float *ws) {
   const int nqt = cdiv(g.L, BQ), nkt = cdiv(g.K, BK);
   const int G = column_groups(nqt, g.B, g.H);
   float *Dv = ws;
@@ -664,13 +675,14 @@ static void backward_launch(float *dq, float *dkv, float *dr, float *du, float *
   float *part_dr = part_dvb + round64((size_t)g.B * g.H * nqt * g.dh);
 
   const int64_t rows = (int64_t)g.B * g.H * g.L;
-  TXL_LAUNCH(rel_attn_delta_kernel, txl_cuda_blocks(rows * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+  auto delta_kernel = rel_attn_delta_kernel<T>;
+  TXL_LAUNCH(delta_kernel, txl_cuda_blocks(rows * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
       Dv, dvec, vec, g);
   CUDA_LAUNCH_CHECK();
 
   const size_t kv_bytes = ((size_t)(2 * BK + 3 * BQ + BQ + BK - 1) * g.ld +
                            (size_t)2 * BQ * (BK + 1) + 2 * BQ) * sizeof(float);
-  auto dkv_kernel = rel_attn_dkv_kernel<BQ, BK, DHP>;
+  auto dkv_kernel = rel_attn_dkv_kernel<T, BQ, BK, DHP>;
   shared_limit(dkv_kernel, kv_bytes);
   TXL_LAUNCH(dkv_kernel, dim3((unsigned int)(g.B * g.H), (unsigned int)nkt), ATTN_THREADS, kv_bytes)(
       dkv, dvec, q, kv, r, u, vb, lse, Dv, g);
@@ -678,13 +690,14 @@ static void backward_launch(float *dq, float *dkv, float *dr, float *du, float *
 
   const size_t q_bytes = ((size_t)(3 * BQ + 2 * BK + BQ + BK - 1) * g.ld +
                           (size_t)BQ * (BK + 1) + 2 * BQ + 2 * 16 * DHP) * sizeof(float);
-  auto dq_kernel = rel_attn_dq_kernel<BQ, BK, DHP>;
+  auto dq_kernel = rel_attn_dq_kernel<T, BQ, BK, DHP>;
   shared_limit(dq_kernel, q_bytes);
   TXL_LAUNCH(dq_kernel, dim3((unsigned int)(g.H * G), (unsigned int)nqt), ATTN_THREADS, q_bytes)(
       dq, part_dr, part_du, part_dvb, dvec, q, kv, r, u, vb, lse, Dv, g, G, nqt);
   CUDA_LAUNCH_CHECK();
 
-  TXL_LAUNCH(rel_attn_dr_reduce_kernel, txl_cuda_blocks((int64_t)g.K * g.H * g.dh, TXL_CUDA_THREADS),
+  auto dr_reduce_kernel = rel_attn_dr_reduce_kernel<T>;
+  TXL_LAUNCH(dr_reduce_kernel, txl_cuda_blocks((int64_t)g.K * g.H * g.dh, TXL_CUDA_THREADS),
              TXL_CUDA_THREADS, 0)(dr, part_dr, g, G, nqt, BQ);
   CUDA_LAUNCH_CHECK();
   TXL_LAUNCH(rel_attn_dudvb_reduce_kernel, txl_cuda_blocks((int64_t)g.H * g.dh, TXL_CUDA_THREADS),
@@ -713,38 +726,76 @@ extern "C" size_t txl_cuda_rel_attn_workspace(int L, int K, int B, int H, int dh
   return floats * sizeof(float);
 }
 
-extern "C" void txl_cuda_rel_attn_forward(float *vec, float *saved, const float *q,
-                                          const float *kv, const float *r, const float *u,
-                                          const float *vb, TxlAttnShape s, TxlDropout drop,
-                                          void *work) {
-  (void)work;
+/* The forward and backward on activations of type T (the entry points below name T). */
+template <typename T>
+static void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r,
+                             const float *u, const float *vb, const TxlAttnShape &s,
+                             const TxlDropout &drop) {
   if (s.L <= 0 || s.B <= 0 || s.H <= 0) return;
   const AttnGeo g = make_geo(s, drop);
   switch (head_pad(s.dh)) {
-    case 16: forward_launch<64, 64, 16>(vec, saved, q, kv, r, u, vb, g); break;
-    case 32: forward_launch<64, 64, 32>(vec, saved, q, kv, r, u, vb, g); break;
-    case 64: forward_launch<64, 64, 64>(vec, saved, q, kv, r, u, vb, g); break;
-    default: forward_launch<32, 32, 128>(vec, saved, q, kv, r, u, vb, g); break;
+    case 16: forward_launch<T, 64, 64, 16>(vec, saved, q, kv, r, u, vb, g); break;
+    case 32: forward_launch<T, 64, 64, 32>(vec, saved, q, kv, r, u, vb, g); break;
+    case 64: forward_launch<T, 64, 64, 64>(vec, saved, q, kv, r, u, vb, g); break;
+    default: forward_launch<T, 32, 32, 128>(vec, saved, q, kv, r, u, vb, g); break;
   }
 }
 
-extern "C" void txl_cuda_rel_attn_backward(float *dq, float *dkv, float *dr, float *du,
-                                           float *dvb, const float *dvec, const float *vec,
-                                           const float *q, const float *kv, const float *r,
-                                           const float *u, const float *vb, const float *saved,
-                                           TxlAttnShape s, TxlDropout drop, void *work) {
+template <typename T>
+static void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, const T *dvec,
+                              const T *vec, const T *q, const T *kv, const T *r, const float *u,
+                              const float *vb, const float *saved, const TxlAttnShape &s,
+                              const TxlDropout &drop, void *work) {
   const int K = s.M + s.L, HD = s.H * s.dh;
   if (s.L <= 0 || s.B <= 0 || s.H <= 0) { /* no query: zero gradients of the inputs */
-    if (K > 0 && s.H > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(float));
-    if (K > 0 && s.B > 0 && s.H > 0) txl_cuda_zero(dkv, (size_t)K * s.B * 2 * HD * sizeof(float));
+    if (K > 0 && s.H > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(T));
+    if (K > 0 && s.B > 0 && s.H > 0) txl_cuda_zero(dkv, (size_t)K * s.B * 2 * HD * sizeof(T));
     return;
   }
   const AttnGeo g = make_geo(s, drop);
   float *ws = (float *)work;
   switch (head_pad(s.dh)) {
-    case 16: backward_launch<64, 64, 16>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-    case 32: backward_launch<64, 64, 32>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-    case 64: backward_launch<64, 64, 64>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-    default: backward_launch<32, 32, 128>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
+    case 16: backward_launch<T, 64, 64, 16>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
+    case 32: backward_launch<T, 64, 64, 32>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
+    case 64: backward_launch<T, 64, 64, 64>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
+    default: backward_launch<T, 32, 32, 128>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
   }
+}
+
+extern "C" void txl_cuda_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv,
+                                          const void *r, const float *u, const float *vb,
+                                          TxlAttnShape s, TxlDropout drop, void *work) {
+  (void)work;
+  rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u,
+                   vb, s, drop);
+}
+
+extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const void *q,
+                                               const void *kv, const void *r, const float *u,
+                                               const float *vb, TxlAttnShape s, TxlDropout drop,
+                                               void *work) {
+  (void)work;
+  rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv,
+                   (const txl_bf16 *)r, u, vb, s, drop);
+}
+
+extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb,
+                                           const void *dvec, const void *vec, const void *q,
+                                           const void *kv, const void *r, const float *u,
+                                           const float *vb, const float *saved, TxlAttnShape s,
+                                           TxlDropout drop, void *work) {
+  rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, (const float *)dvec,
+                    (const float *)vec, (const float *)q, (const float *)kv, (const float *)r, u,
+                    vb, saved, s, drop, work);
+}
+
+extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, float *du,
+                                                float *dvb, const void *dvec, const void *vec,
+                                                const void *q, const void *kv, const void *r,
+                                                const float *u, const float *vb,
+                                                const float *saved, TxlAttnShape s,
+                                                TxlDropout drop, void *work) {
+  rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb,
+                    (const txl_bf16 *)dvec, (const txl_bf16 *)vec, (const txl_bf16 *)q,
+                    (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, saved, s, drop, work);
 }

@@ -2,7 +2,8 @@
  *   loss[t] = log(sum_j exp(x[t,j] - m)) + (m - x[t, target[t]]),  m = max_j x[t, j];
  * and, when grad_scale != 0, the logits are overwritten with the gradient
  *   x[t, j] = exp(x[t,j] - m) * (grad_scale / sum) - (j == target[t] ? grad_scale : 0).
- *   logits [n, V], target [n], loss [n]
+ *   logits [n, V] of type T (float or txl_bf16, see cuda_util.h: read widened, the gradient
+ *   rounded once when stored), target [n], loss [n] (fp32)
  *
  * One block per row. Pass 1 reads the row once with an online max / sum (each thread keeps a
  * running max m and sum s of exp(x - m), rescaling s when m grows); the per-thread pairs are
@@ -24,19 +25,20 @@ static __device__ __forceinline__ void combine(float &m, float &s, float m2, flo
   m = mm;
 }
 
-static __global__ void xent_kernel(float *logits, float *loss, const int32_t *target,
-                                   float grad_scale, int64_t n, int V) {
+template <typename T>
+static __global__ void xent_kernel(T *logits, float *loss, const int32_t *target, float grad_scale,
+                                   int64_t n, int V) {
   __shared__ float sm[TXL_CUDA_THREADS / 32], ss[TXL_CUDA_THREADS / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   for (int64_t t = blockIdx.x; t < n; t += gridDim.x) { /* t is uniform across the block */
-    float *x = logits + t * V;
+    T *x = logits + t * V;
     const int tg = target[t];
     const bool tg_ok = tg >= 0 && tg < V;
-    const float xt = tg_ok ? x[tg] : NAN; /* read before any thread overwrites the row */
+    const float xt = tg_ok ? txl_ld(&x[tg]) : NAN; /* read before any thread overwrites the row */
 
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-      const float v = x[j];
+      const float v = txl_ld(&x[j]);
       if (v > m) {
         s = s * expf(m - v) + 1.0f; /* m = -inf at first: s = 0 * 0 + 1 */
         m = v;
@@ -68,18 +70,30 @@ static __global__ void xent_kernel(float *logits, float *loss, const int32_t *ta
     if (grad_scale != 0.0f) {
       const float k = grad_scale / s;
       for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        const float g = expf(x[j] - m) * k;
-        x[j] = j == tg ? g - grad_scale : g;
+        const float g = expf(txl_ld(&x[j]) - m) * k;
+        txl_st(&x[j], j == tg ? g - grad_scale : g);
       }
     }
     __syncthreads(); /* sm, ss are rewritten by the next row */
   }
 }
 
-extern "C" void txl_cuda_xent_forward_backward(float *logits, float *loss, const int32_t *target,
-                                               float grad_scale, int64_t n, int V) {
+template <typename T>
+static void xent_forward_backward(T *logits, float *loss, const int32_t *target, float grad_scale,
+                                  int64_t n, int V) {
   if (n <= 0 || V <= 0) return;
   const unsigned int blocks = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
-  TXL_LAUNCH(xent_kernel, blocks, TXL_CUDA_THREADS, 0)(logits, loss, target, grad_scale, n, V);
+  TXL_LAUNCH(xent_kernel<T>, blocks, TXL_CUDA_THREADS, 0)(logits, loss, target, grad_scale, n, V);
   CUDA_LAUNCH_CHECK();
+}
+
+extern "C" void txl_cuda_xent_forward_backward(void *logits, float *loss, const int32_t *target,
+                                               float grad_scale, int64_t n, int V) {
+  xent_forward_backward(static_cast<float *>(logits), loss, target, grad_scale, n, V);
+}
+
+extern "C" void txl_cuda_xent_forward_backward_bf16(void *logits, float *loss,
+                                                    const int32_t *target, float grad_scale,
+                                                    int64_t n, int V) {
+  xent_forward_backward(static_cast<txl_bf16 *>(logits), loss, target, grad_scale, n, V);
 }

@@ -68,7 +68,7 @@ static void group(const TxlDims *dm, const int32_t *tok, int64_t LB, int first, 
 
 /* ---- input ------------------------------------------------------------------------------- */
 
-void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, float *h, int64_t LB, float scale) {
+void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, void *h, int64_t LB, float scale) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, split = txl_dims_split(dm);
@@ -76,24 +76,25 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, f
   group(dm, tokens, LB, 0, !split, rows, ids, r->ad_in_n);
   o->to_device(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
   o->to_device(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
-  if (split) o->zero(h, (size_t)LB * d * sizeof(float));
+  const TxlDtype act = o->act;
+  if (split) o->zero(h, (size_t)LB * d * txl_dtype_size(act));
   int64_t off = 0, offe = 0;
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
     const Cluster c = cluster(dm, &m->p, i);
-    float *e = r->ad_emb + offe;
-    o->embedding_forward(e, r->ad_ids + off, c.E, 1.0f, n, de); /* one table: i = 0, global ids */
+    void *e = txl_act_at(m, r->ad_emb, offe);
+    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de); /* one table: i = 0, global ids */
     /* one table: the rows are every row in order, so the product lands in h directly */
-    float *y = split ? r->tmp : h;
-    o->gemm(0, 1, n, d, de, scale, e, de, c.Pe, de, 0.0f, y, d);
-    if (split) o->embedding_backward(h, y, r->ad_rows + off, 1.0f, n, d); /* h rows = y (h was 0) */
+    void *y = split ? r->tmp : h;
+    o->gemm(0, 1, n, d, de, scale, e, de, txl_model_w(m, c.Pe), de, 0.0f, y, d, act);
+    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d); /* h rows = y (h was 0) */
     off += n;
     offe += (int64_t)n * de;
   }
 }
 
-void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const float *dh, int64_t LB, float scale) {
+void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t LB, float scale) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, split = txl_dims_split(dm);
@@ -103,14 +104,14 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const float *dh, int64_
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
     const Cluster c = cluster(dm, &m->p, i), g = cluster(dm, &m->g, i);
-    const float *dy = dh;
+    const void *dy = dh;
     if (split) { /* this cluster's rows of dh */
       o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d);
       dy = r->dtmp;
     }
-    o->gemm(1, 0, d, de, n, scale, dy, d, r->ad_emb + offe, de, 1.0f, g.Pe, de); /* dP += s dy^T e */
-    o->gemm(0, 0, n, de, d, scale, dy, d, c.Pe, de, 0.0f, r->ad_dhp, de);       /* de = s dy P */
-    o->embedding_backward(g.E, r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
+    o->gemm(1, 0, d, de, n, scale, dy, d, txl_act_at(m, r->ad_emb, offe), de, 1.0f, g.Pe, de, TXL_F32); /* dP += s dy^T e */
+    o->gemm(0, 0, n, de, d, scale, dy, d, txl_model_w(m, c.Pe), de, 0.0f, r->ad_dhp, de, o->act);     /* de = s dy P */
+    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
     off += n;
     offe += (int64_t)n * de;
   }
@@ -126,16 +127,19 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   const int de0 = txl_dims_demb(dm, 0);
   const Cluster c0 = cluster(dm, p, 0);
   /* head: [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias] */
-  const float *hp0 = r->hout;
+  const TxlDtype act = o->act;
+  const void *hp0 = r->hout;
   if (c0.Po) {
-    o->gemm(0, 0, (int)LB, de0, d, 1.0f, r->hout, d, c0.Po, de0, 0.0f, r->ad_hp0, de0);
+    o->gemm(0, 0, (int)LB, de0, d, 1.0f, r->hout, d, txl_model_w(m, c0.Po), de0, 0.0f, r->ad_hp0, de0, act);
     hp0 = r->ad_hp0;
   }
   o->copy(r->ad_bias, p->out_bias, (size_t)c1 * sizeof(float));
   if (nc) o->copy(r->ad_bias + c1, p->cluster_bias, (size_t)nc * sizeof(float));
   o->bias_fill(r->logits, r->ad_bias, LB, hs);
-  o->gemm(0, 1, (int)LB, c1, de0, 1.0f, hp0, de0, c0.W, de0, 1.0f, r->logits, hs);
-  if (nc) o->gemm(0, 1, (int)LB, nc, de0, 1.0f, hp0, de0, p->cluster_weight, de0, 1.0f, r->logits + c1, hs);
+  o->gemm(0, 1, (int)LB, c1, de0, 1.0f, hp0, de0, txl_model_w(m, c0.W), de0, 1.0f, r->logits, hs, act);
+  if (nc)
+    o->gemm(0, 1, (int)LB, nc, de0, 1.0f, hp0, de0, txl_model_w(m, p->cluster_weight), de0, 1.0f,
+            txl_act_at(m, r->logits, c1), hs, act);
   if (!targets) return 0.0;
 
   /* targets: the head's (the token, or column hs - i for tail cluster i), the tails' rows */
@@ -161,14 +165,14 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
     const Cluster c = cluster(dm, p, i);
-    float *hc = r->ad_hc + off * d, *hp = hc, *tail = r->ad_tail + offt;
+    void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = hc, *tail = txl_act_at(m, r->ad_tail, offt);
     o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d); /* the rows of this cluster */
     if (c.Po) {
-      hp = r->ad_hp + offe;
-      o->gemm(0, 0, n, de, d, 1.0f, hc, d, c.Po, de, 0.0f, hp, de);
+      hp = txl_act_at(m, r->ad_hp, offe);
+      o->gemm(0, 0, n, de, d, 1.0f, hc, d, txl_model_w(m, c.Po), de, 0.0f, hp, de, act);
     }
     o->bias_fill(tail, p->out_bias + dm->cut[i], n, cs);
-    o->gemm(0, 1, n, cs, de, 1.0f, hp, de, c.W, de, 1.0f, tail, cs);
+    o->gemm(0, 1, n, cs, de, 1.0f, hp, de, txl_model_w(m, c.W), de, 1.0f, tail, cs, act);
     o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs);
     off += n;
     offe += (int64_t)n * de;
@@ -188,20 +192,23 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   const int de0 = txl_dims_demb(dm, 0);
   const Cluster c0 = cluster(dm, p, 0), g0 = cluster(dm, g, 0);
-  const float *hp0 = c0.Po ? r->ad_hp0 : r->hout;
+  const TxlDtype act = o->act;
+  const void *hp0 = c0.Po ? r->ad_hp0 : r->hout;
+  const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (ld hs) the cluster columns' gradient */
   /* head: biases, weights, d(h P_0) */
   o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
   o->bias_backward(r->ad_dbias, r->logits, LB, hs);
-  o->add(g->out_bias, g->out_bias, r->ad_dbias, c1);
-  if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc);
-  o->gemm(1, 0, c1, de0, (int)LB, 1.0f, r->logits, hs, hp0, de0, 1.0f, g0.W, de0);
-  if (nc) o->gemm(1, 0, nc, de0, (int)LB, 1.0f, r->logits + c1, hs, hp0, de0, 1.0f, g->cluster_weight, de0);
-  float *dhp0 = c0.Po ? r->ad_dhp : r->dh;
-  o->gemm(0, 0, (int)LB, de0, c1, 1.0f, r->logits, hs, c0.W, de0, 0.0f, dhp0, de0);
-  if (nc) o->gemm(0, 0, (int)LB, de0, nc, 1.0f, r->logits + c1, hs, p->cluster_weight, de0, 1.0f, dhp0, de0);
+  o->add(g->out_bias, g->out_bias, r->ad_dbias, c1, TXL_F32);
+  if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc, TXL_F32);
+  o->gemm(1, 0, c1, de0, (int)LB, 1.0f, r->logits, hs, hp0, de0, 1.0f, g0.W, de0, TXL_F32);
+  if (nc) o->gemm(1, 0, nc, de0, (int)LB, 1.0f, dclus, hs, hp0, de0, 1.0f, g->cluster_weight, de0, TXL_F32);
+  void *dhp0 = c0.Po ? r->ad_dhp : r->dh;
+  o->gemm(0, 0, (int)LB, de0, c1, 1.0f, r->logits, hs, txl_model_w(m, c0.W), de0, 0.0f, dhp0, de0, act);
+  if (nc)
+    o->gemm(0, 0, (int)LB, de0, nc, 1.0f, dclus, hs, txl_model_w(m, p->cluster_weight), de0, 1.0f, dhp0, de0, act);
   if (c0.Po) {
-    o->gemm(1, 0, d, de0, (int)LB, 1.0f, r->hout, d, dhp0, de0, 1.0f, g0.Po, de0);
-    o->gemm(0, 1, (int)LB, d, de0, 1.0f, dhp0, de0, c0.Po, de0, 0.0f, r->dh, d);
+    o->gemm(1, 0, d, de0, (int)LB, 1.0f, r->hout, d, dhp0, de0, 1.0f, g0.Po, de0, TXL_F32);
+    o->gemm(0, 1, (int)LB, d, de0, 1.0f, dhp0, de0, txl_model_w(m, c0.Po), de0, 0.0f, r->dh, d, act);
   }
   /* tails: their rows of dh gain d(tail loss)/dh */
   int64_t off = 0, offe = 0, offt = 0;
@@ -209,16 +216,17 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
     const Cluster c = cluster(dm, p, i), gc = cluster(dm, g, i);
-    const float *hc = r->ad_hc + off * d, *hp = c.Po ? r->ad_hp + offe : hc, *tail = r->ad_tail + offt;
+    const void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = c.Po ? txl_act_at(m, r->ad_hp, offe) : hc;
+    const void *tail = txl_act_at(m, r->ad_tail, offt);
     o->bias_backward(g->out_bias + dm->cut[i], tail, n, cs);
-    o->gemm(1, 0, cs, de, n, 1.0f, tail, cs, hp, de, 1.0f, gc.W, de);
-    float *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
-    o->gemm(0, 0, n, de, cs, 1.0f, tail, cs, c.W, de, 0.0f, dhp, de);
+    o->gemm(1, 0, cs, de, n, 1.0f, tail, cs, hp, de, 1.0f, gc.W, de, TXL_F32);
+    void *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
+    o->gemm(0, 0, n, de, cs, 1.0f, tail, cs, txl_model_w(m, c.W), de, 0.0f, dhp, de, act);
     if (c.Po) {
-      o->gemm(1, 0, d, de, n, 1.0f, hc, d, dhp, de, 1.0f, gc.Po, de);
-      o->gemm(0, 1, n, d, de, 1.0f, dhp, de, c.Po, de, 0.0f, r->ad_dhc, d);
+      o->gemm(1, 0, d, de, n, 1.0f, hc, d, dhp, de, 1.0f, gc.Po, de, TXL_F32);
+      o->gemm(0, 1, n, d, de, 1.0f, dhp, de, txl_model_w(m, c.Po), de, 0.0f, r->ad_dhc, d, act);
     }
-    o->embedding_backward(r->dh, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
+    o->embedding_backward(r->dh, act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;
@@ -239,22 +247,22 @@ void txl_adaptive_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   float *head = txl_malloc((size_t)hs * sizeof(float), "head log-probabilities");
-  o->to_host(head, r->logits + (int64_t)row * hs, (size_t)hs * sizeof(float));
+  txl_act_to_host(m, head, txl_act_at(m, r->logits, (int64_t)row * hs), hs);
   log_softmax(head, hs, head);
   for (int j = 0; j < c1; j++) out[j] = head[j];
-  const float *h = r->hout + (int64_t)row * d;
+  const void *h = txl_act_at(m, r->hout, (int64_t)row * d);
   for (int i = 1; i <= nc; i++) {
     const int de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     const Cluster c = cluster(dm, &m->p, i);
-    const float *hp = h;
+    const void *hp = h;
     if (c.Po) {
-      o->gemm(0, 0, 1, de, d, 1.0f, h, d, c.Po, de, 0.0f, r->ad_hp, de);
+      o->gemm(0, 0, 1, de, d, 1.0f, h, d, txl_model_w(m, c.Po), de, 0.0f, r->ad_hp, de, o->act);
       hp = r->ad_hp;
     }
     o->bias_fill(r->ad_tail, m->p.out_bias + dm->cut[i], 1, cs);
-    o->gemm(0, 1, 1, cs, de, 1.0f, hp, de, c.W, de, 1.0f, r->ad_tail, cs);
+    o->gemm(0, 1, 1, cs, de, 1.0f, hp, de, txl_model_w(m, c.W), de, 1.0f, r->ad_tail, cs, o->act);
     float *ti = out + dm->cut[i];
-    o->to_host(ti, r->ad_tail, (size_t)cs * sizeof(float));
+    txl_act_to_host(m, ti, r->ad_tail, cs);
     log_softmax(ti, cs, ti);
     for (int j = 0; j < cs; j++) ti[j] += head[hs - i];
   }
@@ -268,6 +276,6 @@ void txl_model_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
     txl_adaptive_logprobs(m, r, row, out);
     return;
   }
-  m->ops->to_host(out, r->logits + (int64_t)row * dm->n_token, (size_t)dm->n_token * sizeof(float));
+  txl_act_to_host(m, out, txl_act_at(m, r->logits, (int64_t)row * dm->n_token), dm->n_token);
   log_softmax(out, dm->n_token, out);
 }

@@ -17,9 +17,9 @@ static inline int txl_adaptive_output(const TxlDims *m) { return m->n_clusters >
 static inline int txl_adaptive_head_size(const TxlDims *m) { return m->cut[1] + m->n_clusters; }
 
 /* h [LB, d] = scale * the tokens' (projected) embeddings; tokens on the host. */
-void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, float *h, int64_t LB, float scale);
+void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, void *h, int64_t LB, float scale);
 /* Adds the gradients of the embedding tables and projections from dh [LB, d] (d of h). */
-void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const float *dh, int64_t LB, float scale);
+void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t LB, float scale);
 /* The head's logits of r->hout into r->logits; with targets (host) also the tails, the losses
  * (returns their sum over the LB rows) and, when grad_scale != 0, the gradients of the logits. */
 double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale);

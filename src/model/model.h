@@ -22,8 +22,11 @@ typedef struct {
   const TxlOps *ops;
   TxlModelSpec spec;
   TxlParamTable table;
-  float *param_buf; /* [table.total] device */
-  float *grad_buf;  /* [table.total] device */
+  float *param_buf; /* [table.total] device: the fp32 master weights */
+  float *grad_buf;  /* [table.total] device: fp32 */
+  void *param_act;   /* [table.total] device: the weights in the activation type, the GEMMs' and
+                       gathers' copy (param_buf itself when activations are fp32); refreshed by
+                       txl_model_params_changed */
   TxlParams p;      /* views into param_buf */
   TxlParams g;      /* views into grad_buf  */
 } TxlModel;
@@ -33,23 +36,43 @@ void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec);
 void txl_model_destroy(TxlModel *m);
 /* The original's initialisation (see txl_params_init), copied to the device. */
 void txl_model_init_params(TxlModel *m, float init_std, float proj_std, uint32_t seed);
+/* Parameters from the host ([table.total] fp32, a checkpoint's), copied to the device. */
+void txl_model_set_params(TxlModel *m, const float *host);
+/* Tells the model param_buf was written on the device (an optimizer step): refreshes the
+ * activation-type copy of the weights (txl_model_init_params and txl_model_set_params call it). */
+void txl_model_params_changed(TxlModel *m);
+
+/* The compute copy of a weight tensor: `master` points into param_buf; the same tensor in
+ * param_act (the same pointer when activations are fp32). */
+static inline const void *txl_model_w(const TxlModel *m, const float *master) {
+  if (!master) return NULL;
+  return (const char *)m->param_act + (size_t)(master - m->param_buf) * txl_dtype_size(m->ops->act);
+}
+/* An activation tensor `elems` elements further than p (activations are `void *`: their
+ * element size is the backend's). */
+static inline void *txl_act_at(const TxlModel *m, const void *p, int64_t elems) {
+  return (char *)p + (size_t)elems * txl_dtype_size(m->ops->act);
+}
+/* n activation-type values of the device at src to fp32 host values (dst [n]), and back. */
+void txl_act_to_host(const TxlModel *m, float *dst, const void *src, int64_t n);
+void txl_act_to_device(const TxlModel *m, void *dst, const float *src, int64_t n);
 
 /* Activations saved by one layer for its backward pass (one slot per layer when training,
  * one shared slot when only running forward). Shapes at capacity; K = M + L rows in use. */
 typedef struct {
-  float *cat;       /* [K, B, d]   memory rows, then this layer's input h                     */
-  float *ln_cat;    /* [K, B, d]   pre-norm: LayerNorm(cat); NULL for post-norm               */
+  void *cat;        /* [K, B, d]   memory rows, then this layer's input h                     */
+  void *ln_cat;     /* [K, B, d]   pre-norm: LayerNorm(cat); NULL for post-norm               */
   float *ln_cat_mean, *ln_cat_rstd; /* [K, B]                                                 */
-  float *q;         /* [L, B, H*dh]                                                           */
-  float *kv;        /* [K, B, 2, H, dh]                                                       */
-  float *r;         /* [K, H*dh]   R W_r                                                      */
+  void *q;          /* [L, B, H*dh]                                                           */
+  void *kv;         /* [K, B, 2, H, dh]                                                       */
+  void *r;          /* [K, H*dh]   R W_r                                                      */
   float *saved;     /* what rel_attn_forward keeps for its backward (rel_attn_saved_floats)   */
-  float *vec;       /* [L, B, H*dh]                                                           */
-  float *res1;      /* [L, B, d]   post-norm: h + attn (LayerNorm 1 input); pre-norm: out1    */
-  float *h1;        /* [L, B, d]   post-norm: LayerNorm 1 output; pre-norm: LayerNorm 2 output */
+  void *vec;        /* [L, B, H*dh]                                                           */
+  void *res1;       /* [L, B, d]   post-norm: h + attn (LayerNorm 1 input); pre-norm: out1    */
+  void *h1;         /* [L, B, d]   post-norm: LayerNorm 1 output; pre-norm: LayerNorm 2 output */
   float *ln1_mean, *ln1_rstd; /* [L, B] */
-  float *ff_a;      /* [L, B, di]  ReLU output, before dropout                                */
-  float *res2;      /* [L, B, d]   post-norm: h1 + ffn (LayerNorm 2 input); unused pre-norm   */
+  void *ff_a;       /* [L, B, di]  ReLU output, before dropout                                */
+  void *res2;       /* [L, B, d]   post-norm: h1 + ffn (LayerNorm 2 input); unused pre-norm   */
   float *ln2_mean, *ln2_rstd; /* [L, B] */
 } TxlLayerActs;
 
@@ -67,24 +90,24 @@ typedef struct {
 
   int32_t *tokens;  /* [L_max, B] device */
   int32_t *targets; /* [L_max, B] device */
-  float *mems;      /* [n_layer, mem_len, B, d] */
-  float *R;         /* [K_max, d] relative positions after dropout */
+  void *mems;       /* [n_layer, mem_len, B, d] */
+  void *R;          /* [K_max, d] relative positions after dropout */
   TxlLayerActs *acts; /* [n_slots] */
   int n_slots;
-  float *hout;      /* [L, B, d] last layer output after dropout */
-  float *logits;    /* [L*B, V] (adaptive: [L*B, head size]); after a training forward: d(loss)/d(logits) */
+  void *hout;       /* [L, B, d] last layer output after dropout */
+  void *logits;     /* [L*B, V] (adaptive: [L*B, head size]); after a training forward: d(loss)/d(logits) */
   float *loss;      /* [L*B] per-token loss */
-  float *ff_drop;   /* [L, B, di] scratch: FFN hidden after dropout */
-  float *tmp;       /* [L, B, d] scratch */
+  void *ff_drop;    /* [L, B, di] scratch: FFN hidden after dropout */
+  void *tmp;        /* [L, B, d] scratch */
   void *attn_work;  /* rel_attn_workspace bytes */
   /* backward only */
-  float *dh, *dres, *dtmp; /* [L, B, d] */
-  float *dmem;      /* [mem_len, B, d] pre-norm only: d LayerNorm(memory rows) */
-  float *dff;       /* [L, B, di] */
-  float *dq;        /* [L, B, H*dh] */
-  float *dkv;       /* [K, B, 2*H*dh] */
-  float *dr;        /* [K, H*dh] */
-  float *dvec;      /* [L, B, H*dh] */
+  void *dh, *dres, *dtmp; /* [L, B, d] */
+  void *dmem;       /* [mem_len, B, d] pre-norm only: d LayerNorm(memory rows) */
+  void *dff;        /* [L, B, di] */
+  void *dq;         /* [L, B, H*dh] */
+  void *dkv;        /* [K, B, 2*H*dh] */
+  void *dr;         /* [K, H*dh] */
+  void *dvec;       /* [L, B, H*dh] */
   float *loss_host; /* [L*B] host copy of loss */
 
   /* adaptive input and softmax (src/model/adaptive.c); NULL when the model has none */
@@ -93,16 +116,16 @@ typedef struct {
   int32_t *ad_head_tg;/* [L*B] device: the head's target (the token, or its cluster's column)  */
   int32_t *ad_host;   /* [5, L*B] host scratch for the grouping                               */
   int ad_in_n[TXL_MAX_CLUSTERS], ad_tg_n[TXL_MAX_CLUSTERS]; /* rows per cluster, last forward   */
-  float *ad_emb;      /* [L*B, d_embed] the input rows' embeddings before projection           */
-  float *ad_hp0;      /* [L*B, d_emb_0] the head's projected hidden rows                       */
-  float *ad_hc;       /* [L*B, d] hidden rows of the tail targets, grouped by cluster           */
-  float *ad_hp;       /* [L*B, d_embed] the same rows projected                                */
-  float *ad_tail;     /* [L*B * max cluster size] tail logits; after training forward, gradients */
+  void *ad_emb;       /* [L*B, d_embed] the input rows' embeddings before projection           */
+  void *ad_hp0;       /* [L*B, d_emb_0] the head's projected hidden rows                       */
+  void *ad_hc;        /* [L*B, d] hidden rows of the tail targets, grouped by cluster           */
+  void *ad_hp;        /* [L*B, d_embed] the same rows projected                                */
+  void *ad_tail;      /* [L*B * max cluster size] tail logits; after training forward, gradients */
   float *ad_tloss;    /* [L*B] tail losses                                                     */
   float *ad_bias;     /* [head size] the head's bias (shortlist bias, cluster bias)            */
   float *ad_dbias;    /* [head size] its gradient (training)                                   */
-  float *ad_dhp;      /* [L*B, d_embed] training scratch                                       */
-  float *ad_dhc;      /* [L*B, d] training scratch                                             */
+  void *ad_dhp;       /* [L*B, d_embed] training scratch                                       */
+  void *ad_dhc;       /* [L*B, d] training scratch                                             */
 
   void **owned;     /* every device buffer above, as allocated (freed by txl_run_destroy) */
   int n_owned, cap_owned;
@@ -112,7 +135,7 @@ typedef struct {
   int R_rows;       /* K of the dropout-free R held in R (and R W_r in r_cache), -1 when none */
   /* inference runs only (NULL when training): per layer, the keys and values of the memory rows
    * [n_layer, mem_len, B, 2*H*dh] and R W_r [n_layer, K_max, H*dh] */
-  float *kv_cache, *r_cache;
+  void *kv_cache, *r_cache;
   int kv_valid;     /* kv_cache holds the current memory rows' keys and values */
 } TxlRun;
 

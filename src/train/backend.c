@@ -36,14 +36,16 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   txl_fatal_if_any(gpu < 0, "run.device = cuda: %s", err);
   TxlCudaDevice info;
   txl_cuda_set_device(gpu, &info);
-  txl_cuda_set_gemm_math(!strcmp(c->precision, "tf32")   ? TXL_GEMM_TF32
-                         : !strcmp(c->precision, "bf16") ? TXL_GEMM_BF16
-                                                         : TXL_GEMM_FP32);
-  b->ops = txl_ops_cuda();
+  /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16: the table that stores the
+   * activations in bf16 (its GEMMs take bf16 operands; the TF32 setting does not apply to them) */
+  const int bf16 = !strcmp(c->precision, "bf16");
+  txl_cuda_set_gemm_math(!strcmp(c->precision, "tf32") ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  b->ops = txl_ops_cuda(bf16 ? TXL_BF16 : TXL_F32);
   b->gpu = gpu;
   b->peak_flops = info.fp32_peak;
-  snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %.8s GEMMs)", gpu, info.name, info.major,
-           info.minor, (double)info.memory / 1073741824.0, c->precision);
+  snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
+           info.minor, (double)info.memory / 1073741824.0,
+           bf16 ? "bf16 activations and GEMMs" : !strcmp(c->precision, "tf32") ? "TF32 GEMMs" : "fp32");
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu);
 #else /* the CPU emulator of the kernels (tests/cuda/emu): no NCCL there */
@@ -59,6 +61,9 @@ void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   b->threads = rank_threads(c, d);
   txl_cpu_set_threads(b->threads);
   if (strcmp(c->device, "cpu") == 0) {
+    if (!strcmp(c->precision, "bf16"))
+      txl_fatal_all("run.precision = bf16 needs run.device = cuda (the CPU backend computes and stores in fp32; "
+                    "use fp32)");
     b->ops = txl_ops_cpu();
     snprintf(b->device, sizeof b->device, "cpu");
     return;

@@ -11,22 +11,25 @@
 /* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
  * compared with; n = 1536 on a CPU, 8192 on a GPU (large enough to fill it). */
 static double gemm_peak_gflops(const TxlOps *o, int n) {
-  size_t bytes = (size_t)n * n * sizeof(float);
-  float *a = o->alloc(bytes, "bench A"), *b = o->alloc(bytes, "bench B"), *c = o->alloc(bytes, "bench C");
+  const size_t nn = (size_t)n * n, bytes = nn * sizeof(float), abytes = nn * txl_dtype_size(o->act);
+  float *f = o->alloc(bytes, "bench values");
+  void *a = o->alloc(abytes, "bench A"), *b = o->alloc(abytes, "bench B"), *c = o->alloc(abytes, "bench C");
   float *h = malloc(bytes);
   if (!h) txl_fatal("out of memory for the GEMM benchmark");
-  for (size_t i = 0; i < (size_t)n * n; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f;
-  o->to_device(a, h, bytes);
-  o->to_device(b, h, bytes);
+  for (size_t i = 0; i < nn; i++) h[i] = (float)((i * 7919) % 1000) * 1e-3f;
+  o->to_device(f, h, bytes);
+  o->to_act(a, f, (int64_t)nn); /* the operands in the storage type of the run's activations */
+  o->to_act(b, f, (int64_t)nn);
   double best = 1e30;
   for (int rep = 0; rep < 4; rep++) {
     double t0 = txl_now_s();
-    o->gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    o->to_host(h, c, sizeof(float)); /* waits for the device */
+    o->gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, o->act);
+    o->to_host(h, f, sizeof(float)); /* waits for the device (every op runs in call order) */
     double dt = txl_now_s() - t0;
     if (rep > 0 && dt < best) best = dt;
   }
   free(h);
+  o->free(f);
   o->free(a);
   o->free(b);
   o->free(c);

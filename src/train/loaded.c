@@ -14,6 +14,10 @@ int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
     o->device = txl_cli_choice(a, v, "cpu|cuda");
     return 1;
   }
+  if (!strcmp(a, "--precision")) {
+    o->precision = txl_cli_choice(a, v, "fp32|tf32|bf16");
+    return 1;
+  }
   if (!strcmp(a, "--threads")) {
     o->threads = (int)txl_cli_number(a, v, 1, 4096, 1);
     return 1;
@@ -24,6 +28,11 @@ int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
   if (o->threads > 0) c->threads = o->threads;
   if (o->device) snprintf(c->device, sizeof c->device, "%s", o->device);
+  /* a model trained in bf16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
+  if (o->precision)
+    snprintf(c->precision, sizeof c->precision, "%s", o->precision);
+  else if (!strcmp(c->device, "cpu"))
+    snprintf(c->precision, sizeof c->precision, "fp32");
 }
 
 void txl_loaded_config(TxlLoaded *ld, const char *target) {
@@ -60,7 +69,7 @@ void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   float *host = txl_malloc(bytes, "checkpoint parameters");
   if (txl_ckpt_read_params(ld->path, &ld->model.table, c->n_layer, c->d_model, host, NULL, err, sizeof err) != 0)
     txl_fatal_all("%s", err);
-  ld->model.ops->to_device(ld->model.param_buf, host, bytes);
+  txl_model_set_params(&ld->model, host);
   free(host);
 }
 

@@ -23,10 +23,13 @@ typedef struct {
  * parsing, and the checkpoint config they override. */
 #define TXL_DEVICE_OPTIONS_HELP                                                                     \
   "  --device cpu|cuda     where to compute (default: run.device of the checkpoint)\n"           \
+  "  --precision P         fp32|tf32|bf16, as run.precision (default: the checkpoint's; fp32 with\n" \
+  "                        --device cpu, which computes in fp32)\n"                                \
   "  --threads N           CPU threads per rank (default: as txl-train)\n"
 typedef struct {
-  const char *device; /* NULL: the checkpoint's */
-  int threads;        /* 0: the checkpoint's     */
+  const char *device;    /* NULL: the checkpoint's */
+  const char *precision; /* NULL: the checkpoint's (fp32 when device is cpu) */
+  int threads;           /* 0: the checkpoint's     */
 } TxlDeviceOptions;
 /* 1 when option a (with value v) is one of them, recorded in o (the caller then skips v); a bad
  * value is a one-line error on every rank. */

@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
 
   const char *target = NULL, *split = "test", *corpus = NULL;
   long tgt_len = -1, clamp_len = -3, batch = -1, max_segments = -1;
-  TxlDeviceOptions dev = {NULL, 0};
+  TxlDeviceOptions dev = {NULL, NULL, 0};
   int same_length = -1, n_mem = 0;
   long mem[MAX_SWEEP];
   for (int i = 1; i < argc; i++) {

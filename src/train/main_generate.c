@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
   if (dist.world != 1) txl_fatal_all("txl-generate runs on one rank (started with %d)", dist.world);
   const char *target = NULL, *prompt = "", *corpus = NULL;
   int length = 200, top_k = 0, mem_len = -1, clamp_len = -3, compare = -1, quiet = 0, window = 0;
-  TxlDeviceOptions dev = {NULL, 0};
+  TxlDeviceOptions dev = {NULL, NULL, 0};
   double temperature = 0.8, top_p = 1.0;
   long long seed = -1;
   for (int i = 1; i < argc; i++) {

@@ -17,6 +17,7 @@ double txl_train_step(TxlModel *m, TxlRun *r, TxlAdam *adam, const TxlSchedule *
   }
   double norm = txl_grad_norm(m->ops, m->grad_buf, m->table.total);
   txl_adam_step(adam, m->param_buf, m->grad_buf, norm, (float)txl_schedule_lr(sched, step));
+  txl_model_params_changed(m);
   if (grad_norm) *grad_norm = norm;
   return loss_sum / global_tokens;
 }

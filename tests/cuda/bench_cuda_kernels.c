@@ -4,6 +4,11 @@
  * in GB/s of the bytes they must move at least (each input read once, each output written
  * once), against the DRAM peak; compute-bound ops in TFLOP/s against the fp32 peak of the CUDA
  * cores (TF32 GEMMs: the tensor cores' peak is about 8x that; see README).
+ * Every op that has activations is timed on both tables, one row each: "cuda" (fp32 activations)
+ * and "cuda-bf16" (bf16 activations, GEMMs on bf16 operands with fp32 sums; their bytes count 2
+ * per activation element, and their TFLOP/s are still set against the fp32 peak of the CUDA
+ * cores, which the bf16 tensor cores exceed many times over). Parameters, their gradients and the
+ * optimizer's state are fp32 in both.
  *
  *   bench_cuda_kernels [wt103_base | enwik8_base | tiny] [columns per GPU] [iterations]
  *
@@ -63,7 +68,7 @@ typedef void (*Call)(void *ctx);
 /* Times `iters` calls after 3 warm-up calls; prints the line. bytes / flops: per call (0: n/a). */
 static void timed(const char *name, Call f, void *ctx, double bytes, double flops) {
   const double s = txl_cuda_time_ms(f, ctx, 3, g_iters) / 1e3;
-  printf("%-44s %10.4f ms", name, s * 1e3);
+  printf("%-58s %10.4f ms", name, s * 1e3);
   if (bytes > 0) printf("  %8.1f GB/s (%5.1f%% of DRAM peak)", bytes / s / 1e9, 100.0 * bytes / s / g_peak_bw);
   if (flops > 0) printf("  %8.2f TFLOP/s (%5.1f%% of fp32 peak)", flops / s / 1e12, 100.0 * flops / s / g_peak_flops);
   printf("\n");
@@ -72,81 +77,124 @@ static void timed(const char *name, Call f, void *ctx, double bytes, double flop
 
 /* ---- the ops, each with its buffers ----------------------------------------------------- */
 
+/* One table's buffers: activations (void *) in the table's act type, fp32 ones (float *) shared
+ * by both tables' Bufs. */
 typedef struct {
+  const TxlOps *o;
   const Shape *s;
   int64_t LB, KB;
-  float *x, *y, *z, *w, *b, *mean, *rstd, *dw, *db; /* [LB, max(d, di)] and [d] sized */
-  float *q, *kv, *r, *u, *vb, *vec, *saved, *dq, *dkv, *dr, *du, *dvb, *dvec;
-  float *logits, *loss;
+  void *x, *y, *z, *w;                   /* activations [LB, max(d, di)]; w: a GEMM operand / table */
+  float *wf, *b, *mean, *rstd, *dw, *db; /* fp32: layer-norm weight, the embedding gradient, bias */
+  void *q, *kv, *r, *vec, *dq, *dkv, *dr, *dvec;
+  float *u, *vb, *saved, *du, *dvb;
+  void *logits;
+  float *loss;
   int32_t *tok, *tgt;
   float *p, *g, *m, *v; /* optimizer buffers */
   void *work;
-  TxlDropout drop, dropatt;
+  TxlDropout drop, dropatt0, dropatt;
   TxlAttnShape as;
 } Bufs;
 
 static void call_gemm_ffn1(void *c) {
   Bufs *b = c;
-  txl_cuda_gemm(0, 0, (int)b->LB, b->s->di, b->s->d, 1.0f, b->x, b->s->d, b->w, b->s->di, 0.0f, b->y, b->s->di);
+  b->o->gemm(0, 0, (int)b->LB, b->s->di, b->s->d, 1.0f, b->x, b->s->d, b->w, b->s->di, 0.0f, b->y, b->s->di,
+             b->o->act);
 }
 static void call_gemm_out(void *c) {
   Bufs *b = c;
-  txl_cuda_gemm(0, 1, (int)b->LB, b->s->V, b->s->d, 1.0f, b->x, b->s->d, b->w, b->s->d, 0.0f, b->logits, b->s->V);
+  b->o->gemm(0, 1, (int)b->LB, b->s->V, b->s->d, 1.0f, b->x, b->s->d, b->w, b->s->d, 0.0f, b->logits, b->s->V,
+             b->o->act);
 }
 static void call_attn_fwd(void *c) {
   Bufs *b = c;
-  txl_cuda_rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, b->as, b->dropatt, b->work);
+  b->o->rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, b->as, b->dropatt0, b->work);
+}
+static void call_attn_fwd_drop(void *c) {
+  Bufs *b = c;
+  b->o->rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, b->as, b->dropatt, b->work);
 }
 static void call_attn_bwd(void *c) {
   Bufs *b = c;
-  txl_cuda_rel_attn_backward(b->dq, b->dkv, b->dr, b->du, b->dvb, b->dvec, b->vec, b->q, b->kv, b->r, b->u, b->vb,
-                             b->saved, b->as, b->dropatt, b->work);
+  b->o->rel_attn_backward(b->dq, b->dkv, b->dr, b->du, b->dvb, b->dvec, b->vec, b->q, b->kv, b->r, b->u, b->vb,
+                          b->saved, b->as, b->dropatt0, b->work);
 }
 static void call_ffn_fwd(void *c) {
   Bufs *b = c;
-  txl_cuda_bias_relu_dropout_forward(b->y, b->z, b->b, b->s->L, b->s->B, b->s->di, 0, b->drop);
+  b->o->bias_relu_dropout_forward(b->y, b->z, b->b, b->s->L, b->s->B, b->s->di, 0, b->drop);
 }
 static void call_ffn_bwd(void *c) {
   Bufs *b = c;
-  txl_cuda_relu_dropout_backward(b->z, b->y, b->s->L, b->s->B, b->s->di, 0, b->drop);
+  b->o->relu_dropout_backward(b->z, b->y, b->s->L, b->s->B, b->s->di, 0, b->drop);
 }
 static void call_add_ln(void *c) {
   Bufs *b = c;
-  txl_cuda_add_layernorm_forward(b->z, b->y, b->mean, b->rstd, b->x, b->x, b->w, b->b, b->LB, b->s->d, 1e-5f);
+  b->o->add_layernorm_forward(b->z, b->y, b->mean, b->rstd, b->x, b->x, b->wf, b->b, b->LB, b->s->d, 1e-5f);
 }
 static void call_ln_bwd(void *c) {
   Bufs *b = c;
-  txl_cuda_layernorm_backward_dropout(b->z, b->y, b->dw, b->db, b->x, b->x, b->w, b->mean, b->rstd, b->s->L, b->s->B,
-                                      b->s->d, 0, b->drop);
+  b->o->layernorm_backward_dropout(b->z, b->y, b->dw, b->db, b->x, b->x, b->wf, b->mean, b->rstd, b->s->L,
+                                   b->s->B, b->s->d, 0, b->drop);
 }
 static void call_dropout(void *c) {
   Bufs *b = c;
-  txl_cuda_dropout(b->x, b->s->L, b->s->B, b->s->d, 0, b->drop);
+  b->o->dropout(b->x, b->s->L, b->s->B, b->s->d, 0, b->drop);
 }
 static void call_xent(void *c) {
   Bufs *b = c;
-  txl_cuda_xent_forward_backward(b->logits, b->loss, b->tgt, 1e-3f, b->LB, b->s->V);
+  b->o->xent_forward_backward(b->logits, b->loss, b->tgt, 1e-3f, b->LB, b->s->V);
 }
 static void call_bias_bwd(void *c) {
   Bufs *b = c;
-  txl_cuda_bias_backward(b->db, b->logits, b->LB, b->s->V);
+  b->o->bias_backward(b->db, b->logits, b->LB, b->s->V);
 }
 static void call_emb_fwd(void *c) {
   Bufs *b = c;
-  txl_cuda_embedding_forward(b->y, b->tok, b->w, 20.0f, b->LB, b->s->d);
+  b->o->embedding_forward(b->y, b->tok, b->w, 20.0f, b->LB, b->s->d);
 }
 static void call_emb_bwd(void *c) {
   Bufs *b = c;
-  txl_cuda_embedding_backward(b->w, b->x, b->tok, 20.0f, b->LB, b->s->d);
+  b->o->embedding_backward(b->wf, TXL_F32, b->x, b->tok, 20.0f, b->LB, b->s->d);
 }
 static void call_adam(void *c) {
   Bufs *b = c;
-  txl_cuda_adam_update(b->p, b->g, b->m, b->v, b->s->params, 1e-4f, 0.9f, 0.999f, 1e-8f, 10, 0.5f);
+  b->o->adam_update(b->p, b->g, b->m, b->v, b->s->params, 1e-4f, 0.9f, 0.999f, 1e-8f, 10, 0.5f);
 }
 static void call_sumsq(void *c) {
   Bufs *b = c;
-  (void)txl_cuda_sumsq(b->g, b->s->params);
+  (void)b->o->sumsq(b->g, b->s->params);
 }
+
+/* The fp32 buffer src [n] in the act type of table o: src itself for fp32, a rounded bf16 copy
+ * (made by the table's to_act) otherwise. */
+static void *act_of(const TxlOps *o, float *src, int64_t n) {
+  if (o->act == TXL_F32) return src;
+  void *d = o->alloc((size_t)n * txl_dtype_size(o->act), "bench (bf16)");
+  o->to_act(d, src, n);
+  return d;
+}
+
+/* The bf16 table's Bufs from the fp32 table's: the activations converted, the rest shared. */
+static Bufs bufs_bf16(const Bufs *f, int64_t act_n, int64_t w_n, int64_t qd_n, int64_t kv_n, int64_t r_n) {
+  Bufs b = *f;
+  b.o = txl_ops_cuda(TXL_BF16);
+  b.x = act_of(b.o, f->x, act_n), b.y = act_of(b.o, f->y, act_n), b.z = act_of(b.o, f->z, act_n);
+  b.w = act_of(b.o, f->w, w_n);
+  b.q = act_of(b.o, f->q, qd_n), b.vec = act_of(b.o, f->vec, qd_n), b.dvec = act_of(b.o, f->dvec, qd_n);
+  b.dq = act_of(b.o, f->dq, qd_n);
+  b.kv = act_of(b.o, f->kv, kv_n), b.dkv = act_of(b.o, f->dkv, kv_n);
+  b.r = act_of(b.o, f->r, r_n), b.dr = act_of(b.o, f->dr, r_n);
+  b.logits = act_of(b.o, f->logits, f->LB * f->s->V);
+  return b;
+}
+
+/* One op: per call, `act` activation elements and `f32` bytes of fp32 tensors moved at least,
+ * `flops` arithmetic (0: n/a). */
+typedef struct {
+  const char *name;
+  Call f;
+  double act, f32, flops;
+} Bench;
 
 int main(int argc, char **argv) {
   if (txl_cuda_device_count() == 0) {
@@ -179,13 +227,15 @@ int main(int argc, char **argv) {
 
   Bufs b;
   memset(&b, 0, sizeof b);
+  b.o = txl_ops_cuda(TXL_F32);
   b.s = &s;
   const int K = s.L + s.M, HD = s.H * s.dh, wide = s.di > s.d ? s.di : s.d;
   b.LB = (int64_t)s.L * s.B;
   b.KB = (int64_t)K * s.B;
   const int64_t wmax = (int64_t)(s.V > wide ? s.V : wide) * (wide > s.d ? wide : s.d);
+  float *w32 = dev_rand(wmax, -0.05f, 0.05f);
   b.x = dev_rand(b.LB * wide, -1, 1), b.y = dev_rand(b.LB * wide, -1, 1), b.z = dev_rand(b.LB * wide, -1, 1);
-  b.w = dev_rand(wmax, -0.05f, 0.05f), b.b = dev_rand(wide, -0.1f, 0.1f);
+  b.w = w32, b.wf = w32, b.b = dev_rand(wide, -0.1f, 0.1f);
   b.mean = dev_rand(b.LB, 0, 1), b.rstd = dev_rand(b.LB, 1, 2), b.dw = dev_rand(wide, 0, 1), b.db = dev_rand(s.V > wide ? s.V : wide, 0, 1);
   b.q = dev_rand(b.LB * HD, -1, 1), b.kv = dev_rand(b.KB * 2 * HD, -1, 1), b.r = dev_rand((int64_t)K * HD, -1, 1);
   b.u = dev_rand(HD, -0.1f, 0.1f), b.vb = dev_rand(HD, -0.1f, 0.1f);
@@ -199,28 +249,42 @@ int main(int argc, char **argv) {
   b.p = dev_rand(s.params, -0.1f, 0.1f), b.g = dev_rand(s.params, -1e-3f, 1e-3f);
   b.m = dev_rand(s.params, -1e-4f, 1e-4f), b.v = dev_rand(s.params, 0, 1e-6f);
   b.drop = (TxlDropout){0.1f, 1, 2, 3};
-  b.dropatt = (TxlDropout){0.0f, 1, 4, 3};
+  b.dropatt0 = (TxlDropout){0.0f, 1, 4, 3};
+  b.dropatt = (TxlDropout){0.1f, 1, 4, 3};
   b.as = (TxlAttnShape){s.L, s.M, s.B, s.H, s.dh, 0, 0, s.L, (float)(1.0 / sqrt((double)s.dh))};
+  Bufs bh = bufs_bf16(&b, b.LB * wide, wmax, b.LB * HD, b.KB * 2 * HD, (int64_t)K * HD);
 
   const double F = sizeof(float), LB = (double)b.LB, d = s.d, di = s.di, V = s.V;
   /* attention: AC, BD and P V, 2 L K dh each per (column, head), the causal half included */
   const double attn_flops = 3.0 * 2.0 * s.B * s.H * (double)s.L * K * s.dh;
-  const double attn_bytes = F * (2.0 * LB * HD + (double)b.KB * 2 * HD + (double)K * HD);
-  timed("gemm FFN 1 [LB, d] x [d, d_inner]", call_gemm_ffn1, &b, 0, 2.0 * LB * d * di);
-  timed("gemm output [LB, d] x [d, V]^T", call_gemm_out, &b, 0, 2.0 * LB * d * V);
-  timed("rel_attn forward (dropatt 0)", call_attn_fwd, &b, attn_bytes, attn_flops);
-  timed("rel_attn backward", call_attn_bwd, &b, 2.0 * attn_bytes, 2.5 * attn_flops);
-  b.dropatt.p = 0.1f;
-  timed("rel_attn forward (dropatt 0.1)", call_attn_fwd, &b, attn_bytes, attn_flops);
-  timed("bias + ReLU + dropout forward [LB, d_inner]", call_ffn_fwd, &b, F * 3.0 * LB * di, 0);
-  timed("ReLU + dropout backward [LB, d_inner]", call_ffn_bwd, &b, F * 3.0 * LB * di, 0);
-  timed("residual + layer norm forward [LB, d]", call_add_ln, &b, F * 4.0 * LB * d, 0);
-  timed("layer norm backward + dropout [LB, d]", call_ln_bwd, &b, F * 4.0 * LB * d, 0);
-  timed("dropout [LB, d]", call_dropout, &b, F * 2.0 * LB * d, 0);
-  timed("softmax cross-entropy fwd+bwd [LB, V]", call_xent, &b, F * 2.0 * LB * V, 0);
-  timed("bias backward (column sums) [LB, V]", call_bias_bwd, &b, F * LB * V, 0);
-  timed("embedding forward [LB, d]", call_emb_fwd, &b, F * 2.0 * LB * d, 0);
-  timed("embedding backward (deterministic) [LB, d]", call_emb_bwd, &b, F * 3.0 * LB * d, 0);
+  const double attn_act = 2.0 * LB * HD + (double)b.KB * 2 * HD + (double)K * HD;
+  const Bench benches[] = {
+      {"gemm FFN 1 [LB, d] x [d, d_inner]", call_gemm_ffn1, 0, 0, 2.0 * LB * d * di},
+      {"gemm output [LB, d] x [d, V]^T", call_gemm_out, 0, 0, 2.0 * LB * d * V},
+      {"rel_attn forward (dropatt 0)", call_attn_fwd, attn_act, 0, attn_flops},
+      {"rel_attn backward", call_attn_bwd, 2.0 * attn_act, 0, 2.5 * attn_flops},
+      {"rel_attn forward (dropatt 0.1)", call_attn_fwd_drop, attn_act, 0, attn_flops},
+      {"bias + ReLU + dropout forward [LB, d_inner]", call_ffn_fwd, 3.0 * LB * di, 0, 0},
+      {"ReLU + dropout backward [LB, d_inner]", call_ffn_bwd, 3.0 * LB * di, 0, 0},
+      {"residual + layer norm forward [LB, d]", call_add_ln, 4.0 * LB * d, 0, 0},
+      {"layer norm backward + dropout [LB, d]", call_ln_bwd, 4.0 * LB * d, 0, 0},
+      {"dropout [LB, d]", call_dropout, 2.0 * LB * d, 0, 0},
+      {"softmax cross-entropy fwd+bwd [LB, V]", call_xent, 2.0 * LB * V, 0, 0},
+      {"bias backward (column sums) [LB, V]", call_bias_bwd, LB * V, 0, 0},
+      {"embedding forward [LB, d]", call_emb_fwd, 2.0 * LB * d, 0, 0},
+      /* reads dout, reads and writes the fp32 gradient rows */
+      {"embedding backward (deterministic) [LB, d]", call_emb_bwd, LB * d, F * 2.0 * LB * d, 0},
+  };
+  Bufs *tables[] = {&b, &bh};
+  for (size_t k = 0; k < sizeof benches / sizeof benches[0]; k++)
+    for (int t = 0; t < 2; t++) {
+      const Bench *e = &benches[k];
+      char name[96];
+      snprintf(name, sizeof name, "%s [%s]", e->name, tables[t]->o->name);
+      const double bytes = e->act * (double)txl_dtype_size(tables[t]->o->act) + e->f32;
+      timed(name, e->f, tables[t], bytes, e->flops);
+    }
+  /* fp32 in both tables: one row each */
   timed("Adam over every parameter", call_adam, &b, F * 7.0 * (double)s.params, 0);
   timed("sum of squares (gradient norm)", call_sumsq, &b, F * (double)s.params, 0);
   txl_cuda_release();

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
-
 
 static int g_failures = 0;
 
@@ -114,14 +114,58 @@ void check_bits(const char *what, const float *got, const float *want, int64_t n
          bad ? want[first] : 0.0f, "bit-identical required");
 }
 
+float *dev_poison(int64_t n, const char *what) { return dev_poison_act(n, TXL_F32, what); }
 
-float *dev_poison(int64_t n, const char *what) {
+/* ---- activations of either type ----------------------------------------------------------- */
+
+const char *act_name(TxlDtype act) { return act == TXL_BF16 ? "bf16" : "fp32"; }
+
+void round_act(float *x, int64_t n, TxlDtype act) {
+  if (act == TXL_BF16)
+    for (int64_t i = 0; i < n; i++) x[i] = txl_bf16_round(x[i]);
+}
+
+void to_device_act(void *dev, const float *host, int64_t n, TxlDtype act) {
+  if (act == TXL_F32) {
+    txl_cuda_to_device(dev, host, (size_t)n * sizeof(float));
+    return;
+  }
+  txl_bf16 *h = malloc((size_t)(n ? n : 1) * sizeof(txl_bf16));
+  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  for (int64_t i = 0; i < n; i++) h[i] = txl_bf16_from_float(host[i]);
+  txl_cuda_to_device(dev, h, (size_t)n * sizeof(txl_bf16));
+  free(h);
+}
+
+void *dev_act(const float *host, int64_t n, TxlDtype act, const char *what) {
+  void *d = txl_cuda_alloc((size_t)n * txl_dtype_size(act), what);
+  to_device_act(d, host, n, act);
+  return d;
+}
+
+float *host_from_act(const void *dev, int64_t n, TxlDtype act) {
+  if (act == TXL_F32) return host_from(dev, n);
+  txl_bf16 *h = malloc((size_t)(n ? n : 1) * sizeof(txl_bf16));
+  float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
+  if (!h || !x) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  txl_cuda_to_host(h, dev, (size_t)n * sizeof(txl_bf16));
+  for (int64_t i = 0; i < n; i++) x[i] = txl_bf16_to_float(h[i]);
+  free(h);
+  return x;
+}
+
+void *dev_poison_act(int64_t n, TxlDtype act, const char *what) {
   float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
   if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  for (int64_t i = 0; i < n; i++) h[i] = NAN;
-  float *d = dev_from(h, (size_t)n * sizeof(float), what);
+  for (int64_t i = 0; i < n; i++) h[i] = NAN; /* bf16: 0x7fc0 */
+  void *d = dev_act(h, n, act, what);
   free(h);
   return d;
+}
+
+void bounds_act(double *bound, const float *want, int64_t n, TxlDtype act) {
+  if (act == TXL_BF16)
+    for (int64_t i = 0; i < n; i++) bound[i] = bound[i] * (1.0 + U_BF16) + U_BF16 * fabs((double)want[i]);
 }
 
 void layernorm_forward_bounds(double *bo, double *bm, double *br, const float *x, const float *w,

@@ -11,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ops.h"
+
 #define U_F32 (1.0 / 16777216.0) /* 2^-24: the unit roundoff of float */
+#define U_BF16 (1.0 / 256.0)      /* 2^-8: the unit roundoff of bf16 (kernels/common/bf16.h) */
 #define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_cuda_parity.c) */
 
 void parity_begin(const char *what);
@@ -25,6 +28,22 @@ void *dev_from(const void *host, size_t bytes, const char *what);
 float *host_from(const float *dev, int64_t n);        /* a new host copy of device data */
 /* Device memory of n floats filled with NaN: an output every element of which must be written. */
 float *dev_poison(int64_t n, const char *what);
+
+/* Activations in the act type of a table (TXL_F32 or TXL_BF16): a test of the bf16 table rounds
+ * its random inputs to bf16 on the host first (round_act), so that the CPU op, run in fp32 on
+ * them, sees exactly the values the device reads; the device's outputs come back widened. */
+const char *act_name(TxlDtype act);                  /* "fp32" or "bf16" */
+void round_act(float *x, int64_t n, TxlDtype act);   /* x rounded to bf16 in place (fp32: as is) */
+void *dev_act(const float *host, int64_t n, TxlDtype act, const char *what); /* device copy */
+void to_device_act(void *dev, const float *host, int64_t n, TxlDtype act);   /* into dev     */
+float *host_from_act(const void *dev, int64_t n, TxlDtype act); /* a new widened host copy */
+/* Device memory of n NaNs of the act type (bf16: 0x7fc0): every element must be written. */
+void *dev_poison_act(int64_t n, TxlDtype act, const char *what);
+/* The bound of an output stored in the act type, from its fp32 bound b_i against want_i (the CPU
+ * reference): with bf16 the device's fp32 value v_i, within b_i of want_i, is rounded once,
+ * |bf16(v) - v| <= 2^-8 |v| <= 2^-8 (|want_i| + b_i), so b_i becomes
+ * b_i (1 + 2^-8) + 2^-8 |want_i|. fp32: unchanged. */
+void bounds_act(double *bound, const float *want, int64_t n, TxlDtype act);
 
 /* Bounds of the layer-norm forward of the n rows of x [n, d] (the derivation is in the tests that
  * call it): out[r, j] <= k_d ((|x| + mean_j |x|) rstd |w| + |b|), mean[r] <= k_d mean_j |x|,

@@ -1,7 +1,7 @@
-/* The CUDA backend's table (txl_ops_cuda) and its element-wise, reduction, embedding, position,
- * fused FFN and fused layer-norm ops against the CPU op of the same name (kernels/cpu, itself
- * tested against double-precision references in tests/ops), on the same random non-zero inputs,
- * odd sizes throughout.
+/* The CUDA backend's two tables (txl_ops_cuda(TXL_F32), txl_ops_cuda(TXL_BF16)) and their
+ * conversion, element-wise, reduction, embedding, position, fused FFN and fused layer-norm ops
+ * against the CPU op of the same name (kernels/cpu, itself tested against double-precision
+ * references in tests/ops), on the same random non-zero inputs, odd sizes throughout.
  *
  * The table check needs no device and runs first. Where there is no CUDA device (or no driver)
  * the rest prints "SKIPPED: no CUDA device". Otherwise one line per checked output (max absolute
@@ -17,8 +17,19 @@
  * double, from the inputs). Where a sum is accumulated in double on both sides its k terms only
  * cost k 2^-53 = k u 2^-29 each. Where both sides do the same single float operation per element
  * (bias_fill, relu, add, scale, the dropout parts of the fused ops, the residual sum), the check
- * demands identical bits. */
+ * demands identical bits.
+ *
+ * The bf16 table (activations stored in bf16) runs the same cases: its random inputs are rounded
+ * to bf16 on the host first and the CPU op runs in fp32 on them, so both sides start from the
+ * same values, and each output the device stores in bf16 adds one rounding (relative 2^-8:
+ * bounds_act in parity.c) to the fp32 bound; where the fp32 check demands identical bits, the
+ * bf16 output must be the CPU's fp32 bits rounded once. Intermediates the bf16 ops store and read
+ * back (the residual sum of add_layernorm_forward, the ReLU output behind ad, the input gradient
+ * behind dbranch) are the CPU's values rounded the same way before the CPU computes what depends
+ * on them, as each case says. Parameter gradients and statistics stay fp32 (the fp32 bounds). */
+#include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,20 +41,26 @@
 
 #define U_F64 (1.0 / 9007199254740992.0) /* 2^-53: the unit roundoff of double */
 
-/* ---- the table --------------------------------------------------------------------------- */
+/* ---- the tables -------------------------------------------------------------------------- */
 
 typedef void (*AnyFn)(void); /* -Wcast-function-type lets any function pointer become this */
 
-/* Every member of TxlOps is the txl_cuda_ function of its name, and none is forgotten (the size
- * of the struct is the name plus one pointer per member listed here, as tests/ops/test_table.c
- * checks for the CPU table). Returns the number of failures. */
-static int test_table(void) {
-  const TxlOps *o = txl_ops_cuda();
+/* Every member of the table of act is the txl_cuda_ function of its name (the _bf16 variant in
+ * the bf16 table where the op has one), and none is forgotten (the size of the struct is the name
+ * and act plus one pointer per member listed here, as tests/ops/test_table.c checks for the CPU
+ * table). Returns the number of failures. */
+static int test_table(TxlDtype act) {
+  const TxlOps *o = txl_ops_cuda(act);
+  const int bf16 = act == TXL_BF16;
+  const char *name = bf16 ? "cuda-bf16" : "cuda";
   int bad = 0;
-  if (!o || !o->name || strcmp(o->name, "cuda") != 0) {
-    printf("    table: name is \"%s\", not \"cuda\"  FAIL\n", o && o->name ? o->name : "(null)");
+  if (!o || !o->name || strcmp(o->name, name) != 0 || o->act != act) {
+    printf("    table: name \"%s\", act %d, not \"%s\", %d  FAIL\n", o && o->name ? o->name : "(null)",
+           o ? (int)o->act : -1, name, (int)act);
     return 1;
   }
+/* the function of op f in this table: f, or f_bf16 in the bf16 table */
+#define PICK(f) (bf16 ? (AnyFn)f##_bf16 : (AnyFn)f)
   const struct {
     const char *name;
     AnyFn got, want;
@@ -54,48 +71,47 @@ static int test_table(void) {
       {"to_device", (AnyFn)o->to_device, (AnyFn)txl_cuda_to_device},
       {"to_host", (AnyFn)o->to_host, (AnyFn)txl_cuda_to_host},
       {"zero", (AnyFn)o->zero, (AnyFn)txl_cuda_zero},
-      {"gemm", (AnyFn)o->gemm, (AnyFn)txl_cuda_gemm},
-      {"bias_fill", (AnyFn)o->bias_fill, (AnyFn)txl_cuda_bias_fill},
-      {"bias_backward", (AnyFn)o->bias_backward, (AnyFn)txl_cuda_bias_backward},
-      {"add", (AnyFn)o->add, (AnyFn)txl_cuda_add},
+      {"to_act", (AnyFn)o->to_act, PICK(txl_cuda_to_act)},
+      {"gemm", (AnyFn)o->gemm, PICK(txl_cuda_gemm)},
+      {"bias_fill", (AnyFn)o->bias_fill, PICK(txl_cuda_bias_fill)},
+      {"bias_backward", (AnyFn)o->bias_backward, PICK(txl_cuda_bias_backward)},
+      {"add", (AnyFn)o->add, PICK(txl_cuda_add)},
       {"sumsq", (AnyFn)o->sumsq, (AnyFn)txl_cuda_sumsq},
-      {"embedding_forward", (AnyFn)o->embedding_forward, (AnyFn)txl_cuda_embedding_forward},
-      {"embedding_backward", (AnyFn)o->embedding_backward, (AnyFn)txl_cuda_embedding_backward},
-      {"posemb_forward", (AnyFn)o->posemb_forward, (AnyFn)txl_cuda_posemb_forward},
-      {"dropout", (AnyFn)o->dropout, (AnyFn)txl_cuda_dropout},
+      {"embedding_forward", (AnyFn)o->embedding_forward, PICK(txl_cuda_embedding_forward)},
+      {"embedding_backward", (AnyFn)o->embedding_backward, PICK(txl_cuda_embedding_backward)},
+      {"posemb_forward", (AnyFn)o->posemb_forward, PICK(txl_cuda_posemb_forward)},
+      {"dropout", (AnyFn)o->dropout, PICK(txl_cuda_dropout)},
       {"bias_relu_dropout_forward", (AnyFn)o->bias_relu_dropout_forward,
-       (AnyFn)txl_cuda_bias_relu_dropout_forward},
-      {"relu_dropout_backward", (AnyFn)o->relu_dropout_backward,
-       (AnyFn)txl_cuda_relu_dropout_backward},
-      {"layernorm_forward", (AnyFn)o->layernorm_forward, (AnyFn)txl_cuda_layernorm_forward},
-      {"layernorm_backward", (AnyFn)o->layernorm_backward, (AnyFn)txl_cuda_layernorm_backward},
-      {"add_layernorm_forward", (AnyFn)o->add_layernorm_forward,
-       (AnyFn)txl_cuda_add_layernorm_forward},
+       PICK(txl_cuda_bias_relu_dropout_forward)},
+      {"relu_dropout_backward", (AnyFn)o->relu_dropout_backward, PICK(txl_cuda_relu_dropout_backward)},
+      {"layernorm_forward", (AnyFn)o->layernorm_forward, PICK(txl_cuda_layernorm_forward)},
+      {"layernorm_backward", (AnyFn)o->layernorm_backward, PICK(txl_cuda_layernorm_backward)},
+      {"add_layernorm_forward", (AnyFn)o->add_layernorm_forward, PICK(txl_cuda_add_layernorm_forward)},
       {"layernorm_backward_dropout", (AnyFn)o->layernorm_backward_dropout,
-       (AnyFn)txl_cuda_layernorm_backward_dropout},
-      {"rel_attn_forward", (AnyFn)o->rel_attn_forward, (AnyFn)txl_cuda_rel_attn_forward},
-      {"rel_attn_backward", (AnyFn)o->rel_attn_backward, (AnyFn)txl_cuda_rel_attn_backward},
+       PICK(txl_cuda_layernorm_backward_dropout)},
+      {"rel_attn_forward", (AnyFn)o->rel_attn_forward, PICK(txl_cuda_rel_attn_forward)},
+      {"rel_attn_backward", (AnyFn)o->rel_attn_backward, PICK(txl_cuda_rel_attn_backward)},
       {"rel_attn_saved_floats", (AnyFn)o->rel_attn_saved_floats,
        (AnyFn)txl_cuda_rel_attn_saved_floats},
       {"rel_attn_workspace", (AnyFn)o->rel_attn_workspace, (AnyFn)txl_cuda_rel_attn_workspace},
-      {"xent_forward_backward", (AnyFn)o->xent_forward_backward,
-       (AnyFn)txl_cuda_xent_forward_backward},
+      {"xent_forward_backward", (AnyFn)o->xent_forward_backward, PICK(txl_cuda_xent_forward_backward)},
       {"adam_update", (AnyFn)o->adam_update, (AnyFn)txl_cuda_adam_update},
   };
+#undef PICK
   const int n = (int)(sizeof m / sizeof m[0]);
   for (int k = 0; k < n; k++)
     if (m[k].got == NULL || m[k].got != m[k].want) {
-      printf("    table: member %s is %s  FAIL\n", m[k].name,
-             m[k].got ? "another function" : "NULL");
+      printf("    table %s: member %s is %s  FAIL\n", name, m[k].name, m[k].got ? "another function" : "NULL");
       bad++;
     }
-  if (sizeof(TxlOps) != sizeof(const char *) + (size_t)n * sizeof(AnyFn)) {
+  if (sizeof(TxlOps) != offsetof(TxlOps, alloc) + (size_t)n * sizeof(AnyFn)) {
     printf("    table: sizeof(TxlOps) = %zu, but %d members are listed here: one is forgotten  FAIL\n",
            sizeof(TxlOps), n);
     bad++;
   }
-  printf("%-50s %d members, each the txl_cuda_ function of its name  %s\n", "txl_ops_cuda table",
-         n, bad ? "FAIL" : "ok");
+  char what[64];
+  snprintf(what, sizeof what, "txl_ops_cuda(%s) table \"%s\"", act_name(act), name);
+  printf("%-50s %d members, each the txl_cuda_ function of its name  %s\n", what, n, bad ? "FAIL" : "ok");
   return bad;
 }
 
@@ -113,34 +129,72 @@ static float *host_rand_nz(int64_t n, double lo, double hi) {
   return x;
 }
 
+/* ---- to_act ------------------------------------------------------------------------------ */
+
+/* The fp32 table's to_act is a copy and the bf16 table's one rounding to nearest even per element
+ * (kernels/common/bf16.h): bits, on random values of many magnitudes, ties (1 + 2^-8 and
+ * 1 + 3 2^-8 round to even: 1 and 1 + 2^-6), signed zeros, infinities, the largest float (it
+ * rounds to infinity) and subnormals; the output is poisoned first. */
+static void test_to_act_case(TxlDtype act, int64_t n) {
+  const TxlOps *o = txl_ops_cuda(act);
+  float *x = host_rand_nz(n, -1.0, 1.0);
+  for (int64_t i = 0; i < n; i++) x[i] *= powf(2.0f, (float)(i % 61 - 30));
+  const float special[] = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -(1.0f + 0x1p-8f), 0.0f, -0.0f, INFINITY,
+                           -INFINITY, FLT_MAX, -FLT_MAX, 0x1p-140f, -0x1.8p-149f, 0x1.fffffep-127f};
+  const int64_t ns = (int64_t)(sizeof special / sizeof special[0]);
+  for (int64_t i = 0; i < ns && i < n; i++) x[i] = special[i];
+  float *dsrc = dev_copy_of(x, n, "test: to_act src");
+  void *ddst = dev_poison_act(n, act, "test: to_act dst");
+  o->to_act(ddst, dsrc, n);
+  float *got = host_from_act(ddst, n, act);
+  round_act(x, n, act);
+  char what[96];
+  snprintf(what, sizeof what, "to_act %s n=%lld", act_name(act), (long long)n);
+  check_bits(what, got, x, n);
+  txl_cuda_free(dsrc);
+  txl_cuda_free(ddst);
+  free(x);
+  free(got);
+}
+
+static void test_to_act(TxlDtype act) {
+  test_to_act_case(act, 1);
+  test_to_act_case(act, 1000);
+  test_to_act_case(act, 1000003);
+}
+
 /* ---- bias_fill, bias_backward -------------------------------------------------------------- */
 
-/* bias_fill: a copy on both sides, bits.
+/* bias_fill: a copy on both sides, bits (bf16: b rounded once).
  * bias_backward: db_j + sum_r dy[r, j]. The CPU adds groups of four rows in float (two roundings
  * per term, a = 2) into a double accumulator and rounds once at the end; the GPU sums in double
  * and rounds once. Both are within (3 + rows 2^-29) u (|db0_j| + sum_r |dy_rj|) of the exact value:
- *   bound_j = c (3 + rows 2^-29) u (|db0_j| + sum_r |dy_rj|).
+ *   bound_j = c (3 + rows 2^-29) u (|db0_j| + sum_r |dy_rj|)
+ * (db is an fp32 parameter gradient in both tables: no bf16 term).
  * A second call from the same db0 must give the same bits (determinism). */
-static void test_bias_case(int64_t rows, int n) {
+static void test_bias_case(TxlDtype act, int64_t rows, int n) {
+  const TxlOps *o = txl_ops_cuda(act);
   char what[96];
   const int64_t total = rows * n;
   float *b = host_rand_nz(n, -1.0, 1.0);
   float *want = host_rand(total, -1.0, 1.0);
   txl_cpu_bias_fill(want, b, rows, n);
+  round_act(want, total, act);
   float *db_dev = dev_copy_of(b, n, "test: b");
-  float *dx = dev_poison(total, "test: x");
-  txl_cuda_bias_fill(dx, db_dev, rows, n);
-  float *got = host_from(dx, total);
-  snprintf(what, sizeof what, "bias_fill rows=%lld n=%d", (long long)rows, n);
+  void *dx = dev_poison_act(total, act, "test: x");
+  o->bias_fill(dx, db_dev, rows, n);
+  float *got = host_from_act(dx, total, act);
+  snprintf(what, sizeof what, "bias_fill %s rows=%lld n=%d", act_name(act), (long long)rows, n);
   check_bits(what, got, want, total);
   free(got);
 
   float *dy = host_rand_nz(total, -1.0, 1.0);
+  round_act(dy, total, act);
   float *acc0 = host_rand_nz(n, -1.0, 1.0), *acc = host_copy(acc0, n);
   txl_cpu_bias_backward(acc, dy, rows, n);
-  txl_cuda_to_device(dx, dy, (size_t)total * sizeof(float));
+  to_device_act(dx, dy, total, act);
   txl_cuda_to_device(db_dev, acc0, (size_t)n * sizeof(float));
-  txl_cuda_bias_backward(db_dev, dx, rows, n);
+  o->bias_backward(db_dev, dx, rows, n);
   got = host_from(db_dev, n);
   double *bound = bounds_alloc(n);
   for (int j = 0; j < n; j++) bound[j] = fabs((double)acc0[j]);
@@ -148,13 +202,13 @@ static void test_bias_case(int64_t rows, int n) {
     for (int j = 0; j < n; j++) bound[j] += fabs((double)dy[r * n + j]);
   const double k = TOL_C * (3.0 + (double)rows * U_F64 / U_F32) * U_F32;
   for (int j = 0; j < n; j++) bound[j] *= k;
-  snprintf(what, sizeof what, "bias_backward rows=%lld n=%d (+=)", (long long)rows, n);
+  snprintf(what, sizeof what, "bias_backward %s rows=%lld n=%d (+=)", act_name(act), (long long)rows, n);
   check_close(what, got, acc, bound, n);
 
   txl_cuda_to_device(db_dev, acc0, (size_t)n * sizeof(float));
-  txl_cuda_bias_backward(db_dev, dx, rows, n);
+  o->bias_backward(db_dev, dx, rows, n);
   float *again = host_from(db_dev, n);
-  snprintf(what, sizeof what, "bias_backward rows=%lld n=%d rerun", (long long)rows, n);
+  snprintf(what, sizeof what, "bias_backward %s rows=%lld n=%d rerun", act_name(act), (long long)rows, n);
   check_bits(what, again, got, n);
 
   txl_cuda_free(db_dev);
@@ -162,43 +216,48 @@ static void test_bias_case(int64_t rows, int n) {
   free(b); free(want); free(got); free(dy); free(acc0); free(acc); free(bound); free(again);
 }
 
-static void test_bias(void) {
-  test_bias_case(1, 1);
-  test_bias_case(37, 33);
-  test_bias_case(1001, 1025);
-  test_bias_case(20011, 33);  /* the chunk count reaches its cap (512) */
-  test_bias_case(7, 5000);    /* the CPU's wide-row path */
-  test_bias_case(112, 300007); /* a vocabulary-wide output: the partials' size caps the chunks */
+static void test_bias(TxlDtype act) {
+  test_bias_case(act, 1, 1);
+  test_bias_case(act, 37, 33);
+  test_bias_case(act, 1001, 1025);
+  test_bias_case(act, 20011, 33);  /* the chunk count reaches its cap (512) */
+  test_bias_case(act, 7, 5000);    /* the CPU's wide-row path */
+  test_bias_case(act, 112, 300007); /* a vocabulary-wide output: the partials' size caps the chunks */
 }
 
 /* ---- add ---------------------------------------------------------------------------------- */
 
-/* One float addition per element on both sides: bits. */
-static void test_add_case(int64_t n) {
+/* One float addition per element on both sides: bits (tensors of type t, the table's act type or
+ * fp32 on the bf16 table; bf16: the CPU's sum of the rounded inputs, rounded once). */
+static void test_add_case(TxlDtype act, TxlDtype t, int64_t n) {
+  const TxlOps *o = txl_ops_cuda(act);
   char what[96];
   float *x = host_rand_nz(n, -1.0, 1.0), *y = host_rand_nz(n, -1.0, 1.0);
   if (n > 1) x[1] = -0.0f, y[1] = 0.0f;
   if (n > 2) y[2] = -0.0f;
-  float *dx = dev_copy_of(x, n, "test: x"), *dy = dev_copy_of(y, n, "test: y");
+  round_act(x, n, t);
+  round_act(y, n, t);
+  void *dx = dev_act(x, n, t, "test: x"), *dy = dev_act(y, n, t, "test: y");
 
   float *want = host_copy(x, n), *got;
   /* add into a poisoned output, then in place (out aliases a, then b) */
-  float *dout = dev_poison(n, "test: out");
-  txl_cpu_add(want, x, y, n);
-  txl_cuda_add(dout, dx, dy, n);
-  got = host_from(dout, n);
-  snprintf(what, sizeof what, "add n=%lld", (long long)n);
+  void *dout = dev_poison_act(n, t, "test: out");
+  txl_cpu_add(want, x, y, n, TXL_F32);
+  round_act(want, n, t);
+  o->add(dout, dx, dy, n, t);
+  got = host_from_act(dout, n, t);
+  snprintf(what, sizeof what, "add %s table, %s n=%lld", act_name(act), act_name(t), (long long)n);
   check_bits(what, got, want, n);
   free(got);
-  txl_cuda_add(dx, dx, dy, n);
-  got = host_from(dx, n);
-  snprintf(what, sizeof what, "add n=%lld (out = a)", (long long)n);
+  o->add(dx, dx, dy, n, t);
+  got = host_from_act(dx, n, t);
+  snprintf(what, sizeof what, "add %s table, %s n=%lld (out = a)", act_name(act), act_name(t), (long long)n);
   check_bits(what, got, want, n);
   free(got);
-  txl_cuda_to_device(dx, x, (size_t)n * sizeof(float));
-  txl_cuda_add(dy, dx, dy, n);
-  got = host_from(dy, n);
-  snprintf(what, sizeof what, "add n=%lld (out = b)", (long long)n);
+  to_device_act(dx, x, n, t);
+  o->add(dy, dx, dy, n, t);
+  got = host_from_act(dy, n, t);
+  snprintf(what, sizeof what, "add %s table, %s n=%lld (out = b)", act_name(act), act_name(t), (long long)n);
   check_bits(what, got, want, n);
   free(got);
 
@@ -206,9 +265,12 @@ static void test_add_case(int64_t n) {
   free(x); free(y); free(want);
 }
 
-static void test_add(void) {
+static void test_add(TxlDtype act) {
   const int64_t sizes[] = {1, 7, 1000, 12345, 1000003};
-  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) test_add_case(sizes[k]);
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    test_add_case(act, act, sizes[k]);
+    if (act == TXL_BF16) test_add_case(act, TXL_F32, sizes[k]); /* fp32 tensors on the bf16 table */
+  }
 }
 
 /* ---- sumsq -------------------------------------------------------------------------------- */
@@ -255,7 +317,7 @@ static int cpu_embedding_fuses(void) {
   const float o = 1.0f + 0x1p-12f, g0 = -(1.0f + 0x1p-11f);
   float g = g0;
   const int32_t tok = 0;
-  txl_cpu_embedding_backward(&g, &o, &tok, o, 1, 1);
+  txl_cpu_embedding_backward(&g, TXL_F32, &o, &tok, o, 1, 1);
   return g != 0.0f;
 }
 
@@ -264,8 +326,14 @@ static int cpu_embedding_fuses(void) {
  * fuse, element (v, j) is a sum of 1 + k_v terms (k_v occurrences of v, one extra rounding each
  * for the product): bound = c (k_v + 2) u (|demb0| + |scale| sum_t |dout_tj|).
  * Rows of tokens that do not occur must come back untouched (part of the comparison).
- * A second call from the same demb0 must give the same bits. */
-static void test_embedding_backward_case(int64_t n, int d, int V, int skew, int fused) {
+ * A second call from the same demb0 must give the same bits.
+ * bf16 table: dout (and a bf16 demb0) rounded on the host; the device accumulates each element
+ * in float from its widened start and rounds once when a bf16 demb is stored: the CPU's result
+ * rounded (bits where fused, bounds_act otherwise). An fp32 demb (a parameter gradient) takes no
+ * rounding. */
+static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64_t n, int d, int V,
+                                         int skew, int fused) {
+  const TxlOps *o = txl_ops_cuda(act);
   char what[128];
   const float scale = 0.731f;
   int32_t *tok = malloc((size_t)n * sizeof(int32_t));
@@ -277,17 +345,21 @@ static void test_embedding_backward_case(int64_t n, int d, int V, int skew, int 
   tok[0] = V - 1; /* the largest id: the highest digits of the sort */
   if (n > 2) tok[n - 1] = 0, tok[n / 2] = V - 1;
   float *dout = host_rand_nz(n * d, -1.0, 1.0);
-  float *e0 = host_rand_nz((int64_t)V * d, -1.0, 1.0), *want = host_copy(e0, (int64_t)V * d);
-  txl_cpu_embedding_backward(want, dout, tok, scale, n, d);
+  round_act(dout, n * d, act);
+  float *e0 = host_rand_nz((int64_t)V * d, -1.0, 1.0);
+  round_act(e0, (int64_t)V * d, demb_type);
+  float *want = host_copy(e0, (int64_t)V * d);
+  txl_cpu_embedding_backward(want, TXL_F32, dout, tok, scale, n, d);
 
-  float *d_emb = dev_copy_of(e0, (int64_t)V * d, "test: demb");
-  float *d_out = dev_copy_of(dout, n * d, "test: dout");
+  void *d_emb = dev_act(e0, (int64_t)V * d, demb_type, "test: demb");
+  void *d_out = dev_act(dout, n * d, act, "test: dout");
   int32_t *d_tok = dev_from(tok, (size_t)n * sizeof(int32_t), "test: tok");
-  txl_cuda_embedding_backward(d_emb, d_out, d_tok, scale, n, d);
-  float *got = host_from(d_emb, (int64_t)V * d);
-  snprintf(what, sizeof what, "embedding_backward n=%lld d=%d V=%d%s (+=)", (long long)n, d, V,
-           skew ? " skewed" : "");
+  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d);
+  float *got = host_from_act(d_emb, (int64_t)V * d, demb_type);
+  snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d V=%d%s (+=)", act_name(act),
+           act_name(demb_type), (long long)n, d, V, skew ? " skewed" : "");
   if (fused) {
+    round_act(want, (int64_t)V * d, demb_type);
     check_bits(what, got, want, (int64_t)V * d);
   } else {
     double *bound = bounds_alloc((int64_t)V * d);
@@ -300,31 +372,39 @@ static void test_embedding_backward_case(int64_t n, int d, int V, int skew, int 
     }
     for (int v = 0; v < V; v++)
       for (int j = 0; j < d; j++) bound[(int64_t)v * d + j] *= TOL_C * ((double)count[v] + 2.0) * U_F32;
+    bounds_act(bound, want, (int64_t)V * d, demb_type);
     check_close(what, got, want, bound, (int64_t)V * d);
     free(bound);
     free(count);
   }
 
-  txl_cuda_to_device(d_emb, e0, (size_t)V * d * sizeof(float));
-  txl_cuda_embedding_backward(d_emb, d_out, d_tok, scale, n, d);
-  float *again = host_from(d_emb, (int64_t)V * d);
-  snprintf(what, sizeof what, "embedding_backward n=%lld d=%d V=%d rerun", (long long)n, d, V);
+  to_device_act(d_emb, e0, (int64_t)V * d, demb_type);
+  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d);
+  float *again = host_from_act(d_emb, (int64_t)V * d, demb_type);
+  snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d V=%d rerun", act_name(act),
+           act_name(demb_type), (long long)n, d, V);
   check_bits(what, again, got, (int64_t)V * d);
 
   txl_cuda_free(d_emb); txl_cuda_free(d_out); txl_cuda_free(d_tok);
   free(tok); free(dout); free(e0); free(want); free(got); free(again);
 }
 
-static void test_embedding_backward(void) {
+/* The cases, for a destination of type demb_type on the table of act. */
+static void test_embedding_backward_cases(TxlDtype act, TxlDtype demb_type, int fused) {
+  test_embedding_backward_case(act, demb_type, 1, 1, 1, 0, fused);
+  test_embedding_backward_case(act, demb_type, 7, 33, 3, 0, fused);
+  test_embedding_backward_case(act, demb_type, 1000, 67, 50, 0, fused);
+  test_embedding_backward_case(act, demb_type, 1001, 300, 1000, 1, fused);   /* two column tiles, a long run */
+  test_embedding_backward_case(act, demb_type, 12345, 33, 300007, 0, fused); /* ids of 19 bits, mostly unique */
+  test_embedding_backward_case(act, demb_type, 12345, 7, 37, 1, fused);      /* runs of thousands */
+}
+
+static void test_embedding_backward(TxlDtype act) {
   const int fused = cpu_embedding_fuses();
   printf("embedding_backward: the CPU %s multiply-adds: %s\n", fused ? "fuses" : "does not fuse",
          fused ? "bits required" : "bounded");
-  test_embedding_backward_case(1, 1, 1, 0, fused);
-  test_embedding_backward_case(7, 33, 3, 0, fused);
-  test_embedding_backward_case(1000, 67, 50, 0, fused);
-  test_embedding_backward_case(1001, 300, 1000, 1, fused);    /* two column tiles, a long run */
-  test_embedding_backward_case(12345, 33, 300007, 0, fused);  /* ids of 19 bits, mostly unique */
-  test_embedding_backward_case(12345, 7, 37, 1, fused);       /* runs of thousands */
+  test_embedding_backward_cases(act, TXL_F32, fused); /* a parameter gradient */
+  if (act == TXL_BF16) test_embedding_backward_cases(act, TXL_BF16, fused); /* an activation */
 }
 
 /* ---- posemb ------------------------------------------------------------------------------- */
@@ -333,14 +413,16 @@ static void test_embedding_backward(void) {
  * sin and cos are within a few ulp of double of glibc's, i.e. about 2^-50 relative to a float
  * ulp of 2^-23, so the float results are the same except where the double value lies within that
  * of a float rounding boundary, and then one float ulp apart: bound = ulp(want). (Nearly all are
- * identical: the count of differing elements is printed.) */
-static void test_posemb_case(int K, int d, int clamp) {
+ * identical: the count of differing elements is printed.) bf16: that float rounded once more
+ * (bounds_act). */
+static void test_posemb_case(TxlDtype act, int K, int d, int clamp) {
+  const TxlOps *o = txl_ops_cuda(act);
   const int64_t n = (int64_t)K * d;
   float *want = host_rand(n, -1.0, 1.0);
   txl_cpu_posemb_forward(want, K, d, clamp);
-  float *dR = dev_poison(n, "test: R");
-  txl_cuda_posemb_forward(dR, K, d, clamp);
-  float *got = host_from(dR, n);
+  void *dR = dev_poison_act(n, act, "test: R");
+  o->posemb_forward(dR, K, d, clamp);
+  float *got = host_from_act(dR, n, act);
   double *bound = bounds_alloc(n);
   int64_t differ = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -348,68 +430,87 @@ static void test_posemb_case(int K, int d, int clamp) {
     bound[i] = (double)nextafterf(a, INFINITY) - (double)a;
     differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
   }
+  bounds_act(bound, want, n, act);
   char what[96];
-  snprintf(what, sizeof what, "posemb K=%d d=%d clamp=%d (%lld not identical)", K, d, clamp,
+  snprintf(what, sizeof what, "posemb %s K=%d d=%d clamp=%d (%lld not identical)", act_name(act), K, d, clamp,
            (long long)differ);
   check_close(what, got, want, bound, n);
   txl_cuda_free(dR);
   free(want); free(got); free(bound);
 }
 
-static void test_posemb(void) {
-  test_posemb_case(1, 2, 0);
-  test_posemb_case(37, 34, 0);
-  test_posemb_case(1001, 410, 0);
-  test_posemb_case(300, 64, 100); /* clamped positions */
-  test_posemb_case(7, 1026, 3);
+static void test_posemb(TxlDtype act) {
+  test_posemb_case(act, 1, 2, 0);
+  test_posemb_case(act, 37, 34, 0);
+  test_posemb_case(act, 1001, 410, 0);
+  test_posemb_case(act, 300, 64, 100); /* clamped positions */
+  test_posemb_case(act, 7, 1026, 3);
 }
 
 /* ---- fused FFN hidden layer ----------------------------------------------------------------- */
 
 /* The same float operations (add, ReLU, mask multiply) on both sides, with the dropout op's
- * masks: bits for a, ad and dx. With p = 0, ad must be left as it was. */
-static void test_ffn_case(int rows, int cols, int feats, int col0, TxlDropout drop) {
+ * masks: bits for a, ad and dx. With p = 0, ad must be left as it was.
+ * bf16: a is the CPU's a rounded; ad is the dropout op's result on that rounded a (a copy of the
+ * stored a, as the op's contract says), rounded; the backward reads the rounded a on both sides
+ * and dx is the CPU's rounded. */
+static void test_ffn_case(TxlDtype act, int rows, int cols, int feats, int col0, TxlDropout drop) {
+  const TxlOps *o = txl_ops_cuda(act);
   char what[128];
   const int64_t n = (int64_t)rows * cols * feats;
   float *a = host_rand_nz(n, -1.0, 1.0), *b = host_rand_nz(feats, -0.5, 0.5);
-  float *ad = host_rand_nz(n, -1.0, 1.0), *ad0 = host_copy(ad, n);
-  float *d_a = dev_copy_of(a, n, "test: a"), *d_b = dev_copy_of(b, feats, "test: b");
-  float *d_ad = drop.p > 0.0f ? dev_poison(n, "test: ad") : dev_copy_of(ad, n, "test: ad");
+  float *ad = host_rand_nz(n, -1.0, 1.0);
+  round_act(a, n, act);
+  round_act(ad, n, act);
+  float *ad0 = host_copy(ad, n);
+  void *d_a = dev_act(a, n, act, "test: a");
+  float *d_b = dev_copy_of(b, feats, "test: b");
+  void *d_ad = drop.p > 0.0f ? dev_poison_act(n, act, "test: ad") : dev_act(ad, n, act, "test: ad");
   txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, col0, drop);
-  txl_cuda_bias_relu_dropout_forward(d_a, d_ad, d_b, rows, cols, feats, col0, drop);
-  float *ga = host_from(d_a, n), *gad = host_from(d_ad, n);
-  snprintf(what, sizeof what, "bias_relu_dropout_forward %dx%dx%d col0=%d p=%g: a", rows, cols,
-           feats, col0, (double)drop.p);
+  o->bias_relu_dropout_forward(d_a, d_ad, d_b, rows, cols, feats, col0, drop);
+  float *ga = host_from_act(d_a, n, act), *gad = host_from_act(d_ad, n, act);
+  if (act == TXL_BF16) { /* a as stored, then ad from it */
+    round_act(a, n, act);
+    if (drop.p > 0.0f) {
+      memcpy(ad, a, (size_t)n * sizeof(float));
+      txl_cpu_dropout(ad, rows, cols, feats, col0, drop);
+      round_act(ad, n, act);
+    }
+  }
+  snprintf(what, sizeof what, "bias_relu_dropout_forward %s %dx%dx%d col0=%d p=%g: a", act_name(act), rows,
+           cols, feats, col0, (double)drop.p);
   check_bits(what, ga, a, n);
-  snprintf(what, sizeof what, "bias_relu_dropout_forward %dx%dx%d col0=%d p=%g: ad%s", rows, cols,
-           feats, col0, (double)drop.p, drop.p > 0.0f ? "" : " untouched");
+  snprintf(what, sizeof what, "bias_relu_dropout_forward %s %dx%dx%d col0=%d p=%g: ad%s", act_name(act), rows,
+           cols, feats, col0, (double)drop.p, drop.p > 0.0f ? "" : " untouched");
   check_bits(what, gad, drop.p > 0.0f ? ad : ad0, n);
 
   /* backward from the forward's a (many exact zeros) */
   float *dx = host_rand_nz(n, -1.0, 1.0);
-  float *d_dx = dev_copy_of(dx, n, "test: dx");
+  round_act(dx, n, act);
+  void *d_dx = dev_act(dx, n, act, "test: dx");
   txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, col0, drop);
-  txl_cuda_relu_dropout_backward(d_dx, d_a, rows, cols, feats, col0, drop);
-  float *gdx = host_from(d_dx, n);
-  snprintf(what, sizeof what, "relu_dropout_backward %dx%dx%d col0=%d p=%g", rows, cols, feats,
-           col0, (double)drop.p);
+  round_act(dx, n, act);
+  o->relu_dropout_backward(d_dx, d_a, rows, cols, feats, col0, drop);
+  float *gdx = host_from_act(d_dx, n, act);
+  snprintf(what, sizeof what, "relu_dropout_backward %s %dx%dx%d col0=%d p=%g", act_name(act), rows, cols,
+           feats, col0, (double)drop.p);
   check_bits(what, gdx, dx, n);
 
   txl_cuda_free(d_a); txl_cuda_free(d_b); txl_cuda_free(d_ad); txl_cuda_free(d_dx);
   free(a); free(b); free(ad); free(ad0); free(ga); free(gad); free(dx); free(gdx);
 }
 
-static void test_ffn(void) {
+static void test_ffn(TxlDtype act) {
   TxlDropout d = {0.3f, 1234u, txl_layer_site(1, TXL_LSITE_FF_HIDDEN), 77u};
-  test_ffn_case(1, 1, 1, 0, d);
-  test_ffn_case(7, 5, 203, 3, d);   /* feats not a multiple of 4 */
+  test_ffn_case(act, 1, 1, 1, 0, d);
+  test_ffn_case(act, 7, 5, 203, 3, d);   /* feats not a multiple of 4 */
   d.p = 0.1f;
   d.step = 5u;
-  test_ffn_case(3, 11, 4, 100, d);  /* one Philox group per (row, column) */
+  test_ffn_case(act, 3, 11, 4, 100, d);  /* one Philox group per (row, column) */
   d.p = 0.5f;
-  test_ffn_case(37, 3, 1025, 0, d);
+  test_ffn_case(act, 37, 3, 1025, 0, d);
   d.p = 0.0f;
-  test_ffn_case(2, 3, 9, 0, d);     /* no dropout: ad untouched */
+  test_ffn_case(act, 2, 3, 9, 0, d);     /* no dropout: ad untouched */
 }
 
 /* ---- fused layer norm ----------------------------------------------------------------------- */
@@ -419,60 +520,72 @@ static void test_ffn(void) {
  *   mean:  c (d + a) u mean|res|,   rstd:  c (d + a) u rstd,
  *   out:   c (d + a) u ((|res_i| + mean|res|) rstd |w_i| + |b_i|).
  * The GPU's add_layernorm_forward and its add + layernorm_forward run the same code: bits.
- * Also with res aliasing x (in place, as the model calls it). */
-static void test_add_layernorm_case(int64_t n, int d) {
+ * Also with res aliasing x (in place, as the model calls it).
+ * bf16: res is the CPU's sum rounded (bits), and the device normalizes res as stored, so the
+ * CPU reference of mean, rstd and out is its layernorm_forward on that rounded res; out adds its
+ * one rounding (bounds_act). */
+static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
+  const TxlOps *o = txl_ops_cuda(act);
   char what[128];
   const float eps = 1e-5f;
   const double k_d = TOL_C * (d + 6) * U_F32;
+  const char *an = act_name(act);
   float *x = host_rand_nz(n * d, -1.0, 1.0), *y = host_rand_nz(n * d, -1.0, 1.0);
   for (int64_t r = 0; r < n; r++) /* a per-row offset: exercises the mean subtraction */
     for (int j = 0; j < d; j++) x[r * d + j] += (float)(r % 7) - 3.0f;
+  round_act(x, n * d, act);
+  round_act(y, n * d, act);
   float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
   float *res = host_rand(n * d, -1, 1), *out = host_rand(n * d, -1, 1);
   float *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
   txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  if (act == TXL_BF16) { /* res as stored, normalized */
+    round_act(res, n * d, act);
+    txl_cpu_layernorm_forward(out, mean, rstd, res, w, b, n, d, eps);
+  }
 
-  float *d_x = dev_copy_of(x, n * d, "test: x"), *d_y = dev_copy_of(y, n * d, "test: y");
+  void *d_x = dev_act(x, n * d, act, "test: x"), *d_y = dev_act(y, n * d, act, "test: y");
   float *d_w = dev_copy_of(w, d, "test: w"), *d_b = dev_copy_of(b, d, "test: b");
-  float *d_res = dev_poison(n * d, "test: res"), *d_out = dev_poison(n * d, "test: out");
+  void *d_res = dev_poison_act(n * d, act, "test: res"), *d_out = dev_poison_act(n * d, act, "test: out");
   float *d_mean = dev_poison(n, "test: mean"), *d_rstd = dev_poison(n, "test: rstd");
-  txl_cuda_add_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, eps);
-  float *gres = host_from(d_res, n * d), *gout = host_from(d_out, n * d);
+  o->add_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, eps);
+  float *gres = host_from_act(d_res, n * d, act), *gout = host_from_act(d_out, n * d, act);
   float *gmean = host_from(d_mean, n), *grstd = host_from(d_rstd, n);
 
   double *bo = bounds_alloc(n * d), *bm = bounds_alloc(n), *br = bounds_alloc(n);
   layernorm_forward_bounds(bo, bm, br, res, w, b, rstd, n, d, k_d);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: res", (long long)n, d);
+  bounds_act(bo, out, n * d, act);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: res", an, (long long)n, d);
   check_bits(what, gres, res, n * d);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: out", (long long)n, d);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: out", an, (long long)n, d);
   check_close(what, gout, out, bo, n * d);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: mean", (long long)n, d);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: mean", an, (long long)n, d);
   check_close(what, gmean, mean, bm, n);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: rstd", (long long)n, d);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: rstd", an, (long long)n, d);
   check_close(what, grstd, rstd, br, n);
 
   /* the unfused GPU ops: the same bits */
-  float *u_res = dev_poison(n * d, "test: res2"), *u_out = dev_poison(n * d, "test: out2");
+  void *u_res = dev_poison_act(n * d, act, "test: res2"), *u_out = dev_poison_act(n * d, act, "test: out2");
   float *u_mean = dev_poison(n, "test: mean2"), *u_rstd = dev_poison(n, "test: rstd2");
-  txl_cuda_add(u_res, d_x, d_y, n * d);
-  txl_cuda_layernorm_forward(u_out, u_mean, u_rstd, u_res, d_w, d_b, n, d, eps);
-  float *h = host_from(u_out, n * d);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: = add + layernorm", (long long)n, d);
+  o->add(u_res, d_x, d_y, n * d, act);
+  o->layernorm_forward(u_out, u_mean, u_rstd, u_res, d_w, d_b, n, d, eps);
+  float *h = host_from_act(u_out, n * d, act);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: = add + layernorm", an, (long long)n, d);
   check_bits(what, gout, h, n * d);
   free(h);
   h = host_from(u_rstd, n);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: rstd = unfused", (long long)n, d);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: rstd = unfused", an, (long long)n, d);
   check_bits(what, grstd, h, n);
   free(h);
 
   /* in place: res = x */
-  txl_cuda_add_layernorm_forward(d_x, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, eps);
-  h = host_from(d_x, n * d);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: res = x in place", (long long)n, d);
+  o->add_layernorm_forward(d_x, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, eps);
+  h = host_from_act(d_x, n * d, act);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: res = x in place", an, (long long)n, d);
   check_bits(what, h, res, n * d);
   free(h);
-  h = host_from(d_out, n * d);
-  snprintf(what, sizeof what, "add_layernorm_forward n=%lld d=%d: out, in place", (long long)n, d);
+  h = host_from_act(d_out, n * d, act);
+  snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: out, in place", an, (long long)n, d);
   check_bits(what, h, gout, n * d);
   free(h);
 
@@ -487,64 +600,73 @@ static void test_add_layernorm_case(int64_t n, int d) {
  * starts as NaN); per row it is a sum of d terms, bounded as in test_cuda_parity.c with no
  * initial value:  c (d + a) u rstd (|g_i| + mean|g| + |xhat_i| mean|g xhat|),  g = dout w.
  * dbranch = dropout(dinp): bits against the CPU's dropout op applied to the GPU's own dinp (one
- * multiply by the mask). dw, db (+=) are sums of n = rows cols terms:
+ * multiply by the mask; bf16: the dinp as stored, the product rounded once). dw, db (+=) are
+ * sums of n = rows cols terms:
  *   dw: c (n + a) u (|dw0_j| + sum_r |dout xhat|),   db: the same with |dout|.
- * And layernorm_backward with dinp = NULL must give the same dw, db bits (same code). */
-static void test_ln_backward_dropout_case(int rows, int cols, int d, int col0, TxlDropout drop) {
+ * And layernorm_backward with dinp = NULL must give the same dw, db bits (same code).
+ * bf16: x and dout rounded on the host; dinp adds its one rounding (bounds_act); dw, db fp32. */
+static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int d, int col0, TxlDropout drop) {
+  const TxlOps *o = txl_ops_cuda(act);
   char what[128];
   const int64_t n = (int64_t)rows * cols;
   const float eps = 1e-5f;
   const double k_d = TOL_C * (d + 6) * U_F32, k_n = TOL_C * ((double)n + 6) * U_F32;
+  const char *an = act_name(act);
   float *x = host_rand_nz(n * d, -1.0, 1.0);
   for (int64_t r = 0; r < n; r++)
     for (int j = 0; j < d; j++) x[r * d + j] += (float)(r % 5) - 2.0f;
+  round_act(x, n * d, act);
   float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
   float *out = host_rand(n * d, -1, 1), *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
   txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, eps);
   float *dy = host_rand_nz(n * d, -1.0, 1.0);
+  round_act(dy, n * d, act);
   float *dw0 = host_rand_nz(d, -1.0, 1.0), *db0 = host_rand_nz(d, -1.0, 1.0);
   float *dw = host_copy(dw0, d), *db = host_copy(db0, d);
   float *dinp = host_rand(n * d, -1, 1), *dbranch = host_rand(n * d, -1, 1);
   txl_cpu_layernorm_backward_dropout(dinp, dbranch, dw, db, dy, x, w, mean, rstd, rows, cols, d,
                                      col0, drop);
 
-  float *d_x = dev_copy_of(x, n * d, "test: x"), *d_w = dev_copy_of(w, d, "test: w");
+  void *d_x = dev_act(x, n * d, act, "test: x");
+  float *d_w = dev_copy_of(w, d, "test: w");
   float *d_mean = dev_copy_of(mean, n, "test: mean"), *d_rstd = dev_copy_of(rstd, n, "test: rstd");
-  float *d_dy = dev_copy_of(dy, n * d, "test: dout");
+  void *d_dy = dev_act(dy, n * d, act, "test: dout");
   float *d_dw = dev_copy_of(dw0, d, "test: dw"), *d_db = dev_copy_of(db0, d, "test: db");
-  float *d_dinp = dev_poison(n * d, "test: dinp"), *d_dbr = dev_poison(n * d, "test: dbranch");
-  txl_cuda_layernorm_backward_dropout(d_dinp, d_dbr, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd,
-                                      rows, cols, d, col0, drop);
-  float *g_dinp = host_from(d_dinp, n * d), *g_dbr = host_from(d_dbr, n * d);
+  void *d_dinp = dev_poison_act(n * d, act, "test: dinp"), *d_dbr = dev_poison_act(n * d, act, "test: dbranch");
+  o->layernorm_backward_dropout(d_dinp, d_dbr, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, rows, cols, d,
+                                col0, drop);
+  float *g_dinp = host_from_act(d_dinp, n * d, act), *g_dbr = host_from_act(d_dbr, n * d, act);
   float *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
   double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
   layernorm_backward_bounds(bdi, bdw, bdb, dy, x, w, mean, rstd, NULL, dw0, db0, n, d, k_d, k_n);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %dx%dx%d p=%g: dinp (=)", rows, cols, d,
+  bounds_act(bdi, dinp, n * d, act);
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s %dx%dx%d p=%g: dinp (=)", an, rows, cols, d,
            (double)drop.p);
   check_close(what, g_dinp, dinp, bdi, n * d);
   float *want_br = host_copy(g_dinp, n * d);
   txl_cpu_dropout(want_br, rows, cols, d, col0, drop);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %dx%dx%d p=%g: dbranch", rows, cols, d,
+  round_act(want_br, n * d, act);
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s %dx%dx%d p=%g: dbranch", an, rows, cols, d,
            (double)drop.p);
   check_bits(what, g_dbr, want_br, n * d);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %dx%dx%d p=%g: dw (+=)", rows, cols, d,
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s %dx%dx%d p=%g: dw (+=)", an, rows, cols, d,
            (double)drop.p);
   check_close(what, g_dw, dw, bdw, d);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %dx%dx%d p=%g: db (+=)", rows, cols, d,
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s %dx%dx%d p=%g: db (+=)", an, rows, cols, d,
            (double)drop.p);
   check_close(what, g_db, db, bdb, d);
 
   /* layernorm_backward without dinp: the same dw, db */
   txl_cuda_to_device(d_dw, dw0, (size_t)d * sizeof(float));
   txl_cuda_to_device(d_db, db0, (size_t)d * sizeof(float));
-  txl_cuda_layernorm_backward(NULL, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, n, d);
+  o->layernorm_backward(NULL, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, n, d);
   float *h = host_from(d_dw, d);
-  snprintf(what, sizeof what, "layernorm_backward dinp=NULL n=%lld d=%d: dw", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_backward %s dinp=NULL n=%lld d=%d: dw", an, (long long)n, d);
   check_bits(what, h, g_dw, d);
   free(h);
   h = host_from(d_db, d);
-  snprintf(what, sizeof what, "layernorm_backward dinp=NULL n=%lld d=%d: db", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_backward %s dinp=NULL n=%lld d=%d: db", an, (long long)n, d);
   check_bits(what, h, g_db, d);
   free(h);
 
@@ -556,43 +678,47 @@ static void test_ln_backward_dropout_case(int rows, int cols, int d, int col0, T
   free(g_db); free(bdi); free(bdw); free(bdb); free(want_br);
 }
 
-static void test_layernorm_fused(void) {
+static void test_layernorm_fused(TxlDtype act) {
   /* d at each register capacity of the forward (4, 8, 16, 32 values per lane) and beyond */
-  test_add_layernorm_case(1, 5);
-  test_add_layernorm_case(37, 33);
-  test_add_layernorm_case(13, 128);
-  test_add_layernorm_case(19, 256);
-  test_add_layernorm_case(1001, 410);
-  test_add_layernorm_case(11, 1024);
-  test_add_layernorm_case(77, 1025);
+  test_add_layernorm_case(act, 1, 5);
+  test_add_layernorm_case(act, 37, 33);
+  test_add_layernorm_case(act, 13, 128);
+  test_add_layernorm_case(act, 19, 256);
+  test_add_layernorm_case(act, 1001, 410);
+  test_add_layernorm_case(act, 11, 1024);
+  test_add_layernorm_case(act, 77, 1025);
 
   TxlDropout drop = {0.2f, 99u, txl_layer_site(0, TXL_LSITE_FF_OUT), 3u};
-  test_ln_backward_dropout_case(1, 1, 5, 0, drop);
+  test_ln_backward_dropout_case(act, 1, 1, 5, 0, drop);
   drop.p = 0.3f;
-  test_ln_backward_dropout_case(7, 5, 203, 3, drop);
+  test_ln_backward_dropout_case(act, 7, 5, 203, 3, drop);
   drop.site = txl_layer_site(2, TXL_LSITE_ATTN_OUT);
-  test_ln_backward_dropout_case(37, 3, 1025, 0, drop);
+  test_ln_backward_dropout_case(act, 37, 3, 1025, 0, drop);
   drop.p = 0.5f;
-  test_ln_backward_dropout_case(3, 4, 33, 2, drop);
+  test_ln_backward_dropout_case(act, 3, 4, 33, 2, drop);
   drop.p = 0.0f;
-  test_ln_backward_dropout_case(13, 11, 64, 7, drop); /* no dropout: dbranch = dinp */
+  test_ln_backward_dropout_case(act, 13, 11, 64, 7, drop); /* no dropout: dbranch = dinp */
 }
 
 int main(void) {
-  /* the table needs no device */
-  const int table_bad = test_table();
+  /* the tables need no device */
+  const int table_bad = test_table(TXL_F32) + test_table(TXL_BF16);
   if (txl_cuda_device_count() == 0) {
-    printf("SKIPPED: no CUDA device (the table check above %s)\n", table_bad ? "FAILED" : "passed");
+    printf("SKIPPED: no CUDA device (the table checks above %s)\n", table_bad ? "FAILED" : "passed");
     return table_bad ? 1 : 0;
   }
-  parity_begin("cuda parity (table, elementwise, sumsq, embedding_backward, posemb, ffn, fused layernorm)");
-  if (table_bad) check_fail("txl_ops_cuda table");
-  test_bias();
-  test_add();
+  parity_begin("cuda parity (tables, to_act, elementwise, sumsq, embedding_backward, posemb, ffn, fused layernorm)");
+  if (table_bad) check_fail("txl_ops_cuda tables");
   test_sumsq();
-  test_embedding_backward();
-  test_posemb();
-  test_ffn();
-  test_layernorm_fused();
+  const TxlDtype acts[] = {TXL_F32, TXL_BF16};
+  for (int a = 0; a < 2; a++) {
+    test_to_act(acts[a]);
+    test_bias(acts[a]);
+    test_add(acts[a]);
+    test_embedding_backward(acts[a]);
+    test_posemb(acts[a]);
+    test_ffn(acts[a]);
+    test_layernorm_fused(acts[a]);
+  }
   return parity_end();
 }

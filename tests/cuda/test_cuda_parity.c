@@ -21,7 +21,15 @@
  * bounds, so a correct kernel sits far below them (the printed ratio shows how far), while a
  * wrong index, a missing term, a wrong constant or TF32 arithmetic (10-bit mantissa) is far
  * above. Ops that are one rounding of the same operation on both sides (embedding, dropout)
- * must be bit-identical; dropout masks must be bit-identical by design (Philox). */
+ * must be bit-identical; dropout masks must be bit-identical by design (Philox).
+ *
+ * The bf16 table (txl_ops_cuda(TXL_BF16): activations stored in bf16, computed in fp32) runs the
+ * same cases. Its random inputs are rounded to bf16 on the host first and the CPU op runs in fp32
+ * on them, so both sides start from identical values; the device then differs from the CPU by the
+ * fp32 bound above plus one rounding to bf16 of each stored output (relative 2^-8 of the value:
+ * bounds_act in parity.c; no op here reads back an intermediate it stored in bf16). Where the
+ * fp32 check demands identical bits, the bf16 output must be the bits of the CPU's fp32 result
+ * rounded once. Outputs that the op overwrites are poisoned with NaN (bf16 0x7fc0) first. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,30 +77,41 @@ static void test_memory(void) {
 
 /* ---- gemm -------------------------------------------------------------------------------- */
 
-/* C[M,N] = alpha op(A) op(B) + beta C, row-major with padded leading dimensions.
- * Bound: the dot products have K terms: bound = c (K + 3) u (|alpha| |op(A)| |op(B)| + |beta| |C|). */
-/* u_in: the unit roundoff of the GEMM's operands inside the tensor cores (fp32: 2^-24; TF32:
- * 2^-11; BF16: 2^-8). A product of two rounded operands is within 2 u_in of the exact product,
- * then the fp32 sum adds (K + 3) u: bound = c ((K + 3) u + 2 u_in) (|alpha| |A| |B| + |beta| |C|).
- * For TF32 / BF16 the result must also differ from the fp32 one somewhere (the mode took effect). */
-static void test_gemm_case_math(int ta, int tb, int M, int N, int K, float alpha, float beta, int nan_c,
-                                TxlGemmMath math, double u_in, const char *math_name) {
+/* C[M,N] = alpha op(A) op(B) + beta C, row-major with padded leading dimensions, by the table of
+ * act: A and B in act, C in c_type.
+ * Bound: the dot products have K terms: bound = c (K + 3) u (|alpha| |op(A)| |op(B)| + |beta| |C|).
+ * u_in: the unit roundoff of the GEMM's operands inside the tensor cores beyond their storage
+ * (0 for fp32 and for bf16, which the tensor cores take as they are; TF32: 2^-11). A product of
+ * two rounded operands is within 2 u_in of the exact product, then the fp32 sum adds (K + 3) u:
+ * bound = c ((K + 3) u + 2 u_in) (|alpha| |A| |B| + |beta| |C|). For TF32 the result must also
+ * differ from the fp32 one somewhere (the mode took effect).
+ * bf16 table: A, B (and a bf16 C) are rounded to bf16 on the host, so the CPU multiplies the same
+ * values; products of bf16 values are exact in fp32 on both sides, and the tensor cores' fp32
+ * sums may truncate instead of rounding (unit roundoff 2u: within 2 gamma_K, c = 4 covers that
+ * and the CPU's gamma_K); a bf16 C adds its one rounding (bounds_act). A C = NaN with beta = 0
+ * must not be read. */
+static void test_gemm_case_math(TxlDtype act, TxlDtype c_type, int ta, int tb, int M, int N, int K,
+                                float alpha, float beta, int nan_c, double u_in, const char *math_name) {
+  const TxlOps *o = txl_ops_cuda(act);
   const int ar = ta ? K : M, ac = ta ? M : K; /* A as stored: [ar, ac] */
   const int br = tb ? N : K, bc = tb ? K : N;
   const int lda = ac + 3, ldb = bc + 1, ldc = N + 2;
   float *A = host_rand((int64_t)ar * lda, -1.0, 1.0);
   float *B = host_rand((int64_t)br * ldb, -1.0, 1.0);
   float *C = host_rand((int64_t)M * ldc, -1.0, 1.0);
+  round_act(A, (int64_t)ar * lda, act);
+  round_act(B, (int64_t)br * ldb, act);
+  round_act(C, (int64_t)M * ldc, c_type);
   if (nan_c) /* beta = 0 must not read C, as BLAS */
     for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = NAN;
   float *Cc = host_copy(C, (int64_t)M * ldc);
-  float *dA = dev_from(A, (size_t)ar * lda * sizeof(float), "test: A");
-  float *dB = dev_from(B, (size_t)br * ldb * sizeof(float), "test: B");
-  float *dC = dev_from(C, (size_t)M * ldc * sizeof(float), "test: C");
+  void *dA = dev_act(A, (int64_t)ar * lda, act, "test: A");
+  void *dB = dev_act(B, (int64_t)br * ldb, act, "test: B");
+  void *dC = dev_act(C, (int64_t)M * ldc, c_type, "test: C");
 
-  txl_cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cc, ldc);
-  txl_cuda_gemm(ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc);
-  float *Cg = host_from(dC, (int64_t)M * ldc);
+  txl_cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cc, ldc, TXL_F32);
+  o->gemm(ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc, c_type);
+  float *Cg = host_from_act(dC, (int64_t)M * ldc, c_type);
 
   /* compare the M x N window only (the padding columns are not part of C) */
   float *got = malloc((size_t)M * N * sizeof(float)), *want = malloc((size_t)M * N * sizeof(float));
@@ -109,11 +128,12 @@ static void test_gemm_case_math(int ta, int tb, int M, int N, int K, float alpha
       want[(int64_t)i * N + j] = Cc[(int64_t)i * ldc + j];
       bound[(int64_t)i * N + j] = TOL_C * ((K + 3) * U_F32 + 2.0 * u_in) * mag;
     }
+  bounds_act(bound, want, (int64_t)M * N, c_type);
   char what[96];
   snprintf(what, sizeof what, "gemm %s %c%c M=%d N=%d K=%d beta=%g%s", math_name, ta ? 'T' : 'N', tb ? 'T' : 'N',
            M, N, K, (double)beta, nan_c ? " (C=NaN)" : "");
   check_close(what, got, want, bound, (int64_t)M * N);
-  if (math != TXL_GEMM_FP32) { /* rounded operands: the result cannot be the fp32 one everywhere */
+  if (u_in > 0.0) { /* rounded operands: the result cannot be the fp32 one everywhere */
     double worst = 0.0;
     for (int64_t e = 0; e < (int64_t)M * N; e++) worst = fmax(worst, fabs((double)got[e] - want[e]));
     if (!(worst > 0.0)) check_fail("the reduced-precision GEMM gave the fp32 result: the mode had no effect");
@@ -125,43 +145,60 @@ static void test_gemm_case_math(int ta, int tb, int M, int N, int K, float alpha
   free(A); free(B); free(C); free(Cc); free(Cg); free(got); free(want); free(bound);
 }
 
-static void test_gemm_case(int ta, int tb, int M, int N, int K, float alpha, float beta, int nan_c) {
-  test_gemm_case_math(ta, tb, M, N, K, alpha, beta, nan_c, TXL_GEMM_FP32, 0.0, "fp32");
+/* The fp32 table, or the bf16 table with C of type c_type, with fp32 sums. */
+static void test_gemm_case(TxlDtype act, TxlDtype c_type, int ta, int tb, int M, int N, int K, float alpha,
+                           float beta, int nan_c) {
+  const char *name = act == TXL_F32 ? "fp32" : c_type == TXL_BF16 ? "bf16->bf16" : "bf16->fp32";
+  test_gemm_case_math(act, c_type, ta, tb, M, N, K, alpha, beta, nan_c, 0.0, name);
 }
 
 static void test_gemm(void) {
   txl_cuda_set_gemm_math(TXL_GEMM_TF32);
-  test_gemm_case_math(0, 1, 64, 96, 128, 1.0f, 0.0f, 0, TXL_GEMM_TF32, 1.0 / 2048.0, "tf32");
-  txl_cuda_set_gemm_math(TXL_GEMM_BF16);
-  test_gemm_case_math(1, 0, 64, 96, 128, 1.0f, 1.0f, 0, TXL_GEMM_BF16, 1.0 / 256.0, "bf16");
+  test_gemm_case_math(TXL_F32, TXL_F32, 0, 1, 64, 96, 128, 1.0f, 0.0f, 0, 1.0 / 2048.0, "tf32");
+  /* the bf16 table's GEMM is fp32 arithmetic whatever the fp32 table's setting */
+  test_gemm_case(TXL_BF16, TXL_BF16, 1, 0, 64, 96, 128, 1.0f, 1.0f, 0);
   txl_cuda_set_gemm_math(TXL_GEMM_FP32);
   for (int ta = 0; ta < 2; ta++)
-    for (int tb = 0; tb < 2; tb++) test_gemm_case(ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
-  test_gemm_case(0, 1, 131, 67, 257, 1.0f, 0.0f, 1);
-  test_gemm_case(1, 0, 5, 3, 0, 1.0f, 0.5f, 0); /* K = 0: C = beta C */
+    for (int tb = 0; tb < 2; tb++) {
+      test_gemm_case(TXL_F32, TXL_F32, ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
+      test_gemm_case(TXL_BF16, TXL_BF16, ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
+      test_gemm_case(TXL_BF16, TXL_F32, ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
+    }
+  test_gemm_case(TXL_F32, TXL_F32, 0, 1, 131, 67, 257, 1.0f, 0.0f, 1);
+  test_gemm_case(TXL_BF16, TXL_BF16, 0, 1, 131, 67, 257, 1.0f, 0.0f, 1);
+  test_gemm_case(TXL_BF16, TXL_F32, 1, 0, 67, 131, 257, 1.0f, 0.0f, 1);
+  /* K = 0: C = beta C */
+  test_gemm_case(TXL_F32, TXL_F32, 1, 0, 5, 3, 0, 1.0f, 0.5f, 0);
+  test_gemm_case(TXL_BF16, TXL_BF16, 1, 0, 5, 3, 0, 1.0f, 0.5f, 0);
+  test_gemm_case(TXL_BF16, TXL_F32, 0, 0, 5, 3, 0, 1.0f, 0.0f, 1);
 }
 
 /* ---- embedding --------------------------------------------------------------------------- */
 
-/* One float multiply per element on both sides: bit-identical. */
-static void test_embedding(void) {
+/* One float multiply per element on both sides: bit-identical (bf16: the CPU's bits rounded). */
+static void test_embedding(TxlDtype act) {
+  const TxlOps *o = txl_ops_cuda(act);
   const int V = 101, d = 67;
   const int64_t n = 45;
   const float scale = sqrtf((float)d);
   float *emb = host_rand((int64_t)V * d, -1.0, 1.0);
+  round_act(emb, (int64_t)V * d, act);
   int32_t tok[45];
   for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)(parity_urand() * V);
   tok[0] = 0;
   tok[1] = V - 1;
   float *want = host_rand(n * d, -1.0, 1.0);
   txl_cpu_embedding_forward(want, tok, emb, scale, n, d);
+  round_act(want, n * d, act);
 
-  float *demb = dev_from(emb, (size_t)V * d * sizeof(float), "test: emb");
+  void *demb = dev_act(emb, (int64_t)V * d, act, "test: emb");
   int32_t *dtok = dev_from(tok, sizeof tok, "test: tok");
-  float *dout = txl_cuda_alloc((size_t)(n * d) * sizeof(float), "test: out");
-  txl_cuda_embedding_forward(dout, dtok, demb, scale, n, d);
-  float *got = host_from(dout, n * d);
-  check_bits("embedding_forward n=45 d=67 V=101", got, want, n * d);
+  void *dout = dev_poison_act(n * d, act, "test: out");
+  o->embedding_forward(dout, dtok, demb, scale, n, d);
+  float *got = host_from_act(dout, n * d, act);
+  char what[96];
+  snprintf(what, sizeof what, "embedding_forward %s n=45 d=67 V=101", act_name(act));
+  check_bits(what, got, want, n * d);
   txl_cuda_free(demb);
   txl_cuda_free(dtok);
   txl_cuda_free(dout);
@@ -171,20 +208,23 @@ static void test_embedding(void) {
 /* ---- dropout ----------------------------------------------------------------------------- */
 
 /* Masks bit-identical (checked on ones, where the output is the mask times the scale), and the
- * values too (one float multiply per element on both sides). */
-static void test_dropout_case(int rows, int cols, int feats, int col0, TxlDropout d) {
+ * values too (one float multiply per element on both sides; bf16: the CPU's bits rounded). */
+static void test_dropout_case(TxlDtype act, int rows, int cols, int feats, int col0, TxlDropout d) {
+  const TxlOps *o = txl_ops_cuda(act);
   const int64_t n = (int64_t)rows * cols * feats;
   char what[96];
   for (int ones = 1; ones >= 0; ones--) {
     float *x = host_rand(n, -2.0, 2.0);
     if (ones)
       for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
-    float *dx = dev_from(x, (size_t)n * sizeof(float), "test: dropout x");
+    round_act(x, n, act);
+    void *dx = dev_act(x, n, act, "test: dropout x");
     txl_cpu_dropout(x, rows, cols, feats, col0, d);
-    txl_cuda_dropout(dx, rows, cols, feats, col0, d);
-    float *got = host_from(dx, n);
-    snprintf(what, sizeof what, "dropout %s %dx%dx%d col0=%d p=%g", ones ? "mask" : "values", rows,
-             cols, feats, col0, (double)d.p);
+    round_act(x, n, act);
+    o->dropout(dx, rows, cols, feats, col0, d);
+    float *got = host_from_act(dx, n, act);
+    snprintf(what, sizeof what, "dropout %s %s %dx%dx%d col0=%d p=%g", act_name(act), ones ? "mask" : "values",
+             rows, cols, feats, col0, (double)d.p);
     check_bits(what, got, x, n);
     if (ones && d.p > 0.0f) { /* sanity: the kept fraction is near 1 - p */
       int64_t kept = 0;
@@ -202,14 +242,14 @@ static void test_dropout_case(int rows, int cols, int feats, int col0, TxlDropou
   }
 }
 
-static void test_dropout(void) {
+static void test_dropout(TxlDtype act) {
   TxlDropout d = {0.3f, 1234u, txl_layer_site(2, TXL_LSITE_FF_HIDDEN), 77u};
-  test_dropout_case(7, 5, 203, 3, d);  /* feats not a multiple of 4 */
+  test_dropout_case(act, 7, 5, 203, 3, d);  /* feats not a multiple of 4 */
   d.p = 0.1f;
   d.site = TXL_SITE_EMBED;
-  test_dropout_case(3, 11, 4, 100, d); /* exactly one Philox group per row */
+  test_dropout_case(act, 3, 11, 4, 100, d); /* exactly one Philox group per row */
   d.p = 0.0f;
-  test_dropout_case(2, 3, 9, 0, d);    /* identity */
+  test_dropout_case(act, 2, 3, 9, 0, d);    /* identity */
 }
 
 /* ---- layer norm -------------------------------------------------------------------------- */
@@ -222,68 +262,76 @@ static void test_dropout(void) {
  * Backward (given the same mean, rstd): dinp sums d terms per row, dw and db sum n terms per
  * column:
  *   dinp:  c (d + a) u (|dinp0_i| + rstd (|g_i| + mean|g| + |xhat_i| mean|g xhat|)),  g = dout w
- *   dw:    c (n + a) u (|dw0_j| + sum_r |dout xhat|),   db: the same with |dout|. */
-static void test_layernorm_case(int64_t n, int d) {
+ *   dw:    c (n + a) u (|dw0_j| + sum_r |dout xhat|),   db: the same with |dout|.
+ * bf16: out and dinp (activations, dinp0 rounded on the host like every input) add their one
+ * rounding (bounds_act); mean, rstd, dw and db are fp32 in both tables. */
+static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
+  const TxlOps *o = txl_ops_cuda(act);
   const float eps = 1e-5f;
   const double k_d = TOL_C * (d + 6) * U_F32, k_n = TOL_C * ((double)n + 6) * U_F32;
   float *x = host_rand(n * d, -1.0, 1.0);
   for (int64_t r = 0; r < n; r++) /* a per-row offset: exercises the mean subtraction */
     for (int j = 0; j < d; j++) x[r * d + j] += (float)(r % 7) - 3.0f;
+  round_act(x, n * d, act);
   float *w = host_rand(d, 0.5, 1.5), *b = host_rand(d, -0.2, 0.2);
   float *out = host_rand(n * d, -1, 1), *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
   txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, eps);
 
-  float *dx = dev_from(x, (size_t)(n * d) * sizeof(float), "test: ln x");
+  void *dx = dev_act(x, n * d, act, "test: ln x");
   float *dw_ = dev_from(w, (size_t)d * sizeof(float), "test: ln w");
   float *db_ = dev_from(b, (size_t)d * sizeof(float), "test: ln b");
-  float *dout = txl_cuda_alloc((size_t)(n * d) * sizeof(float), "test: ln out");
-  float *dmean = txl_cuda_alloc((size_t)n * sizeof(float), "test: ln mean");
-  float *drstd = txl_cuda_alloc((size_t)n * sizeof(float), "test: ln rstd");
-  txl_cuda_layernorm_forward(dout, dmean, drstd, dx, dw_, db_, n, d, eps);
-  float *gout = host_from(dout, n * d), *gmean = host_from(dmean, n), *grstd = host_from(drstd, n);
+  void *dout = dev_poison_act(n * d, act, "test: ln out");
+  float *dmean = dev_poison(n, "test: ln mean");
+  float *drstd = dev_poison(n, "test: ln rstd");
+  o->layernorm_forward(dout, dmean, drstd, dx, dw_, db_, n, d, eps);
+  float *gout = host_from_act(dout, n * d, act), *gmean = host_from(dmean, n), *grstd = host_from(drstd, n);
 
   double *bo = bounds_alloc(n * d), *bm = bounds_alloc(n), *br = bounds_alloc(n);
   layernorm_forward_bounds(bo, bm, br, x, w, b, rstd, n, d, k_d);
+  bounds_act(bo, out, n * d, act);
   char what[96];
-  snprintf(what, sizeof what, "layernorm_forward n=%lld d=%d: out", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_forward %s n=%lld d=%d: out", act_name(act), (long long)n, d);
   check_close(what, gout, out, bo, n * d);
-  snprintf(what, sizeof what, "layernorm_forward n=%lld d=%d: mean", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_forward %s n=%lld d=%d: mean", act_name(act), (long long)n, d);
   check_close(what, gmean, mean, bm, n);
-  snprintf(what, sizeof what, "layernorm_forward n=%lld d=%d: rstd", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_forward %s n=%lld d=%d: rstd", act_name(act), (long long)n, d);
   check_close(what, grstd, rstd, br, n);
 
   /* backward, from the CPU's mean and rstd on both sides; dinp, dw, db start non-zero (+=) */
   float *dy = host_rand(n * d, -1.0, 1.0);
   float *dinp = host_rand(n * d, -1.0, 1.0), *dwp = host_rand(d, -1.0, 1.0), *dbp = host_rand(d, -1.0, 1.0);
+  round_act(dy, n * d, act);
+  round_act(dinp, n * d, act);
   float *dinp0 = host_copy(dinp, n * d), *dw0 = host_copy(dwp, d), *db0 = host_copy(dbp, d);
-  float *d_dy = dev_from(dy, (size_t)(n * d) * sizeof(float), "test: ln dy");
-  float *d_dinp = dev_from(dinp, (size_t)(n * d) * sizeof(float), "test: ln dinp");
+  void *d_dy = dev_act(dy, n * d, act, "test: ln dy");
+  void *d_dinp = dev_act(dinp, n * d, act, "test: ln dinp");
   float *d_dw = dev_from(dwp, (size_t)d * sizeof(float), "test: ln dw");
   float *d_db = dev_from(dbp, (size_t)d * sizeof(float), "test: ln db");
   txl_cuda_to_device(dmean, mean, (size_t)n * sizeof(float));
   txl_cuda_to_device(drstd, rstd, (size_t)n * sizeof(float));
   txl_cpu_layernorm_backward(dinp, dwp, dbp, dy, x, w, mean, rstd, n, d);
-  txl_cuda_layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
-  float *g_dinp = host_from(d_dinp, n * d), *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
+  o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
+  float *g_dinp = host_from_act(d_dinp, n * d, act), *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
   double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
   layernorm_backward_bounds(bdi, bdw, bdb, dy, x, w, mean, rstd, dinp0, dw0, db0, n, d, k_d, k_n);
-  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dinp (+=)", (long long)n, d);
+  bounds_act(bdi, dinp, n * d, act);
+  snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: dinp (+=)", act_name(act), (long long)n, d);
   check_close(what, g_dinp, dinp, bdi, n * d);
-  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dw (+=)", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: dw (+=)", act_name(act), (long long)n, d);
   check_close(what, g_dw, dwp, bdw, d);
-  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: db (+=)", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: db (+=)", act_name(act), (long long)n, d);
   check_close(what, g_db, dbp, bdb, d);
 
   /* determinism: the same call again from the same state gives the same bits */
-  txl_cuda_to_device(d_dinp, dinp0, (size_t)(n * d) * sizeof(float));
+  to_device_act(d_dinp, dinp0, n * d, act);
   txl_cuda_to_device(d_dw, dw0, (size_t)d * sizeof(float));
   txl_cuda_to_device(d_db, db0, (size_t)d * sizeof(float));
-  txl_cuda_layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
+  o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
   float *g2_dw = host_from(d_dw, d), *g2_db = host_from(d_db, d);
-  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: dw rerun", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: dw rerun", act_name(act), (long long)n, d);
   check_bits(what, g2_dw, g_dw, d);
-  snprintf(what, sizeof what, "layernorm_backward n=%lld d=%d: db rerun", (long long)n, d);
+  snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: db rerun", act_name(act), (long long)n, d);
   check_bits(what, g2_db, g_db, d);
 
   txl_cuda_free(dx); txl_cuda_free(dw_); txl_cuda_free(db_); txl_cuda_free(dout);
@@ -295,10 +343,10 @@ static void test_layernorm_case(int64_t n, int d) {
   free(bdw); free(bdb); free(g2_dw); free(g2_db);
 }
 
-static void test_layernorm(void) {
-  test_layernorm_case(77, 333);  /* d over one 256-column tile, a few row chunks */
-  test_layernorm_case(9001, 67); /* many rows: the chunk count reaches its cap */
-  test_layernorm_case(1, 5);
+static void test_layernorm(TxlDtype act) {
+  test_layernorm_case(act, 77, 333);  /* d over one 256-column tile, a few row chunks */
+  test_layernorm_case(act, 9001, 67); /* many rows: the chunk count reaches its cap */
+  test_layernorm_case(act, 1, 5);
 }
 
 /* ---- cross-entropy ----------------------------------------------------------------------- */
@@ -307,11 +355,15 @@ static void test_layernorm(void) {
  *   loss:  c (V + a) u (1 + |log s| + |m - x_t|)    (|log s| error ~ relative error of s)
  *   grad:  c (V + a + |x_j - m|) u |grad_scale| p_j  (+ the same for the -grad_scale at the
  *          target), p_j = softmax; |x_j - m| u is the relative error that rounding the argument
- *          of exp brings. With grad_scale = 0 the logits must come back untouched (bits). */
-static void test_xent_case(int64_t n, int V, float grad_scale, double spread) {
+ *          of exp brings. With grad_scale = 0 the logits must come back untouched (bits).
+ * bf16: the logits are rounded on the host; the loss is fp32 (the same bound), the gradient
+ * stored over the logits adds its one rounding (bounds_act). */
+static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, double spread) {
+  const TxlOps *o = txl_ops_cuda(act);
   float *x = host_rand(n * V, -spread, spread);
   for (int64_t t = 0; t < n; t++) /* shifted rows: the max shift matters */
     for (int j = 0; j < V; j++) x[t * V + j] += (float)(40.0 * (double)(t % 3) - 40.0);
+  round_act(x, n * V, act);
   int32_t *tg = malloc((size_t)n * sizeof(int32_t));
   for (int64_t t = 0; t < n; t++) tg[t] = (int32_t)(parity_urand() * V);
   tg[0] = 0;
@@ -319,12 +371,12 @@ static void test_xent_case(int64_t n, int V, float grad_scale, double spread) {
   float *x0 = host_copy(x, n * V);
   float *loss = host_rand(n, -1, 1);
 
-  float *dx = dev_from(x, (size_t)(n * V) * sizeof(float), "test: logits");
+  void *dx = dev_act(x, n * V, act, "test: logits");
   int32_t *dtg = dev_from(tg, (size_t)n * sizeof(int32_t), "test: target");
-  float *dloss = txl_cuda_alloc((size_t)n * sizeof(float), "test: loss");
+  float *dloss = dev_poison(n, "test: loss");
   txl_cpu_xent_forward_backward(x, loss, tg, grad_scale, n, V);
-  txl_cuda_xent_forward_backward(dx, dloss, dtg, grad_scale, n, V);
-  float *gx = host_from(dx, n * V), *gloss = host_from(dloss, n);
+  o->xent_forward_backward(dx, dloss, dtg, grad_scale, n, V);
+  float *gx = host_from_act(dx, n * V, act), *gloss = host_from(dloss, n);
 
   double *bl = bounds_alloc(n), *bg = bounds_alloc(n * V);
   for (int64_t t = 0; t < n; t++) {
@@ -340,10 +392,12 @@ static void test_xent_case(int64_t n, int V, float grad_scale, double spread) {
                       (p + (j == tg[t] ? 1.0 : 0.0));
     }
   }
+  bounds_act(bg, x, n * V, act);
   char what[96];
-  snprintf(what, sizeof what, "xent n=%lld V=%d grad_scale=%g: loss", (long long)n, V, (double)grad_scale);
+  snprintf(what, sizeof what, "xent %s n=%lld V=%d grad_scale=%g: loss", act_name(act), (long long)n, V,
+           (double)grad_scale);
   check_close(what, gloss, loss, bl, n);
-  snprintf(what, sizeof what, "xent n=%lld V=%d grad_scale=%g: dlogits", (long long)n, V,
+  snprintf(what, sizeof what, "xent %s n=%lld V=%d grad_scale=%g: dlogits", act_name(act), (long long)n, V,
            (double)grad_scale);
   if (grad_scale != 0.0f) {
     check_close(what, gx, x, bg, n * V);
@@ -354,11 +408,11 @@ static void test_xent_case(int64_t n, int V, float grad_scale, double spread) {
   free(x); free(tg); free(x0); free(loss); free(gx); free(gloss); free(bl); free(bg);
 }
 
-static void test_xent(void) {
-  test_xent_case(13, 1001, 1.0f / 13.0f, 3.0);
-  test_xent_case(5, 30011, 0.25f, 8.0);
-  test_xent_case(7, 33, 0.0f, 3.0); /* loss only */
-  test_xent_case(3, 1, 1.0f, 3.0);  /* a single class: loss 0, gradient 0 */
+static void test_xent(TxlDtype act) {
+  test_xent_case(act, 13, 1001, 1.0f / 13.0f, 3.0);
+  test_xent_case(act, 5, 30011, 0.25f, 8.0);
+  test_xent_case(act, 7, 33, 0.0f, 3.0); /* loss only */
+  test_xent_case(act, 3, 1, 1.0f, 3.0);  /* a single class: loss 0, gradient 0 */
 }
 
 /* ---- Adam -------------------------------------------------------------------------------- */
@@ -413,10 +467,13 @@ int main(void) {
   parity_begin("cuda parity (memory, gemm, embedding, dropout, layernorm, xent, adam)");
   test_memory();
   test_gemm();
-  test_embedding();
-  test_dropout();
-  test_layernorm();
-  test_xent();
+  const TxlDtype acts[] = {TXL_F32, TXL_BF16};
+  for (int a = 0; a < 2; a++) {
+    test_embedding(acts[a]);
+    test_dropout(acts[a]);
+    test_layernorm(acts[a]);
+    test_xent(acts[a]);
+  }
   test_adam();
   return parity_end();
 }

@@ -39,7 +39,28 @@
  *           enter dS up to quadratically: 2 p_rel. du, dvb add the rounding of the final +=:
  *           u (|du0| + |du|).
  * These are worst-case bounds: correct kernels sit orders of magnitude below them (the ratio
- * err/bound is printed), while a wrong index, a missing term or a wrong mask is far above. */
+ * err/bound is printed), while a wrong index, a missing term or a wrong mask is far above.
+ *
+ * bf16 (txl_cuda_rel_attn_*_bf16): every case again with q, kv, r, dvec rounded to bf16 (bf16
+ * arrays on the device; the CPU op and the double reference get the same values widened to
+ * float, so both backends see identical inputs); vec, dq, dkv, dr are bf16 (poisoned with the
+ * NaN pattern 0x7fc0), lse, du, dvb float. Besides the fp32 bound b32 above, with u8 = U_BF16 =
+ * 2^-8 the relative error of one rounding to bf16:
+ *   stores: the device rounds its fp32 result x once, |bf16(x) - x| <= u8 |x| <= u8 (|ref| + b32),
+ *           so an output stored in bf16 is within (1 + u8) b32 + u8 |ref| (bounds_act: vec, dq,
+ *           dkv, dr).
+ *   D:      the backward reads back the bf16 vec of the forward: D_i = dvec_i . bf16(vec_i) moves
+ *           by at most dD_i = u8 sum_e |dvec_ie| |vec_ie|, |vec_ie| <= sum_j p~_ij |v_je| (to
+ *           first order). It enters dS_ij = P_ij (dP_ij - D_i) scale linearly: every gradient but
+ *           dv moves by at most the backward on absolute values with dS_ij = P_ij scale dD_i
+ *           (ref_magnitudes with dD), eD. The CPU takes D from its probabilities (no bf16 in it):
+ *           this term is the device's alone; a factor 2 covers what was left at first order
+ *           (the p_rel of the device's P, the fp32 error of vec, the fp32 sums of the extra
+ *           terms, all << 1). So dq, dkv, dr: (1 + u8)(b32 + 2 eD) + u8 |ref|; du, dvb (float,
+ *           summed from the fp32 dq halves, not from the stored dq): b32 + 2 eD.
+ * The largest err/bound of the bf16 checks is printed at the end. Unlike the fp32 ratios it comes
+ * close to 1: half an ulp of bf16 just above a power of two is u8 of the value, so the output
+ * rounding alone reaches nearly all of the u8 |ref| term (never more: correct kernels stay <= 1). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +70,9 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "tests/cuda/parity.h"
+
+/* The largest err/bound of the bf16 checks (printed by main). */
+static double g_bf16_ratio = 0.0;
 
 typedef struct {
   int L, M, B, H, dh, col0, same_length, mem_len;
@@ -69,6 +93,18 @@ static int64_t v_at(const TxlAttnShape *s, int j, int c, int h) {
 static int64_t r_at(const TxlAttnShape *s, int p, int h) { return ((int64_t)p * s->H + h) * s->dh; }
 static int64_t row_at(const TxlAttnShape *s, int c, int h, int i) {
   return ((int64_t)c * s->H + h) * s->L + i;
+}
+
+/* check_close, and for the bf16 runs the largest err/bound kept for the summary (a NaN fails in
+ * check_close and makes the summary NaN). */
+static void check_act(const char *what, const float *got, const float *want, const double *bound,
+                      int64_t n, TxlDtype t) {
+  check_close(what, got, want, bound, n);
+  if (t != TXL_BF16) return;
+  for (int64_t i = 0; i < n; i++) {
+    const double q = fabs((double)got[i] - (double)want[i]) / fmax(bound[i], 1e-300);
+    if (q > g_bf16_ratio || isnan(q)) g_bf16_ratio = q;
+  }
 }
 
 static int visible(const TxlAttnShape *s, int i, int j) {
@@ -135,10 +171,12 @@ static void ref_forward(Ref *a) {
   free(sc);
 }
 
-/* The backward on absolute values (tests/ops/test_rel_attn.c, ref_backward with absolute = 1):
- * for every gradient element, the sum of the magnitudes of the terms that enter it. */
+/* With dD NULL, the backward on absolute values (tests/ops/test_rel_attn.c, ref_backward with
+ * absolute = 1): for every gradient element, the sum of the magnitudes of the terms that enter
+ * it. With dD [B, H, L], what an error dD_i of D_i alone makes of every gradient: the same sums
+ * with |dS_ij| = P_ij scale dD_i (dv does not depend on D: nothing added to it). */
 static void ref_magnitudes(double *mq, double *mkv, double *mr, double *mu, double *mvb,
-                           const Ref *a) {
+                           const Ref *a, const double *dD) {
   const TxlAttnShape *s = &a->s;
   const int K = a->K, dh = s->dh;
   double *dp = malloc((size_t)K * sizeof *dp);
@@ -149,19 +187,20 @@ static void ref_magnitudes(double *mq, double *mkv, double *mr, double *mu, doub
         const double *p = a->p + row * K, *df = a->df + row * K;
         const float *g = a->dvec + q_at(s, i, c, h), *qi = a->q + q_at(s, i, c, h);
         double dot = 0.0;
-        for (int j = 0; j < K; j++) {
-          double t = 0.0;
-          for (int e = 0; e < dh; e++) {
-            const double ge = fabs((double)g[e]);
-            t += ge * fabs((double)a->kv[v_at(s, j, c, h) + e]);
-            mkv[v_at(s, j, c, h) + e] += p[j] * df[j] * ge;
+        if (!dD) /* dP and D on absolute values, and dv */
+          for (int j = 0; j < K; j++) {
+            double t = 0.0;
+            for (int e = 0; e < dh; e++) {
+              const double ge = fabs((double)g[e]);
+              t += ge * fabs((double)a->kv[v_at(s, j, c, h) + e]);
+              mkv[v_at(s, j, c, h) + e] += p[j] * df[j] * ge;
+            }
+            dp[j] = t * df[j];
+            dot += p[j] * dp[j];
           }
-          dp[j] = t * df[j];
-          dot += p[j] * dp[j];
-        }
         for (int j = 0; j < K; j++) {
           if (!visible(s, i, j)) continue;
-          const double ds = p[j] * (dp[j] + dot) * s->scale;
+          const double ds = p[j] * (dD ? dD[row] : dp[j] + dot) * s->scale;
           const int pr = s->L - 1 - i + j;
           for (int e = 0; e < dh; e++) {
             const double kj = fabs((double)a->kv[k_at(s, j, c, h) + e]);
@@ -178,7 +217,9 @@ static void ref_magnitudes(double *mq, double *mkv, double *mr, double *mu, doub
   free(dp);
 }
 
-static void run_case(const Case *cs) {
+/* One case with activations of type act: TXL_F32 (txl_cuda_rel_attn_forward / _backward) or
+ * TXL_BF16 (the _bf16 pair, bounds as in the file comment). */
+static void run_case(const Case *cs, TxlDtype act) {
   TxlAttnShape s;
   s.L = cs->L;
   s.M = cs->M;
@@ -196,12 +237,15 @@ static void run_case(const Case *cs) {
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD,
                 nr = (int64_t)K * HD, nrow = (int64_t)s.B * s.H * s.L;
   char tag[128], what[192];
-  snprintf(tag, sizeof tag, "L=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f", s.L, s.M,
-           s.B, s.H, dh, s.col0, s.same_length, s.same_shift, (double)cs->p);
+  const int bf16 = act == TXL_BF16;
+  snprintf(tag, sizeof tag, "%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f",
+           bf16 ? "bf16 " : "", s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift,
+           (double)cs->p);
 
   float *q = host_rand(nq, -cs->qmax, cs->qmax), *kv = host_rand(nkv, -1.0, 1.0), *r = host_rand(nr, -1.0, 1.0);
   float *u = host_rand(HD, -0.5, 0.5), *vb = host_rand(HD, -0.5, 0.5), *dvec = host_rand(nq, -1.0, 1.0);
   float *du0 = host_rand(HD, -1.0, 1.0), *dvb0 = host_rand(HD, -1.0, 1.0);
+  round_act(q, nq, act), round_act(kv, nkv, act), round_act(r, nr, act), round_act(dvec, nq, act);
 
   /* ---- CPU ---------------------------------------------------------------------------- */
   float *vec_c = host_rand(nq, 0, 1), *prob = host_rand((int64_t)txl_cpu_rel_attn_saved_floats(s.L, K, s.B, s.H), 0, 1);
@@ -213,26 +257,29 @@ static void run_case(const Case *cs) {
                             drop, work_c);
 
   /* ---- CUDA, twice --------------------------------------------------------------------- */
-  float *d_q = dev_from(q, (size_t)nq * 4, "test: q"), *d_kv = dev_from(kv, (size_t)nkv * 4, "test: kv");
-  float *d_r = dev_from(r, (size_t)nr * 4, "test: r"), *d_u = dev_from(u, (size_t)HD * 4, "test: u");
-  float *d_vb = dev_from(vb, (size_t)HD * 4, "test: vb"), *d_dvec = dev_from(dvec, (size_t)nq * 4, "test: dvec");
+  void *d_q = dev_act(q, nq, act, "test: q"), *d_kv = dev_act(kv, nkv, act, "test: kv");
+  void *d_r = dev_act(r, nr, act, "test: r"), *d_dvec = dev_act(dvec, nq, act, "test: dvec");
+  float *d_u = dev_from(u, (size_t)HD * 4, "test: u"), *d_vb = dev_from(vb, (size_t)HD * 4, "test: vb");
   const size_t nsaved = txl_cuda_rel_attn_saved_floats(s.L, K, s.B, s.H);
   const size_t wbytes = txl_cuda_rel_attn_workspace(s.L, K, s.B, s.H, dh, 1);
   float *d_work = dev_poison((int64_t)(wbytes / 4), "test: workspace");
   if (nsaved != (size_t)nrow) check_fail("saved floats != B * H * L");
   float *out[2][7]; /* vec, lse, dq, dkv, dr, du, dvb */
   const int64_t sizes[7] = {nq, nrow, nq, nkv, nr, HD, HD};
+  const TxlDtype types[7] = {act, TXL_F32, act, act, act, TXL_F32, TXL_F32};
   for (int run = 0; run < 2; run++) {
-    float *d_vec = dev_poison(nq, "test: vec"), *d_lse = dev_poison(nrow, "test: lse");
-    float *d_dq = dev_poison(nq, "test: dq"), *d_dkv = dev_poison(nkv, "test: dkv");
-    float *d_dr = dev_poison(nr, "test: dr");
+    void *d_vec = dev_poison_act(nq, act, "test: vec"), *d_lse = dev_poison(nrow, "test: lse");
+    void *d_dq = dev_poison_act(nq, act, "test: dq"), *d_dkv = dev_poison_act(nkv, act, "test: dkv");
+    void *d_dr = dev_poison_act(nr, act, "test: dr");
     float *d_du = dev_from(du0, (size_t)HD * 4, "test: du"), *d_dvb = dev_from(dvb0, (size_t)HD * 4, "test: dvb");
-    txl_cuda_rel_attn_forward(d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, s, drop, d_work);
-    txl_cuda_rel_attn_backward(d_dq, d_dkv, d_dr, d_du, d_dvb, d_dvec, d_vec, d_q, d_kv, d_r, d_u,
-                               d_vb, d_lse, s, drop, d_work);
-    float *dev[7] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb};
+    (bf16 ? txl_cuda_rel_attn_forward_bf16 : txl_cuda_rel_attn_forward)(
+        d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, s, drop, d_work);
+    (bf16 ? txl_cuda_rel_attn_backward_bf16 : txl_cuda_rel_attn_backward)(
+        d_dq, d_dkv, d_dr, d_du, d_dvb, d_dvec, d_vec, d_q, d_kv, d_r, d_u, d_vb, d_lse, s, drop,
+        d_work);
+    void *dev[7] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb};
     for (int k = 0; k < 7; k++) {
-      out[run][k] = host_from(dev[k], sizes[k]);
+      out[run][k] = host_from_act(dev[k], sizes[k], types[k]);
       txl_cuda_free(dev[k]);
     }
   }
@@ -254,21 +301,22 @@ static void run_case(const Case *cs) {
     p_rel_max = fmax(p_rel_max, p_rel[w]);
   }
 
-  /* vec */
-  double *bvec = bounds_alloc(nq);
+  /* vec; vmag = sum_j p~_j |v_j| per element of vec */
+  double *bvec = bounds_alloc(nq), *vmag = bounds_alloc(nq);
   for (int c = 0; c < s.B; c++)
     for (int h = 0; h < s.H; h++)
       for (int i = 0; i < s.L; i++) {
         const int64_t row = row_at(&s, c, h, i);
         for (int e = 0; e < dh; e++) {
-          double mag = 0.0;
+          const int64_t o = q_at(&s, i, c, h) + e;
           for (int j = 0; j < K; j++)
-            mag += a.p[row * K + j] * a.df[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
-          bvec[q_at(&s, i, c, h) + e] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * U_F32) * mag;
+            vmag[o] += a.p[row * K + j] * a.df[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
+          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * U_F32) * vmag[o];
         }
       }
+  bounds_act(bvec, vec_c, nq, act); /* the rounding of the store */
   snprintf(what, sizeof what, "%s: vec", tag);
-  check_close(what, out[0][0], vec_c, bvec, nq);
+  check_act(what, out[0][0], vec_c, bvec, nq, act);
 
   /* lse: rows that see a key against the double value; rows that see none must be -inf */
   {
@@ -292,7 +340,7 @@ static void run_case(const Case *cs) {
       }
     }
     snprintf(what, sizeof what, "%s: lse", tag);
-    if (n) check_close(what, got, want, blse, n);
+    if (n) check_act(what, got, want, blse, n, act);
     snprintf(what, sizeof what, "%s: lse = -inf (no visible key)", tag);
     if (n_none) check_bits(what, got_none, want_none, n_none);
     free(got), free(want), free(got_none), free(want_none), free(blse);
@@ -301,7 +349,7 @@ static void run_case(const Case *cs) {
   /* backward */
   double *mq = bounds_alloc(nq), *mkv = bounds_alloc(nkv), *mr = bounds_alloc(nr);
   double *mu = bounds_alloc(HD), *mvb = bounds_alloc(HD);
-  ref_magnitudes(mq, mkv, mr, mu, mvb, &a);
+  ref_magnitudes(mq, mkv, mr, mu, mvb, &a, NULL);
   const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 32.0) * U_F32 + 2.0 * p_rel_max;
   for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
@@ -310,16 +358,36 @@ static void run_case(const Case *cs) {
     mu[e] = TOL_C * (rel * mu[e] + U_F32 * (fabs((double)du0[e]) + fabs((double)du_c[e])));
     mvb[e] = TOL_C * (rel * mvb[e] + U_F32 * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
   }
+  if (bf16) { /* D from the bf16 vec (2 eD), then the rounding of the stores of dq, dkv, dr */
+    double *dD = bounds_alloc(nrow), *eq = bounds_alloc(nq), *ekv = bounds_alloc(nkv), *er = bounds_alloc(nr);
+    double *eu = bounds_alloc(HD), *evb = bounds_alloc(HD);
+    for (int c = 0; c < s.B; c++)
+      for (int h = 0; h < s.H; h++)
+        for (int i = 0; i < s.L; i++) {
+          const int64_t row = row_at(&s, c, h, i), o = q_at(&s, i, c, h);
+          for (int e = 0; e < dh; e++) dD[row] += U_BF16 * fabs((double)dvec[o + e]) * vmag[o + e];
+        }
+    ref_magnitudes(eq, ekv, er, eu, evb, &a, dD);
+    for (int64_t k = 0; k < nq; k++) mq[k] += 2.0 * eq[k];
+    for (int64_t k = 0; k < nkv; k++) mkv[k] += 2.0 * ekv[k];
+    for (int64_t k = 0; k < nr; k++) mr[k] += 2.0 * er[k];
+    for (int e = 0; e < HD; e++) {
+      mu[e] += 2.0 * eu[e];
+      mvb[e] += 2.0 * evb[e];
+    }
+    bounds_act(mq, dq_c, nq, act), bounds_act(mkv, dkv_c, nkv, act), bounds_act(mr, dr_c, nr, act);
+    free(dD), free(eq), free(ekv), free(er), free(eu), free(evb);
+  }
   snprintf(what, sizeof what, "%s: dq", tag);
-  check_close(what, out[0][2], dq_c, mq, nq);
+  check_act(what, out[0][2], dq_c, mq, nq, act);
   snprintf(what, sizeof what, "%s: dkv", tag);
-  check_close(what, out[0][3], dkv_c, mkv, nkv);
+  check_act(what, out[0][3], dkv_c, mkv, nkv, act);
   snprintf(what, sizeof what, "%s: dr", tag);
-  check_close(what, out[0][4], dr_c, mr, nr);
+  check_act(what, out[0][4], dr_c, mr, nr, act);
   snprintf(what, sizeof what, "%s: du (+=)", tag);
-  check_close(what, out[0][5], du_c, mu, HD);
+  check_act(what, out[0][5], du_c, mu, HD, act);
   snprintf(what, sizeof what, "%s: dvb (+=)", tag);
-  check_close(what, out[0][6], dvb_c, mvb, HD);
+  check_act(what, out[0][6], dvb_c, mvb, HD, act);
 
   /* determinism: the second run gives the same bits */
   const char *names[7] = {"vec", "lse", "dq", "dkv", "dr", "du", "dvb"};
@@ -335,7 +403,7 @@ static void run_case(const Case *cs) {
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(du0), free(dvb0);
   free(vec_c), free(prob), free(dq_c), free(dkv_c), free(dr_c), free(du_c), free(dvb_c), free(work_c);
   free(a.p), free(a.df), free(a.lse), free(a.serr), free(a.sabs), free(a.any);
-  free(p_rel), free(bvec), free(mq), free(mkv), free(mr), free(mu), free(mvb);
+  free(p_rel), free(bvec), free(vmag), free(mq), free(mkv), free(mr), free(mu), free(mvb);
 }
 
 int main(void) {
@@ -360,6 +428,9 @@ int main(void) {
       {7, 5, 10, 1, 8, 2, 1, 9, 0.1f, 3},     /* B = 10 > 8 column groups: a dq block does 2   */
       {4, 0, 2, 2, 8, 0, 1, 0, 0.0f, 3},      /* same_shift 0, M = 0: no query sees any key     */
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k]);
+  /* every case in fp32, then every case again in bf16 */
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], TXL_F32);
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], TXL_BF16);
+  printf("bf16 cases: largest err/bound %.3e\n", g_bf16_ratio);
   return parity_end();
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # txl-train with run.device = cuda, end to end: the same run as the CPU backend (losses of 30
 # steps with dropout and dropatt on, the evaluations), bit-identical when repeated, exact resume
-# from a checkpoint, TF32 GEMMs close to fp32, and with two GPUs, two ranks through NCCL equal to
+# from a checkpoint, TF32 GEMMs close to fp32, bf16 mixed precision close to fp32 and itself
+# bit-identical when repeated and resumed, and with two GPUs, two ranks through NCCL equal to
 # one. Prints "SKIPPED: no CUDA device" and passes where there is no GPU.
 # usage: test_cuda_train.sh BIN_DIR SOURCE_DIR [emu]: with "emu", the tools built on the
 # kernels' CPU emulator (txl-train-emu, txl-eval-emu, txl-generate-emu) take the tools' place.
@@ -47,6 +48,8 @@ run cpu 1
 run cuda 1 --set run.device=cuda
 run cuda_again 1 --set run.device=cuda
 run tf32 1 --set run.device=cuda --set run.precision=tf32
+run bf16 1 --set run.device=cuda --set run.precision=bf16
+run bf16_again 1 --set run.device=cuda --set run.precision=bf16
 rc=0
 $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$WORK/stop" --stop-at 9 \
   > "$WORK/stop.txt" 2>&1 || rc=$?
@@ -56,6 +59,16 @@ if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$W
   pass "resumed on the GPU"
 else
   cat "$WORK/resumed.txt"; fail "resume on the GPU failed"
+fi
+rc=0
+$MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/stop16" \
+  --stop-at 9 > "$WORK/stop16.txt" 2>&1 || rc=$?
+[ "$rc" -eq 75 ] && pass "bf16: --stop-at 9, exit 75" || { cat "$WORK/stop16.txt"; fail "bf16 --stop-at: status $rc"; }
+if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/stop16" \
+     --resume "$WORK/stop16" --dump-params "$WORK/resumed16.bin" > "$WORK/resumed16.txt" 2>&1; then
+  pass "bf16: resumed"
+else
+  cat "$WORK/resumed16.txt"; fail "bf16: resume failed"
 fi
 if [ "$gpus" -ge 2 ]; then run cuda2 2 --set run.device=cuda; fi
 
@@ -78,6 +91,16 @@ cmp -s "$WORK/cuda.bin" "$WORK/cuda_again.bin" && pass "the GPU run repeats bit 
   || fail "two identical GPU runs ended with different parameters"
 cmp -s "$WORK/cuda.bin" "$WORK/resumed.bin" && pass "stopped at step 9 and resumed = uninterrupted, bit for bit" \
   || fail "the resumed GPU run differs from the uninterrupted one"
+cmp -s "$WORK/bf16.bin" "$WORK/bf16_again.bin" && pass "bf16: the run repeats bit for bit (final parameters)" \
+  || fail "bf16: two identical runs ended with different parameters"
+cmp -s "$WORK/bf16.bin" "$WORK/resumed16.bin" && pass "bf16: stopped at step 9 and resumed = uninterrupted, bit for bit" \
+  || fail "bf16: the resumed run differs from the uninterrupted one"
+# the bf16 checkpoint: evaluated in bf16 on the GPU, and in fp32 on the CPU (txl-eval's default
+# there) with the same result up to the activations' rounding
+"$EVAL" "$WORK/bf16" --split test > "$WORK/eval_16_cuda.txt" 2>&1 || { cat "$WORK/eval_16_cuda.txt"; fail "txl-eval of the bf16 run failed"; }
+"$EVAL" "$WORK/bf16" --split test --device cpu > "$WORK/eval_16_cpu.txt" 2>&1 || { cat "$WORK/eval_16_cpu.txt"; fail "txl-eval --device cpu of the bf16 run failed"; }
+"$GEN" "$WORK/bf16" --length 40 --seed 5 > "$WORK/gen16.txt" 2>&1 && [ "$(text "$WORK/gen16.txt" | wc -c)" -gt 20 ] \
+  && pass "bf16: txl-generate samples ($(text "$WORK/gen16.txt" | wc -c) bytes)" || { cat "$WORK/gen16.txt"; fail "bf16: txl-generate failed"; }
 
 # Tolerances (relative, per printed loss). CPU against GPU: the step test (test_cuda_step.c)
 # bounds one step's loss and gradients at 1e-3 relative by the ops' rounding; over 30 Adam steps
@@ -86,6 +109,17 @@ cmp -s "$WORK/cuda.bin" "$WORK/resumed.bin" && pass "stopped at step 9 and resum
 # more. TOL_GPU = 3e-3. TF32 (10-bit mantissa, u = 2^-11 ~ 4.9e-4 per input against 6e-8) is
 # ~8000x coarser per product; its sums of up to 64 terms give ~64 * 4.9e-4 ~ 3e-2 relative per
 # GEMM at worst, averaged down by the random signs of the errors: TOL_TF32 = 3e-2.
+# bf16 against fp32: every stored activation is rounded to an 8-bit mantissa (u = 2^-8 = 3.9e-3).
+# Along the path from the embedding to the logits this model stores each value about 8 times per
+# layer (q/k/v, the attention vectors, its projection, the residual and its norm, the FFN hidden
+# and output, the next residual and norm): 2 layers + embedding + logits ~ 18 roundings, whose
+# relative errors add at worst linearly, 18 u ~ 7e-2 on a hidden value, and like a random walk,
+# sqrt(18) u ~ 1.7e-2, in the typical case. The loss, log-sum-exp of logits of size ~1 minus the
+# target's, moves by the logits' absolute error, ~1.7e-2 nats, on losses of ~5 nats: 3.4e-3
+# relative per forward; training for 30 steps on gradients with the same relative error (~1e-2)
+# adds lr * 1e-2 per step to parameters of scale 0.1 (3e-4 relative per step, 1e-2 over 30 steps).
+# TOL_BF16 = 2e-2, and 5e-3 for txl-eval's one forward (bf16 on the GPU against fp32 on the CPU,
+# the same parameters).
 # Two ranks against one: only the order of the gradient sums changes (see tests/train/test_ranks.sh),
 # TOL_RANKS = 2e-5 as there.
 python3 - "$WORK" "$gpus" <<'PY' && pass "GPU = CPU run, TF32 close, ranks equal" || fail "runs disagree"
@@ -102,9 +136,19 @@ def compare(a, b, tol):
     print(f"{a} vs {b}: {len(la)} losses, largest relative difference {worst:.2e} (tolerance {tol:.0e})")
     return worst <= tol
 ok = compare("cuda", "cpu", 3e-3) and compare("tf32", "cuda", 3e-2)
+ok = compare("bf16", "cpu", 2e-2) and ok
 def eval_losses(dev):
     import re
     return [float(x) for x in re.findall(r"loss ([0-9.]+) nats", open(f"{w}/eval_{dev}.txt").read())]
+e16, e16_cpu = eval_losses("16_cuda"), eval_losses("16_cpu")
+if len(e16) != 1 or len(e16_cpu) != 1:
+    print(f"txl-eval of the bf16 run: expected one loss per device, got {e16} and {e16_cpu}")
+    ok = False
+else:
+    rel = abs(e16[0] - e16_cpu[0]) / e16_cpu[0]
+    print(f"txl-eval of the bf16 run: bf16 on the GPU {e16[0]}, fp32 on the CPU {e16_cpu[0]}: relative "
+          f"difference {rel:.2e} (tolerance 5e-3)")
+    ok = ok and rel <= 5e-3
 e_cpu, e_gpu = eval_losses("cpu"), eval_losses("cuda")
 if len(e_cpu) != 3 or len(e_gpu) != 3:
     print(f"txl-eval: expected 3 losses per device (test; valid with memory 20 and 40), got {e_cpu} and {e_gpu}")

@@ -215,7 +215,7 @@ static void run_case(hid_t file, const char *case_name) {
     txl_model_backward(&m, &run, NULL, NULL);
     int Mn = run.mem_rows;
     for (int l = 0; l < n_layer; l++)
-      memcpy(mem_c + (size_t)l * Mn * B * d, run.mems + (size_t)l * mem_len * B * d, (size_t)Mn * B * d * sizeof(float));
+      memcpy(mem_c + (size_t)l * Mn * B * d, (const float *)run.mems + (size_t)l * mem_len * B * d, (size_t)Mn * B * d * sizeof(float));
     snprintf(path, sizeof path, "segA%d/mems", s);
     read_ds(g, path, H5T_NATIVE_FLOAT, ref, (size_t)n_layer * Mn * B * d);
     snprintf(what, sizeof what, "segment %d new memory (%d rows)", s, Mn);

@@ -46,10 +46,10 @@ static void test_elementwise(int64_t n, OtRng *rng) {
 
   /* add: one rounding, |err| <= u |a + b|; also in place (out aliases a) */
   for (int64_t i = 0; i < n; i++) want[i] = (double)a[i] + x[i];
-  txl_cpu_add(o, a, x, n);
+  txl_cpu_add(o, a, x, n, TXL_F32);
   snprintf(name, sizeof name, "add n=%lld", (long long)n);
   ot_check(name, o, want, n, 0.0, OT_U);
-  txl_cpu_add(a, a, x, n);
+  txl_cpu_add(a, a, x, n, TXL_F32);
   snprintf(name, sizeof name, "add in place n=%lld", (long long)n);
   ot_check(name, a, want, n, 0.0, OT_U);
   free(x), free(a), free(o), free(want);

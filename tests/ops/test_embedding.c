@@ -79,7 +79,7 @@ static void test_embedding(int64_t n, int V, int d, int use_fd, OtRng *rng) {
       gw[k] += demb[k];
       bound[k] = 1.01 * (cnt[v] + 2) * OT_U * (fabs(demb[k]) + sabs[k]) + fd_tol;
     }
-  txl_cpu_embedding_backward(demb, dout, tok, scale, n, d);
+  txl_cpu_embedding_backward(demb, TXL_F32, dout, tok, scale, n, d);
   snprintf(name, sizeof name, "embedding_backward demb (%s)", use_fd ? "vs FD" : "vs double sum");
   ot_check_bound(name, demb, gw, bound, (int64_t)V * d);
   free(tok), free(emb), free(out), free(dout), free(demb), free(want), free(wd), free(embd);
@@ -95,11 +95,11 @@ static void test_embedding_threads(OtRng *rng) {
   float *g3 = ot_alloc((int64_t)V * d);
   ot_fill(dout, n * d, -1.0f, 1.0f, rng);
   omp_set_num_threads(1);
-  txl_cpu_embedding_backward(g1, dout, tok, 0.5f, n, d);
+  txl_cpu_embedding_backward(g1, TXL_F32, dout, tok, 0.5f, n, d);
   omp_set_num_threads(2);
-  txl_cpu_embedding_backward(g2, dout, tok, 0.5f, n, d);
+  txl_cpu_embedding_backward(g2, TXL_F32, dout, tok, 0.5f, n, d);
   omp_set_num_threads(3);
-  txl_cpu_embedding_backward(g3, dout, tok, 0.5f, n, d);
+  txl_cpu_embedding_backward(g3, TXL_F32, dout, tok, 0.5f, n, d);
   omp_set_num_threads(2);
   ot_check_same("embedding_backward threads 1 vs 2", g1, g2, (size_t)V * d * sizeof(float));
   ot_check_same("embedding_backward threads 1 vs 3", g1, g3, (size_t)V * d * sizeof(float));

@@ -62,7 +62,7 @@ static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng 
   ot_fill(w, d, 0.5f, 1.5f, rng), ot_fill(b, d, -0.5f, 0.5f, rng);
   float *res = ot_alloc(nd), *out = ot_alloc(nd), *mean = ot_alloc(n), *rstd = ot_alloc(n);
   float *rres = ot_alloc(nd), *rout = ot_alloc(nd), *rmean = ot_alloc(n), *rrstd = ot_alloc(n);
-  txl_cpu_add(rres, x, y, nd);
+  txl_cpu_add(rres, x, y, nd, TXL_F32);
   txl_cpu_layernorm_forward(rout, rmean, rrstd, rres, w, b, n, d, 1e-5f);
   txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, 1e-5f);
   snprintf(name, sizeof name, "add_layernorm %lldx%d: res, out, mean, rstd", (long long)n, d);

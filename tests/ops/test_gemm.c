@@ -20,7 +20,7 @@ static void run_case(int ta, int tb, int M, int N, int K, float alpha, float bet
   ot_fill(C0, (int64_t)M * ldc, -1.0f, 1.0f, rng);
   for (int64_t i = 0; i < (int64_t)M * ldc; i++) C[i] = C0[i];
 
-  txl_cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  txl_cpu_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, TXL_F32);
 
   /* Reference in double. Per-element bound: a length-K fp32 dot product has error at most
    * gamma_K sum_k |a_k b_k| with gamma_K = K u / (1 - K u) ~ K u (u = 2^-24, any summation

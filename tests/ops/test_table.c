@@ -1,4 +1,5 @@
 /* The CPU backend's op table: every member set, and the memory functions behave. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,10 +13,11 @@ int main(void) {
   const TxlOps *ops = txl_ops_cpu();
   printf("op table\n");
   ot_check_true("name is \"cpu\"", ops && strcmp(ops->name, "cpu") == 0, "%s", ops ? ops->name : "(null)");
+  ot_check_true("activations in fp32", ops->act == TXL_F32, "act = %d", (int)ops->act);
   const void *members[] = {
       (const void *)ops->alloc, (const void *)ops->free, (const void *)ops->copy,
       (const void *)ops->to_device, (const void *)ops->to_host, (const void *)ops->zero,
-      (const void *)ops->gemm, (const void *)ops->bias_fill, (const void *)ops->bias_backward,
+      (const void *)ops->to_act,      (const void *)ops->gemm, (const void *)ops->bias_fill, (const void *)ops->bias_backward,
       (const void *)ops->add, (const void *)ops->sumsq, (const void *)ops->embedding_forward,
       (const void *)ops->embedding_backward, (const void *)ops->posemb_forward,
       (const void *)ops->dropout, (const void *)ops->layernorm_forward,
@@ -29,8 +31,8 @@ int main(void) {
   int set = 0;
   for (int k = 0; k < n; k++) set += members[k] != NULL;
   ot_check_true("every member set", set == n, "%d of %d", set, n);
-  /* the table must name every member of TxlOps: its size is the name plus n pointers */
-  ot_check_true("no member forgotten", sizeof(TxlOps) == sizeof(const char *) + (size_t)n * sizeof(void (*)(void)),
+  /* the table must name every member of TxlOps: its size is the name and act, then n pointers */
+  ot_check_true("no member forgotten", sizeof(TxlOps) == offsetof(TxlOps, alloc) + (size_t)n * sizeof(void (*)(void)),
                 "sizeof(TxlOps) = %zu", sizeof(TxlOps));
 
   printf("memory\n");

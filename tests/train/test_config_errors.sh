@@ -63,6 +63,7 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     "$BIN/txl-train" "$good" --set run.device=cuda
 fi
 expect_error "bad run.precision" "run.precision: 'fp16' is not one of fp32.tf32.bf16" "$BIN/txl-train" "$good" --set run.precision=fp16
+expect_error "bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" "$BIN/txl-train" "$good" --set run.precision=bf16
 if [ -x "$BIN/txl-train-emu" ] && command -v mpirun >/dev/null; then
   expect_error "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" \
     timeout 120 mpirun -n 2 "$BIN/txl-train-emu" "$good" --set run.device=cuda --set train.batch_size=2

@@ -44,6 +44,8 @@
 
 #include <cblas.h>
 
+#include "kernels/common/bf16.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define TXL_EMU_ASAN 1
 #elif defined(__has_feature)
@@ -870,15 +872,14 @@ struct cublasContext {
   cublasMath_t math;
   cublasPointerMode_t pointer_mode;
   cudaStream_t stream;
-  std::vector<float> a, b; /* TF32-rounded copies of the operands */
+  std::vector<float> a, b, c; /* fp32 copies of operands that are rounded (TF32) or widened (bf16) */
 };
 
 cublasStatus_t cublasCreate(cublasHandle_t *handle) {
   if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
-  *handle = new cublasContext{CUBLAS_DEFAULT_MATH, CUBLAS_POINTER_MODE_HOST, NULL, {}, {}};
+  *handle = new cublasContext{CUBLAS_DEFAULT_MATH, CUBLAS_POINTER_MODE_HOST, NULL, {}, {}, {}};
   return CUBLAS_STATUS_SUCCESS;
 }
-
 cublasStatus_t cublasDestroy(cublasHandle_t handle) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   delete handle;
@@ -930,30 +931,34 @@ const char *cublasGetStatusString(cublasStatus_t status) {
   return "unknown status";
 }
 
-enum Rounding { ROUND_NONE, ROUND_TF32, ROUND_BF16 };
+/* How an operand reaches the fp32 product: as it is (fp32), rounded to TF32 (fp32 operands of a
+ * TF32 GEMM), or widened from bf16 (exact). */
+enum Operand { OPERAND_F32, OPERAND_TF32, OPERAND_BF16 };
 
 /* x rounded to TF32 (8-bit exponent, 10-bit mantissa: 13 bits dropped) to nearest, ties away
- * from zero, or to BF16 (7-bit mantissa: 16 bits dropped) to nearest, ties to even.
- * Infinities and NaNs pass unchanged; a value that rounds past FLT_MAX becomes infinity. */
-static float round_operand(float x, Rounding r) {
+ * from zero. Infinities and NaNs pass unchanged; a value that rounds past FLT_MAX becomes
+ * infinity. */
+static float round_tf32(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
   if ((u & 0x7f800000u) == 0x7f800000u) return x;
-  if (r == ROUND_TF32)
-    u = (u + 0x1000u) & 0xffffe000u;
-  else
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  u = (u + 0x1000u) & 0xffffe000u;
   memcpy(&x, &u, 4);
   return x;
 }
 
-/* A column-major rows x cols matrix (leading dimension ld), rounded, packed (ld = rows). */
-static const float *rounded_copy(std::vector<float> &buf, const float *X, int rows, int cols,
-                                 int ld, Rounding r) {
+/* A column-major rows x cols matrix X (leading dimension ld) as fp32 values, packed (ld = rows)
+ * into buf: TF32-rounded or bf16-widened per `kind` (not OPERAND_F32, which needs no copy). */
+static const float *operand_copy(std::vector<float> &buf, const void *X, int rows, int cols, int ld,
+                                 Operand kind) {
   buf.resize((size_t)rows * (size_t)cols);
   for (int j = 0; j < cols; j++)
-    for (int i = 0; i < rows; i++)
-      buf[(size_t)j * rows + i] = round_operand(X[(size_t)j * ld + i], r);
+    for (int i = 0; i < rows; i++) {
+      const size_t at = (size_t)j * ld + i;
+      buf[(size_t)j * rows + i] = kind == OPERAND_BF16
+                                      ? txl_bf16_to_float(static_cast<const txl_bf16 *>(X)[at])
+                                      : round_tf32(static_cast<const float *>(X)[at]);
+    }
   return buf.data();
 }
 
@@ -961,10 +966,13 @@ static CBLAS_TRANSPOSE cblas_op(cublasOperation_t op) {
   return op == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; /* C = T for real matrices */
 }
 
+/* Column-major C = alpha op(A) op(B) + beta C: A and B as `operand` says, C fp32 or (c_bf16)
+ * bf16: read widened (only when beta != 0, as BLAS reads C), the fp32 result rounded to nearest
+ * even when stored. */
 static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
                            cublasOperation_t transb, int m, int n, int k, const float *alpha,
-                           const float *A, int lda, const float *B, int ldb, const float *beta,
-                           float *C, int ldc, Rounding rounding) {
+                           const void *A, int lda, const void *B, int ldb, const float *beta,
+                           void *C, int ldc, Operand operand, bool c_bf16) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   const bool op_ok = (transa == CUBLAS_OP_N || transa == CUBLAS_OP_T || transa == CUBLAS_OP_C) &&
                      (transb == CUBLAS_OP_N || transb == CUBLAS_OP_T || transb == CUBLAS_OP_C);
@@ -975,22 +983,39 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const float al = *alpha, be = *beta; /* host or device pointer: the same memory here */
-  if (k == 0 || al == 0.0f) {            /* C = beta C, without reading C when beta == 0 */
+  /* C as fp32: C itself, or a packed widened copy (ld = m) of a bf16 C */
+  float *c32 = static_cast<float *>(C);
+  int ld32 = ldc;
+  if (c_bf16) {
+    handle->c.assign((size_t)m * (size_t)n, 0.0f);
+    if (be != 0.0f)
+      for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++)
+          handle->c[(size_t)j * m + i] = txl_bf16_to_float(static_cast<const txl_bf16 *>(C)[(size_t)j * ldc + i]);
+    c32 = handle->c.data();
+    ld32 = m;
+  }
+  if (k == 0 || al == 0.0f) { /* C = beta C, without reading C when beta == 0 */
     for (int j = 0; j < n; j++)
       for (int i = 0; i < m; i++) {
-        float *c = &C[(size_t)j * ldc + i];
+        float *c = &c32[(size_t)j * ld32 + i];
         *c = be == 0.0f ? 0.0f : be * *c;
       }
-    return CUBLAS_STATUS_SUCCESS;
+  } else {
+    const float *a32 = static_cast<const float *>(A), *b32 = static_cast<const float *>(B);
+    if (operand != OPERAND_F32) {
+      a32 = operand_copy(handle->a, A, a_rows, a_cols, lda, operand);
+      lda = a_rows;
+      b32 = operand_copy(handle->b, B, b_rows, b_cols, ldb, operand);
+      ldb = b_rows;
+    }
+    cblas_sgemm(CblasColMajor, cblas_op(transa), cblas_op(transb), m, n, k, al, a32, lda, b32, ldb,
+                be, c32, ld32);
   }
-  if (rounding != ROUND_NONE) {
-    A = rounded_copy(handle->a, A, a_rows, a_cols, lda, rounding);
-    lda = a_rows;
-    B = rounded_copy(handle->b, B, b_rows, b_cols, ldb, rounding);
-    ldb = b_rows;
-  }
-  cblas_sgemm(CblasColMajor, cblas_op(transa), cblas_op(transb), m, n, k, al, A, lda, B, ldb, be,
-              C, ldc);
+  if (c_bf16)
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++)
+        static_cast<txl_bf16 *>(C)[(size_t)j * ldc + i] = txl_bf16_from_float(c32[(size_t)j * m + i]);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -999,8 +1024,8 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  const Rounding r = handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? ROUND_TF32 : ROUND_NONE;
-  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, r);
+  const Operand o = handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? OPERAND_TF32 : OPERAND_F32;
+  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, o, false);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -1010,20 +1035,22 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
     return CUBLAS_STATUS_INVALID_VALUE;
-  Rounding r;
-  switch (computeType) {
-    case CUBLAS_COMPUTE_32F:
-      r = handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? ROUND_TF32 : ROUND_NONE;
-      break;
-    case CUBLAS_COMPUTE_32F_PEDANTIC: r = ROUND_NONE; break;
-    case CUBLAS_COMPUTE_32F_FAST_TF32: r = ROUND_TF32; break;
-    case CUBLAS_COMPUTE_32F_FAST_16BF: r = ROUND_BF16; break;
-    default: return CUBLAS_STATUS_INVALID_VALUE;
+  if (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_PEDANTIC &&
+      computeType != CUBLAS_COMPUTE_32F_FAST_TF32)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F;
+  const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
+                    (Ctype == CUDA_R_16BF || Ctype == CUDA_R_32F) &&
+                    computeType != CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (!f32 && !bf16) return CUBLAS_STATUS_NOT_SUPPORTED;
+  Operand o = OPERAND_BF16;
+  if (f32) {
+    const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32 ||
+                      (computeType == CUBLAS_COMPUTE_32F && handle->math == CUBLAS_TF32_TENSOR_OP_MATH);
+    o = tf32 ? OPERAND_TF32 : OPERAND_F32;
   }
-  return gemm(handle, transa, transb, m, n, k, (const float *)alpha, (const float *)A, lda,
-              (const float *)B, ldb, (const float *)beta, (float *)C, ldc, r);
+  return gemm(handle, transa, transb, m, n, k, (const float *)alpha, A, lda, B, ldb,
+              (const float *)beta, C, ldc, o, Ctype == CUDA_R_16BF);
 }

@@ -264,25 +264,24 @@ enum cublasStatus_t {
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
 enum cublasPointerMode_t { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 };
-/* Reduced-precision GEMMs are emulated by rounding the operands A and B before an fp32 product
- * (what tensor cores compute, up to the order of the fp32 sums):
- *   TF32 (10-bit mantissa): to nearest, ties away from zero, as cvt.rna.tf32.f32;
- *   BF16 (7-bit mantissa): to nearest, ties to even, as cvt.rn.bf16.f32.
- * cuBLAS does not document its own rounding of the operands, so results under the emulator may
- * differ from a GPU's in the last bit of the rounded operands (a test's tolerance for these
- * modes must allow a full unit of the reduced mantissa anyway). */
+/* TF32 GEMMs are emulated by rounding the fp32 operands A and B before an fp32 product (what
+ * tensor cores compute, up to the order of the fp32 sums): to nearest, ties away from zero, as
+ * cvt.rna.tf32.f32 (10-bit mantissa). cuBLAS does not document its own rounding of the operands,
+ * so results under the emulator may differ from a GPU's in the last bit of the rounded operands
+ * (a test's tolerance for this mode must allow a full unit of the reduced mantissa anyway). */
 enum cublasMath_t {
   CUBLAS_DEFAULT_MATH = 0,
   CUBLAS_PEDANTIC_MATH = 2,
   CUBLAS_TF32_TENSOR_OP_MATH = 3, /* cublasSgemm and COMPUTE_32F on TF32 operands */
 };
 enum cublasComputeType_t {
-  CUBLAS_COMPUTE_32F = 68,           /* fp32, or TF32 under CUBLAS_TF32_TENSOR_OP_MATH */
+  CUBLAS_COMPUTE_32F = 68,           /* fp32, or TF32 under CUBLAS_TF32_TENSOR_OP_MATH (fp32 operands) */
   CUBLAS_COMPUTE_32F_PEDANTIC = 69,  /* fp32 */
-  CUBLAS_COMPUTE_32F_FAST_16BF = 75, /* operands rounded to BF16 */
   CUBLAS_COMPUTE_32F_FAST_TF32 = 77, /* operands rounded to TF32 */
 };
-enum cudaDataType_t { CUDA_R_32F = 0 }; /* the only type of the emulated cublasGemmEx */
+/* The types of the emulated cublasGemmEx (the real values of library_types.h). CUDA_R_16BF is
+ * bfloat16, stored as kernels/common/bf16.h stores it (the upper half of an fp32). */
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
 typedef cudaDataType_t cudaDataType;
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 };
 
@@ -298,8 +297,13 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            cublasOperation_t transb, int m, int n, int k, const float *alpha,
                            const float *A, int lda, const float *B, int ldb, const float *beta,
                            float *C, int ldc);
-/* The same with the arithmetic chosen by computeType; every type must be CUDA_R_32F (others:
- * CUBLAS_STATUS_NOT_SUPPORTED), alpha and beta are floats. */
+/* The same with the arithmetic chosen by computeType; alpha and beta are floats. The type
+ * combinations (Atype = Btype, Ctype; computeType), a subset of those cuBLAS supports:
+ *   CUDA_R_32F,  CUDA_R_32F;                 any of the three compute types above
+ *   CUDA_R_16BF, CUDA_R_16BF or CUDA_R_32F;  CUBLAS_COMPUTE_32F or _32F_PEDANTIC
+ * bf16 operands are widened to fp32 (exact), the products summed in fp32 as for fp32 operands,
+ * a bf16 C read widened (beta != 0) and rounded to nearest even when stored. Any other
+ * combination returns CUBLAS_STATUS_NOT_SUPPORTED, as cuBLAS does for an unsupported one. */
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cublasOperation_t transb, int m, int n, int k, const void *alpha,
                             const void *A, cudaDataType Atype, int lda, const void *B,

@@ -3,8 +3,9 @@
  * block barrier, the three shuffles and __syncwarp, the block and thread numbering, per-thread
  * parameter copies, the poisoned dynamic shared memory, the launch checks a GPU makes
  * (threads per block, grid size, dynamic shared memory with and without
- * cudaFuncSetAttribute), the runtime and cuBLAS subset, and the detection of barriers that can
- * never complete (each in a child process that must exit 1 with a message naming the kernel);
+ * cudaFuncSetAttribute), the runtime and cuBLAS subset (bf16 GEMMs included), and the detection
+ * of barriers that can never complete (each in a child process that must exit 1 with a message
+ * naming the kernel);
  * under AddressSanitizer also that out-of-bounds accesses in kernels are reported.
  * Prints one line per check; exits 1 if any failed. */
 #include <math.h>
@@ -384,30 +385,24 @@ static void test_runtime(void) {
   CUDA_CHECK(cudaFree(b));
 }
 
-/* x rounded as the emulator documents: TF32 to nearest, ties away (13 bits dropped), BF16 to
- * nearest, ties to even (16 bits dropped). */
-static float round_ref(float x, int bf16) {
+/* x rounded to TF32 as the emulator documents: to nearest, ties away (13 bits dropped). */
+static float round_tf32_ref(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
-  if (bf16)
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  else
-    u = (u + 0x1000u) & 0xffffe000u;
+  u = (u + 0x1000u) & 0xffffe000u;
   memcpy(&x, &u, 4);
   return x;
 }
 
 /* Column-major C = alpha op(A) op(B) + beta C against a double loop over the operands as the
  * mode rounds them. Modes: 0 cublasSgemm fp32, 1 cublasSgemm under
- * CUBLAS_TF32_TENSOR_OP_MATH, 2 cublasGemmEx CUBLAS_COMPUTE_32F, 3 ..._FAST_TF32,
- * 4 ..._FAST_16BF.
+ * CUBLAS_TF32_TENSOR_OP_MATH, 2 cublasGemmEx CUBLAS_COMPUTE_32F, 3 ..._FAST_TF32.
  * Tolerance. fp32 modes: the inputs are multiples of 1/4 below 1 in magnitude, so every
- * product, partial sum, alpha times it and beta C is exact in float: error 0. Rounded modes:
- * the inputs 1/(3 + i % 5) and 1/(7 + i % 3) are not representable, so the rounding shows
- * (each operand moves by up to 2^-11 or 2^-8 relative: a wrong or missing rounding is off by
- * ~1e-4 or more); the products of two 11-bit (8-bit) mantissas are exact in float, and the
- * 7-term sum, alpha and beta C add k + 2 roundings of at most 2^-24 * 2 (the result is below
- * 2): (k + 2) 2^-23 < 1.1e-6. */
+ * product, partial sum, alpha times it and beta C is exact in float: error 0. TF32 modes: the
+ * inputs 1/(3 + i % 5) and 1/(7 + i % 3) are not representable, so the rounding shows (each
+ * operand moves by up to 2^-11 relative: a wrong or missing rounding is off by ~1e-4 or more);
+ * the products of two 11-bit mantissas are exact in float, and the 7-term sum, alpha and beta C
+ * add k + 2 roundings of at most 2^-24 * 2 (the result is below 2): (k + 2) 2^-23 < 1.1e-6. */
 static void test_cublas(void) {
   cublasHandle_t h;
   CUBLAS_CHECK(cublasCreate(&h));
@@ -415,12 +410,12 @@ static void test_cublas(void) {
   CUBLAS_CHECK(cublasSetStream(h, 0));
   const int m = 5, n = 3, k = 7, ld = 9;
   static const char *const mode_name[] = {"Sgemm", "Sgemm TF32 math", "GemmEx 32F",
-                                          "GemmEx 32F_FAST_TF32", "GemmEx 32F_FAST_16BF"};
+                                          "GemmEx 32F_FAST_TF32"};
   float A[ld * ld], B[ld * ld], C[ld * ld], C0[ld * ld];
-  for (int mode = 0; mode < 5; mode++)
+  for (int mode = 0; mode < 4; mode++)
     for (int ta = 0; ta < 2; ta++)
       for (int tb = 0; tb < 2; tb++) {
-        const bool rounded = mode == 1 || mode >= 3;
+        const bool rounded = mode == 1 || mode == 3;
         CUBLAS_CHECK(cublasSetMathMode(h, mode == 1 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
         for (int i = 0; i < ld * ld; i++) {
           A[i] = rounded ? 1.0f / (float)(3 + i % 5) : (float)(i % 7 - 3) / 4.0f;
@@ -432,9 +427,7 @@ static void test_cublas(void) {
         if (mode < 2) {
           CUBLAS_CHECK(cublasSgemm(h, oa, ob, m, n, k, &alpha, A, ld, B, ld, &beta, C, ld));
         } else {
-          const cublasComputeType_t ct = mode == 2   ? CUBLAS_COMPUTE_32F
-                                         : mode == 3 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                     : CUBLAS_COMPUTE_32F_FAST_16BF;
+          const cublasComputeType_t ct = mode == 2 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
           CUBLAS_CHECK(cublasGemmEx(h, oa, ob, m, n, k, &alpha, A, CUDA_R_32F, ld, B, CUDA_R_32F, ld,
                                     &beta, C, CUDA_R_32F, ld, ct, CUBLAS_GEMM_DEFAULT));
         }
@@ -446,8 +439,8 @@ static void test_cublas(void) {
               float a = ta ? A[p + i * ld] : A[i + p * ld];
               float b = tb ? B[j + p * ld] : B[p + j * ld];
               if (rounded) {
-                a = round_ref(a, mode == 4);
-                b = round_ref(b, mode == 4);
+                a = round_tf32_ref(a);
+                b = round_tf32_ref(b);
               }
               s += (double)a * b;
             }
@@ -468,6 +461,80 @@ static void test_cublas(void) {
                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx with a half operand: %s",
         cublasGetStatusName(st));
+  CUBLAS_CHECK(cublasDestroy(h));
+}
+
+/* cublasGemmEx on bf16 operands (Atype = Btype = CUDA_R_16BF, CUBLAS_COMPUTE_32F), C bf16 or
+ * fp32, against a double loop. The inputs are j / 128 with |j| <= 127 (at most 7 significant
+ * bits: exact in bf16), C0 multiples of 1/8 below 1 (exact), alpha = 2, beta = 0.5 or 0 (C0 then
+ * NaN: it must not be read). Every product is a multiple of 2^-14 below 1 and every partial sum
+ * and the result multiples of 2^-14 below 2^4 (18 bits), so the fp32 sums are exact in any
+ * order: an fp32 C must be the exact value (error 0) and a bf16 C the exact value rounded to
+ * nearest even once (bits), which most of the results are not already (a truncating or a missing
+ * rounding shows). Then the combinations cuBLAS does not support must be refused. */
+static void test_cublas_bf16(void) {
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  const int m = 6, n = 5, k = 7, ld = 9;
+  txl_bf16 A[ld * ld], B[ld * ld], Cb[ld * ld];
+  float Cf[ld * ld], C0[ld * ld];
+  for (int i = 0; i < ld * ld; i++) {
+    A[i] = txl_bf16_from_float((float)((i * 37) % 255 - 127) / 128.0f);
+    B[i] = txl_bf16_from_float((float)((i * 53) % 255 - 127) / 128.0f);
+    C0[i] = (float)(i % 15 - 7) / 8.0f;
+  }
+  for (int cbf = 0; cbf < 2; cbf++)
+    for (int bz = 0; bz < 2; bz++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          const float alpha = 2.0f, beta = bz ? 0.0f : 0.5f;
+          for (int i = 0; i < ld * ld; i++) {
+            Cf[i] = bz ? NAN : C0[i];
+            Cb[i] = txl_bf16_from_float(Cf[i]);
+          }
+          const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+          CUBLAS_CHECK(cublasGemmEx(h, oa, ob, m, n, k, &alpha, A, CUDA_R_16BF, ld, B, CUDA_R_16BF, ld,
+                                    &beta, cbf ? (void *)Cb : (void *)Cf, cbf ? CUDA_R_16BF : CUDA_R_32F,
+                                    ld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          int bad = 0, rounded = 0;
+          for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+              double s = 0.0;
+              for (int p = 0; p < k; p++)
+                s += (double)txl_bf16_to_float(ta ? A[p + i * ld] : A[i + p * ld]) *
+                     txl_bf16_to_float(tb ? B[j + p * ld] : B[p + j * ld]);
+              const double want = alpha * s + (bz ? 0.0 : beta * C0[i + j * ld]);
+              const float exact = (float)want; /* exact: see above */
+              if (cbf) {
+                const txl_bf16 w = txl_bf16_from_float(exact);
+                bad += Cb[i + j * ld] != w;
+                rounded += txl_bf16_to_float(w) != exact;
+              } else {
+                bad += !(Cf[i + j * ld] == want);
+              }
+            }
+          /* a bf16 C whose every exact value was representable would not test the rounding */
+          const bool meaningful = !cbf || rounded > m * n / 2;
+          check(bad == 0 && meaningful,
+                "cublasGemmEx bf16 x bf16 -> %s, beta %g, %c%c: %d wrong of %d%s", cbf ? "bf16" : "fp32",
+                (double)beta, ta ? 'T' : 'N', tb ? 'T' : 'N', bad, m * n,
+                cbf ? (meaningful ? " (most rounded)" : " (too few rounded)") : " (exact)");
+        }
+  const float one = 1.0f;
+  struct {
+    cudaDataType a, b, c;
+    cublasComputeType_t ct;
+    const char *what;
+  } unsupported[] = {
+      {CUDA_R_16BF, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, "A bf16, B fp32"},
+      {CUDA_R_32F, CUDA_R_32F, CUDA_R_16BF, CUBLAS_COMPUTE_32F, "A, B fp32, C bf16"},
+      {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F_FAST_TF32, "bf16 with COMPUTE_32F_FAST_TF32"},
+  };
+  for (const auto &u : unsupported) {
+    const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, u.a, ld, B, u.b, ld,
+                                           &one, Cb, u.c, ld, u.ct, CUBLAS_GEMM_DEFAULT);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx with %s: %s", u.what, cublasGetStatusName(st));
+  }
   CUBLAS_CHECK(cublasDestroy(h));
 }
 
@@ -631,6 +698,7 @@ int main(void) {
   test_config();
   test_runtime();
   test_cublas();
+  test_cublas_bf16();
   test_fatal();
   if (g_failures) {
     printf("FAILED: %d check(s)\n", g_failures);
