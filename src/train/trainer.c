@@ -41,12 +41,13 @@ static void print_summary(const TxlTrainer *t, int bench) {
   const TxlModel *m = &t->model;
   double flops = txl_model_flops_per_token(m, c->tgt_len, c->mem_len);
   TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
-  double state_mb = 4.0 * (double)m->table.total * sizeof(float) / 1048576.0;
+  const int copy = m->param_act != m->param_buf; /* the weights' bf16 copy */
+  double state_mb = (4.0 * sizeof(float) + (copy ? txl_dtype_size(m->ops->act) : 0)) * (double)m->table.total / 1048576.0;
   double act_mb = (double)txl_run_bytes(m, &ts) / 1048576.0;
   printf("model: %s parameters (%s without embeddings); %.3g MFLOP per trained token\n", n_all, n_ne,
          flops / 1e6);
-  printf("memory per rank: %.1f MiB parameters + gradients + Adam moments, %.1f MiB activations and memory\n",
-         state_mb, act_mb);
+  printf("memory per rank: %.1f MiB parameters + gradients + Adam moments%s, %.1f MiB activations and memory (%s)\n",
+         state_mb, copy ? " + the weights' bf16 copy" : "", act_mb, m->ops->act == TXL_BF16 ? "bf16" : "fp32");
   printf("columns: %d global, %d on each rank; %d rows per step, memory %d rows\n", c->batch_size, t->B_local,
          c->tgt_len, c->mem_len);
   fflush(stdout);
