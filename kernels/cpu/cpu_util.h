@@ -9,7 +9,7 @@
 
 /* The CPU table stores everything in fp32 (kernels/ops.h): a bf16 tensor reaching it is a bug. */
 static inline void txl_cpu_require_f32(TxlDtype t, const char *op) {
-  if (t != TXL_F32) txl_fatal("internal: %s on the CPU backend with a %s tensor (fp32 only)", op, "bf16");
+  if (t != TXL_F32) txl_fatal("internal: %s on the CPU backend with a bf16 tensor (fp32 only)", op);
 }
 
 /* Below this many elements an element-wise op runs on the calling thread: waking the OpenMP
