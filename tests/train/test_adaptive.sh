@@ -40,8 +40,11 @@ grep -q "emb_proj_2" <("$BIN/txl-inspect" "$WORK/r1/$(cat "$WORK/r1/latest")") &
 
 ini "$WORK/r2" 40 > "$WORK/r2.ini"
 $MPI -n 2 "$BIN/txl-train" "$WORK/r2.ini" > "$WORK/r2.out" 2>&1 || { cat "$WORK/r2.out"; fail "2 ranks failed"; }
-[ "$(losses "$WORK/r1/metrics.jsonl")" = "$(losses "$WORK/r2/metrics.jsonl")" ] \
-  && pass "1 and 2 ranks: the same 8 logged losses" || fail "1 and 2 ranks differ"
+# 1 and 2 ranks differ only in the order of the gradient sums: the tolerance of
+# tests/train/test_ranks.sh (2e-5 relative on the losses; 40 steps of lr 4e-3 move a parameter by at
+# most 40 * 4e-3 * 2 * 4e-6 = 1.3e-6 from the 1-rank run, as small as there)
+python3 "$SRC/tests/lib/compare_runs.py" "$WORK/r2" "$WORK/r1" 2e-5 --kinds train,valid,test --train-steps 8 \
+  && pass "1 and 2 ranks: 8 training losses, validation and test within the summation-order tolerance" || fail "1 and 2 ranks differ"
 
 ini "$WORK/r3" 40 > "$WORK/r3.ini"
 rc=0; "$BIN/txl-train" "$WORK/r3.ini" --stop-at 17 > "$WORK/r3a.out" 2>&1 || rc=$?

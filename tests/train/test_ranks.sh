@@ -40,33 +40,11 @@ done
 # lr <= 3e-3, a parameter moves by at most 30 * 3e-3 * 2 * 4e-6 = 7e-7 from the 1-rank run,
 # against parameters of scale ~1: TOL_PARAM = 1e-5 relative to each run's largest parameter.
 # The losses (printed with 6 decimals, ~3 nats) follow the parameters: TOL_LOSS = 2e-5 relative.
-python3 - "$WORK" <<'PY' && pass "P = 2 and 4 match P = 1 (losses of 30 steps, evaluations, final parameters)" || fail "ranks disagree"
-import array, json, sys
-w = sys.argv[1]
-TOL_LOSS, TOL_PARAM = 2e-5, 1e-5
-def rows(p):
-    return [json.loads(l) for l in open(f"{w}/run{p}/metrics.jsonl")]
-def params(p):
-    a = array.array("f")
-    a.frombytes(open(f"{w}/p{p}.bin", "rb").read())
-    return a
-ok = True
-r1, p1 = rows(1), params(1)
-scale = max(abs(x) for x in p1)
-for P in (2, 4):
-    rp, pp = rows(P), params(P)
-    l1 = [(r["kind"], r["loss"]) for r in r1 if r["kind"] in ("train", "valid", "test")]
-    lp = [(r["kind"], r["loss"]) for r in rp if r["kind"] in ("train", "valid", "test")]
-    if [k for k, _ in l1] != [k for k, _ in lp] or sum(k == "train" for k, _ in l1) != 30:
-        print(f"P={P}: the runs logged different things"); ok = False; continue
-    dl = max(abs(a - b) / abs(b) for (_, a), (_, b) in zip(lp, l1))
-    dp = max(abs(a - b) for a, b in zip(pp, p1)) / scale
-    good = dl <= TOL_LOSS and dp <= TOL_PARAM and len(pp) == len(p1)
-    print(f"P={P}: max relative loss difference {dl:.2e} (tol {TOL_LOSS:.0e}), "
-          f"max parameter difference {dp:.2e} of the largest (tol {TOL_PARAM:.0e}) {'PASS' if good else 'FAIL'}")
-    ok = ok and good
-sys.exit(0 if ok else 1)
-PY
+for P in 2 4; do
+  python3 "$SRC/tests/lib/compare_runs.py" "$WORK/run$P" "$WORK/run1" 2e-5 --train-steps 30 \
+    --params "$WORK/p$P.bin" "$WORK/p1.bin" 1e-5 \
+    && pass "P = $P matches P = 1 (losses of 30 steps, evaluations, final parameters)" || fail "P = $P and P = 1 disagree"
+done
 
 # a split too short for the columns, with 2 ranks: every rank stops with the message
 expect_error "corpus too short for 2 ranks" "too short for 4 columns of 100000\+1 tokens" \
