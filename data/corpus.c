@@ -3,6 +3,7 @@
  * problem and HDF5's innermost message. */
 #include "data/corpus.h"
 
+#include "data/sha256.h"
 #include "src/base/error.h"
 
 #include <errno.h>
@@ -41,6 +42,7 @@ struct TxlCorpus {
   int64_t *vocab_pos;   /* [vocab_size + 1]: token i is vocab_text[vocab_pos[i] .. vocab_pos[i+1]-1) */
   int64_t *hash;        /* open addressing table of ids, -1 = empty */
   uint64_t hash_mask;
+  char vocab_digest[65]; /* "" until txl_corpus_vocab_digest computes it */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -550,4 +552,22 @@ int64_t txl_corpus_token_id_n(TxlCorpus *c, const char *s, size_t len) {
 
 int64_t txl_corpus_token_id(TxlCorpus *c, const char *s) {
   return txl_corpus_token_id_n(c, s, strlen(s));
+}
+
+const char *txl_corpus_vocab_digest(TxlCorpus *c) {
+  if (c->vocab_digest[0]) return c->vocab_digest;
+  load_vocab(c);
+  TxlSha256 h;
+  txl_sha256_init(&h);
+  txl_sha256_update(&h, c->mode, strlen(c->mode) + 1);
+  for (int64_t i = 0; i < c->vocab_size; i++) {
+    const uint64_t len = (uint64_t)(c->vocab_pos[i + 1] - c->vocab_pos[i] - 1);
+    unsigned char le[8];
+    for (int b = 0; b < 8; b++) le[b] = (unsigned char)(len >> (8 * b));
+    txl_sha256_update(&h, le, sizeof le);
+    txl_sha256_update(&h, c->vocab_text + c->vocab_pos[i], (size_t)len);
+  }
+  unsigned char digest[32];
+  txl_sha256_final(&h, digest, c->vocab_digest);
+  return c->vocab_digest;
 }

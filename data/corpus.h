@@ -59,6 +59,11 @@ const char *txl_corpus_token_bytes(TxlCorpus *c, int64_t id, size_t *len);
 int64_t txl_corpus_token_id(TxlCorpus *c, const char *s);
 int64_t txl_corpus_token_id_n(TxlCorpus *c, const char *s, size_t len);
 
+/* SHA-256 (lower-case hex) of the vocabulary: the mode, then every token in id order as its byte
+ * length (8 bytes, little-endian) and its bytes. Two corpora share it exactly when their ids mean
+ * the same tokens; checkpoints store it. Owned by the corpus (computed on the first call). */
+const char *txl_corpus_vocab_digest(TxlCorpus *c);
+
 /* Entropy in bits per token of the unigram distribution of a split (streams through it). */
 double txl_corpus_unigram_entropy_bits(TxlCorpus *c, const char *split);
 

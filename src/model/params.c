@@ -109,6 +109,19 @@ void txl_params_init(float *host, const TxlParamTable *t, float init_std, float 
   }
 }
 
+const TxlTensorInfo *txl_param_first_nonfinite(const TxlParamTable *t, const float *buf, int64_t *index) {
+  for (int i = 0; i < t->n_tensors; i++) {
+    const TxlTensorInfo *ti = &t->tensors[i];
+    const float *p = buf + ti->offset;
+    for (int64_t k = 0; k < ti->numel; k++)
+      if (!isfinite(p[k])) {
+        if (index) *index = k;
+        return ti;
+      }
+  }
+  return NULL;
+}
+
 int64_t txl_param_count_non_embedding(const TxlParamTable *t) {
   int64_t n = 0;
   for (int k = 0; k < t->n_tensors; k++)

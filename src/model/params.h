@@ -103,6 +103,9 @@ void txl_params_unbind(TxlParams *p);
 /* The original's initialisation into a host buffer of t->total floats: N(0, std) weights,
  * N(1, std) LayerNorm weights, zero biases; deterministic in `seed` alone. */
 void txl_params_init(float *host, const TxlParamTable *t, float init_std, float proj_std, uint32_t seed);
+/* The first tensor of `t` holding a NaN or an infinity in buf (host memory, t->total floats), or
+ * NULL when every value is finite; *index gets the element's index within that tensor. */
+const TxlTensorInfo *txl_param_first_nonfinite(const TxlParamTable *t, const float *buf, int64_t *index);
 /* Non-embedding parameter count (for FLOP estimates). */
 int64_t txl_param_count_non_embedding(const TxlParamTable *t);
 
