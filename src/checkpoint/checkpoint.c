@@ -388,7 +388,25 @@ static void write_root_attrs(Ctx *c, hid_t file, const TxlCkptState *st, const G
   attr_write(c, file, "seed", H5T_STD_U32LE, H5T_NATIVE_UINT32, &seed);
   attr_f64(c, file, "best_valid_loss", st->best_valid_loss);
   attr_f64(c, file, "lr", st->lr);
+  attr_write_string(c, file, "run_id", st->run_id);
+  attr_write_string(c, file, "vocab_digest", st->vocab_digest);
   attr_write_string(c, file, "config", config);
+}
+
+/* A string attribute of at most TXL_CKPT_ID_LEN - 1 characters into out; version 1 files have
+ * none ("" then). collective */
+static void read_id_attr(Ctx *c, hid_t file, int64_t version, const char *name, char out[TXL_CKPT_ID_LEN]) {
+  out[0] = 0;
+  if (version < 2 || !c->ok) return;
+  char *v = NULL;
+  if (attr_read_string(c, file, name, &v) != 0) return;
+  if (strlen(v) >= TXL_CKPT_ID_LEN)
+    fail(c, "not a valid txl checkpoint: root attribute '%s' is longer than %d characters", name,
+         TXL_CKPT_ID_LEN - 1);
+  else
+    snprintf(out, TXL_CKPT_ID_LEN, "%s", v);
+  free(v);
+  agree(c);
 }
 
 /* Reads and validates the root attributes (state, geometry, optionally the config). */
@@ -402,9 +420,9 @@ static void read_root_attrs(Ctx *c, hid_t file, TxlCkptState *st, Geometry *g, c
   free(format);
   int64_t version = 0;
   if (attr_read_num(c, file, "format_version", H5T_INTEGER, H5T_NATIVE_INT64, &version) == 0 &&
-      version != TXL_CKPT_FORMAT_VERSION)
-    fail(c, "checkpoint format version %lld is not supported (this build reads version %d)",
-         (long long)version, TXL_CKPT_FORMAT_VERSION);
+      (version < TXL_CKPT_OLDEST_VERSION || version > TXL_CKPT_FORMAT_VERSION))
+    fail(c, "checkpoint format version %lld is not supported (this build reads versions %d to %d)",
+         (long long)version, TXL_CKPT_OLDEST_VERSION, TXL_CKPT_FORMAT_VERSION);
   memset(st, 0, sizeof *st);
   int64_t i32[4] = {0}, seed = 0;
   attr_read_num(c, file, "step", H5T_INTEGER, H5T_NATIVE_INT64, &st->step);
@@ -444,6 +462,9 @@ static void read_root_attrs(Ctx *c, hid_t file, TxlCkptState *st, Geometry *g, c
   st->adam_t = (int)i32[1];
   st->world_size = (int)i32[2];
   st->seed = (uint32_t)seed;
+  read_id_attr(c, file, version, "run_id", st->run_id);
+  read_id_attr(c, file, version, "vocab_digest", st->vocab_digest);
+  if (!c->ok) return;
   /* read on every rank whatever the caller asked for: the calls stay the same everywhere */
   char *text = NULL;
   if (agree(c) && attr_read_string(c, file, "config", &text) == 0 && config) *config = text;
@@ -677,6 +698,9 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   st.seed = (uint32_t)i64[7];
   st.best_valid_loss = dbl[0];
   st.lr = dbl[1];
+  st.run_id[TXL_CKPT_ID_LEN - 1] = st.vocab_digest[TXL_CKPT_ID_LEN - 1] = 0;
+  MPI_CHECK(MPI_Bcast(st.run_id, TXL_CKPT_ID_LEN, MPI_CHAR, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(st.vocab_digest, TXL_CKPT_ID_LEN, MPI_CHAR, 0, MPI_COMM_WORLD));
   if (!config_ini) config_ini = "";
   int clen = (int)(strlen(config_ini) < (size_t)INT32_MAX ? strlen(config_ini) : INT32_MAX);
   MPI_CHECK(MPI_Bcast(&clen, 1, MPI_INT, 0, MPI_COMM_WORLD));
@@ -1035,6 +1059,27 @@ out:
   if (file >= 0) close_file(&c, &file);
   agree(&c);
   if (c.ok && st_out) *st_out = st;
+  return ctx_end(&c, err, errlen);
+}
+
+int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *err, size_t errlen) {
+  Ctx c;
+  ctx_begin(&c, path);
+  run_id[0] = 0;
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#if H5_VERSION_GE(1, 10, 7)
+  if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1); /* the run's ranks may hold it open */
+#endif
+  hid_t file = fapl < 0 ? -1 : H5Fopen(path, H5F_ACC_RDONLY, fapl);
+  if (file < 0) fail_h5(&c, "cannot open checkpoint");
+  int64_t version = 0;
+  char *v = NULL;
+  if (attr_read_num_local(&c, file, "format_version", H5T_INTEGER, H5T_NATIVE_INT64, &version) == 0 &&
+      version >= 2 && attr_read_string_local(&c, file, "run_id", &v) == 0)
+    snprintf(run_id, TXL_CKPT_ID_LEN, "%s", v);
+  free(v);
+  if (file >= 0) H5Fclose(file);
+  if (fapl >= 0) H5Pclose(fapl);
   return ctx_end(&c, err, errlen);
 }
 

@@ -18,7 +18,10 @@
 #include "src/model/params.h"
 
 #define TXL_CKPT_FORMAT "txl-checkpoint"
-#define TXL_CKPT_FORMAT_VERSION 1
+#define TXL_CKPT_FORMAT_VERSION 2
+/* Version 1 files (without run_id and vocab_digest) are still read: both read as "". */
+#define TXL_CKPT_OLDEST_VERSION 1
+#define TXL_CKPT_ID_LEN 65 /* run_id and vocab_digest: at most 64 characters and a NUL */
 
 /* The training state besides the tensors (root attributes of the file). */
 typedef struct {
@@ -33,6 +36,9 @@ typedef struct {
   uint32_t seed;
   double best_valid_loss;
   double lr;           /* learning rate of the last step */
+  char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
+                                         run that resumes from it ("" in version 1 files) */
+  char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */
 } TxlCkptState;
 
 /* What a rank hands to txl_ckpt_write or gets from txl_ckpt_read. Host memory. */
@@ -76,6 +82,10 @@ int txl_ckpt_read(const char *path, TxlCkptState *st, const TxlCkptBuffers *b, c
  * state attributes (st may be NULL). collective: all ranks */
 int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_layer, int d_model, float *params,
                          TxlCkptState *st, char *err, size_t errlen);
+
+/* The run_id root attribute of one checkpoint, read by this rank alone (for rank 0's rotation of
+ * a run folder). Returns 0, or -1 with a message when the file cannot be read as a checkpoint. */
+int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *err, size_t errlen);
 
 /* The newest checkpoint of a run folder: reads `dir`/latest (one line naming a checkpoint file
  * in dir, or an absolute path). Returns 0 with the full path in path_out when that file exists,

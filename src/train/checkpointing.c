@@ -157,6 +157,8 @@ void txl_trainer_save(TxlTrainer *t, int is_best) {
   st.seed = (uint32_t)c->seed;
   st.best_valid_loss = t->best_valid_loss;
   st.lr = t->step > 0 ? txl_schedule_lr(&t->sched, t->step - 1) : 0.0;
+  snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
+  snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
   char name[64], path[1200], err[1024];
   snprintf(name, sizeof name, "ckpt-%08d.h5", t->step);
   snprintf(path, sizeof path, "%s/%s", c->work_dir, name);
@@ -205,10 +207,27 @@ static void find_checkpoint(const TxlConfig *c, char *out, size_t n) {
   snprintf(out, n, "%s", r);
 }
 
+/* A fresh lineage: 128 random bits as hex (rank 0's is the one checkpoints record). */
+static void new_run_id(char out[TXL_CKPT_ID_LEN]) {
+  unsigned char r[16];
+  FILE *f = fopen("/dev/urandom", "rb");
+  size_t got = f ? fread(r, 1, sizeof r, f) : 0;
+  if (f) fclose(f);
+  if (got != sizeof r) { /* no /dev/urandom: the clock and the process are unique enough */
+    uint64_t x = (uint64_t)(txl_now_s() * 1e9) ^ ((uint64_t)getpid() << 32);
+    for (size_t i = 0; i < sizeof r; i++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      r[i] = (unsigned char)(x >> 56);
+    }
+  }
+  for (size_t i = 0; i < sizeof r; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
 int txl_trainer_resume(TxlTrainer *t) {
   char path[1200], err[1024];
   find_checkpoint(&t->cfg, path, sizeof path);
   if (!path[0]) {
+    new_run_id(t->run_id);
     if (!strcmp(t->cfg.resume, "auto") && t->dist.rank == 0)
       printf("resume = auto: no checkpoint in %s, starting fresh\n", t->cfg.work_dir);
     return 0;
@@ -246,6 +265,7 @@ int txl_trainer_resume(TxlTrainer *t) {
   t->best_valid_loss = st.best_valid_loss;
   t->best_step = st.best_step;
   t->last_save_step = t->step;
+  snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);
   if (t->dist.rank == 0) {
     printf("resumed from %s: step %d, %lld tokens seen, epoch %lld, written by %d rank%s\n", path, t->step,
            (long long)st.tokens_seen, (long long)st.epoch, st.world_size, st.world_size > 1 ? "s" : "");

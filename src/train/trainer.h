@@ -6,6 +6,7 @@
 #include "data/corpus.h"
 #include "dist/dist.h"
 #include "dist/reduce.h"
+#include "src/checkpoint/checkpoint.h"
 #include "src/config/config.h"
 #include "src/model/model.h"
 #include "src/optim/adam.h"
@@ -36,6 +37,7 @@ typedef struct {
   int last_save_step;  /* step of the newest checkpoint, -1 before */
   int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
   float *host_params;  /* host copy for the replica check (allocated on first use) */
+  char run_id[TXL_CKPT_ID_LEN]; /* the lineage of the run's checkpoints (see src/checkpoint/FORMAT.md) */
 } TxlTrainer;
 
 /* The model spec a config describes (vocabulary n_token). */

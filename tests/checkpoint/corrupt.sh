@@ -29,9 +29,12 @@ done
 run_driver "peek does not read tensors" mpi 2 read good.h5 small 4
 
 echo "== wrong format"
-cp good.h5 v2.h5 && check "rewrite format_version = 2" "$TOOL" set-attr v2.h5 format_version 2
-run_driver "format_version 2 (read)" mpi 2 read-fail v2.h5 small 4 "format version 2 is not supported"
-run_driver "format_version 2 (peek)" mpi 1 peek-fail v2.h5 "format version 2 is not supported"
+cp good.h5 v3.h5 && check "rewrite format_version = 3" "$TOOL" set-attr v3.h5 format_version 3
+run_driver "format_version 3 (read)" mpi 2 read-fail v3.h5 small 4 "format version 3 is not supported"
+run_driver "format_version 3 (peek)" mpi 1 peek-fail v3.h5 "format version 3 is not supported"
+# version 1 files (before run_id and vocab_digest) are still read
+cp good.h5 v1.h5 && check "rewrite format_version = 1" "$TOOL" set-attr v1.h5 format_version 1
+run_driver "format_version 1 is read" mpi 2 read v1.h5 small 4
 cp good.h5 noformat.h5 && check "delete the format attribute" "$TOOL" del-attr noformat.h5 format
 run_driver "no format attribute" mpi 2 peek-fail noformat.h5 "not a txl checkpoint"
 cp good.h5 nolr.h5 && check "delete the lr attribute" "$TOOL" del-attr nolr.h5 lr

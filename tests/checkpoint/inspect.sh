@@ -20,8 +20,8 @@ check "--help" "$INSPECT" --help
 echo "some text" > text.h5
 expect_error "a text file" "text.h5|not an HDF5 file" -- "$INSPECT" text.h5
 expect_error "a missing file" "missing.h5|No such file" -- "$INSPECT" missing.h5
-cp good.h5 v2.h5 && "$TOOL" set-attr v2.h5 format_version 2
-expect_error "format_version 2" "v2.h5|format version 2" -- "$INSPECT" v2.h5
+cp good.h5 v3.h5 && "$TOOL" set-attr v3.h5 format_version 3
+expect_error "format_version 3" "v3.h5|format version 3" -- "$INSPECT" v3.h5
 cp good.h5 flip.h5 && "$TOOL" flip flip.h5 params >/dev/null
 expect_error "--verify on a damaged file" "flip.h5|/params/layers.0.w_ff1|damaged" -- "$INSPECT" --verify flip.h5
 cp good.h5 nov.h5 && "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
