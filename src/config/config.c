@@ -308,12 +308,15 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
     fail(err, errlen, "model.d_model = %d must be even (relative positions use sin/cos halves)", c->d_model);
     return -1;
   }
-  if (c->batch_size % world) {
-    fail(err, errlen, "train.batch_size = %d does not divide among %d ranks", c->batch_size, world);
+  /* every rank holds at least one column (dist/shard.h: floor or ceil of B / P each) */
+  if (c->batch_size < world) {
+    fail(err, errlen, "train.batch_size = %d is fewer columns than the %d ranks (each rank needs one)", c->batch_size,
+         world);
     return -1;
   }
-  if (c->eval_batch_size % world) {
-    fail(err, errlen, "eval.eval_batch_size = %d does not divide among %d ranks", c->eval_batch_size, world);
+  if (c->eval_batch_size < world) {
+    fail(err, errlen, "eval.eval_batch_size = %d is fewer columns than the %d ranks (each rank needs one)",
+         c->eval_batch_size, world);
     return -1;
   }
   if (c->warmup_step > c->max_step) {

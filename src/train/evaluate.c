@@ -1,11 +1,13 @@
 #include "src/train/evaluate.h"
 
+#include "dist/shard.h"
 #include "src/train/stream.h"
 
 double txl_evaluate(TxlModel *m, TxlCorpus *c, const char *split, const TxlEvalShape *s, const TxlDist *d,
                     int max_segments, double *tokens_out) {
-  const int B_local = s->batch_size / d->world;
-  TxlRunShape rs = {s->tgt_len, B_local, d->rank * B_local, s->mem_len, s->clamp_len, s->same_length, 0};
+  int B_local, col0;
+  txl_shard(s->batch_size, d->world, d->rank, &B_local, &col0);
+  TxlRunShape rs = {s->tgt_len, B_local, col0, s->mem_len, s->clamp_len, s->same_length, 0};
   TxlRun run;
   txl_run_create(&run, m, &rs);
   TxlStream st;

@@ -14,7 +14,7 @@ typedef struct {
   int mem_len;     /* memory rows (0: none) */
   int clamp_len;   /* <= 0: no clamping */
   int same_length; /* every query sees the same number of keys */
-  int batch_size;  /* columns over all ranks (divisible by the rank count) */
+  int batch_size;  /* columns over all ranks (at least the rank count; dist/shard.h splits them) */
 } TxlEvalShape;
 
 /* Mean loss in nats per token over the split (all of it when max_segments < 0); *tokens_out

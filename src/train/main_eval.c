@@ -34,7 +34,7 @@ static void usage(FILE *f) {
           "  --clamp-len N         relative distances clamped to N; <= 0: none\n"
           "  --same-length         every query attends to the same number of keys (needs memory)\n"
           "  --no-same-length      the opposite (default: eval.eval_same_length)\n"
-          "  --batch-size N        columns of the split (eval.eval_batch_size; divisible by P)\n"
+          "  --batch-size N        columns of the split (eval.eval_batch_size; at least P)\n"
           "  --max-segments N      stop after N segments (default: the whole split)\n"
           TXL_DEVICE_OPTIONS_HELP
           "  -h, --help            this text\n");
@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
   if (batch > 0) cfg.eval_batch_size = (int)batch;
   txl_device_options_apply(&dev, &cfg);
   if (!n_mem) mem[n_mem++] = txl_config_eval_mem_len(&cfg);
-  cfg.batch_size = dist.world; /* the training batch plays no part here: any divisible value */
+  cfg.batch_size = dist.world; /* the training batch plays no part here: any value of at least P */
   for (int k = 0; k < n_mem; k++) {
     cfg.eval_mem_len = (int)mem[k];
     if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s", err);

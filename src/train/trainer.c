@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist/shard.h"
 #include "kernels/cpu/threads.h"
 #include "src/base/hash.h"
 #include "src/base/timer.h"
@@ -48,8 +49,13 @@ static void print_summary(const TxlTrainer *t, int bench) {
          flops / 1e6);
   printf("memory per rank: %.1f MiB parameters + gradients + Adam moments%s, %.1f MiB activations and memory (%s)\n",
          state_mb, copy ? " + the weights' bf16 copy" : "", act_mb, m->ops->act == TXL_BF16 ? "bf16" : "fp32");
-  printf("columns: %d global, %d on each rank; %d rows per step, memory %d rows\n", c->batch_size, t->B_local,
-         c->tgt_len, c->mem_len);
+  if (c->batch_size % t->dist.world == 0)
+    printf("columns: %d global, %d on each rank; %d rows per step, memory %d rows\n", c->batch_size, t->B_local,
+           c->tgt_len, c->mem_len);
+  else
+    printf("columns: %d global, %d or %d on each rank (the first %d ranks hold one more); %d rows per step, memory "
+           "%d rows\n", c->batch_size, c->batch_size / t->dist.world, txl_shard_max(c->batch_size, t->dist.world),
+           c->batch_size % t->dist.world, c->tgt_len, c->mem_len);
   fflush(stdout);
 }
 
@@ -115,8 +121,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->best_valid_loss = INFINITY;
   t->best_step = -1;
   t->last_save_step = -1;
-  t->B_local = c->batch_size / dist->world;
-  t->col0 = dist->rank * t->B_local;
+  txl_shard(c->batch_size, dist->world, dist->rank, &t->B_local, &t->col0);
 
   TxlModelSpec spec;
   txl_model_spec_from_config(c, n_token, &spec);
