@@ -33,6 +33,7 @@ int txl_cuda_device_count(void);
 typedef struct {
   char name[256]; /* as cudaDeviceProp.name */
   size_t memory;
+  size_t free_memory; /* free when set: what this process may still allocate (cudaMemGetInfo) */
   int sms, major, minor;
   double fp32_peak;  /* FLOP/s */
   double dram_peak;  /* bytes/s: 2 x memory clock x bus width (double data rate) */

@@ -27,6 +27,9 @@ extern "C" void txl_cuda_set_device(int gpu, TxlCudaDevice *info) {
   CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, gpu));
   snprintf(info->name, sizeof info->name, "%s", p.name);
   info->memory = p.totalGlobalMem;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  info->free_memory = free_b;
   info->sms = p.multiProcessorCount;
   info->major = p.major;
   info->minor = p.minor;

@@ -43,6 +43,7 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   b->ops = txl_ops_cuda(bf16 ? TXL_BF16 : TXL_F32);
   b->gpu = gpu;
   b->peak_flops = info.fp32_peak;
+  b->free_bytes = (double)info.free_memory;
   snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
            info.minor, (double)info.memory / 1073741824.0,
            bf16 ? "bf16 activations and GEMMs" : !strcmp(c->precision, "tf32") ? "TF32 GEMMs" : "fp32");
@@ -55,15 +56,31 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
 }
 #endif
 
+const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
+  const int bf16 = !strcmp(c->precision, "bf16");
+  if (!strcmp(c->device, "cpu")) {
+    if (!bf16) return txl_ops_cpu();
+    snprintf(err, errlen, "run.precision = bf16 needs run.device = cuda (the CPU backend computes and stores in "
+             "fp32; use fp32)");
+    return NULL;
+  }
+#ifdef TXL_HAVE_CUDA
+  return txl_ops_cuda(bf16 ? TXL_BF16 : TXL_F32);
+#else
+  snprintf(err, errlen, "run.device = cuda: this txl was built without the CUDA backend (configure it where a CUDA "
+           "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, Building)");
+  return NULL;
+#endif
+}
+
 void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
   memset(b, 0, sizeof *b);
   b->gpu = -1;
   b->threads = rank_threads(c, d);
   txl_cpu_set_threads(b->threads);
+  char err[512];
+  if (!txl_backend_ops(c, err, sizeof err)) txl_fatal_all("%s", err);
   if (strcmp(c->device, "cpu") == 0) {
-    if (!strcmp(c->precision, "bf16"))
-      txl_fatal_all("run.precision = bf16 needs run.device = cuda (the CPU backend computes and stores in fp32; "
-                    "use fp32)");
     b->ops = txl_ops_cpu();
     snprintf(b->device, sizeof b->device, "cpu");
     return;
@@ -72,8 +89,6 @@ void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   open_cuda(b, c, d, collectives);
 #else
   (void)collectives;
-  txl_fatal_all("run.device = cuda: this txl was built without the CUDA backend (configure it where a CUDA "
-                "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, Building)");
 #endif
 }
 

@@ -17,8 +17,14 @@ typedef struct {
   int gpu;           /* the rank's GPU, -1 on the CPU                                           */
   char device[384];  /* what the start-up summary prints: "cpu" or "cuda:0 (name, memory)"     */
   double peak_flops; /* the device's fp32 peak in FLOP/s (GPU), 0 on the CPU (measured instead) */
+  double free_bytes; /* the GPU's free memory when opened; 0 on the CPU (host memory is asked elsewhere) */
   void *nccl;        /* the NCCL communicator (GPU runs of several ranks), else NULL            */
 } TxlBackend;
+
+/* The op table run.device and run.precision ask for, without opening a device (for estimates and
+ * txl-train --check): NULL with a one-line message in err when this build or that device cannot
+ * run them (bf16 on the CPU, cuda in a build without the CUDA backend). */
+const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen);
 
 /* Opens the backend the config asks for. A build without CUDA, a node without GPUs or with more
  * ranks than GPUs ends the job with a one-line error. `collectives`: also join the NCCL

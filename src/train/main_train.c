@@ -7,6 +7,7 @@
 #include "dist/dist.h"
 #include "src/base/cli.h"
 #include "src/config/config.h"
+#include "src/train/check.h"
 #include "src/train/trainer.h"
 
 /* Exit status: 0 done; 1 an error (a message on stderr); TXL_EXIT_REQUEUE (75) stopped by SIGTERM or
@@ -27,6 +28,10 @@ static void usage(FILE *f) {
           "                            it holds a checkpoint and starts fresh otherwise\n"
           "  --stop-at STEP            stop after STEP as if signalled: write a checkpoint, exit with status 75\n"
           "  --print-config            print the resolved config and exit\n"
+          "  --check                   check the run for --ranks P and run.device without starting it: the config,\n"
+          "                            the corpus header when the file is here (else data.n_token is needed), the\n"
+          "                            model's shape; prints the memory per rank; exit status 0 when it can start\n"
+          "  --ranks P                 the rank count --check checks for (default 1)\n"
           "  --dump-params FILE        after training, write the parameters as raw float32 (table order,\n"
           "                            host byte order) to FILE, from rank 0: for tests and debugging\n"
           "  -h, --help                this text, with every config key\n"
@@ -46,7 +51,7 @@ int main(int argc, char **argv) {
   TxlConfig cfg;
   txl_config_defaults(&cfg);
   const char *config_path = NULL;
-  int bench = 0, bench_steps = 20, bench_warmup = 3, print_only = 0;
+  int bench = 0, bench_steps = 20, bench_warmup = 3, print_only = 0, check = 0, check_ranks = 1;
   const char *dump_path = NULL;
   int stop_at = 0;
   char err[1024];
@@ -75,6 +80,10 @@ int main(int argc, char **argv) {
       dump_path = argv[i];
     } else if (!strcmp(a, "--print-config")) {
       print_only = 1;
+    } else if (!strcmp(a, "--check")) {
+      check = 1;
+    } else if (!strcmp(a, "--ranks")) {
+      check_ranks = (int)txl_cli_number(a, i + 1 < argc ? argv[++i] : NULL, 1, 1048576, 1);
     } else {
       txl_cli_positional("txl-train", "config file", a, &config_path);
     }
@@ -91,6 +100,11 @@ int main(int argc, char **argv) {
       snprintf(set, sizeof set, "run.resume=%s", argv[++i]);
       if (txl_config_set(&cfg, set, err, sizeof err) != 0) txl_fatal_all("%s", err);
     }
+  }
+  if (check) {
+    if (dist.rank == 0) txl_check_run(&cfg, config_path, check_ranks);
+    txl_dist_finalize();
+    return 0;
   }
   if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s: %s", config_path, err);
   if (print_only) {

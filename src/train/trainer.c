@@ -11,6 +11,7 @@
 #include "kernels/cpu/threads.h"
 #include "src/base/hash.h"
 #include "src/base/timer.h"
+#include "src/train/estimate.h"
 #include "src/train/evaluate.h"
 #include "src/train/step.h"
 #include "src/train/stream.h"
@@ -21,12 +22,15 @@ static int is_char_level(const TxlTrainer *t) {
   return t->corpus && strcmp(txl_corpus_mode(t->corpus), "word") != 0;
 }
 
+/* Printed before anything large is allocated: what runs where, the config, the model's size
+ * and the memory estimate. */
 static void print_summary(const TxlTrainer *t, int bench) {
   if (t->dist.rank != 0) return;
   const TxlConfig *c = &t->cfg;
+  const TxlMemEstimate *e = &t->estimate;
   char n_all[32], n_ne[32];
-  txl_format_count((long long)t->model.table.total, n_all, sizeof n_all);
-  txl_format_count((long long)txl_param_count_non_embedding(&t->model.table), n_ne, sizeof n_ne);
+  txl_format_count((long long)e->n_params, n_all, sizeof n_all);
+  txl_format_count((long long)e->n_params_ne, n_ne, sizeof n_ne);
   printf("txl-train: %d rank%s x %d thread%s on %s (%s)\n", t->dist.world, t->dist.world > 1 ? "s" : "",
          t->threads, t->threads > 1 ? "s" : "", t->backend.device, t->dist.host);
   if (t->corpus) {
@@ -39,16 +43,9 @@ static void print_summary(const TxlTrainer *t, int bench) {
   }
   printf("resolved config (# marks values that differ from the defaults):\n");
   txl_config_write_ini(c, stdout, 1);
-  const TxlModel *m = &t->model;
-  double flops = txl_model_flops_per_token(m, c->tgt_len, c->mem_len);
-  TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
-  const int copy = m->param_act != m->param_buf; /* the weights' bf16 copy */
-  double state_mb = (4.0 * sizeof(float) + (copy ? txl_dtype_size(m->ops->act) : 0)) * (double)m->table.total / 1048576.0;
-  double act_mb = (double)txl_run_bytes(m, &ts) / 1048576.0;
   printf("model: %s parameters (%s without embeddings); %.3g MFLOP per trained token\n", n_all, n_ne,
-         flops / 1e6);
-  printf("memory per rank: %.1f MiB parameters + gradients + Adam moments%s, %.1f MiB activations and memory (%s)\n",
-         state_mb, copy ? " + the weights' bf16 copy" : "", act_mb, m->ops->act == TXL_BF16 ? "bf16" : "fp32");
+         e->flops_per_token / 1e6);
+  txl_memory_print(e, stdout);
   if (c->batch_size % t->dist.world == 0)
     printf("columns: %d global, %d on each rank; %d rows per step, memory %d rows\n", c->batch_size, t->B_local,
            c->tgt_len, c->mem_len);
@@ -57,6 +54,40 @@ static void print_summary(const TxlTrainer *t, int bench) {
            "%d rows\n", c->batch_size, c->batch_size / t->dist.world, txl_shard_max(c->batch_size, t->dist.world),
            c->batch_size % t->dist.world, c->tgt_len, c->mem_len);
   fflush(stdout);
+}
+
+/* Refuses, with one line on every rank, a run whose estimate exceeds what this node's host
+ * memory (MemAvailable or the cgroup's limit, shared by the node's ranks) or the rank's GPU can
+ * give, before allocating any of it. collective: all ranks */
+static void check_memory(const TxlTrainer *t) {
+  const TxlMemEstimate *e = &t->estimate;
+  const char *source = "";
+  const double avail = txl_memory_available(&source);
+  const double need = e->host * t->dist.local_size;
+  char msg[768] = "", a[32], b[32], each[32];
+  int short_of_memory = 0;
+  const char *advice = "fewer columns per rank (train.batch_size, or more ranks on more nodes), a shorter "
+                       "train.tgt_len or train.mem_len, or a smaller model";
+  if (avail >= 0 && need > avail) {
+    txl_format_bytes(need, a, sizeof a);
+    txl_format_bytes(avail, b, sizeof b);
+    txl_format_bytes(e->host, each, sizeof each);
+    if (t->dist.local_size > 1)
+      snprintf(msg, sizeof msg, "not enough memory: the %d ranks on %s need about %s of host memory (%s each, "
+               "estimated above) and %s is available (%s); use %s", t->dist.local_size, t->dist.host, a, each, b,
+               source, advice);
+    else
+      snprintf(msg, sizeof msg, "not enough memory: this run needs about %s of host memory (estimated above) and "
+               "%s is available (%s); use %s", a, b, source, advice);
+    short_of_memory = 1;
+  } else if (e->on_gpu && t->backend.free_bytes > 0 && e->device > t->backend.free_bytes) {
+    txl_format_bytes(e->device, a, sizeof a);
+    txl_format_bytes(t->backend.free_bytes, b, sizeof b);
+    snprintf(msg, sizeof msg, "not enough GPU memory: this rank needs about %s on %s (estimated above) and %s is "
+             "free; use %s, or run.precision = bf16", a, t->backend.device, b, advice);
+    short_of_memory = 1;
+  }
+  txl_fatal_if_any(short_of_memory, "%s", msg);
 }
 
 void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec) {
@@ -123,6 +154,11 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->last_save_step = -1;
   txl_shard(c->batch_size, dist->world, dist->rank, &t->B_local, &t->col0);
 
+  /* estimate first, print it, and refuse what cannot fit: nothing large is allocated yet */
+  txl_memory_estimate(c, n_token, t->ops, dist->world, &t->estimate);
+  print_summary(t, bench);
+  check_memory(t);
+
   TxlModelSpec spec;
   txl_model_spec_from_config(c, n_token, &spec);
   txl_model_create(&t->model, t->ops, &spec);
@@ -139,7 +175,6 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.warmup_step = c->warmup_step;
   t->sched.max_step = c->max_step;
   if (!bench) txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
-  print_summary(t, bench);
   if (!bench && dist->rank == 0) { /* the bar any model must clear: the validation split's unigram entropy */
     double bits = txl_corpus_unigram_entropy_bits(t->corpus, "valid");
     txl_report_baseline(&t->report, "valid", bits);

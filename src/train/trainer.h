@@ -12,6 +12,7 @@
 #include "src/optim/adam.h"
 #include "src/optim/schedule.h"
 #include "src/train/backend.h"
+#include "src/train/estimate.h"
 #include "src/train/report.h"
 
 typedef struct {
@@ -37,6 +38,7 @@ typedef struct {
   int last_save_step;  /* step of the newest checkpoint, -1 before */
   int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
   float *host_params;  /* host copy for the replica check (allocated on first use) */
+  TxlMemEstimate estimate; /* this rank's memory, worked out before allocating */
   char run_id[TXL_CKPT_ID_LEN]; /* the lineage of the run's checkpoints (see src/checkpoint/FORMAT.md) */
 } TxlTrainer;
 

@@ -1,0 +1,150 @@
+#include "src/train/estimate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/shard.h"
+#include "src/base/error.h"
+#include "src/model/model.h"
+#include "src/train/trainer.h"
+
+void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, TxlMemEstimate *e) {
+  memset(e, 0, sizeof *e);
+  /* a model with its parameter table but no buffers: what txl_run_bytes and the FLOP count read */
+  TxlModel shell;
+  memset(&shell, 0, sizeof shell);
+  shell.ops = ops;
+  txl_model_spec_from_config(c, n_token, &shell.spec);
+  txl_param_table_build(&shell.table, &shell.spec.dims);
+  const double P = (double)shell.table.total;
+  e->n_params = shell.table.total;
+  e->n_params_ne = txl_param_count_non_embedding(&shell.table);
+  e->flops_per_token = txl_model_flops_per_token(&shell, c->tgt_len, c->mem_len);
+  e->on_gpu = strcmp(c->device, "cpu") != 0;
+
+  const int B = txl_shard_max(c->batch_size, world), Be = txl_shard_max(c->eval_batch_size, world);
+  /* col0 plays no part in the sizes */
+  const TxlRunShape train = {c->tgt_len, B, 0, c->mem_len, c->clamp_len, c->same_length, 1};
+  const TxlRunShape eval = {c->eval_tgt_len, Be, 0, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
+                            c->eval_same_length, 0};
+  e->copy = ops->act == TXL_F32 ? 0.0 : P * (double)txl_dtype_size(ops->act);
+  e->state = 4.0 * sizeof(float) * P + e->copy;
+  e->train_run = (double)txl_run_bytes(&shell, &train);
+  e->eval_run = (double)txl_run_bytes(&shell, &eval);
+  /* a checkpoint is staged on the host: parameters, both moments and this rank's memory in fp32
+   * (src/train/checkpointing.c); the initial parameters are staged the same way, one copy */
+  const double mems = (double)c->n_layer * c->mem_len * B * c->d_model * sizeof(float);
+  e->staging = 3.0 * sizeof(float) * P + mems;
+  e->replica = world > 1 && c->check_replicas > 0 ? sizeof(float) * P : 0.0;
+  const double device = e->state + e->train_run + e->eval_run;
+  if (e->on_gpu) {
+    e->device = device;
+    e->host = e->staging + e->replica;
+  } else {
+    /* validation and checkpoints come one after the other: the larger of the two at once */
+    const double evaluation = e->eval_run > e->staging ? e->eval_run : e->staging;
+    e->host = e->state + e->train_run + evaluation + e->replica;
+  }
+  txl_param_table_free(&shell.table);
+}
+
+/* ---- what the machine can give ------------------------------------------------------------ */
+
+/* One number from a file (a cgroup's limit or usage); -1 when absent or not a number ("max"). */
+static double read_number(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1.0;
+  char buf[64];
+  const int ok = fgets(buf, sizeof buf, f) != NULL;
+  fclose(f);
+  char *end;
+  const double v = ok ? strtod(buf, &end) : -1.0;
+  return ok && end != buf ? v : -1.0;
+}
+
+/* The room under the memory limits of the cgroup `path` (relative to the hierarchy mounted at
+ * `root`) and of each of its ancestors; -1 when none is set. v2 names the files memory.max /
+ * memory.current, v1 memory.limit_in_bytes / memory.usage_in_bytes ("no limit" is a value near
+ * 2^63 there). */
+static double cgroup_room(const char *root, const char *path, const char *limit_file, const char *usage_file) {
+  char dir[1024], file[1200];
+  snprintf(dir, sizeof dir, "%s", path);
+  double room = -1.0;
+  for (;;) {
+    snprintf(file, sizeof file, "%s%s/%s", root, dir, limit_file);
+    const double limit = read_number(file);
+    if (limit > 0 && limit < 1e18) {
+      snprintf(file, sizeof file, "%s%s/%s", root, dir, usage_file);
+      const double used = read_number(file);
+      const double r = used >= 0 ? limit - used : limit;
+      if (room < 0 || r < room) room = r < 0 ? 0 : r;
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash || !dir[0]) break;
+    *slash = 0; /* the parent; "" is the hierarchy's root */
+  }
+  return room;
+}
+
+double txl_memory_available(const char **source) {
+  double best = -1.0;
+  const char *what = "unknown";
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    long long kb;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) {
+        best = (double)kb * 1024.0;
+        what = "MemAvailable";
+      }
+    fclose(f);
+  }
+  f = fopen("/proc/self/cgroup", "r");
+  if (f) {
+    char line[1200];
+    while (fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\n")] = 0;
+      char *ctrl = strchr(line, ':'), *path = ctrl ? strchr(ctrl + 1, ':') : NULL;
+      if (!path) continue;
+      *path++ = 0;
+      ctrl++;
+      double room = -1.0;
+      if (!*ctrl) /* v2: "0::/path" */
+        room = cgroup_room("/sys/fs/cgroup", strcmp(path, "/") ? path : "", "memory.max", "memory.current");
+      else if (strstr(ctrl, "memory")) /* v1: "N:memory:/path" */
+        room = cgroup_room("/sys/fs/cgroup/memory", strcmp(path, "/") ? path : "", "memory.limit_in_bytes",
+                           "memory.usage_in_bytes");
+      if (room >= 0 && (best < 0 || room < best)) {
+        best = room;
+        what = "the cgroup's memory limit";
+      }
+    }
+    fclose(f);
+  }
+  if (source) *source = what;
+  return best;
+}
+
+void txl_format_bytes(double bytes, char *out, size_t n) {
+  if (bytes >= 1024.0 * 1048576.0) snprintf(out, n, "%.2f GiB", bytes / (1024.0 * 1048576.0));
+  else snprintf(out, n, "%.1f MiB", bytes / 1048576.0);
+}
+
+void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
+  char state[32], train[32], eval[32], stage[32], total[32], host[32];
+  txl_format_bytes(e->state, state, sizeof state);
+  txl_format_bytes(e->train_run, train, sizeof train);
+  txl_format_bytes(e->eval_run, eval, sizeof eval);
+  txl_format_bytes(e->staging + e->replica, stage, sizeof stage);
+  txl_format_bytes(e->on_gpu ? e->device : e->host, total, sizeof total);
+  txl_format_bytes(e->host, host, sizeof host);
+  fprintf(f,
+          "memory per rank (estimate): %s on the %s: %s parameters, gradients and Adam moments%s, %s training "
+          "activations and memory, %s evaluation run; ",
+          total, e->on_gpu ? "GPU" : "host", state, e->copy > 0 ? " (with the bf16 weight copy)" : "", train, eval);
+  if (e->on_gpu)
+    fprintf(f, "host: %s (checkpoint staging%s)\n", host, e->replica > 0 ? " and the replica check's copy" : "");
+  else
+    fprintf(f, "%s host copies for checkpoints%s\n", stage, e->replica > 0 ? " and the replica check" : "");
+}
