@@ -27,7 +27,7 @@ static const char *const SPLIT[N_SPLITS] = {"train", "valid", "test"};
 
 #define IDS_CHUNK ((int64_t)1 << 16)   /* elements per stored chunk (see FORMAT.md) */
 #define WRITE_BUF ((int64_t)1 << 20)   /* ids buffered before each write */
-#define MAX_VOCAB ((int64_t)1 << 31)   /* ids are int32 in the trainer */
+#define MAX_VOCAB ((int64_t)INT32_MAX) /* ids and the vocabulary size are ints in the trainer */
 
 typedef struct {
   int mode;
@@ -517,7 +517,7 @@ int main(int argc, char **argv) {
     if (err[0]) txl_fatal("%s: %s", o->out, err);
   }
   if (P->vocab.size > MAX_VOCAB)
-    txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31)", o->out,
+    txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31 - 1)", o->out,
               (long long)P->vocab.size);
 
   write_output(P, g_tmp);
