@@ -29,11 +29,12 @@ static herr_t reason_cb(unsigned n, const H5E_error2_t *err, void *data) {
   return 0;
 }
 
-void txl_h5_reason(char *buf, size_t cap) {
-  if (cap == 0) return;
+int txl_h5_reason(char *buf, size_t cap) {
+  if (cap == 0) return 0;
   buf[0] = '\0';
   Reason r = {buf, cap, 0};
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, reason_cb, &r);
   for (char *p = buf; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
+  return r.have_errno;
 }

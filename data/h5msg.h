@@ -8,7 +8,8 @@
 /* Writes into buf the reason on HDF5's current error stack: the system's message when a system
  * call failed (HDF5 records "errno = N" in its text, which also holds a time stamp and a line
  * break: "No space left on device" is what the user needs), else the innermost description with
- * any line break turned into a space; "" when the stack is empty. */
-void txl_h5_reason(char *buf, size_t cap);
+ * any line break turned into a space; "" when the stack is empty. Call it right after the failed
+ * HDF5 call (the next one clears the stack). Returns 1 for a system message, else 0. */
+int txl_h5_reason(char *buf, size_t cap);
 
 #endif

@@ -463,6 +463,10 @@ static void write_output(Prep *P, const char *tmp) {
 }
 
 int main(int argc, char **argv) {
+  /* No HDF5 clean-up at exit: after a failed write (a full disk) HDF5 1.10 crashes closing the
+   * file there, and the temporary file is removed anyway (remove_tmp); a finished file is
+   * closed before. Must come before any other HDF5 call. */
+  H5dont_atexit();
   Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
   Options *o = &P->opt;
   parse_args(argc, argv, o);

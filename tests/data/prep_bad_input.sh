@@ -4,6 +4,7 @@
 #   prep_bad_input.sh TXL_PREP CORPUS_TOOL WORKDIR
 PREP=$1 TOOL=$2 WORK=$3
 . "$(dirname "$0")/lib.sh"
+umount "$WORK/full" 2>/dev/null  # left mounted by a run that was killed
 rm -rf "$WORK" && mkdir -p "$WORK/out" && cd "$WORK" || exit 2
 
 printf 'a b c\nd e\n' > good.txt
@@ -72,6 +73,26 @@ no_leftovers "vocabulary too big for --dtype uint8" out o9
 expect_error "--max-size leaves no room for <unk>" "out/o10.h5|no room for <unk>" -- \
   run out/o10.h5 --max-size 1
 no_leftovers "no room for <unk>" out o10
+
+echo "== a full disk (a small tmpfs): one line naming the output and the reason, nothing left"
+seq 1 20000 | sed 's/^/w/' > words.txt   # about 0.5 MB of output
+mkdir -p full
+if mount -t tmpfs -o size=8k tmpfs full 2>/dev/null; then
+  trap 'umount "$WORK/full" 2>/dev/null' EXIT
+  umount full
+  # the sizes run out of space at different places: the vocabulary, its offsets, the ids
+  for size in 4k 64k 256k 512k; do
+    mount -t tmpfs -o size=$size tmpfs full
+    expect_error "full disk at $size" "full/o.h5|writing the output failed|No space left on device" -- \
+      run full/o.h5 --train words.txt --valid words.txt --test words.txt
+    no_leftovers "full disk at $size" full o
+    run full/o.h5 --train words.txt --valid words.txt --test words.txt 2>/dev/null
+    check_eq "full disk at $size: exit status" $? 1
+    umount full
+  done
+else
+  echo "SKIPPED: full-disk cases (mounting a tmpfs is not allowed here)"
+fi
 
 echo "== a failed run leaves an existing output untouched"
 check "make a good output" run out/keep.h5
