@@ -116,6 +116,30 @@ rc=$?
 if [ $rc -eq 143 ]; then ok "interrupted run ends by SIGTERM (exit status $rc)"; else fail "interrupted run: exit status $rc, expected 143 (SIGTERM)"; fi
 no_leftovers "interrupted run" out sig
 
+echo "== temporary files that killed runs left behind"
+host=$(hostname)
+mkdir -p stale
+sleep 300 &
+live=$!
+dead=2147483647   # no process can have this pid (pid_max is at most 2^22)
+: > "stale/s.h5.tmp-$dead@$host"
+: > "stale/s.h5.tmp-$live@$host"
+: > "stale/s.h5.tmp-$dead@another-host"   # a shared file system: that host's processes are unknown here
+: > "stale/other.h5.tmp-$dead@$host"      # another output's
+"$PREP" --mode word --train good.txt --valid good.txt --test good2.txt --out stale/s.h5 --quiet 2> stale.err
+check_eq "the run succeeds" $? 0
+check_eq "one notice" "$(grep -c "removed stale/s.h5.tmp-$dead@$host, the temporary file of a run that ended without removing it (process $dead on this host no longer runs)" stale.err)/$(wc -l < stale.err)" 1/1
+check_eq "what is left: the output, the live process's temporary, another host's, another output's" \
+  "$(cd stale && ls | sort | tr '\n' ' ')" \
+  "$(printf '%s\n' "other.h5.tmp-$dead@$host" s.h5 "s.h5.tmp-$dead@another-host" "s.h5.tmp-$live@$host" | sort | tr '\n' ' ')"
+check "the output is a corpus" "$TOOL" info stale/s.h5
+kill $live
+wait $live 2>/dev/null
+"$PREP" --mode word --train good.txt --valid good.txt --test good2.txt --out stale/s.h5 --quiet 2> stale.err
+check_eq "once its process has ended, that temporary goes too" "$(grep -c "removed stale/s.h5.tmp-$live@$host" stale.err)" 1
+check_eq "and the others stay" "$(cd stale && ls | sort | tr '\n' ' ')" \
+  "$(printf '%s\n' "other.h5.tmp-$dead@$host" s.h5 "s.h5.tmp-$dead@another-host" | sort | tr '\n' ' ')"
+
 echo "== command line"
 expect_error "unknown mode" "--mode|'words'" -- run out/c.h5 --mode words
 expect_error "negative --min-freq" "--min-freq|'-1'" -- run out/c.h5 --min-freq -1
