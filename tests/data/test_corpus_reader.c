@@ -150,6 +150,44 @@ static void check_file(const char *dir, const char *name, const int64_t len[3], 
          checks - before);
 }
 
+/* The errors come back to the caller, who may go on: NULL or -1 with one line naming the file,
+ * and the corpus still reads after a failed read. */
+static void check_errors_returned(const char *dir) {
+  char path[4096], err[1024] = "";
+  snprintf(path, sizeof path, "%s/absent.h5", dir);
+  CHECK(txl_corpus_open(path, err, sizeof err) == NULL && strstr(err, path) &&
+        strstr(err, "cannot open corpus file") && !strchr(err, '\n'),
+        "open of a missing file: '%s'", err);
+  snprintf(path, sizeof path, "%s/errors.h5", dir);
+  const int64_t len[3] = {1000, 300, 200};
+  if (handmade_corpus(path, len, 50, 2, 97, 777) != 0) {
+    printf("FAIL cannot write %s\n", path);
+    failures++;
+    return;
+  }
+  TxlCorpus *c = txl_corpus_open(path, err, sizeof err);
+  CHECK(c != NULL, "open: %s", err);
+  if (!c) return;
+  int32_t out[100];
+  err[0] = '\0';
+  CHECK(txl_corpus_read_range(c, "train", 770, 10, out, err, sizeof err) == -1 && strstr(err, path) &&
+        strstr(err, "position 777") && strstr(err, ">= vocab_size 50"), "the bad id: '%s'", err);
+  err[0] = '\0';
+  CHECK(txl_corpus_read_block(c, "train", 100, 9, 2, 0, 10, out, NULL, err, sizeof err) == -1 &&
+        strstr(err, "out of range"), "columns beyond the split: '%s'", err);
+  err[0] = '\0';
+  CHECK(txl_corpus_read_range(c, "dev", 0, 1, out, err, sizeof err) == -1 && strstr(err, "unknown split 'dev'"),
+        "unknown split: '%s'", err);
+  int64_t tokens = 0;
+  err[0] = '\0';
+  CHECK(txl_corpus_check(c, 0, 1, &tokens, err, sizeof err) == -1 && strstr(err, "position 777"),
+        "the check finds the bad id: '%s'", err);
+  int bad = txl_corpus_read_range(c, "train", 0, 100, out, err, sizeof err) != 0;
+  for (int i = 0; i < 100; i++) bad += out[i] != handmade_id(0, i, 50);
+  CHECK(bad == 0, "a good read after the failed ones: %d wrong", bad);
+  txl_corpus_close(c);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_corpus_reader WORKDIR\n");
@@ -175,6 +213,7 @@ int main(int argc, char **argv) {
   check_file(argv[1], "u8.h5", b, 256, 1, 64);
   check_file(argv[1], "u32.h5", d, 70001, 4, 1000);
   check_file(argv[1], "u16-bigchunk.h5", a, 65536, 2, 1 << 20);
+  check_errors_returned(argv[1]);
   printf("%s (%lld checks, %d failed)\n", failures ? "FAILED" : "PASSED", checks, failures);
   return failures ? 1 : 0;
 }
