@@ -1,8 +1,9 @@
 /* The corpus reader (see corpus.h and FORMAT.md). HDF5's own error printing is switched off
- * around the calls made here; a failure becomes one txl_fatal line that names the file, the
- * problem and HDF5's innermost message. */
+ * around the calls made here; a failure becomes one line in the caller's buffer that names the
+ * file, the problem and HDF5's reason (data/h5msg.h). */
 #include "data/corpus.h"
 
+#include "data/h5msg.h"
 #include "data/sha256.h"
 #include "src/base/error.h"
 
@@ -21,6 +22,10 @@ static const char *const SPLIT_NAMES[N_SPLITS] = {"train", "valid", "test"};
 #define MAX_CACHE_BYTES ((size_t)1 << 30)
 /* Elements per read when streaming through a split. */
 #define STREAM_ELEMS ((int64_t)1 << 20)
+/* Largest vocabulary: ids and the vocabulary size are ints in the trainer (n_token). */
+#define MAX_VOCAB_SIZE ((int64_t)INT32_MAX)
+/* Longest string attribute read (the corpus's are a few dozen bytes). */
+#define MAX_ATTR_STRING 4096
 
 typedef struct {
   hid_t dset;          /* the open dataset */
@@ -46,7 +51,50 @@ struct TxlCorpus {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * HDF5 error handling
+ * Errors: the caller's buffer
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *buf;
+  size_t cap;
+} Err;
+
+/* Writes the message into the caller's buffer; returns -1 (for `return fail(...)`). */
+static int fail(Err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(Err *e, const char *fmt, ...) {
+  if (e->cap > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->buf, e->cap, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* "<path>: <message> (HDF5: <reason>)", the reason left out when HDF5 gave none. Returns -1.
+ * Call it right after the failed HDF5 call: the next call (a close) clears HDF5's error stack. */
+static int fail_h5(Err *e, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail_h5(Err *e, const char *path, const char *fmt, ...) {
+  char reason[256], msg[1024];
+  txl_h5_reason(reason, sizeof reason);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (reason[0]) return fail(e, "%s: %s (HDF5: %s)", path, msg, reason);
+  return fail(e, "%s: %s", path, msg);
+}
+
+/* malloc whose failure is an error naming the file (sizes come from the file: no job-ending
+ * txl_malloc here). */
+static void *alloc(Err *e, const char *path, size_t bytes, const char *what) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) fail(e, "%s: out of memory allocating %zu bytes for %s", path, bytes, what);
+  return p;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * HDF5 error printing: off while the reader runs
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -61,39 +109,12 @@ static void h5_quiet(H5Quiet *q) {
 
 static void h5_restore(const H5Quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
 
-static herr_t first_error_cb(unsigned n, const H5E_error2_t *err, void *data) {
-  char *buf = data;
-  if (n == 0 && err->desc) snprintf(buf, 256, "%s", err->desc);
-  return 0;
-}
-
-/* The innermost message of the current HDF5 error stack ("" when there is none). */
-static void h5_error_text(char buf[256]) {
-  buf[0] = '\0';
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error_cb, buf);
-}
-
-/* txl_fatal("<path>: <message> (HDF5: <innermost message>)"). */
-static void fatal_h5(const char *path, const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 2, 3)));
-static void fatal_h5(const char *path, const char *fmt, ...) {
-  char h5msg[256], msg[1024];
-  h5_error_text(h5msg);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (h5msg[0])
-    txl_fatal("%s: %s (HDF5: %s)", path, msg, h5msg);
-  txl_fatal("%s: %s", path, msg);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Attributes
  * ------------------------------------------------------------------------------------------- */
 
-/* Reads a string attribute (fixed or variable length). Returns 0, or -1 when it is missing or
- * not a string. */
+/* Reads a string attribute (fixed or variable length). Returns 0, or -1 when it is missing, not
+ * a string, or longer than any of the corpus's (MAX_ATTR_STRING). */
 static int attr_string(hid_t obj, const char *name, char *buf, size_t cap) {
   if (H5Aexists(obj, name) <= 0) return -1;
   hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
@@ -115,16 +136,18 @@ static int attr_string(hid_t obj, const char *name, char *buf, size_t cap) {
         H5Tclose(m);
       } else {
         size_t n = H5Tget_size(t);
-        char *tmp = txl_malloc(n + 1, "string attribute");
-        hid_t m = H5Tcopy(H5T_C_S1);
-        H5Tset_size(m, n + 1);
-        H5Tset_strpad(m, H5T_STR_NULLTERM);
-        if (H5Aread(a, m, tmp) >= 0) {
-          tmp[n] = '\0';
-          snprintf(buf, cap, "%s", tmp);
-          rc = 0;
+        char *tmp = n > 0 && n <= MAX_ATTR_STRING ? malloc(n + 1) : NULL;
+        hid_t m = tmp ? H5Tcopy(H5T_C_S1) : -1;
+        if (m >= 0) {
+          H5Tset_size(m, n + 1);
+          H5Tset_strpad(m, H5T_STR_NULLTERM);
+          if (H5Aread(a, m, tmp) >= 0) {
+            tmp[n] = '\0';
+            snprintf(buf, cap, "%s", tmp);
+            rc = 0;
+          }
+          H5Tclose(m);
         }
-        H5Tclose(m);
         free(tmp);
       }
     }
@@ -156,20 +179,22 @@ static int attr_int64(hid_t obj, const char *name, int64_t *v) {
  * Open / close
  * ------------------------------------------------------------------------------------------- */
 
-/* Opens a 1-D dataset and returns its length; the element type must be an unsigned integer of
- * one of the sizes allowed in `sizes` (a 0-terminated list). */
-static hid_t open_1d(TxlCorpus *c, const char *name, hid_t dapl, int64_t *len, size_t *type_size,
-                     const size_t *sizes, int want_signed) {
-  if (H5Lexists(c->file, name, H5P_DEFAULT) <= 0)
-    txl_fatal("%s: not a valid txl corpus: dataset '/%s' is missing", c->path, name);
-  hid_t d = H5Dopen2(c->file, name, dapl);
-  if (d < 0) fatal_h5(c->path, "cannot open dataset '/%s'", name);
+/* Checks an open 1-D dataset: rank 1, a length that fits int64, an integer element type of the
+ * wanted sign and one of the sizes in `sizes` (a 0-terminated list), and stored bytes for every
+ * element (a chunk never written reads back as zeros, with no checksum to tell, and a length
+ * backed by no data must not size an allocation). Returns 0, or -1 with the message. */
+static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len, size_t *type_size,
+                    const size_t *sizes, int want_signed, Err *e) {
   hid_t sp = H5Dget_space(d);
-  if (sp < 0 || H5Sget_simple_extent_ndims(sp) != 1)
-    txl_fatal("%s: not a valid txl corpus: dataset '/%s' is not one-dimensional", c->path, name);
+  int ndims = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
   hsize_t dim = 0;
-  H5Sget_simple_extent_dims(sp, &dim, NULL);
-  H5Sclose(sp);
+  if (ndims == 1) H5Sget_simple_extent_dims(sp, &dim, NULL);
+  if (sp >= 0) H5Sclose(sp);
+  if (ndims != 1)
+    return fail(e, "%s: not a valid txl corpus: dataset '/%s' is not one-dimensional", c->path, name);
+  if (dim > (hsize_t)INT64_MAX)
+    return fail(e, "%s: not a valid txl corpus: dataset '/%s' has %llu elements (more than 2^63 - 1)",
+                c->path, name, (unsigned long long)dim);
   hid_t t = H5Dget_type(d);
   size_t size = t >= 0 ? H5Tget_size(t) : 0;
   int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER &&
@@ -178,19 +203,41 @@ static hid_t open_1d(TxlCorpus *c, const char *name, hid_t dapl, int64_t *len, s
   for (const size_t *s = sizes; *s; s++) size_ok |= (*s == size);
   if (t >= 0) H5Tclose(t);
   if (!ok || !size_ok)
-    txl_fatal("%s: not a valid txl corpus: dataset '/%s' has the wrong element type "
-              "(expected %s integers of %s bytes)", c->path, name, want_signed ? "signed" : "unsigned",
-              want_signed ? "8" : "1, 2 or 4");
+    return fail(e, "%s: not a valid txl corpus: dataset '/%s' has the wrong element type "
+                "(expected %s integers of %s bytes)", c->path, name, want_signed ? "signed" : "unsigned",
+                want_signed ? "8" : "1, 2 or 4");
+  /* stored bytes >= elements * size (Fletcher32 adds 4 bytes per chunk), without overflow */
+  const hsize_t stored = H5Dget_storage_size(d);
+  if (stored / size < dim)
+    return fail(e, "%s: not a valid txl corpus: dataset '/%s' stores %llu bytes, fewer than its "
+                "%llu elements of %zu bytes need (missing chunks)", c->path, name,
+                (unsigned long long)stored, (unsigned long long)dim, size);
   *len = (int64_t)dim;
   if (type_size) *type_size = size;
+  return 0;
+}
+
+/* Opens a 1-D dataset (see check_1d). Returns it, or -1 with the message. */
+static hid_t open_1d(TxlCorpus *c, const char *name, hid_t dapl, int64_t *len, size_t *type_size,
+                     const size_t *sizes, int want_signed, Err *e) {
+  if (H5Lexists(c->file, name, H5P_DEFAULT) <= 0)
+    return fail(e, "%s: not a valid txl corpus: dataset '/%s' is missing", c->path, name);
+  hid_t d = H5Dopen2(c->file, name, dapl);
+  if (d < 0) return fail_h5(e, c->path, "cannot open dataset '/%s'", name);
+  if (check_1d(c, d, name, len, type_size, sizes, want_signed, e) != 0) {
+    H5Dclose(d);
+    return -1;
+  }
   return d;
 }
 
-static hid_t open_split_dataset(TxlCorpus *c, int k, size_t cache_bytes) {
+/* (Re)opens split k's dataset with a chunk cache of cache_bytes (0: HDF5's default). Returns
+ * 0, or -1 with the message. */
+static int open_split_dataset(TxlCorpus *c, int k, size_t cache_bytes, Err *e) {
   static const size_t id_sizes[] = {1, 2, 4, 0};
   Split *s = &c->split[k];
   hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-  if (dapl < 0) fatal_h5(c->path, "H5Pcreate failed");
+  if (dapl < 0) return fail_h5(e, c->path, "H5Pcreate failed");
   if (cache_bytes > 0) {
     /* hash slots: a prime about 100 times the number of chunks that fit (HDF5's advice) */
     size_t chunk_bytes = (size_t)(s->chunk > 0 ? s->chunk : 1) * (s->type_size ? s->type_size : 1);
@@ -203,73 +250,57 @@ static hid_t open_split_dataset(TxlCorpus *c, int k, size_t cache_bytes) {
         if (p % q == 0) { prime = 0; break; }
       if (prime) break;
     }
-    if (H5Pset_chunk_cache(dapl, p, cache_bytes, 0.75) < 0)
-      fatal_h5(c->path, "cannot set the chunk cache of '/%s'", SPLIT_NAMES[k]);
+    if (H5Pset_chunk_cache(dapl, p, cache_bytes, 0.75) < 0) {
+      fail_h5(e, c->path, "cannot set the chunk cache of '/%s'", SPLIT_NAMES[k]);
+      H5Pclose(dapl);
+      return -1;
+    }
   }
   int64_t len;
   size_t ts;
-  hid_t d = open_1d(c, SPLIT_NAMES[k], dapl, &len, &ts, id_sizes, 0);
+  hid_t d = open_1d(c, SPLIT_NAMES[k], dapl, &len, &ts, id_sizes, 0, e);
   H5Pclose(dapl);
+  if (d < 0) return -1;
+  s->dset = d;
   s->len = len;
   s->type_size = ts;
   s->cache_bytes = cache_bytes > 0 ? cache_bytes : (size_t)1 << 20; /* HDF5's default: 1 MiB */
-  return d;
+  return 0;
 }
 
-TxlCorpus *txl_corpus_open(const char *path) {
-  if (!path || !*path) txl_fatal("corpus: no corpus file given");
-  FILE *f = fopen(path, "rb");
-  if (!f) txl_fatal("%s: cannot open corpus file: %s", path, strerror(errno));
-  fclose(f);
-
-  TxlCorpus *c = txl_calloc(1, sizeof *c, "corpus");
-  c->path = strdup(path);
-  ALLOC_CHECK(c->path);
-  for (int k = 0; k < N_SPLITS; k++) c->split[k].dset = -1;
-
-  H5Quiet q;
-  h5_quiet(&q);
-  /* Read-only and never written in place (txl-prep renames a finished file over it): no need
-   * for HDF5's file locks, which fail on file systems without flock (some NFS/Lustre mounts). */
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  if (fapl < 0) fatal_h5(path, "H5Pcreate failed");
-#if H5_VERSION_GE(1, 10, 7)
-  H5Pset_file_locking(fapl, 0, 1);
-#endif
-  c->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-  H5Pclose(fapl);
-  if (c->file < 0) fatal_h5(path, "not a txl corpus file: not a readable HDF5 file");
-
+/* The root attributes and the datasets of an open file (c->file). Returns 0, or -1. */
+static int validate(TxlCorpus *c, Err *e) {
+  const char *path = c->path;
   char buf[256];
   if (attr_string(c->file, "format", buf, sizeof buf) != 0 || strcmp(buf, TXL_CORPUS_FORMAT) != 0)
-    txl_fatal("%s: not a txl corpus file (no root attribute format = \"%s\"; make one with txl-prep)",
-              path, TXL_CORPUS_FORMAT);
+    return fail(e, "%s: not a txl corpus file (no root attribute format = \"%s\"; make one with txl-prep)",
+                path, TXL_CORPUS_FORMAT);
   int64_t version = 0;
   if (attr_int64(c->file, "format_version", &version) != 0)
-    txl_fatal("%s: not a valid txl corpus: attribute 'format_version' is missing", path);
+    return fail(e, "%s: not a valid txl corpus: attribute 'format_version' is missing", path);
   if (version != TXL_CORPUS_FORMAT_VERSION)
-    txl_fatal("%s: corpus format version %lld is not supported (this txl reads version %d)", path,
-              (long long)version, TXL_CORPUS_FORMAT_VERSION);
+    return fail(e, "%s: corpus format version %lld is not supported (this txl reads version %d)", path,
+                (long long)version, TXL_CORPUS_FORMAT_VERSION);
   if (attr_string(c->file, "mode", buf, sizeof buf) != 0 ||
       (strcmp(buf, "word") && strcmp(buf, "char") && strcmp(buf, "byte")))
-    txl_fatal("%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte", path);
+    return fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte", path);
   memcpy(c->mode, buf, strlen(buf) + 1); /* one of the three names above */
   if (attr_int64(c->file, "vocab_size", &c->vocab_size) != 0)
-    txl_fatal("%s: not a valid txl corpus: attribute 'vocab_size' is missing", path);
-  if (c->vocab_size < 1 || c->vocab_size > ((int64_t)1 << 31))
-    txl_fatal("%s: not a valid txl corpus: vocab_size = %lld is out of range [1, 2^31]", path,
-              (long long)c->vocab_size);
+    return fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' is missing", path);
+  if (c->vocab_size < 1 || c->vocab_size > MAX_VOCAB_SIZE)
+    return fail(e, "%s: not a valid txl corpus: vocab_size = %lld is out of range [1, %lld]", path,
+                (long long)c->vocab_size, (long long)MAX_VOCAB_SIZE);
   if (attr_int64(c->file, "eos_id", &c->eos_id) != 0 ||
       attr_int64(c->file, "unk_id", &c->unk_id) != 0)
-    txl_fatal("%s: not a valid txl corpus: attribute 'eos_id' or 'unk_id' is missing", path);
+    return fail(e, "%s: not a valid txl corpus: attribute 'eos_id' or 'unk_id' is missing", path);
   if (c->eos_id < -1 || c->eos_id >= c->vocab_size || c->unk_id < -1 ||
       c->unk_id >= c->vocab_size)
-    txl_fatal("%s: not a valid txl corpus: eos_id = %lld or unk_id = %lld is outside [-1, %lld)",
-              path, (long long)c->eos_id, (long long)c->unk_id, (long long)c->vocab_size);
+    return fail(e, "%s: not a valid txl corpus: eos_id = %lld or unk_id = %lld is outside [-1, %lld)",
+                path, (long long)c->eos_id, (long long)c->unk_id, (long long)c->vocab_size);
 
   for (int k = 0; k < N_SPLITS; k++) {
     Split *s = &c->split[k];
-    s->dset = open_split_dataset(c, k, 0);
+    if (open_split_dataset(c, k, 0, e) != 0) return -1;
     s->chunk = 0;
     hid_t dcpl = H5Dget_create_plist(s->dset);
     if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
@@ -281,13 +312,64 @@ TxlCorpus *txl_corpus_open(const char *path) {
 
   static const size_t byte_size[] = {1, 0}, off_size[] = {8, 0};
   int64_t n_off = 0;
-  hid_t d = open_1d(c, "vocab", H5P_DEFAULT, &c->vocab_bytes, NULL, byte_size, 0);
+  hid_t d = open_1d(c, "vocab", H5P_DEFAULT, &c->vocab_bytes, NULL, byte_size, 0, e);
+  if (d < 0) return -1;
   H5Dclose(d);
-  d = open_1d(c, "vocab_offsets", H5P_DEFAULT, &n_off, NULL, off_size, 1);
+  d = open_1d(c, "vocab_offsets", H5P_DEFAULT, &n_off, NULL, off_size, 1, e);
+  if (d < 0) return -1;
   H5Dclose(d);
   if (n_off != c->vocab_size + 1)
-    txl_fatal("%s: not a valid txl corpus: vocab_size = %lld but '/vocab_offsets' has %lld entries "
-              "(expected vocab_size + 1)", path, (long long)c->vocab_size, (long long)n_off);
+    return fail(e, "%s: not a valid txl corpus: vocab_size = %lld but '/vocab_offsets' has %lld "
+                "entries (expected vocab_size + 1)", path, (long long)c->vocab_size, (long long)n_off);
+  return 0;
+}
+
+TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
+  Err e = {err, cap};
+  if (!path || !*path) {
+    fail(&e, "corpus: no corpus file given");
+    return NULL;
+  }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fail(&e, "%s: cannot open corpus file: %s", path, strerror(errno));
+    return NULL;
+  }
+  fclose(f);
+
+  TxlCorpus *c = calloc(1, sizeof *c);
+  char *dup = strdup(path);
+  if (!c || !dup) {
+    free(c);
+    free(dup);
+    fail(&e, "%s: out of memory opening the corpus", path);
+    return NULL;
+  }
+  c->path = dup;
+  c->file = -1;
+  for (int k = 0; k < N_SPLITS; k++) c->split[k].dset = -1;
+
+  H5Quiet q;
+  h5_quiet(&q);
+  /* Read-only and never written in place (txl-prep renames a finished file over it): no need
+   * for HDF5's file locks, which fail on file systems without flock (some NFS/Lustre mounts). */
+  int rc = -1;
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) {
+    fail_h5(&e, path, "H5Pcreate failed");
+  } else {
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, 0, 1);
+#endif
+    c->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (c->file < 0) fail_h5(&e, path, "not a txl corpus file: not a readable HDF5 file");
+    H5Pclose(fapl);
+    if (c->file >= 0) rc = validate(c, &e);
+  }
+  if (rc != 0) {
+    txl_corpus_close(c);
+    c = NULL;
+  }
   h5_restore(&q);
   return c;
 }
@@ -308,15 +390,20 @@ void txl_corpus_close(TxlCorpus *c) {
  * Accessors
  * ------------------------------------------------------------------------------------------- */
 
-static int split_index(const TxlCorpus *c, const char *split) {
+/* The index of a split name, or -1 with the message. */
+static int split_index(const TxlCorpus *c, const char *split, Err *e) {
   for (int k = 0; k < N_SPLITS; k++)
     if (split && strcmp(split, SPLIT_NAMES[k]) == 0) return k;
-  txl_fatal("%s: unknown split '%s' (expected train, valid or test)", c->path,
-            split ? split : "(null)");
+  return fail(e, "%s: unknown split '%s' (expected train, valid or test)", c->path,
+              split ? split : "(null)");
 }
 
 int64_t txl_corpus_split_length(const TxlCorpus *c, const char *split) {
-  return c->split[split_index(c, split)].len;
+  char msg[512];
+  Err e = {msg, sizeof msg};
+  int k = split_index(c, split, &e);
+  if (k < 0) txl_fatal("%s", msg);
+  return c->split[k].len;
 }
 int64_t txl_corpus_vocab_size(const TxlCorpus *c) { return c->vocab_size; }
 const char *txl_corpus_mode(const TxlCorpus *c) { return c->mode; }
@@ -329,39 +416,41 @@ int64_t txl_corpus_unk_id(const TxlCorpus *c) { return c->unk_id; }
  * ------------------------------------------------------------------------------------------- */
 
 /* Makes the chunk cache of split k hold n_cols columns of n_rows rows each (at most
- * MAX_CACHE_BYTES), reopening the dataset when the present cache is smaller. */
-static void ensure_cache(TxlCorpus *c, int k, int64_t n_cols, int64_t n_rows) {
+ * MAX_CACHE_BYTES), reopening the dataset when the present cache is smaller. Returns 0, or -1. */
+static int ensure_cache(TxlCorpus *c, int k, int64_t n_cols, int64_t n_rows, Err *e) {
   Split *s = &c->split[k];
-  if (s->chunk <= 0) return;
+  if (s->chunk <= 0) return 0;
   int64_t per_col = (n_rows + s->chunk - 1) / s->chunk + 1; /* chunks one column's rows touch */
   double want = ((double)n_cols * (double)per_col + 1.0) * (double)s->chunk * (double)s->type_size;
   if (want > (double)MAX_CACHE_BYTES) want = (double)MAX_CACHE_BYTES;
-  if ((size_t)want <= s->cache_bytes) return;
+  if ((size_t)want <= s->cache_bytes) return 0;
   H5Dclose(s->dset);
-  s->dset = open_split_dataset(c, k, (size_t)want);
+  s->dset = -1;
+  return open_split_dataset(c, k, (size_t)want, e);
 }
 
 /* Reads the selection `fsel` of split k into buf (n ids as uint32) and checks them against the
- * vocabulary; pos(i) gives the stream position of buf[i] for the error message. */
+ * vocabulary; pos(i) gives the stream position of buf[i] for the error message. Returns 0, or
+ * -1 with the message. */
 typedef int64_t (*PosFn)(int64_t i, const int64_t *ctx);
 
-static void read_checked(TxlCorpus *c, int k, hid_t fsel, int64_t n, uint32_t *buf, PosFn pos,
-                         const int64_t *ctx) {
-  H5Quiet q;
-  h5_quiet(&q);
+static int read_checked(TxlCorpus *c, int k, hid_t fsel, int64_t n, uint32_t *buf, PosFn pos,
+                        const int64_t *ctx, Err *e) {
   hsize_t mdim = (hsize_t)n;
   hid_t msp = H5Screate_simple(1, &mdim, NULL);
-  if (msp < 0) fatal_h5(c->path, "H5Screate_simple failed");
-  if (H5Dread(c->split[k].dset, H5T_NATIVE_UINT32, msp, fsel, H5P_DEFAULT, buf) < 0)
-    fatal_h5(c->path, "reading split '%s' failed (damaged file or checksum mismatch)",
-             SPLIT_NAMES[k]);
+  if (msp < 0) return fail_h5(e, c->path, "H5Screate_simple failed");
+  if (H5Dread(c->split[k].dset, H5T_NATIVE_UINT32, msp, fsel, H5P_DEFAULT, buf) < 0) {
+    fail_h5(e, c->path, "reading split '%s' failed (damaged file or checksum mismatch)", SPLIT_NAMES[k]);
+    H5Sclose(msp);
+    return -1;
+  }
   H5Sclose(msp);
-  h5_restore(&q);
   for (int64_t i = 0; i < n; i++)
     if ((int64_t)buf[i] >= c->vocab_size)
-      txl_fatal("%s: split '%s': token id %lu at position %lld is >= vocab_size %lld (corrupt corpus)",
-                c->path, SPLIT_NAMES[k], (unsigned long)buf[i], (long long)pos(i, ctx),
-                (long long)c->vocab_size);
+      return fail(e, "%s: split '%s': token id %lu at position %lld is >= vocab_size %lld (corrupt corpus)",
+                  c->path, SPLIT_NAMES[k], (unsigned long)buf[i], (long long)pos(i, ctx),
+                  (long long)c->vocab_size);
+  return 0;
 }
 
 /* ctx = {col_len, col_first, offset, n_rows}: buf holds [n_cols, n_rows] */
@@ -370,87 +459,183 @@ static int64_t block_pos(int64_t i, const int64_t *ctx) {
   return (ctx[1] + j) * ctx[0] + ctx[2] + r;
 }
 
-void txl_corpus_read_block(TxlCorpus *c, const char *split, int64_t col_len, int64_t col_first,
-                           int n_cols, int64_t offset, int n_rows, int32_t *out, int32_t *scratch) {
-  int k = split_index(c, split);
+static int read_block(TxlCorpus *c, const char *split, int64_t col_len, int64_t col_first, int n_cols,
+                      int64_t offset, int n_rows, int32_t *out, int32_t *scratch, Err *e) {
+  int k = split_index(c, split, e);
+  if (k < 0) return -1;
   const Split *s = &c->split[k];
   if (col_len < 1 || col_first < 0 || n_cols < 1 || offset < 0 || n_rows < 1 ||
       offset + n_rows > col_len || col_first + n_cols > s->len / col_len)
-    txl_fatal("%s: split '%s' (%lld tokens): read of rows [%lld, %lld) of columns [%lld, %lld) with "
-              "column length %lld is out of range", c->path, SPLIT_NAMES[k], (long long)s->len,
-              (long long)offset, (long long)offset + n_rows, (long long)col_first,
-              (long long)col_first + n_cols, (long long)col_len);
-  ensure_cache(c, k, n_cols, n_rows);
+    return fail(e, "%s: split '%s' (%lld tokens): read of rows [%lld, %lld) of columns [%lld, %lld) "
+                "with column length %lld is out of range", c->path, SPLIT_NAMES[k], (long long)s->len,
+                (long long)offset, (long long)offset + n_rows, (long long)col_first,
+                (long long)col_first + n_cols, (long long)col_len);
+  if (ensure_cache(c, k, n_cols, n_rows, e) != 0) return -1;
 
-  H5Quiet q;
-  h5_quiet(&q);
   hid_t fsp = H5Dget_space(c->split[k].dset);
   hsize_t start = (hsize_t)(col_first * col_len + offset), stride = (hsize_t)col_len,
           count = (hsize_t)n_cols, block = (hsize_t)n_rows;
-  if (fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &start, &stride, &count, &block) < 0)
-    fatal_h5(c->path, "selecting a block of split '%s' failed", SPLIT_NAMES[k]);
-  h5_restore(&q);
-
-  int64_t n = (int64_t)n_cols * n_rows;
-  uint32_t *buf = scratch ? (uint32_t *)scratch : txl_malloc((size_t)n * sizeof *buf, "block");
-  int64_t ctx[4] = {col_len, col_first, offset, n_rows};
-  read_checked(c, k, fsp, n, buf, block_pos, ctx);
-  H5Sclose(fsp);
-  for (int j = 0; j < n_cols; j++) {
-    const uint32_t *col = buf + (int64_t)j * n_rows;
-    for (int i = 0; i < n_rows; i++) out[(int64_t)i * n_cols + j] = (int32_t)col[i];
+  if (fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &start, &stride, &count, &block) < 0) {
+    fail_h5(e, c->path, "selecting a block of split '%s' failed", SPLIT_NAMES[k]);
+    if (fsp >= 0) H5Sclose(fsp);
+    return -1;
   }
+  int64_t n = (int64_t)n_cols * n_rows;
+  uint32_t *buf = scratch ? (uint32_t *)scratch : alloc(e, c->path, (size_t)n * sizeof *buf, "a block of ids");
+  int rc = -1;
+  if (buf) {
+    int64_t ctx[4] = {col_len, col_first, offset, n_rows};
+    rc = read_checked(c, k, fsp, n, buf, block_pos, ctx, e);
+  }
+  H5Sclose(fsp);
+  if (rc == 0)
+    for (int j = 0; j < n_cols; j++) {
+      const uint32_t *col = buf + (int64_t)j * n_rows;
+      for (int i = 0; i < n_rows; i++) out[(int64_t)i * n_cols + j] = (int32_t)col[i];
+    }
   if (!scratch) free(buf);
+  return rc;
+}
+
+int txl_corpus_read_block(TxlCorpus *c, const char *split, int64_t col_len, int64_t col_first,
+                          int n_cols, int64_t offset, int n_rows, int32_t *out, int32_t *scratch,
+                          char *err, size_t cap) {
+  Err e = {err, cap};
+  H5Quiet q;
+  h5_quiet(&q);
+  int rc = read_block(c, split, col_len, col_first, n_cols, offset, n_rows, out, scratch, &e);
+  h5_restore(&q);
+  return rc;
 }
 
 static int64_t range_pos(int64_t i, const int64_t *ctx) { return ctx[0] + i; }
 
-/* Reads split k [start, start + n) into buf (no bounds check here). */
-static void read_range_raw(TxlCorpus *c, int k, int64_t start, int64_t n, uint32_t *buf) {
-  H5Quiet q;
-  h5_quiet(&q);
+/* Reads split k [start, start + n) into buf (no bounds check here). Returns 0, or -1. */
+static int read_range_raw(TxlCorpus *c, int k, int64_t start, int64_t n, uint32_t *buf, Err *e) {
   hid_t fsp = H5Dget_space(c->split[k].dset);
   hsize_t st = (hsize_t)start, cnt = (hsize_t)n;
-  if (fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &st, NULL, &cnt, NULL) < 0)
-    fatal_h5(c->path, "selecting a range of split '%s' failed", SPLIT_NAMES[k]);
-  h5_restore(&q);
+  if (fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &st, NULL, &cnt, NULL) < 0) {
+    fail_h5(e, c->path, "selecting a range of split '%s' failed", SPLIT_NAMES[k]);
+    if (fsp >= 0) H5Sclose(fsp);
+    return -1;
+  }
   int64_t ctx[1] = {start};
-  read_checked(c, k, fsp, n, buf, range_pos, ctx);
+  int rc = read_checked(c, k, fsp, n, buf, range_pos, ctx, e);
   H5Sclose(fsp);
+  return rc;
 }
 
-void txl_corpus_read_range(TxlCorpus *c, const char *split, int64_t start, int64_t n,
-                           int32_t *out) {
-  int k = split_index(c, split);
+int txl_corpus_read_range(TxlCorpus *c, const char *split, int64_t start, int64_t n, int32_t *out,
+                          char *err, size_t cap) {
+  Err e = {err, cap};
+  int k = split_index(c, split, &e);
+  if (k < 0) return -1;
   const Split *s = &c->split[k];
   if (start < 0 || n < 1 || start > s->len || n > s->len - start)
-    txl_fatal("%s: split '%s' (%lld tokens): read of [%lld, %lld) is out of range", c->path,
-              SPLIT_NAMES[k], (long long)s->len, (long long)start, (long long)(start + n));
-  /* ids are < vocab_size <= 2^31 after the check, so the uint32 bit patterns are the int32 values */
-  read_range_raw(c, k, start, n, (uint32_t *)out);
+    return fail(&e, "%s: split '%s' (%lld tokens): read of [%lld, %lld) is out of range", c->path,
+                SPLIT_NAMES[k], (long long)s->len, (long long)start, (long long)(start + n));
+  H5Quiet q;
+  h5_quiet(&q);
+  /* ids are < vocab_size <= 2^31 - 1 after the check, so the uint32 bit patterns are the int32
+   * values */
+  int rc = read_range_raw(c, k, start, n, (uint32_t *)out, &e);
+  h5_restore(&q);
+  return rc;
 }
 
-double txl_corpus_unigram_entropy_bits(TxlCorpus *c, const char *split) {
-  int k = split_index(c, split);
-  int64_t len = c->split[k].len;
-  if (len == 0) return 0.0;
-  int64_t *count = txl_calloc((size_t)c->vocab_size, sizeof *count, "unigram counts");
-  int64_t step = len < STREAM_ELEMS ? len : STREAM_ELEMS;
-  uint32_t *buf = txl_malloc((size_t)step * sizeof *buf, "unigram buffer");
-  for (int64_t start = 0; start < len; start += step) {
-    int64_t n = len - start < step ? len - start : step;
-    read_range_raw(c, k, start, n, buf);
-    for (int64_t i = 0; i < n; i++) count[buf[i]]++;
+/* Reads (checksums) and checks (ids) elements [first, end) of split k, STREAM_ELEMS at most at a
+ * time, each read a whole number of `unit`s (the chunk length) when a unit is smaller, so that no
+ * chunk is read twice. Returns 0, or -1 with the message. */
+static int check_range(TxlCorpus *c, int k, int64_t first, int64_t end, int64_t unit, uint32_t *buf,
+                       Err *e) {
+  const int64_t step = unit < STREAM_ELEMS ? STREAM_ELEMS / unit * unit : STREAM_ELEMS;
+  for (int64_t at = first; at < end; at += step) {
+    const int64_t n = end - at < step ? end - at : step;
+    if (read_range_raw(c, k, at, n, buf, e) != 0) return -1;
   }
+  return 0;
+}
+
+/* floor(n * i / parts) without overflow (n >= 0, 0 <= i <= parts). */
+static int64_t share_bound(int64_t n, int i, int parts) {
+  return n / parts * i + n % parts * i / parts;
+}
+
+static int check_splits(TxlCorpus *c, int part, int parts, int64_t *tokens, Err *e) {
+  /* the chunks of the three splits as one sequence of `total` units: split k holds units
+   * [base[k], base[k] + units[k]); a split stored without chunks counts in STREAM_ELEMS pieces */
+  int64_t unit[N_SPLITS], units[N_SPLITS], base[N_SPLITS], total = 0;
+  for (int k = 0; k < N_SPLITS; k++) {
+    const Split *s = &c->split[k];
+    unit[k] = s->chunk > 0 ? s->chunk : STREAM_ELEMS;
+    units[k] = s->len / unit[k] + (s->len % unit[k] != 0);
+    base[k] = total;
+    total += units[k];
+  }
+  const int64_t lo = share_bound(total, part, parts), hi = share_bound(total, part + 1, parts);
+  uint32_t *buf = alloc(e, c->path, (size_t)STREAM_ELEMS * sizeof *buf, "the corpus check");
+  if (!buf) return -1;
+  int rc = 0;
+  *tokens = 0;
+  for (int k = 0; k < N_SPLITS && rc == 0; k++) {
+    const int64_t a = lo > base[k] ? lo : base[k], b = hi < base[k] + units[k] ? hi : base[k] + units[k];
+    if (a >= b) continue;
+    const int64_t first = (a - base[k]) * unit[k];
+    const int64_t end = (b - base[k]) * unit[k] < c->split[k].len ? (b - base[k]) * unit[k] : c->split[k].len;
+    rc = check_range(c, k, first, end, unit[k], buf, e);
+    *tokens += end - first;
+  }
+  free(buf);
+  return rc;
+}
+
+int txl_corpus_check(TxlCorpus *c, int part, int parts, int64_t *tokens, char *err, size_t cap) {
+  Err e = {err, cap};
+  if (parts < 1 || part < 0 || part >= parts)
+    return fail(&e, "%s: corpus check: part %d of %d does not exist", c->path, part, parts);
+  if (txl_corpus_load_vocab(c, err, cap) != 0) return -1;
+  H5Quiet q;
+  h5_quiet(&q);
+  int rc = check_splits(c, part, parts, tokens, &e);
+  h5_restore(&q);
+  return rc;
+}
+
+int txl_corpus_unigram_entropy_bits(TxlCorpus *c, const char *split, double *bits, char *err,
+                                    size_t cap) {
+  Err e = {err, cap};
+  int k = split_index(c, split, &e);
+  if (k < 0) return -1;
+  int64_t len = c->split[k].len;
+  *bits = 0.0;
+  if (len == 0) return 0;
+  int64_t *count = calloc((size_t)c->vocab_size, sizeof *count);
+  int64_t step = len < STREAM_ELEMS ? len : STREAM_ELEMS;
+  uint32_t *buf = malloc((size_t)step * sizeof *buf);
+  if (!count || !buf) {
+    free(count);
+    free(buf);
+    return fail(&e, "%s: out of memory counting the %s split's tokens", c->path, SPLIT_NAMES[k]);
+  }
+  H5Quiet q;
+  h5_quiet(&q);
+  int rc = 0;
+  for (int64_t start = 0; start < len && rc == 0; start += step) {
+    int64_t n = len - start < step ? len - start : step;
+    rc = read_range_raw(c, k, start, n, buf, &e);
+    for (int64_t i = 0; i < n && rc == 0; i++) count[buf[i]]++;
+  }
+  h5_restore(&q);
   double h = 0.0;
-  for (int64_t v = 0; v < c->vocab_size; v++)
+  for (int64_t v = 0; v < c->vocab_size && rc == 0; v++)
     if (count[v] > 0) {
       double p = (double)count[v] / (double)len;
       h -= p * log2(p);
     }
   free(buf);
   free(count);
-  return h;
+  if (rc == 0) *bits = h;
+  return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -463,69 +648,120 @@ static uint64_t hash_bytes(const char *s, size_t n) {
   return h ^ (h >> 29);
 }
 
-static void read_whole(TxlCorpus *c, const char *name, hid_t memtype, void *buf) {
-  H5Quiet q;
-  h5_quiet(&q);
+/* Reads a whole dataset into buf. Returns 0, or -1 with the message. */
+static int read_whole(TxlCorpus *c, const char *name, hid_t memtype, void *buf, Err *e) {
   hid_t d = H5Dopen2(c->file, name, H5P_DEFAULT);
-  if (d < 0 || H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
-    fatal_h5(c->path, "reading '/%s' failed (damaged file or checksum mismatch)", name);
-  H5Dclose(d);
-  h5_restore(&q);
+  int rc = 0;
+  if (d < 0 || H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) /* the reason before H5Dclose */
+    rc = fail_h5(e, c->path, "reading '/%s' failed (damaged file or checksum mismatch)", name);
+  if (d >= 0) H5Dclose(d);
+  return rc;
 }
 
-static void load_vocab(TxlCorpus *c) {
-  if (c->vocab_text) return;
-  int64_t V = c->vocab_size;
-  int64_t *off = txl_malloc((size_t)(V + 1) * sizeof *off, "vocabulary offsets");
-  read_whole(c, "vocab_offsets", H5T_NATIVE_INT64, off);
+/* Reads '/vocab_offsets' into off [V + 1] and checks that the offsets span '/vocab' and
+ * increase (no token is empty). Returns 0, or -1 with the message. */
+static int read_offsets(TxlCorpus *c, int64_t *off, Err *e) {
+  const int64_t V = c->vocab_size;
+  if (read_whole(c, "vocab_offsets", H5T_NATIVE_INT64, off, e) != 0) return -1;
   if (off[0] != 0 || off[V] != c->vocab_bytes)
-    txl_fatal("%s: not a valid txl corpus: '/vocab_offsets' does not span '/vocab' "
-              "(first %lld, last %lld, vocab bytes %lld)", c->path, (long long)off[0],
-              (long long)off[V], (long long)c->vocab_bytes);
+    return fail(e, "%s: not a valid txl corpus: '/vocab_offsets' does not span '/vocab' "
+                "(first %lld, last %lld, vocab bytes %lld)", c->path, (long long)off[0],
+                (long long)off[V], (long long)c->vocab_bytes);
   for (int64_t i = 0; i < V; i++)
     if (off[i + 1] <= off[i])
-      txl_fatal("%s: not a valid txl corpus: '/vocab_offsets' is not increasing at token %lld",
-                c->path, (long long)i);
-  unsigned char *bytes = txl_malloc((size_t)(c->vocab_bytes > 0 ? c->vocab_bytes : 1), "vocabulary");
-  if (c->vocab_bytes > 0) read_whole(c, "vocab", H5T_NATIVE_UCHAR, bytes);
+      return fail(e, "%s: not a valid txl corpus: '/vocab_offsets' is not increasing at token %lld",
+                  c->path, (long long)i);
+  return 0;
+}
 
-  char *text = txl_malloc((size_t)(c->vocab_bytes + V), "vocabulary strings");
-  int64_t *pos = txl_malloc((size_t)(V + 1) * sizeof *pos, "vocabulary positions");
-  int64_t p = 0;
-  for (int64_t i = 0; i < V; i++) {
-    pos[i] = p;
-    memcpy(text + p, bytes + off[i], (size_t)(off[i + 1] - off[i]));
-    p += off[i + 1] - off[i];
-    text[p++] = '\0';
-  }
-  pos[V] = p;
-  free(bytes);
-  free(off);
-
+/* The table of ids by string (open addressing, 2 to 4 slots per token); a token that occurs
+ * twice is an error. Returns 0, or -1 with the message. */
+static int build_hash(TxlCorpus *c, Err *e) {
+  const int64_t V = c->vocab_size;
+  const char *text = c->vocab_text;
+  const int64_t *pos = c->vocab_pos;
   uint64_t size = 16;
-  while (size < 2 * (uint64_t)V) size <<= 1;
-  int64_t *hash = txl_malloc(size * sizeof *hash, "vocabulary hash");
+  while (size < 2 * (uint64_t)V) size <<= 1; /* V <= 2^31 - 1: at most 2^32 slots */
+  int64_t *hash = alloc(e, c->path, size * sizeof *hash, "the vocabulary's hash table");
+  if (!hash) return -1;
   for (uint64_t i = 0; i < size; i++) hash[i] = -1;
   for (int64_t i = 0; i < V; i++) {
     size_t len = (size_t)(pos[i + 1] - pos[i] - 1);
     uint64_t h = hash_bytes(text + pos[i], len) & (size - 1);
     while (hash[h] >= 0) {
       int64_t o = hash[h];
-      if ((size_t)(pos[o + 1] - pos[o] - 1) == len && memcmp(text + pos[o], text + pos[i], len) == 0)
-        txl_fatal("%s: not a valid txl corpus: token %lld repeats token %lld in the vocabulary",
-                  c->path, (long long)i, (long long)o);
+      if ((size_t)(pos[o + 1] - pos[o] - 1) == len && memcmp(text + pos[o], text + pos[i], len) == 0) {
+        free(hash);
+        return fail(e, "%s: not a valid txl corpus: token %lld repeats token %lld in the vocabulary",
+                    c->path, (long long)i, (long long)o);
+      }
       h = (h + 1) & (size - 1);
     }
     hash[h] = i;
   }
-  c->vocab_text = text;
-  c->vocab_pos = pos;
   c->hash = hash;
   c->hash_mask = size - 1;
+  return 0;
+}
+
+/* Loads the vocabulary into c (vocab_text, vocab_pos, hash). Every size here comes from the
+ * file: vocab_size <= 2^31 - 1 and vocab_bytes <= 2^63 - 1 (checked at open, each backed by the
+ * stored bytes), and their sum is checked before it sizes an allocation. Returns 0, or -1. */
+static int load_vocab(TxlCorpus *c, Err *e) {
+  const int64_t V = c->vocab_size, nb = c->vocab_bytes;
+  if (nb > INT64_MAX - V)
+    return fail(e, "%s: not a valid txl corpus: '/vocab' holds %lld bytes, too many for this machine",
+                c->path, (long long)nb);
+  int64_t *off = alloc(e, c->path, (size_t)(V + 1) * sizeof *off, "the vocabulary offsets");
+  int rc = off ? read_offsets(c, off, e) : -1;
+  unsigned char *bytes = rc == 0 ? alloc(e, c->path, (size_t)nb, "the vocabulary") : NULL;
+  char *text = bytes ? alloc(e, c->path, (size_t)(nb + V), "the vocabulary strings") : NULL;
+  int64_t *pos = text ? alloc(e, c->path, (size_t)(V + 1) * sizeof *pos, "the vocabulary positions") : NULL;
+  if (!pos) rc = -1;
+  if (rc == 0 && nb > 0) rc = read_whole(c, "vocab", H5T_NATIVE_UCHAR, bytes, e);
+  if (rc == 0) {
+    int64_t p = 0;
+    for (int64_t i = 0; i < V; i++) {
+      pos[i] = p;
+      memcpy(text + p, bytes + off[i], (size_t)(off[i + 1] - off[i]));
+      p += off[i + 1] - off[i];
+      text[p++] = '\0';
+    }
+    pos[V] = p;
+    c->vocab_text = text;
+    c->vocab_pos = pos;
+    rc = build_hash(c, e);
+  }
+  free(bytes);
+  free(off);
+  if (rc != 0) {
+    free(text);
+    free(pos);
+    c->vocab_text = NULL;
+    c->vocab_pos = NULL;
+  }
+  return rc;
+}
+
+int txl_corpus_load_vocab(TxlCorpus *c, char *err, size_t cap) {
+  if (c->vocab_text) return 0;
+  Err e = {err, cap};
+  H5Quiet q;
+  h5_quiet(&q);
+  int rc = load_vocab(c, &e);
+  h5_restore(&q);
+  return rc;
+}
+
+/* The vocabulary for the accessors below, which have no error to return: a failure to load it
+ * ends the program (callers that must agree load it first with txl_corpus_load_vocab). */
+static void need_vocab(TxlCorpus *c) {
+  char err[1024];
+  if (txl_corpus_load_vocab(c, err, sizeof err) != 0) txl_fatal("%s", err);
 }
 
 const char *txl_corpus_token_bytes(TxlCorpus *c, int64_t id, size_t *len) {
-  load_vocab(c);
+  need_vocab(c);
   if (id < 0 || id >= c->vocab_size)
     txl_fatal("%s: token id %lld is outside the vocabulary [0, %lld)", c->path, (long long)id,
               (long long)c->vocab_size);
@@ -538,7 +774,7 @@ const char *txl_corpus_token_string(TxlCorpus *c, int64_t id) {
 }
 
 int64_t txl_corpus_token_id_n(TxlCorpus *c, const char *s, size_t len) {
-  load_vocab(c);
+  need_vocab(c);
   uint64_t h = hash_bytes(s, len) & c->hash_mask;
   while (c->hash[h] >= 0) {
     int64_t o = c->hash[h];
@@ -556,7 +792,7 @@ int64_t txl_corpus_token_id(TxlCorpus *c, const char *s) {
 
 const char *txl_corpus_vocab_digest(TxlCorpus *c) {
   if (c->vocab_digest[0]) return c->vocab_digest;
-  load_vocab(c);
+  need_vocab(c);
   TxlSha256 h;
   txl_sha256_init(&h);
   txl_sha256_update(&h, c->mode, strlen(c->mode) + 1);

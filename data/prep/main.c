@@ -2,11 +2,14 @@
  *
  * Two passes over the three source files: the first counts tokens (and hashes the files), the
  * vocabulary is built, the second maps the tokens to ids and writes them. The output is written
- * to OUT.tmp-<pid> and renamed to OUT at the end; on any error the temporary file is removed, so
- * no output is left behind. */
+ * to OUT.tmp-<pid>@<host> and renamed to OUT at the end; on any error the temporary file is
+ * removed, so no output is left behind. A run that could not remove it (killed by SIGKILL, a
+ * crash) leaves it; the next run for OUT on that host removes it (remove_stale_tmps). */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +30,7 @@ static const char *const SPLIT[N_SPLITS] = {"train", "valid", "test"};
 
 #define IDS_CHUNK ((int64_t)1 << 16)   /* elements per stored chunk (see FORMAT.md) */
 #define WRITE_BUF ((int64_t)1 << 20)   /* ids buffered before each write */
-#define MAX_VOCAB ((int64_t)1 << 31)   /* ids are int32 in the trainer */
+#define MAX_VOCAB ((int64_t)INT32_MAX) /* ids and the vocabulary size are ints in the trainer */
 
 typedef struct {
   int mode;
@@ -82,6 +85,46 @@ static void on_signal(int sig) {
   raise(sig);
 }
 
+/* 1 when process `pid` of this host may still run (kill(pid, 0) says so, or it is another
+ * user's); 0 when it cannot (no such process, or a number no pid reaches). */
+static int pid_may_run(long pid) {
+  if (pid <= 0 || pid > INT_MAX) return 0;
+  return kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+}
+
+/* Removes the temporary files OUT.tmp-<pid>@<host> that killed runs for the same output on this
+ * host left behind: those whose process no longer runs, each with a notice on stderr. A
+ * temporary of a live process, or of another host (whose processes this one cannot see, on a
+ * shared file system), is never touched. A folder that cannot be listed is left to the creation
+ * of our own temporary to report. */
+static void remove_stale_tmps(const char *out, const char *host) {
+  char dir[4096];
+  const char *slash = strrchr(out, '/'), *base = slash ? slash + 1 : out;
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == out) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  const size_t blen = strlen(base);
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    const char *name = e->d_name;
+    if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp-", 5) != 0) continue;
+    const char *num = name + blen + 5;
+    if (!isdigit((unsigned char)*num)) continue;
+    char *end;
+    const long pid = strtol(num, &end, 10); /* LONG_MAX when out of range: no pid */
+    if (*end != '@' || strcmp(end + 1, host) != 0 || pid == (long)getpid() || pid_may_run(pid)) continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (unlink(path) == 0) {
+      fprintf(stderr, "txl-prep: removed %s, the temporary file of a run that ended without removing "
+              "it (process %ld on this host no longer runs)\n", path, pid);
+      fflush(stderr);
+    }
+  }
+  closedir(d);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Command line
  * ------------------------------------------------------------------------------------------- */
@@ -113,7 +156,9 @@ static void usage(FILE *f) {
       "  --train FILE       (required) training text\n"
       "  --valid FILE       (required) validation text\n"
       "  --test FILE        (required) test text\n"
-      "  --out FILE.h5      (required) output corpus; written as FILE.h5.tmp-<pid>, then renamed\n"
+      "  --out FILE.h5      (required) output corpus; written as FILE.h5.tmp-<pid>@<host>, then\n"
+      "                     renamed (such files of this host whose process no longer runs are\n"
+      "                     removed first, with a notice)\n"
       "  --lower            lower-case the text first: ASCII letters only (A-Z), not Unicode\n"
       "                     (default: off)\n"
       "  --min-freq N       leave out tokens counted fewer than N times (default: 0 = keep all;\n"
@@ -463,6 +508,10 @@ static void write_output(Prep *P, const char *tmp) {
 }
 
 int main(int argc, char **argv) {
+  /* No HDF5 clean-up at exit: after a failed write (a full disk) HDF5 1.10 crashes closing the
+   * file there, and the temporary file is removed anyway (remove_tmp); a finished file is
+   * closed before. Must come before any other HDF5 call. */
+  H5dont_atexit();
   Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
   Options *o = &P->opt;
   parse_args(argc, argv, o);
@@ -478,8 +527,11 @@ int main(int argc, char **argv) {
         txl_fatal("%s: the output file is the %s file; refusing to overwrite an input", o->out, SPLIT[k]);
     }
   }
-  int n = snprintf(g_tmp, sizeof g_tmp, "%s.tmp-%ld", o->out, (long)getpid());
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "localhost");
+  int n = snprintf(g_tmp, sizeof g_tmp, "%s.tmp-%ld@%s", o->out, (long)getpid(), host);
   if (n < 0 || (size_t)n >= sizeof g_tmp) txl_fatal("%s: output path too long", o->out);
+  remove_stale_tmps(o->out, host);
   atexit(remove_tmp);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
@@ -517,7 +569,7 @@ int main(int argc, char **argv) {
     if (err[0]) txl_fatal("%s: %s", o->out, err);
   }
   if (P->vocab.size > MAX_VOCAB)
-    txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31)", o->out,
+    txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31 - 1)", o->out,
               (long long)P->vocab.size);
 
   write_output(P, g_tmp);

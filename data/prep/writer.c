@@ -4,23 +4,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "data/h5msg.h"
 #include "src/base/error.h"
 
-static herr_t first_error_cb(unsigned n, const H5E_error2_t *err, void *data) {
-  if (n == 0 && err->desc) snprintf((char *)data, 256, "%s", err->desc);
-  return 0;
-}
-
+/* One line: "<output>: writing the output failed: <what>: <system message>" (a full disk, an I/O
+ * error), or "... <what> (HDF5: <reason>)" for a failure of HDF5's own. */
 static void fail(const H5Out *o, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 static void fail(const H5Out *o, const char *fmt, ...) {
-  char h5msg[256] = "", msg[512];
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error_cb, h5msg);
+  char reason[256], msg[512];
+  const int sys = txl_h5_reason(reason, sizeof reason);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  txl_fatal("%s: writing the output failed: %s%s%s%s", o->name, msg, h5msg[0] ? " (HDF5: " : "",
-            h5msg, h5msg[0] ? ")" : "");
+  if (sys) txl_fatal("%s: writing the output failed: %s: %s", o->name, msg, reason);
+  txl_fatal("%s: writing the output failed: %s%s%s%s", o->name, msg, reason[0] ? " (HDF5: " : "", reason,
+            reason[0] ? ")" : "");
 }
 
 void h5out_create(H5Out *o, const char *tmp_path, const char *name) {

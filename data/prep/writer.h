@@ -1,6 +1,6 @@
 /* HDF5 output of txl-prep: no timestamps on any object (H5Pset_obj_track_times(.., 0)), so the
  * same input gives a byte-identical file; every dataset chunked with the Fletcher32 filter. A
- * failure ends the program with one line naming the output file. */
+ * failure ends the program with one line naming the output file and the reason (data/h5msg.h). */
 #ifndef TXL_DATA_PREP_WRITER_H
 #define TXL_DATA_PREP_WRITER_H
 

@@ -13,18 +13,22 @@
 #include "src/train/stream.h"
 
 /* The vocabulary size: the corpus's when the file is here (its splits checked against the
- * columns too), else data.n_token. */
+ * columns, its vocabulary and every chunk of every split read as txl-train does at start), else
+ * data.n_token. */
 static int vocabulary(TxlConfig *c, const char *config_path) {
   if (*c->corpus && access(c->corpus, F_OK) == 0) {
-    TxlCorpus *corpus = txl_corpus_open(c->corpus);
+    char err[1024];
+    int64_t tokens = 0;
+    TxlCorpus *corpus = txl_corpus_open(c->corpus, err, sizeof err);
+    if (!corpus || txl_corpus_check(corpus, 0, 1, &tokens, err, sizeof err) != 0) txl_fatal_all("%s", err);
     const int64_t v = txl_corpus_vocab_size(corpus);
     if (c->n_token > 0 && c->n_token != v)
       txl_fatal_all("%s: vocabulary of %lld tokens, but data.n_token = %d", c->corpus, (long long)v, c->n_token);
     txl_stream_check_length(corpus, "train", c->batch_size, c->tgt_len);
     txl_stream_check_length(corpus, "valid", c->eval_batch_size, 1);
     txl_stream_check_length(corpus, "test", c->eval_batch_size, 1);
-    printf("corpus: %s (%s level, vocabulary %lld): the splits hold the columns\n", c->corpus,
-           txl_corpus_mode(corpus), (long long)v);
+    printf("corpus: %s (%s level, vocabulary %lld): %lld tokens intact, the splits hold the columns\n", c->corpus,
+           txl_corpus_mode(corpus), (long long)v, (long long)tokens);
     txl_corpus_close(corpus);
     return (int)v;
   }

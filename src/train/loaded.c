@@ -7,6 +7,7 @@
 
 #include "src/base/cli.h"
 #include "src/base/error.h"
+#include "src/train/stream.h"
 #include "src/train/trainer.h"
 
 int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
@@ -57,7 +58,8 @@ void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   TxlConfig *c = &ld->cfg;
   char err[1024];
   txl_backend_open(&ld->backend, c, dist, 0);
-  ld->corpus = txl_corpus_open(c->corpus);
+  ld->corpus = txl_stream_corpus_open(c->corpus);
+  txl_stream_corpus_check(ld->corpus, dist->rank, dist->world, 0); /* the vocabulary; the split is checked as read */
   const int64_t V = txl_corpus_vocab_size(ld->corpus);
   if (c->n_token != V)
     txl_fatal_all("%s: vocabulary of %lld tokens, but the checkpoint's model has %d", c->corpus, (long long)V,

@@ -102,7 +102,10 @@ int main(int argc, char **argv) {
     }
   }
   if (check) {
-    if (dist.rank == 0) txl_check_run(&cfg, config_path, check_ranks);
+    if (dist.world > 1)
+      txl_fatal_all("--check runs in one process (it checks a run of --ranks P without starting it), not under "
+                    "mpirun -n %d", dist.world);
+    txl_check_run(&cfg, config_path, check_ranks);
     txl_dist_finalize();
     return 0;
   }

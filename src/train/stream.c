@@ -1,8 +1,33 @@
 #include "src/train/stream.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "src/base/error.h"
+#include "src/base/timer.h"
+
+TxlCorpus *txl_stream_corpus_open(const char *path) {
+  char err[1024] = "";
+  TxlCorpus *c = txl_corpus_open(path, err, sizeof err);
+  txl_fatal_if_any(c == NULL, "%s", err);
+  return c;
+}
+
+void txl_stream_corpus_check(TxlCorpus *c, int rank, int world, int splits) {
+  char err[1024] = "";
+  const double t0 = txl_now_s();
+  int64_t tokens = 0;
+  const int rc = splits ? txl_corpus_check(c, rank, world, &tokens, err, sizeof err)
+                        : txl_corpus_load_vocab(c, err, sizeof err);
+  txl_fatal_if_any(rc != 0, "%s", err); /* also waits for the slowest rank: the time is the job's */
+  if (splits && rank == 0) {
+    const long long all = (long long)(txl_corpus_split_length(c, "train") + txl_corpus_split_length(c, "valid") +
+                                      txl_corpus_split_length(c, "test"));
+    printf("corpus check: train, valid, test (%lld tokens) and the vocabulary are intact; %.3f s on %d rank%s\n",
+           all, txl_now_s() - t0, world, world > 1 ? "s" : "");
+    fflush(stdout);
+  }
+}
 
 void txl_stream_open(TxlStream *s, TxlCorpus *c, const char *split, int B_global, int B_local, int col0,
                      int L_max, int min_rows) {
@@ -36,8 +61,10 @@ int txl_stream_next(TxlStream *s, const int32_t **inputs, const int32_t **target
   int64_t left = s->col_len - 1 - s->pos; /* rows that still have a target */
   if (left <= 0) return 0;
   int n = left < s->L_max ? (int)left : s->L_max;
-  txl_corpus_read_block(s->corpus, s->split, s->col_len, s->col0, s->B_local, s->pos, n + 1, s->block,
-                        s->scratch);
+  char err[1024] = "";
+  const int rc = txl_corpus_read_block(s->corpus, s->split, s->col_len, s->col0, s->B_local, s->pos, n + 1,
+                                       s->block, s->scratch, err, sizeof err);
+  txl_fatal_if_any(rc != 0, "%s", err);
   *inputs = s->block;
   *targets = s->block + s->B_local;
   s->pos += n;

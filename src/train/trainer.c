@@ -136,7 +136,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   int n_token = c->n_token;
   if (!bench || *c->corpus) {
     if (!*c->corpus) txl_fatal_all("data.corpus is not set (make one with txl-prep, see README)");
-    t->corpus = txl_corpus_open(c->corpus);
+    t->corpus = txl_stream_corpus_open(c->corpus);
     int64_t v = txl_corpus_vocab_size(t->corpus);
     if (c->n_token > 0 && c->n_token != v)
       txl_fatal_all("%s: vocabulary of %lld tokens, but data.n_token = %d", c->corpus, (long long)v, c->n_token);
@@ -144,6 +144,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
     txl_stream_check_length(t->corpus, "train", c->batch_size, c->tgt_len);
     txl_stream_check_length(t->corpus, "valid", c->eval_batch_size, 1);
     txl_stream_check_length(t->corpus, "test", c->eval_batch_size, 1);
+    txl_stream_corpus_check(t->corpus, dist->rank, dist->world, 1); /* a damage found now, not after training */
   } else if (n_token <= 0) {
     txl_fatal_all("--bench without data.corpus needs data.n_token > 0 (the synthetic vocabulary)");
   }
@@ -175,9 +176,12 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.warmup_step = c->warmup_step;
   t->sched.max_step = c->max_step;
   if (!bench) txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
-  if (!bench && dist->rank == 0) { /* the bar any model must clear: the validation split's unigram entropy */
-    double bits = txl_corpus_unigram_entropy_bits(t->corpus, "valid");
-    txl_report_baseline(&t->report, "valid", bits);
+  if (!bench) { /* the bar any model must clear: the validation split's unigram entropy */
+    double bits = 0.0;
+    char err[1024] = "";
+    const int failed = dist->rank == 0 && txl_corpus_unigram_entropy_bits(t->corpus, "valid", &bits, err, sizeof err) != 0;
+    txl_fatal_if_any(failed, "%s", err);
+    if (dist->rank == 0) txl_report_baseline(&t->report, "valid", bits);
   }
   if (!bench && dist->rank == 0) {
     char path[1100];

@@ -12,22 +12,27 @@
  *                                         txl_corpus_read_block, one row per line
  *   corpus_tool entropy FILE SPLIT        txl_corpus_unigram_entropy_bits
  *   corpus_tool tokid FILE STRING         txl_corpus_token_id
+ *   corpus_tool check FILE PARTS          txl_corpus_check of each part in turn: "part P: N tokens"
  *   corpus_tool make FILE LEN VOCAB [BAD_POS]  hand-made corpus (tests/data/handmade.h), uint16
  *   corpus_tool make-foreign FILE         an HDF5 file that is no corpus
+ *   corpus_tool make-big-vocab FILE VOCAB a hand-made corpus (ids < 50) whose vocab_size is VOCAB
+ *                                         and whose '/vocab_offsets' has VOCAB + 1 entries, only
+ *                                         the first 51 stored (the rest never written: sparse)
  *   corpus_tool dtype FILE SPLIT          the stored id type of a split: uint8, uint16, ...
  *   corpus_tool set-attr FILE NAME VALUE  (over)writes an int64 root attribute (to break files)
  *
- * Errors in the reader end the program through txl_fatal (one line, exit status 1). */
+ * Errors the reader returns end the program through txl_fatal (one line, exit status 1). */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/corpus.h"
+#include "src/base/error.h"
 #include "tests/data/handmade.h"
 
 static void usage(void) {
-  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|block|entropy|tokid|make|make-foreign|set-attr ...\n");
+  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|block|entropy|tokid|check|make|make-foreign|make-big-vocab|set-attr ...\n");
   exit(2);
 }
 
@@ -105,6 +110,32 @@ static int set_attr(const char *path, const char *name, long long v) {
   return (H5Fclose(f) < 0) | rc;
 }
 
+/* Replaces the vocabulary offsets of a 50-token corpus by a dataset of vocab + 1 entries whose
+ * first 51 are the real ones and whose other chunks are never written, and sets vocab_size. */
+static int big_vocab(const char *path, long long vocab) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  if (f < 0) return 1;
+  int64_t off[51];
+  hid_t d = H5Dopen2(f, "vocab_offsets", H5P_DEFAULT);
+  int rc = d < 0 || H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, off) < 0;
+  H5Dclose(d);
+  rc |= H5Ldelete(f, "vocab_offsets", H5P_DEFAULT) < 0;
+  hsize_t dim = (hsize_t)vocab + 1, chunk = 1 << 16, n = 51, start = 0;
+  hid_t sp = H5Screate_simple(1, &dim, NULL), msp = H5Screate_simple(1, &n, NULL);
+  hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(p, 1, &chunk);
+  H5Pset_fletcher32(p);
+  d = H5Dcreate2(f, "vocab_offsets", H5T_STD_I64LE, sp, H5P_DEFAULT, p, H5P_DEFAULT);
+  rc |= d < 0 || H5Sselect_hyperslab(sp, H5S_SELECT_SET, &start, NULL, &n, NULL) < 0 ||
+        H5Dwrite(d, H5T_NATIVE_INT64, msp, sp, H5P_DEFAULT, off) < 0;
+  H5Dclose(d);
+  H5Pclose(p);
+  H5Sclose(msp);
+  H5Sclose(sp);
+  rc |= H5Fclose(f) < 0;
+  return rc || set_attr(path, "vocab_size", vocab);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) usage();
   const char *cmd = argv[1], *path = argv[2];
@@ -121,6 +152,15 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "make-foreign")) return handmade_foreign(path) != 0;
+  if (!strcmp(cmd, "make-big-vocab")) {
+    if (argc < 4) usage();
+    const int64_t len[3] = {1000, 501, 335};
+    if (handmade_corpus(path, len, 50, 2, 97, -1) != 0 || big_vocab(path, num(argv[3])) != 0) {
+      fprintf(stderr, "corpus_tool: cannot write %s\n", path);
+      return 1;
+    }
+    return 0;
+  }
   if (!strcmp(cmd, "dtype")) {
     if (argc < 4) usage();
     return print_dtype(path, argv[3]);
@@ -134,7 +174,9 @@ int main(int argc, char **argv) {
     return print_attr(path, argv[3]);
   }
 
-  TxlCorpus *c = txl_corpus_open(path);
+  char err[1024];
+  TxlCorpus *c = txl_corpus_open(path, err, sizeof err);
+  if (!c) txl_fatal("%s", err);
   if (!strcmp(cmd, "info")) {
     printf("mode %s\nvocab_size %lld\neos_id %lld\nunk_id %lld\n", txl_corpus_mode(c),
            (long long)txl_corpus_vocab_size(c), (long long)txl_corpus_eos_id(c),
@@ -143,6 +185,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; k++) printf("%s %lld\n", sp[k], (long long)txl_corpus_split_length(c, sp[k]));
   } else if (!strcmp(cmd, "vocab")) {
     int byte_mode = !strcmp(txl_corpus_mode(c), "byte");
+    if (txl_corpus_load_vocab(c, err, sizeof err) != 0) txl_fatal("%s", err);
     for (int64_t v = 0; v < txl_corpus_vocab_size(c); v++) {
       size_t n;
       const char *s = txl_corpus_token_bytes(c, v, &n);
@@ -159,7 +202,7 @@ int main(int argc, char **argv) {
     int at_line_start = 1;
     for (int64_t s = 0; s < len; s += step) {
       int64_t n = len - s < step ? len - s : step;
-      txl_corpus_read_range(c, split, s, n, buf);
+      if (txl_corpus_read_range(c, split, s, n, buf, err, sizeof err) != 0) txl_fatal("%s", err);
       for (int64_t i = 0; i < n; i++) {
         if (!strcmp(cmd, "ids")) {
           printf("%d\n", buf[i]);
@@ -183,7 +226,9 @@ int main(int argc, char **argv) {
     int64_t col_len = num(argv[4]), col_first = num(argv[5]), offset = num(argv[7]);
     int n_cols = (int)num(argv[6]), n_rows = (int)num(argv[8]);
     int32_t *out = malloc((size_t)(n_cols > 0 ? n_cols : 1) * (size_t)(n_rows > 0 ? n_rows : 1) * 4);
-    txl_corpus_read_block(c, argv[3], col_len, col_first, n_cols, offset, n_rows, out, NULL);
+    if (txl_corpus_read_block(c, argv[3], col_len, col_first, n_cols, offset, n_rows, out, NULL, err,
+                              sizeof err) != 0)
+      txl_fatal("%s", err);
     for (int i = 0; i < n_rows; i++) {
       for (int j = 0; j < n_cols; j++) printf(j ? " %d" : "%d", out[i * n_cols + j]);
       putchar('\n');
@@ -191,10 +236,20 @@ int main(int argc, char **argv) {
     free(out);
   } else if (!strcmp(cmd, "entropy")) {
     if (argc < 4) usage();
-    printf("%.12f\n", txl_corpus_unigram_entropy_bits(c, argv[3]));
+    double bits;
+    if (txl_corpus_unigram_entropy_bits(c, argv[3], &bits, err, sizeof err) != 0) txl_fatal("%s", err);
+    printf("%.12f\n", bits);
   } else if (!strcmp(cmd, "tokid")) {
     if (argc < 4) usage();
     printf("%lld\n", (long long)txl_corpus_token_id(c, argv[3]));
+  } else if (!strcmp(cmd, "check")) {
+    if (argc < 4) usage();
+    const int parts = (int)num(argv[3]);
+    for (int p = 0; p < parts; p++) {
+      int64_t tokens = 0;
+      if (txl_corpus_check(c, p, parts, &tokens, err, sizeof err) != 0) txl_fatal("%s", err);
+      printf("part %d: %lld tokens\n", p, (long long)tokens);
+    }
   } else {
     usage();
   }

@@ -10,3 +10,42 @@ no_leftovers() {
   if [ -z "$left" ]; then ok "$1: no output or temporary file left"; else fail "$1: left behind: $left"; fi
 }
 
+
+# mpi_expect_error DESCRIPTION "PATTERN..." P -- COMMAND...
+# COMMAND on P ranks (mpirun) must end the way a bad input ends a job: exactly one "txl: error:"
+# line in its output, containing every PATTERN (fixed strings, separated by '|'), nothing of
+# MPI_Abort's ("MPI_ABORT", Open MPI's "Data unpack would read past end of buffer"), and exit
+# status 1 on every rank (each rank's status is written by a shell around it: a rank killed by an
+# abort writes none). The command's stdout is left in $WORK/mpi.stdout.
+mpi_expect_error() {
+  local what=$1 patterns=$2 np=$3
+  shift 4
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/txl-mpi.XXXXXX")
+  # shellcheck disable=SC2016
+  timeout 300 mpirun -n "$np" --oversubscribe --bind-to none \
+    bash -c '"$@"; echo $? > "'"$dir"'/rc.${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}"' rank "$@" \
+    > "$WORK/mpi.stdout" 2> "$dir/stderr"
+  local err bad="" lines statuses=""
+  err=$(cat "$dir/stderr")
+  lines=$(grep -c '^txl: error:' "$dir/stderr")
+  [ "$lines" == 1 ] || bad="$bad; $lines 'txl: error:' lines"
+  case "$err" in *MPI_ABORT* | *"Data unpack"*) bad="$bad; MPI_Abort's output" ;; esac
+  local r
+  for r in $(seq 0 $((np - 1))); do
+    if [ -f "$dir/rc.$r" ]; then statuses="$statuses $(cat "$dir/rc.$r")"; else statuses="$statuses none"; fi
+  done
+  [ "$statuses" == "$(printf ' 1%.0s' $(seq 1 "$np"))" ] || bad="$bad; exit statuses of the ranks:$statuses"
+  local line IFS='|'
+  line=$(grep '^txl: error:' "$dir/stderr" | head -n 1)
+  for p in $patterns; do
+    case "$line" in *"$p"*) ;; *) bad="$bad; no '$p' in the message" ;; esac
+  done
+  if [ -z "$bad" ]; then
+    ok "$what -> $line (every rank exit 1)"
+  else
+    fail "$what: ${bad#; }"
+    sed 's/^/     | /' "$dir/stderr" | head -n 30
+  fi
+  rm -rf "$dir"
+}

@@ -4,6 +4,7 @@
 #   prep_bad_input.sh TXL_PREP CORPUS_TOOL WORKDIR
 PREP=$1 TOOL=$2 WORK=$3
 . "$(dirname "$0")/lib.sh"
+umount "$WORK/full" 2>/dev/null  # left mounted by a run that was killed
 rm -rf "$WORK" && mkdir -p "$WORK/out" && cd "$WORK" || exit 2
 
 printf 'a b c\nd e\n' > good.txt
@@ -73,6 +74,26 @@ expect_error "--max-size leaves no room for <unk>" "out/o10.h5|no room for <unk>
   run out/o10.h5 --max-size 1
 no_leftovers "no room for <unk>" out o10
 
+echo "== a full disk (a small tmpfs): one line naming the output and the reason, nothing left"
+seq 1 20000 | sed 's/^/w/' > words.txt   # about 0.5 MB of output
+mkdir -p full
+if mount -t tmpfs -o size=8k tmpfs full 2>/dev/null; then
+  trap 'umount "$WORK/full" 2>/dev/null' EXIT
+  umount full
+  # the sizes run out of space at different places: the vocabulary, its offsets, the ids
+  for size in 4k 64k 256k 512k; do
+    mount -t tmpfs -o size=$size tmpfs full
+    expect_error "full disk at $size" "full/o.h5|writing the output failed|No space left on device" -- \
+      run full/o.h5 --train words.txt --valid words.txt --test words.txt
+    no_leftovers "full disk at $size" full o
+    run full/o.h5 --train words.txt --valid words.txt --test words.txt 2>/dev/null
+    check_eq "full disk at $size: exit status" $? 1
+    umount full
+  done
+else
+  echo "SKIPPED: full-disk cases (mounting a tmpfs is not allowed here)"
+fi
+
 echo "== a failed run leaves an existing output untouched"
 check "make a good output" run out/keep.h5
 cp out/keep.h5 keep.copy
@@ -94,6 +115,30 @@ wait $pid
 rc=$?
 if [ $rc -eq 143 ]; then ok "interrupted run ends by SIGTERM (exit status $rc)"; else fail "interrupted run: exit status $rc, expected 143 (SIGTERM)"; fi
 no_leftovers "interrupted run" out sig
+
+echo "== temporary files that killed runs left behind"
+host=$(hostname)
+mkdir -p stale
+sleep 300 &
+live=$!
+dead=2147483647   # no process can have this pid (pid_max is at most 2^22)
+: > "stale/s.h5.tmp-$dead@$host"
+: > "stale/s.h5.tmp-$live@$host"
+: > "stale/s.h5.tmp-$dead@another-host"   # a shared file system: that host's processes are unknown here
+: > "stale/other.h5.tmp-$dead@$host"      # another output's
+"$PREP" --mode word --train good.txt --valid good.txt --test good2.txt --out stale/s.h5 --quiet 2> stale.err
+check_eq "the run succeeds" $? 0
+check_eq "one notice" "$(grep -c "removed stale/s.h5.tmp-$dead@$host, the temporary file of a run that ended without removing it (process $dead on this host no longer runs)" stale.err)/$(wc -l < stale.err)" 1/1
+check_eq "what is left: the output, the live process's temporary, another host's, another output's" \
+  "$(cd stale && ls | sort | tr '\n' ' ')" \
+  "$(printf '%s\n' "other.h5.tmp-$dead@$host" s.h5 "s.h5.tmp-$dead@another-host" "s.h5.tmp-$live@$host" | sort | tr '\n' ' ')"
+check "the output is a corpus" "$TOOL" info stale/s.h5
+kill $live
+wait $live 2>/dev/null
+"$PREP" --mode word --train good.txt --valid good.txt --test good2.txt --out stale/s.h5 --quiet 2> stale.err
+check_eq "once its process has ended, that temporary goes too" "$(grep -c "removed stale/s.h5.tmp-$live@$host" stale.err)" 1
+check_eq "and the others stay" "$(cd stale && ls | sort | tr '\n' ' ')" \
+  "$(printf '%s\n' "other.h5.tmp-$dead@$host" s.h5 "s.h5.tmp-$dead@another-host" | sort | tr '\n' ' ')"
 
 echo "== command line"
 expect_error "unknown mode" "--mode|'words'" -- run out/c.h5 --mode words

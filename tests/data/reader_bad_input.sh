@@ -36,6 +36,15 @@ expect_error "vocab_size not matching the vocabulary" "vs.h5|vocab_size = 5|voca
 cp good.h5 eos.h5 && "$TOOL" set-attr eos.h5 eos_id 26
 expect_error "eos_id outside the vocabulary" "eos.h5|eos_id = 26" -- "$TOOL" info eos.h5
 
+echo "== sizes from the file checked before they size an allocation"
+"$TOOL" make-big-vocab v31.h5 2147483648
+expect_error "vocab_size 2^31 (no int: n_token would overflow)" \
+  "v31.h5|vocab_size = 2147483648 is out of range [1, 2147483647]" -- "$TOOL" info v31.h5
+"$TOOL" make-big-vocab v30.h5 2147483647
+expect_error "vocab_size 2^31 - 1 with offsets never stored" \
+  "v30.h5|'/vocab_offsets' stores 524292 bytes, fewer than its 2147483648 elements of 8 bytes need" -- \
+  "$TOOL" vocab v30.h5
+
 echo "== token id >= vocab_size (hand-made file, train[777] = vocab_size)"
 "$TOOL" make badid.h5 1000 50 777
 check "reading around the bad id works" "$TOOL" block badid.h5 train 100 0 7 0 77

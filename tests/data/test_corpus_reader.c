@@ -41,7 +41,13 @@ static void check_file(const char *dir, const char *name, const int64_t len[3], 
   }
   long long before = checks;
   int fail_before = failures;
-  TxlCorpus *c = txl_corpus_open(path);
+  char err[1024];
+  TxlCorpus *c = txl_corpus_open(path, err, sizeof err);
+  if (!c) {
+    printf("FAIL %s: %s\n", path, err);
+    failures++;
+    return;
+  }
   CHECK(!strcmp(txl_corpus_mode(c), "word"), "mode");
   CHECK(!strcmp(txl_corpus_path(c), path), "path");
   CHECK(txl_corpus_vocab_size(c) == vocab, "vocab_size %lld", (long long)txl_corpus_vocab_size(c));
@@ -67,8 +73,8 @@ static void check_file(const char *dir, const char *name, const int64_t len[3], 
           for (size_t d = 0; d < 4; d++) {
             int64_t off = offs[d];
             for (int nr = 1; off + nr <= cl; nr = nr * 3 + 2) {
-              txl_corpus_read_block(c, SPLIT[k], cl, cf, nc, off, nr, out, (nr & 1) ? scratch : NULL);
-              int bad = 0;
+              int bad = txl_corpus_read_block(c, SPLIT[k], cl, cf, nc, off, nr, out,
+                                              (nr & 1) ? scratch : NULL, err, sizeof err) != 0;
               for (int i = 0; i < nr; i++)
                 for (int j = 0; j < nc; j++)
                   bad += out[i * nc + j] != handmade_id(k, (cf + j) * cl + off + i, vocab);
@@ -81,19 +87,16 @@ static void check_file(const char *dir, const char *name, const int64_t len[3], 
       }
     }
     /* the whole split as one column, and the whole split as len columns of one row */
-    txl_corpus_read_block(c, SPLIT[k], len[k], 0, 1, 0, (int)len[k], out, NULL);
-    int bad = 0;
+    int bad = txl_corpus_read_block(c, SPLIT[k], len[k], 0, 1, 0, (int)len[k], out, NULL, err, sizeof err) != 0;
     for (int64_t i = 0; i < len[k]; i++) bad += out[i] != handmade_id(k, i, vocab);
     CHECK(bad == 0, "%s: whole split as one column", SPLIT[k]);
-    txl_corpus_read_block(c, SPLIT[k], 1, 0, (int)len[k], 0, 1, out, scratch);
-    bad = 0;
+    bad = txl_corpus_read_block(c, SPLIT[k], 1, 0, (int)len[k], 0, 1, out, scratch, err, sizeof err) != 0;
     for (int64_t i = 0; i < len[k]; i++) bad += out[i] != handmade_id(k, i, vocab);
     CHECK(bad == 0, "%s: whole split as columns of one row", SPLIT[k]);
     /* read_range */
     for (int64_t s = 0; s < len[k]; s += 37) {
       int64_t n = len[k] - s < 53 ? len[k] - s : 53;
-      txl_corpus_read_range(c, SPLIT[k], s, n, out);
-      bad = 0;
+      bad = txl_corpus_read_range(c, SPLIT[k], s, n, out, err, sizeof err) != 0;
       for (int64_t i = 0; i < n; i++) bad += out[i] != handmade_id(k, s + i, vocab);
       CHECK(bad == 0, "%s: read_range(%lld, %lld)", SPLIT[k], (long long)s, (long long)n);
     }
@@ -102,14 +105,31 @@ static void check_file(const char *dir, const char *name, const int64_t len[3], 
     for (int64_t i = 0; i < len[k]; i++) cnt[handmade_id(k, i, vocab)] += 1.0;
     for (int64_t v = 0; v < vocab; v++)
       if (cnt[v] > 0) h -= cnt[v] / (double)len[k] * log2(cnt[v] / (double)len[k]);
-    double got = txl_corpus_unigram_entropy_bits(c, SPLIT[k]);
+    double got = -1.0;
+    CHECK(txl_corpus_unigram_entropy_bits(c, SPLIT[k], &got, err, sizeof err) == 0, "%s: entropy: %s",
+          SPLIT[k], err);
     CHECK(fabs(got - h) < 1e-9, "%s: entropy %.12f, expected %.12f", SPLIT[k], got, h);
     free(cnt);
   }
   free(out);
   free(scratch);
 
+  /* the start-up check in parts: together the parts check every id once (their counts add up to
+   * the three splits' lengths), for part counts below and above the number of chunks */
+  const int64_t total = len[0] + len[1] + len[2];
+  for (int parts = 1; parts <= 9; parts += 2) {
+    int64_t sum = 0, t = 0;
+    int rc = 0;
+    for (int p = 0; p < parts; p++) {
+      rc |= txl_corpus_check(c, p, parts, &t, err, sizeof err);
+      sum += t;
+    }
+    CHECK(rc == 0 && sum == total, "check in %d parts: %lld of %lld ids (%s)", parts, (long long)sum,
+          (long long)total, rc ? err : "no error");
+  }
+
   /* vocabulary */
+  CHECK(txl_corpus_load_vocab(c, err, sizeof err) == 0, "load_vocab: %s", err);
   CHECK(!strcmp(txl_corpus_token_string(c, 0), "<eos>"), "token 0");
   char want[32];
   int bad = 0;
@@ -128,6 +148,44 @@ static void check_file(const char *dir, const char *name, const int64_t len[3], 
          failures == fail_before ? "ok  " : "FAIL", name, 8 * id_bytes, (long long)vocab,
          (long long)len[0], (long long)len[1], (long long)len[2], (long long)chunk,
          checks - before);
+}
+
+/* The errors come back to the caller, who may go on: NULL or -1 with one line naming the file,
+ * and the corpus still reads after a failed read. */
+static void check_errors_returned(const char *dir) {
+  char path[4096], err[1024] = "";
+  snprintf(path, sizeof path, "%s/absent.h5", dir);
+  CHECK(txl_corpus_open(path, err, sizeof err) == NULL && strstr(err, path) &&
+        strstr(err, "cannot open corpus file") && !strchr(err, '\n'),
+        "open of a missing file: '%s'", err);
+  snprintf(path, sizeof path, "%s/errors.h5", dir);
+  const int64_t len[3] = {1000, 300, 200};
+  if (handmade_corpus(path, len, 50, 2, 97, 777) != 0) {
+    printf("FAIL cannot write %s\n", path);
+    failures++;
+    return;
+  }
+  TxlCorpus *c = txl_corpus_open(path, err, sizeof err);
+  CHECK(c != NULL, "open: %s", err);
+  if (!c) return;
+  int32_t out[100];
+  err[0] = '\0';
+  CHECK(txl_corpus_read_range(c, "train", 770, 10, out, err, sizeof err) == -1 && strstr(err, path) &&
+        strstr(err, "position 777") && strstr(err, ">= vocab_size 50"), "the bad id: '%s'", err);
+  err[0] = '\0';
+  CHECK(txl_corpus_read_block(c, "train", 100, 9, 2, 0, 10, out, NULL, err, sizeof err) == -1 &&
+        strstr(err, "out of range"), "columns beyond the split: '%s'", err);
+  err[0] = '\0';
+  CHECK(txl_corpus_read_range(c, "dev", 0, 1, out, err, sizeof err) == -1 && strstr(err, "unknown split 'dev'"),
+        "unknown split: '%s'", err);
+  int64_t tokens = 0;
+  err[0] = '\0';
+  CHECK(txl_corpus_check(c, 0, 1, &tokens, err, sizeof err) == -1 && strstr(err, "position 777"),
+        "the check finds the bad id: '%s'", err);
+  int bad = txl_corpus_read_range(c, "train", 0, 100, out, err, sizeof err) != 0;
+  for (int i = 0; i < 100; i++) bad += out[i] != handmade_id(0, i, 50);
+  CHECK(bad == 0, "a good read after the failed ones: %d wrong", bad);
+  txl_corpus_close(c);
 }
 
 int main(int argc, char **argv) {
@@ -155,6 +213,7 @@ int main(int argc, char **argv) {
   check_file(argv[1], "u8.h5", b, 256, 1, 64);
   check_file(argv[1], "u32.h5", d, 70001, 4, 1000);
   check_file(argv[1], "u16-bigchunk.h5", a, 65536, 2, 1 << 20);
+  check_errors_returned(argv[1]);
   printf("%s (%lld checks, %d failed)\n", failures ? "FAILED" : "PASSED", checks, failures);
   return failures ? 1 : 0;
 }

@@ -49,7 +49,8 @@ done
 # a split too short for the columns, with 2 ranks: every rank stops with the message
 expect_error "corpus too short for 2 ranks" "too short for 4 columns of 100000\+1 tokens" \
   $MPI -n 2 "$BIN/txl-train" "$WORK/eq.ini" --set train.tgt_len=100000
-# one rank cannot read its part of the file: a damaged chunk that only rank 1's columns touch
+# one rank cannot read its part of the file: a damaged chunk that only rank 1 reads (in its share of
+# the start-up check of the corpus; tests/data/ranks_bad_corpus.sh covers a damage met while training)
 python3 - "$WORK" <<'PY'
 import random, sys
 w = sys.argv[1]
