@@ -106,5 +106,19 @@ if [ -x "$BIN/txl-train-emu" ] && command -v mpirun >/dev/null; then
   expect_error "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" \
     timeout 120 mpirun -n 2 "$BIN/txl-train-emu" "$good" --set run.device=cuda --set train.batch_size=2
 fi
+# txl-eval's options take their keys' ranges (config.def): -2 is a clamp_len, -3 is not
+if "$BIN/txl-eval" "$WORK/run" --clamp-len -2 --mem-len -1 --threads 0 --max-segments 1 > "$WORK/eval.out" 2>&1 \
+  && grep -q "mem_len 8 clamp_len -1 " "$WORK/eval.out"; then
+  pass "txl-eval --clamp-len -2 --mem-len -1 --threads 0: the training's clamp_len and mem_len, threads as txl-train"
+else
+  fail "txl-eval --clamp-len -2 --mem-len -1 --threads 0: $(tail -c 300 "$WORK/eval.out")"
+fi
+expect_error "txl-eval --clamp-len -3" "^txl: error: --clamp-len -3: eval.eval_clamp_len = -3 is out of range \[-2, 1073741824\]" \
+  "$BIN/txl-eval" "$WORK/run" --clamp-len -3
+expect_error "txl-eval --max-segments 0" "^txl: error: --max-segments 0: eval.max_eval_steps = 0" \
+  "$BIN/txl-eval" "$WORK/run" --max-segments 0
+expect_error "txl-eval --mem-len 0 --same-length names the option" \
+  "^txl: error: --mem-len 0: eval.eval_same_length needs an evaluation memory" \
+  "$BIN/txl-eval" "$WORK/run" --mem-len 8,0 --same-length
 [ ! -e "$WORK/run/metrics.jsonl" ] || [ -s "$WORK/run/metrics.jsonl" ] && pass "no empty metrics file left" || fail "empty metrics file"
 finish
