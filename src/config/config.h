@@ -2,6 +2,7 @@
 #ifndef TXL_CONFIG_CONFIG_H
 #define TXL_CONFIG_CONFIG_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #define TXL_CFG_STRLEN 512
@@ -17,30 +18,70 @@
 #define TXL_CFG_DIM_STRING [TXL_CFG_STRLEN]
 #define TXL_CFG_DIM_ENUM [TXL_CFG_STRLEN]
 
+/* Each key's index in config.def: TXL_CFG_KEY_lr, ... */
+enum {
+#define X(section, key, type, def, lo, hi, choices, resume, help) TXL_CFG_KEY_##key,
+#include "src/config/config.def"
+#undef X
+  TXL_CFG_N_KEYS
+};
+
+/* Where a key's value came from, for the messages about combinations of keys: "FILE:LINE",
+ * "--set section.key=value", a tool's option ("--clamp-len 5"); "" while it holds its default.
+ * Longer places are cut (with "...") here only, never the values. */
+#define TXL_CFG_WHERE_LEN 192
+typedef struct {
+  char where[TXL_CFG_WHERE_LEN];
+  int seq; /* order of the assignments, 1 = the first; 0: the default */
+} TxlCfgOrigin;
+
 typedef struct {
 #define X(section, key, type, def, lo, hi, choices, resume, help) TXL_CFG_FIELD_##type key TXL_CFG_DIM_##type;
 #include "src/config/config.def"
 #undef X
+  /* bookkeeping, not keys */
+  struct {
+    TxlCfgOrigin key[TXL_CFG_N_KEYS];
+    int count;       /* assignments so far */
+    char source[TXL_CFG_WHERE_LEN]; /* the INI file or text read first: named for keys at their default */
+  } set_by;
 } TxlConfig;
 
 /* Fills every key with its default. */
 void txl_config_defaults(TxlConfig *c);
 /* Reads an INI file over the current values. Returns 0, or -1 with a one-line message in err
- * ("FILE:LINE: problem"). */
+ * ("FILE:LINE: problem"). Syntax: [section] headers, `key = value` lines, comments from '#' or ';'
+ * at the start of a line or after a blank, a value in double quotes taken as it stands (escapes
+ * \" \\ \n \t \r; needed for leading or trailing blanks, " #" or " ;"); CRLF line ends and a UTF-8
+ * byte-order mark are accepted. A key given twice, a NUL or other control byte, text after a
+ * section header, a number with trailing text, hex, inf or nan are errors. */
 int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen);
-/* Reads INI text (a checkpoint's config); `name` names it in messages. */
+/* The same from INI text (a checkpoint's config); `name` names it in messages. */
 int txl_config_load_ini_text(TxlConfig *c, const char *text, const char *name, char *err, size_t errlen);
+/* The same from `len` bytes that may hold anything (a NUL byte is an error, not the end). */
+int txl_config_load_ini_bytes(TxlConfig *c, const char *data, size_t len, const char *name, char *err,
+                              size_t errlen);
 /* Lists the keys whose values differ between a and b as "section.key A -> B" separated by
  * "; " in out; fixed_only: only the keys that fix the model's shape (FIXED in config.def).
  * Returns how many differ. */
 int txl_config_diff(const TxlConfig *a, const TxlConfig *b, int fixed_only, char *out, size_t n);
-/* Applies "section.key=value". Returns 0, or -1 with a message in err. */
+/* Applies "section.key=value" (the value as it stands, blanks around it dropped). Returns 0, or
+ * -1 with a message in err that starts "--set section.key=value: ". */
 int txl_config_set(TxlConfig *c, const char *assignment, char *err, size_t errlen);
-/* Checks the combinations no single range can (d_model even, ...). `world` is the rank count.
- * Returns 0, or -1 with a message in err. */
+/* Sets key `name` ("section.key") to `value`, checked as a value of the file is; `where` names
+ * the setting in messages (a tool's option: "--clamp-len 5"). Returns 0, or -1 with a message in
+ * err that starts "WHERE: ". */
+int txl_config_set_key(TxlConfig *c, const char *name, const char *value, const char *where, char *err,
+                       size_t errlen);
+/* Checks the combinations no single range can (d_model even, ...) for training on `world` ranks:
+ * the model's and the evaluation's (txl_config_validate_eval) and the training's. Returns 0, or
+ * -1 with a message in err that starts with where the key that completed the bad combination was
+ * set ("FILE:LINE: ", "--set ...: "; the file for keys at their default). */
 int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen);
-/* Writes every key as INI (sections in table order); marks values that differ from the default
- * with a trailing comment when `mark_changed`. */
+/* The same for evaluating a trained model on `world` ranks: the model's and the eval keys only. */
+int txl_config_validate_eval(const TxlConfig *c, int world, char *err, size_t errlen);
+/* Writes every key as INI (sections in table order) that reads back to the same values; marks
+ * values that differ from the default with a trailing comment when `mark_changed`. */
 void txl_config_write_ini(const TxlConfig *c, FILE *f, int mark_changed);
 /* `--help` text for every key, generated from the table. */
 void txl_config_print_help(FILE *f);

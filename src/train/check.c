@@ -49,7 +49,7 @@ static void shard_text(int B, int P, char *out, size_t n) {
 void txl_check_run(const TxlConfig *cfg, const char *config_path, int ranks) {
   TxlConfig c = *cfg;
   char err[1024];
-  if (txl_config_validate(&c, ranks, err, sizeof err) != 0) txl_fatal_all("%s: %s", config_path, err);
+  if (txl_config_validate(&c, ranks, err, sizeof err) != 0) txl_fatal_all("%s", err);
   const TxlOps *ops = txl_backend_ops(&c, err, sizeof err);
   if (!ops) txl_fatal_all("%s: %s", config_path, err);
   printf("check: %s for %d rank%s on %s (%s)\n", config_path, ranks, ranks > 1 ? "s" : "", c.device, c.precision);

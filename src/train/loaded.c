@@ -10,28 +10,42 @@
 #include "src/train/stream.h"
 #include "src/train/trainer.h"
 
+const char *txl_key_option(const char *opt, const char *v, const char *key) {
+  if (!v) txl_fatal_all("%s needs a value (see --help)", opt);
+  TxlConfig scratch;
+  txl_config_defaults(&scratch);
+  txl_key_option_apply(&scratch, opt, v, key);
+  return v;
+}
+
+void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const char *key) {
+  char where[TXL_CFG_WHERE_LEN], err[1024];
+  snprintf(where, sizeof where, "%s %s", opt, v);
+  if (txl_config_set_key(c, key, v, where, err, sizeof err) != 0) txl_fatal_all("%s", err);
+}
+
 int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
   if (!strcmp(a, "--device")) {
-    o->device = txl_cli_choice(a, v, "cpu|cuda");
+    o->device = txl_key_option(a, v, "run.device");
     return 1;
   }
   if (!strcmp(a, "--precision")) {
-    o->precision = txl_cli_choice(a, v, "fp32|tf32|bf16");
+    o->precision = txl_key_option(a, v, "run.precision");
     return 1;
   }
   if (!strcmp(a, "--threads")) {
-    o->threads = (int)txl_cli_number(a, v, 1, 4096, 1);
+    o->threads = txl_key_option(a, v, "run.threads");
     return 1;
   }
   return 0;
 }
 
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
-  if (o->threads > 0) c->threads = o->threads;
-  if (o->device) snprintf(c->device, sizeof c->device, "%s", o->device);
+  if (o->threads) txl_key_option_apply(c, "--threads", o->threads, "run.threads");
+  if (o->device) txl_key_option_apply(c, "--device", o->device, "run.device");
   /* a model trained in bf16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
   if (o->precision)
-    snprintf(c->precision, sizeof c->precision, "%s", o->precision);
+    txl_key_option_apply(c, "--precision", o->precision, "run.precision");
   else if (!strcmp(c->device, "cpu"))
     snprintf(c->precision, sizeof c->precision, "fp32");
 }

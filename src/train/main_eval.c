@@ -24,18 +24,21 @@ static void usage(FILE *f) {
           "       mpirun -n P txl-eval CHECKPOINT|RUN_DIR [options]   (eval columns split among P ranks)\n"
           "\n"
           "Evaluates a checkpoint's parameters on a split of the corpus; a RUN_DIR means its newest\n"
-          "checkpoint. Settings not given come from the checkpoint's config (its eval.* keys).\n"
+          "checkpoint. Settings not given come from the checkpoint's config (its eval.* keys); an option\n"
+          "that names a key takes that key's values (types and ranges: txl-train --help).\n"
           "\n"
           "options:\n"
           "  --split NAME          train, valid or test (default test)\n"
           "  --corpus FILE         another corpus of the same vocabulary (default: data.corpus of the checkpoint)\n"
           "  --tgt-len N           rows per segment (eval.eval_tgt_len)\n"
-          "  --mem-len N[,N...]    memory rows; a list evaluates each in turn (a table of loss against memory)\n"
-          "  --clamp-len N         relative distances clamped to N; <= 0: none\n"
+          "  --mem-len N[,N...]    memory rows (eval.eval_mem_len; -1: train.mem_len); a list evaluates each\n"
+          "                        in turn (a table of loss against memory)\n"
+          "  --clamp-len N         relative distances clamped to N (eval.eval_clamp_len; <= 0: none, -2: the\n"
+          "                        training's model.clamp_len)\n"
           "  --same-length         every query attends to the same number of keys (needs memory)\n"
           "  --no-same-length      the opposite (default: eval.eval_same_length)\n"
           "  --batch-size N        columns of the split (eval.eval_batch_size; at least P)\n"
-          "  --max-segments N      stop after N segments (default: the whole split)\n"
+          "  --max-segments N      stop after N segments (eval.max_eval_steps; default -1: the whole split)\n"
           TXL_DEVICE_OPTIONS_HELP
           "  -h, --help            this text\n");
 }
@@ -49,38 +52,46 @@ int main(int argc, char **argv) {
   txl_dist_init(&dist, &argc, &argv);
 
   const char *target = NULL, *split = "test", *corpus = NULL;
-  long tgt_len = -1, clamp_len = -3, batch = -1, max_segments = -1;
-  TxlDeviceOptions dev = {NULL, NULL, 0};
-  int same_length = -1, n_mem = 0;
-  long mem[MAX_SWEEP];
+  /* the options that set a key, applied in order over the checkpoint's config once it is read;
+   * each value is checked against its key's range as it is parsed */
+  struct {
+    const char *opt, *value, *key;
+    int flag; /* an option without a value (--same-length): messages name it alone */
+  } set[16];
+  int n_set = 0;
+  TxlDeviceOptions dev = {NULL, NULL, NULL};
+  const char *mem[MAX_SWEEP];
+  char mem_list[1024] = "";
+  int n_mem = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--split")) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, *key = NULL;
+    if (!strcmp(a, "--tgt-len")) key = "eval.eval_tgt_len";
+    if (!strcmp(a, "--clamp-len")) key = "eval.eval_clamp_len";
+    if (!strcmp(a, "--batch-size")) key = "eval.eval_batch_size";
+    if (!strcmp(a, "--max-segments")) key = "eval.max_eval_steps";
+    if (!strcmp(a, "--same-length")) key = "eval.eval_same_length", v = "true";
+    if (!strcmp(a, "--no-same-length")) key = "eval.eval_same_length", v = "false";
+    if (key) {
+      if (n_set == (int)(sizeof set / sizeof set[0])) txl_fatal_all("%s: too many options", a);
+      const int flag = !strcmp(a, "--same-length") || !strcmp(a, "--no-same-length");
+      set[n_set].opt = a, set[n_set].value = txl_key_option(a, v, key), set[n_set].key = key, set[n_set++].flag = flag;
+      if (!flag) i++;
+    } else if (!strcmp(a, "--split")) {
       split = txl_cli_choice(a, v, "train|valid|test"), i++;
     } else if (!strcmp(a, "--corpus")) {
       if (!v) txl_fatal_all("--corpus needs a file");
       corpus = argv[++i];
-    } else if (!strcmp(a, "--tgt-len")) {
-      tgt_len = (long)txl_cli_number(a, v, 1, 1048576, 1), i++;
     } else if (!strcmp(a, "--mem-len")) {
       if (!v) txl_fatal_all("--mem-len needs N or a list N,N,...");
-      char buf[1024];
-      snprintf(buf, sizeof buf, "%s", argv[++i]);
-      for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+      if (strlen(v) >= sizeof mem_list)
+        txl_fatal_all("--mem-len: a list of at most %zu characters", sizeof mem_list - 1);
+      snprintf(mem_list, sizeof mem_list, "%s", argv[++i]);
+      n_mem = 0;
+      for (char *tok = strtok(mem_list, ","); tok; tok = strtok(NULL, ",")) {
         if (n_mem == MAX_SWEEP) txl_fatal_all("--mem-len: at most %d values", MAX_SWEEP);
-        mem[n_mem++] = (long)txl_cli_number(a, tok, 0, 1048576, 1);
+        mem[n_mem++] = txl_key_option(a, tok, "eval.eval_mem_len");
       }
       if (!n_mem) txl_fatal_all("--mem-len %s: no value", argv[i]);
-    } else if (!strcmp(a, "--clamp-len")) {
-      clamp_len = (long)txl_cli_number(a, v, -1, 1073741824, 1), i++;
-    } else if (!strcmp(a, "--same-length")) {
-      same_length = 1;
-    } else if (!strcmp(a, "--no-same-length")) {
-      same_length = 0;
-    } else if (!strcmp(a, "--batch-size")) {
-      batch = (long)txl_cli_number(a, v, 1, 1048576, 1), i++;
-    } else if (!strcmp(a, "--max-segments")) {
-      max_segments = (long)txl_cli_number(a, v, 1, 2147483647L, 1), i++;
     } else if (txl_device_option(&dev, a, v)) {
       i++;
     } else {
@@ -94,16 +105,17 @@ int main(int argc, char **argv) {
   TxlConfig cfg = ld.cfg;
   char err[1024];
   if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
-  if (tgt_len > 0) cfg.eval_tgt_len = (int)tgt_len;
-  if (clamp_len > -3) cfg.eval_clamp_len = (int)clamp_len;
-  if (same_length >= 0) cfg.eval_same_length = same_length;
-  if (batch > 0) cfg.eval_batch_size = (int)batch;
+  cfg.max_eval_steps = -1; /* txl-eval's default: the whole split, whatever validation used */
+  for (int k = 0; k < n_set; k++) {
+    if (!set[k].flag)
+      txl_key_option_apply(&cfg, set[k].opt, set[k].value, set[k].key);
+    else if (txl_config_set_key(&cfg, set[k].key, set[k].value, set[k].opt, err, sizeof err) != 0)
+      txl_fatal_all("%s", err);
+  }
   txl_device_options_apply(&dev, &cfg);
-  if (!n_mem) mem[n_mem++] = txl_config_eval_mem_len(&cfg);
-  cfg.batch_size = dist.world; /* the training batch plays no part here: any value of at least P */
-  for (int k = 0; k < n_mem; k++) {
-    cfg.eval_mem_len = (int)mem[k];
-    if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s", err);
+  for (int k = 0; k < (n_mem ? n_mem : 1); k++) { /* every length of a sweep is checked before the first runs */
+    if (n_mem) txl_key_option_apply(&cfg, "--mem-len", mem[k], "eval.eval_mem_len");
+    if (txl_config_validate_eval(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s", err);
   }
 
   ld.cfg = cfg;
@@ -117,12 +129,12 @@ int main(int argc, char **argv) {
            txl_cpu_threads() > 1 ? "s" : "");
     fflush(stdout);
   }
-  for (int k = 0; k < n_mem; k++) {
-    cfg.eval_mem_len = (int)mem[k];
-    const TxlEvalShape es = {cfg.eval_tgt_len, cfg.eval_mem_len, txl_config_eval_clamp_len(&cfg),
+  for (int k = 0; k < (n_mem ? n_mem : 1); k++) {
+    if (n_mem) txl_key_option_apply(&cfg, "--mem-len", mem[k], "eval.eval_mem_len");
+    const TxlEvalShape es = {cfg.eval_tgt_len, txl_config_eval_mem_len(&cfg), txl_config_eval_clamp_len(&cfg),
                              cfg.eval_same_length, cfg.eval_batch_size};
     double tokens = 0.0, t0 = txl_now_s();
-    const double loss = txl_evaluate(&ld.model, c, split, &es, &dist, (int)max_segments, &tokens);
+    const double loss = txl_evaluate(&ld.model, c, split, &es, &dist, cfg.max_eval_steps, &tokens);
     const double dt = txl_now_s() - t0;
     if (dist.rank == 0) {
       char q[64], tok[32];

@@ -96,9 +96,9 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "--set=", 6)) v = argv[i] + 6;
     if (v && txl_config_set(&cfg, v, err, sizeof err) != 0) txl_fatal_all("%s", err);
     if (!strcmp(argv[i], "--resume")) {
-      char set[TXL_CFG_STRLEN + 16];
-      snprintf(set, sizeof set, "run.resume=%s", argv[++i]);
-      if (txl_config_set(&cfg, set, err, sizeof err) != 0) txl_fatal_all("%s", err);
+      char where[64];
+      snprintf(where, sizeof where, "--resume %.50s%s", argv[i + 1], strlen(argv[i + 1]) > 50 ? "..." : "");
+      if (txl_config_set_key(&cfg, "run.resume", argv[++i], where, err, sizeof err) != 0) txl_fatal_all("%s", err);
     }
   }
   if (check) {
@@ -109,7 +109,9 @@ int main(int argc, char **argv) {
     txl_dist_finalize();
     return 0;
   }
-  if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s: %s", config_path, err);
+  /* its message names where the key that completed a bad combination was set: a --set, or the
+   * file's line (the file itself for keys at their default) */
+  if (txl_config_validate(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s", err);
   if (print_only) {
     if (dist.rank == 0) txl_config_write_ini(&cfg, stdout, 1);
     txl_dist_finalize();

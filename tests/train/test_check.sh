@@ -43,7 +43,9 @@ grep -q "^corpus: $WORK/demo.h5 (char level, vocabulary" <("$BIN/txl-train" "$SR
 grep -q "columns: 60 global, 7 or 8 on each rank; evaluation 10, 1 or 2 on each rank" "$WORK/w.out" \
   && pass "the README's wt103_base command on 8 ranks: 7 or 8 columns each" || { cat "$WORK/w.out"; fail "wt103_base on 8 ranks"; }
 
-expect_error "--check: more ranks than columns" "batch_size = 8 is fewer columns than the 16 ranks" \
+expect_error "--check: more ranks than columns" "train.batch_size = 8 is fewer columns than the 16 ranks" \
+  "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --ranks 16 --set eval.eval_batch_size=16
+expect_error "--check: more ranks than evaluation columns" "eval.eval_batch_size = 10 is fewer columns than the 16 ranks" \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --ranks 16
 expect_error "--check: no corpus and no n_token" "data.corpus = 'data/wt2.h5' is not here; give the vocabulary size" \
   "$BIN/txl-train" "$SRC/configs/wt2_small.ini" --check
