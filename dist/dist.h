@@ -42,11 +42,12 @@ void txl_dist_allreduce_max_f64(double *x, int n);
 /* collective: all ranks */
 void txl_dist_barrier(void);
 
-/* From now on a collective that some rank has not reached `seconds` after this rank did ends
- * the job (0: wait for ever, the setting at txl_dist_init). First a barrier under the old
- * setting, so that work some ranks did alone before the call (rank 0 scanning the corpus, or
- * writing a sample while the others wait) never counts. Returns the old setting, to restore it
- * after a phase where ranks legitimately wait for one another for long. collective: all ranks */
+/* From now on a collective that some rank has not reached `seconds` after this rank did (more
+ * exactly: in which this rank saw no part complete for that long) ends the job (0: wait for
+ * ever, the setting at txl_dist_init). First a barrier under the old setting, so that work some
+ * ranks did alone before the call (rank 0 scanning the corpus, or writing a sample while the
+ * others wait) never counts. Returns the old setting, to restore it after a phase where ranks
+ * legitimately wait for one another for long. collective: all ranks */
 double txl_dist_set_timeout(double seconds);
 /* The training step under way, named in the timeout's message (-1: none, the start). */
 void txl_dist_set_step(int step);

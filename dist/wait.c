@@ -33,6 +33,9 @@
  * during a nap goes on at most 2 ms late per round of its algorithm. */
 #define NAP_MIN_S 20e-6
 #define NAP_MAX_S 2e-3
+/* A wait looks for notices from other ranks once it has lasted this long (the collectives of a
+ * step mostly take less, and then pay nothing for it). */
+#define NOTICE_AFTER_S 1e-3
 /* How long a rank that knows of a passed deadline collects answers. A rank waiting in a
  * collective answers within one nap (2 ms); one silent for a second is not waiting in one. */
 #define GRACE_S 1.0
@@ -244,8 +247,8 @@ void txl_dist_wait(int n, MPI_Request *req, const char *what) {
       continue;
     }
     const double waited = txl_now_s() - since;
+    if (waited >= NOTICE_AFTER_S) check_notices(what);
     if (waited < SPIN_S) continue;
-    check_notices(what);
     if (g.timeout_s > 0.0 && waited >= g.timeout_s) end_job(what, -1, NULL);
     nap(sleep_s);
     sleep_s = 2.0 * sleep_s < NAP_MAX_S ? 2.0 * sleep_s : NAP_MAX_S;
