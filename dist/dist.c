@@ -4,11 +4,29 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dist/wait.h"
+
+static int g_world = 1;
+
 void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
   txl_fatal("%s:%d: MPI call %s failed: %s", file, line, call, msg);
+}
+
+/* x[0, n) combined in place across ranks under the deadline (dist/wait.h). */
+static void allreduce(void *x, int n, MPI_Datatype type, MPI_Op op, const char *what) {
+  if (g_world == 1) return;
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, type, op, MPI_COMM_WORLD, &req));
+  txl_dist_wait(1, &req, what);
+}
+
+/* txl_fatal_if_any's agreement: the smallest of v over the ranks, under the deadline. */
+static int min_over_ranks(int v) {
+  allreduce(&v, 1, MPI_INT, MPI_MIN, "the agreement on an error");
+  return v;
 }
 
 void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
@@ -28,27 +46,28 @@ void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
   MPI_CHECK(MPI_Comm_size(node, &d->local_size));
   MPI_CHECK(MPI_Comm_free(&node));
   txl_error_set_rank(d->rank, d->world, d->host);
+  g_world = d->world;
+  txl_dist_wait_init(d->rank, d->world);
+  txl_error_set_agreement(min_over_ranks);
 }
 
 void txl_dist_finalize(void) { MPI_Finalize(); }
 
-void txl_dist_allreduce_sum_f64(double *x, int n) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-}
+void txl_dist_allreduce_sum_f64(double *x, int n) { allreduce(x, n, MPI_DOUBLE, MPI_SUM, "a sum across ranks"); }
 
-void txl_dist_allreduce_max_i32(int *x, int n) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-}
+void txl_dist_allreduce_max_i32(int *x, int n) { allreduce(x, n, MPI_INT, MPI_MAX, "a maximum across ranks"); }
 
-void txl_dist_barrier(void) { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void txl_dist_allreduce_max_f64(double *x, int n) { allreduce(x, n, MPI_DOUBLE, MPI_MAX, "a maximum across ranks"); }
+
+void txl_dist_barrier(void) {
+  if (g_world == 1) return;
+  MPI_Request req;
+  MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+  txl_dist_wait(1, &req, "a barrier");
+}
 
 int txl_dist_all_equal_u64(uint64_t v) {
-  uint64_t lo = v, hi = v;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
-  return lo == hi;
-}
-
-void txl_dist_allreduce_max_f64(double *x, int n) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  uint64_t m[2] = {v, ~v}; /* one minimum gives both: max(v) = ~min(~v) */
+  allreduce(m, 2, MPI_UINT64_T, MPI_MIN, "a comparison across ranks");
+  return m[0] == ~m[1];
 }

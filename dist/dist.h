@@ -1,5 +1,12 @@
 /* Everything that knows there is more than one rank. src/ calls these and never MPI directly.
- * With one rank every function here is a cheap no-op or copy. */
+ * With one rank every function here is a cheap no-op or copy.
+ *
+ * The collectives here and the gradient reducer's MPI path (dist/reduce.h) wait under a deadline
+ * (txl_dist_set_timeout): one that some rank has not reached that long after this rank did ends
+ * the job with one line naming those ranks, and status 1 on every rank that still answers (how:
+ * dist/wait.c). A waiting rank polls, then naps, so it does not keep a core busy. Not covered:
+ * the checkpoints' parallel HDF5 I/O and the other MPI calls inside src/checkpoint, and the NCCL
+ * all-reduce of the GPU backend (its wait is on the device). */
 #ifndef TXL_DIST_DIST_H
 #define TXL_DIST_DIST_H
 
@@ -34,6 +41,16 @@ void txl_dist_allreduce_max_i32(int *x, int n);
 void txl_dist_allreduce_max_f64(double *x, int n);
 /* collective: all ranks */
 void txl_dist_barrier(void);
+
+/* From now on a collective that some rank has not reached `seconds` after this rank did (more
+ * exactly: in which this rank saw no part complete for that long) ends the job (0: wait for
+ * ever, the setting at txl_dist_init). First a barrier under the old setting, so that work some
+ * ranks did alone before the call (rank 0 scanning the corpus, or writing a sample while the
+ * others wait) never counts. Returns the old setting, to restore it after a phase where ranks
+ * legitimately wait for one another for long. collective: all ranks */
+double txl_dist_set_timeout(double seconds);
+/* The training step under way, named in the timeout's message (-1: none, the start). */
+void txl_dist_set_step(int step);
 
 /* Reports an MPI failure with the library's message, then ends the job. */
 void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) __attribute__((noreturn));

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "dist/dist.h"
+#include "dist/wait.h"
 #include "src/base/timer.h"
 
 struct TxlReducer {
@@ -46,8 +47,10 @@ static void post(TxlReducer *r, int64_t begin, int64_t end) {
       r->transport.start(r->transport.ctx, r->buf + b, len);
       continue;
     }
-    if (!r->overlap) {
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    if (!r->overlap) { /* one bucket after another, as blocking calls would, but under the deadline */
+      MPI_Request req;
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+      txl_dist_wait(1, &req, "the gradient all-reduce");
       continue;
     }
     if (r->n_req == r->cap_req) {
@@ -96,8 +99,8 @@ void txl_reducer_finish(TxlReducer *r) {
   }
   if (r->transport.start) {
     r->transport.finish(r->transport.ctx);
-  } else if (r->overlap) {
-    MPI_CHECK(MPI_Waitall(r->n_req, r->req, MPI_STATUSES_IGNORE));
+  } else if (r->overlap) { /* under dist.timeout_s: a rank that never sends its gradient ends the job */
+    txl_dist_wait(r->n_req, r->req, "the gradient all-reduce");
     r->n_req = 0;
   }
   r->wait_s += txl_now_s() - t0;

@@ -11,7 +11,7 @@ typedef struct TxlReducer TxlReducer;
 
 /* Sums buf[0, n) across all ranks in buckets of at most bucket_elems, in the order the slices
  * are announced. overlap: 1 = start each bucket as soon as its slice is announced
- * (MPI_Iallreduce), 0 = reduce everything in txl_reducer_finish with blocking calls.
+ * (MPI_Iallreduce), 0 = reduce them one after another in txl_reducer_finish.
  * With one rank every call returns at once. collective: all ranks (every function) */
 TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int overlap);
 /* A transport that sums device memory: start queues the sum of p[0, n) across ranks (it may
@@ -29,7 +29,8 @@ TxlReducer *txl_reducer_create_with(const TxlReduceTransport *t, float *buf, int
                                     int overlap);
 /* [begin, end) is final on this rank (every rank announces the same slices in the same order). */
 void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end);
-/* Every element announced exactly once; returns when all sums are in buf, ready for the next step. */
+/* Every element announced exactly once; returns when all sums are in buf, ready for the next step.
+ * The MPI path waits under dist.timeout_s (dist/dist.h); a transport's finish is its own. */
 void txl_reducer_finish(TxlReducer *r);
 /* Seconds spent blocked in txl_reducer_finish since create. */
 double txl_reducer_wait_seconds(const TxlReducer *r);

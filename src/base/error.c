@@ -5,16 +5,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int g_rank = 0;
 static int g_world = 1;
 static char g_host[64] = "";
+static int (*g_min_over_ranks)(int) = NULL;
 
 void txl_error_set_rank(int rank, int world_size, const char *host) {
   g_rank = rank;
   g_world = world_size;
   snprintf(g_host, sizeof g_host, "%s", host ? host : "");
 }
+
+void txl_error_set_agreement(int (*min_over_ranks)(int value)) { g_min_over_ranks = min_over_ranks; }
 
 static void vreport(const char *fmt, va_list ap) {
   char msg[2048];
@@ -59,10 +63,7 @@ void txl_fatal_all(const char *fmt, ...) {
 
 void txl_fatal_if_any(int failed, const char *fmt, ...) {
   int first = failed ? g_rank : g_world;
-  if (mpi_running() && g_world > 1) {
-    int mine = first;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  }
+  if (mpi_running() && g_world > 1 && g_min_over_ranks) first = g_min_over_ranks(first);
   if (first == g_world) return;
   if (first == g_rank) {
     va_list ap;
@@ -72,6 +73,18 @@ void txl_fatal_if_any(int failed, const char *fmt, ...) {
   }
   if (mpi_running()) MPI_Finalize();
   exit(1);
+}
+
+void txl_error_print(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(fmt, ap);
+  va_end(ap);
+}
+
+void txl_exit_unfinalized(void) {
+  fflush(NULL);
+  _exit(1);
 }
 
 void *txl_malloc(size_t bytes, const char *what) {

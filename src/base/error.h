@@ -7,6 +7,9 @@
 
 /* Called once by dist/ after MPI_Init so that messages carry the rank and host. */
 void txl_error_set_rank(int rank, int world_size, const char *host);
+/* Called once by dist/ after MPI_Init: the smallest of a value over the ranks (a collective under
+ * dist.timeout_s), txl_fatal_if_any's agreement. */
+void txl_error_set_agreement(int (*min_over_ranks)(int value));
 
 /* Print "txl: error: <message>" (prefixed with "[rank R@host]" when world_size > 1) and end the
  * whole job with exit status 1: MPI_Abort when several ranks run, exit(1) otherwise. Use it for
@@ -20,8 +23,18 @@ void txl_fatal_all(const char *fmt, ...) __attribute__((noreturn, format(printf,
 
 /* For a problem some ranks may see and others not (a node with too few GPUs): when `failed` on
  * any rank, the lowest failing rank prints its message (with its rank), every rank finalizes MPI
- * and exits with status 1; returns when no rank failed. collective: all ranks */
+ * and exits with status 1; returns when no rank failed. collective: all ranks (agreed under
+ * dist.timeout_s, see dist/dist.h) */
 void txl_fatal_if_any(int failed, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "txl: error: <message>" as txl_fatal does and returns: for a rank that must tell the
+ * others before it ends the job (dist/'s collective timeout). */
+void txl_error_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Flushes every stream and exits with status 1 at once, without MPI_Finalize or MPI_Abort (both
+ * wait for ranks that no longer answer): for the ranks of a job that dist/'s collective timeout
+ * ends; mpirun then ends the ranks that are stopped or gone. */
+void txl_exit_unfinalized(void) __attribute__((noreturn));
 
 /* Library-call checks: each a do { } while (0) that reports file:line and the failed call. */
 #define TXL_FAIL_AT(what, call) txl_fatal("%s:%d: %s failed: %s", __FILE__, __LINE__, what, call)

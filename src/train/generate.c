@@ -158,6 +158,7 @@ double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out
 void txl_trainer_generate(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
   if (c->sample_tokens <= 0 || !t->corpus) return;
+  const double timeout_s = txl_dist_set_timeout(0.0); /* the others wait for rank 0's sample */
   if (t->dist.rank == 0) {
     const TxlGenOptions o = {c->sample_prompt, c->sample_tokens, c->sample_temperature, 0, 1.0, (uint32_t)c->seed,
                              c->eval_tgt_len, txl_config_eval_mem_len(c) > 0 ? txl_config_eval_mem_len(c) : 1,
@@ -167,5 +168,5 @@ void txl_trainer_generate(TxlTrainer *t) {
     printf("\n--- end of sample ---\n");
     fflush(stdout);
   }
-  txl_dist_barrier();
+  txl_dist_set_timeout(timeout_s); /* once every rank is here */
 }

@@ -120,6 +120,7 @@ int main(int argc, char **argv) {
 
   TxlTrainer t;
   txl_trainer_setup(&t, &cfg, &dist, bench);
+  txl_dist_set_timeout(cfg.timeout_s); /* after setup: rank 0 alone scans the corpus there */
   if (bench) {
     txl_trainer_bench(&t, bench_steps, bench_warmup);
   } else {

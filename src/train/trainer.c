@@ -207,6 +207,7 @@ void txl_trainer_teardown(TxlTrainer *t) {
 /* ---- one step ----------------------------------------------------------------------------- */
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
+  txl_dist_set_step(t->step + 1); /* named if a collective times out */
   double loss = txl_train_step(&t->model, &t->run, &t->adam, &t->sched, t->step, t->cfg.batch_size, t->reducer,
                                inputs, targets, L, grad_norm);
   t->step++;

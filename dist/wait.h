@@ -1,0 +1,20 @@
+/* How dist/ waits for its collectives: every one is started non-blocking and polled, first
+ * without pause, then with short naps, against the deadline set by txl_dist_set_timeout. A rank
+ * whose deadline passes tells the others; those that are waiting in a collective answer; after a
+ * short grace the lowest rank that answered prints one line naming the ranks that did not, and
+ * every rank that answered exits with status 1 (mpirun then ends the rest of the job).
+ * For dist/'s own files: it needs mpi.h, which the rest of txl never includes. */
+#ifndef TXL_DIST_WAIT_H
+#define TXL_DIST_WAIT_H
+
+#include <mpi.h>
+
+/* After MPI_Init: the notices' own communicator (a duplicate of the world). collective: all ranks */
+void txl_dist_wait_init(int rank, int world);
+
+/* Returns once the n requests of one collective are complete. `what` names the collective in
+ * the message, e.g. "the gradient all-reduce". Every rank waits for the same collectives in the
+ * same order (each wait is one number in a count kept on every rank). */
+void txl_dist_wait(int n, MPI_Request *req, const char *what);
+
+#endif
