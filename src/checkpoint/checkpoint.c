@@ -639,35 +639,58 @@ static int64_t estimate_bytes(const TxlCkptBuffers *b, size_t config_len) {
   return est;
 }
 
-/* Reserves the file's space up front (rank 0; every rank checks its file-size limit), so that a
- * full disk or a file-size limit shows here, before anything is written, and not as a failed
- * write inside HDF5: HDF5 1.10 cannot close a file whose last flush fails (the close fails, the
- * file ID stays behind and MPI_Finalize crashes on it). HDF5 cuts the file to its real size when
- * it closes it. Where the file system cannot reserve space (fallocate unsupported), the free
- * space is compared instead. */
-static void reserve_space(Ctx *c, const char *tmp, int64_t est) {
-  int err = 0;
+/* Reserves the file's space before HDF5 creates the file, so that a full disk or a file-size
+ * limit shows here, before HDF5 has written a byte, and never as a failed write inside HDF5:
+ * HDF5 1.10 cannot close a file whose metadata flush fails (H5Fclose fails, the file ID stays
+ * behind and MPI_Finalize crashes on it; with several ranks one waits in MPI_File_close's barrier
+ * and another in the metadata cache's, for ever). Even a file that only H5Fcreate has touched
+ * needs its superblock written at close, so the space must be held before H5Fcreate, not after.
+ * Every rank checks its file-size limit; rank 0 creates (or empties) the temporary and allocates
+ * `est` bytes to it past its end (FALLOC_FL_KEEP_SIZE): its size stays 0, H5Fcreate truncates
+ * only a non-empty file, so the blocks stay reserved and every write of HDF5 lands in them.
+ * Where the file system cannot allocate (fallocate unsupported) the free space is compared
+ * instead. Returns 1 on rank 0 when it created the temporary (to remove on failure). */
+static int reserve_space(Ctx *c, const char *tmp, int64_t est) {
+  int err = 0, created = 0;
   struct rlimit rl;
   if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       (int64_t)rl.rlim_cur < est)
     err = EFBIG;
   if (!err && c->rank == 0) {
-    int fd = open(tmp, O_WRONLY);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
       err = errno;
     } else {
-      if (fallocate(fd, 0, 0, (off_t)est) != 0) err = errno;
+      created = 1;
+      if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)est) != 0) err = errno;
       if (err == EOPNOTSUPP || err == ENOSYS) {
         struct statvfs vs;
         err = 0;
         if (fstatvfs(fd, &vs) == 0 && (int64_t)vs.f_bavail * (int64_t)vs.f_frsize < est) err = ENOSPC;
       }
-      close(fd);
+      if (close(fd) != 0 && !err) err = errno;
     }
   }
   if (err)
     fail(c, "no room for the checkpoint: reserving %.1f MB for %s failed: %s", (double)est / 1e6,
          tmp, strerror(err));
+  return created;
+}
+
+/* Gives the reserved blocks past the file's end back (HDF5 has set the file's size when it
+ * closed it). Rank 0; best effort: a file system that cannot punch keeps them until the file
+ * is removed. */
+static void release_reserve(const char *tmp, int64_t est) {
+  int fd = open(tmp, O_WRONLY);
+  if (fd < 0) return;
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && sb.st_size < est) {
+    /* to the end of the block holding the reservation's last byte: a hole frees whole blocks */
+    const int64_t blk = sb.st_blksize > 0 ? (int64_t)sb.st_blksize : 4096;
+    const int64_t end = (est + blk - 1) / blk * blk;
+    (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, sb.st_size, end - sb.st_size);
+  }
+  close(fd);
 }
 
 int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState *st_in,
@@ -676,7 +699,8 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   ctx_begin(&c, path);
   char *tmp = NULL;
   hid_t file = -1, dxpl = -1;
-  int attempted = 0, file_everywhere = 0;
+  int created_tmp = 0, file_everywhere = 0;
+  int64_t est = 0; /* bytes reserved for the file */
 
   /* rank 0's state and config are what the file records (they should be equal everywhere) */
   TxlCkptState st;
@@ -725,23 +749,21 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   tmp = txl_malloc(strlen(path) + 5, "temporary name");
   sprintf(tmp, "%s.tmp", path);
 
-  /* create <path>.tmp */
+  /* the space first, then <path>.tmp as an HDF5 file (see reserve_space) */
+  est = estimate_bytes(b, (size_t)clen);
+  created_tmp = reserve_space(&c, tmp, est);
+  if (!agree(&c)) goto out;
   hid_t fapl = make_fapl();
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   if (fapl < 0 || fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
     fail_h5(&c, "file properties for parallel HDF5");
   } else {
-    attempted = 1;
     file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
     if (file < 0) fail_h5(&c, "cannot create %s", tmp);
   }
   if (fcpl >= 0) H5Pclose(fcpl);
   if (fapl >= 0) H5Pclose(fapl);
   file_everywhere = all_true(file >= 0);
-  attempted = all_true(!attempted) ? 0 : 1;
-  if (!agree(&c)) goto out;
-
-  reserve_space(&c, tmp, estimate_bytes(b, (size_t)clen));
   if (!agree(&c)) goto out;
 
   dxpl = H5Pcreate(H5P_DATASET_XFER);
@@ -791,13 +813,14 @@ out:
   if (file >= 0 && file_everywhere) close_file(&c, &file);
   agree(&c);
   if (c.ok && c.rank == 0) {
+    release_reserve(tmp, est);
     if (rename(tmp, path) != 0)
       fail(&c, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
     else
       sync_folder_of(path);
   }
   agree(&c);
-  if (!c.ok && attempted && c.rank == 0 && tmp) unlink(tmp);
+  if (!c.ok && created_tmp && tmp) unlink(tmp);
   free(tmp);
   free(config);
   return ctx_end(&c, err, errlen);

@@ -52,10 +52,12 @@ typedef struct {
   int B_local, col0;               /* this rank's columns: [col0, col0 + B_local) */
 } TxlCkptBuffers;
 
-/* Writes `path` atomically: everything goes to "<path>.tmp", which is flushed and closed, then
- * rank 0 renames it to `path` (and syncs the folder). On any failure on any rank (disk full,
- * file-size limit, bad buffers, ...) every rank returns -1 with the same message, rank 0 removes
- * the .tmp and `path` is untouched (an older file of that name stays as it was).
+/* Writes `path` atomically: rank 0 first reserves the file's full size for "<path>.tmp" (a full
+ * disk or a file-size limit fails here, before HDF5 has written anything), everything goes to
+ * it, it is flushed and closed, then rank 0 renames it to `path` (and syncs the folder). On any
+ * failure on any rank (disk full, file-size limit, bad buffers, ...) every rank returns -1 with
+ * the same message, rank 0 removes the .tmp and `path` is untouched (an older file of that name
+ * stays as it was).
  * `config_ini` is the resolved configuration (txl_config_write_ini), stored as text; less than
  * 60 KiB. Test hook: TXL_CKPT_FAULT=after_params makes every rank abort() after the parameters
  * are written (see FORMAT.md). collective: all ranks */
