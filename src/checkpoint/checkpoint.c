@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -264,6 +265,36 @@ static void attr_f64(Ctx *c, hid_t o, const char *name, double v) {
   attr_write(c, o, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
+/* An HDF5 type class as messages name it ("is a string, expected an integer"). */
+static const char *class_text(H5T_class_t cls) {
+  switch (cls) {
+  case H5T_INTEGER: return "an integer";
+  case H5T_FLOAT: return "a floating-point number";
+  case H5T_STRING: return "a string";
+  case H5T_COMPOUND: return "a compound";
+  case H5T_ENUM: return "an enumeration";
+  case H5T_ARRAY: return "an array";
+  case H5T_VLEN: return "a variable-length sequence";
+  case H5T_REFERENCE: return "a reference";
+  case H5T_BITFIELD: return "a bit field";
+  case H5T_OPAQUE: return "opaque data";
+  default: return "of an unknown type";
+  }
+}
+
+/* Fails unless the attribute's type t is of class `want` and its space s one value. */
+static int check_attr_kind(Ctx *c, const char *name, hid_t t, hid_t s, H5T_class_t want) {
+  H5T_class_t got = H5Tget_class(t);
+  hssize_t n = H5Sget_simple_extent_npoints(s);
+  if (got != want)
+    fail(c, "not a valid txl checkpoint: root attribute '%s' is %s, expected %s", name,
+         class_text(got), class_text(want));
+  else if (n != 1)
+    fail(c, "not a valid txl checkpoint: root attribute '%s' holds %lld values, expected one", name,
+         (long long)n);
+  return c->ok ? 0 : -1;
+}
+
 /* A scalar attribute of class `cls` read as `mtype`. Returns 0, or -1 after fail(). */
 static int attr_read_num_local(Ctx *c, hid_t obj, const char *name, H5T_class_t cls, hid_t mtype,
                                void *v) {
@@ -280,16 +311,11 @@ static int attr_read_num_local(Ctx *c, hid_t obj, const char *name, H5T_class_t 
   hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
   hid_t t = a < 0 ? -1 : H5Aget_type(a);
   hid_t s = a < 0 ? -1 : H5Aget_space(a);
-  int rc = -1;
   if (a < 0 || t < 0 || s < 0)
     fail_h5(c, "cannot read root attribute '%s'", name);
-  else if (H5Tget_class(t) != cls || H5Sget_simple_extent_npoints(s) != 1)
-    fail(c, "not a valid txl checkpoint: root attribute '%s' is not a scalar %s", name,
-         cls == H5T_INTEGER ? "integer" : "floating-point number");
-  else if (H5Aread(a, mtype, v) < 0)
+  else if (check_attr_kind(c, name, t, s, cls) == 0 && H5Aread(a, mtype, v) < 0)
     fail_h5(c, "cannot read root attribute '%s'", name);
-  else
-    rc = 0;
+  int rc = c->ok ? 0 : -1;
   if (s >= 0) H5Sclose(s);
   if (t >= 0) H5Tclose(t);
   if (a >= 0) H5Aclose(a);
@@ -311,8 +337,8 @@ static int attr_read_string_local(Ctx *c, hid_t obj, const char *name, char **ou
   hid_t s = a < 0 ? -1 : H5Aget_space(a);
   if (a < 0 || t < 0 || s < 0) {
     fail_h5(c, "cannot read root attribute '%s'", name);
-  } else if (H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(s) != 1) {
-    fail(c, "not a valid txl checkpoint: root attribute '%s' is not a string", name);
+  } else if (check_attr_kind(c, name, t, s, H5T_STRING) != 0) {
+    /* the message is recorded */
   } else if (H5Tis_variable_str(t) > 0) {
     hid_t m = H5Tcopy(H5T_C_S1);
     char *v = NULL;
@@ -424,6 +450,7 @@ static void read_root_attrs(Ctx *c, hid_t file, TxlCkptState *st, Geometry *g, c
     fail(c, "checkpoint format version %lld is not supported (this build reads versions %d to %d)",
          (long long)version, TXL_CKPT_OLDEST_VERSION, TXL_CKPT_FORMAT_VERSION);
   memset(st, 0, sizeof *st);
+  st->format_version = (int)version;
   int64_t i32[4] = {0}, seed = 0;
   attr_read_num(c, file, "step", H5T_INTEGER, H5T_NATIVE_INT64, &st->step);
   attr_read_num(c, file, "tokens_seen", H5T_INTEGER, H5T_NATIVE_INT64, &st->tokens_seen);
@@ -960,7 +987,73 @@ static void read_tensor(Ctx *c, hid_t g, const char *group, const TxlTensorInfo 
   H5Dclose(d);
 }
 
-/* Every tensor of table from /group into dst (table offsets). collective */
+/* ---- values a checkpoint must not hold ------------------------------------------------------
+ * NaN or an infinity anywhere, and a negative Adam second moment (a mean of squares): a run
+ * continued from such a file fails later with a NaN loss (or silently, for v), an evaluation
+ * prints nan. The checksums cannot tell: the values were written so. */
+
+/* The first of v[0..n) that is not finite, or negative with nonneg; -1 when none is. */
+static int64_t first_bad_value(const float *v, int64_t n, int nonneg) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(v[i]) || (nonneg && v[i] < 0.0f)) return i;
+  return -1;
+}
+
+/* "dataset '/adam_v/w' holds NaN at element 7: the checkpoint is unusable" */
+static void bad_value_text(char *msg, size_t n, const char *dataset, float x, int64_t element) {
+  char v[32];
+  if (isnan(x)) snprintf(v, sizeof v, "NaN");
+  else if (isinf(x)) snprintf(v, sizeof v, "%sInf", x < 0 ? "-" : "+");
+  else snprintf(v, sizeof v, "%g", (double)x);
+  snprintf(msg, n, "dataset '%s' holds %s at element %lld%s: the checkpoint is unusable", dataset, v,
+           (long long)element, isfinite(x) ? ", a negative second moment" : "");
+}
+
+int txl_ckpt_check_values(const char *path, const char *dataset, const float *v, int64_t n,
+                          int64_t first, char *err, size_t errlen) {
+  const int64_t i = first_bad_value(v, n, strncmp(dataset, "/adam_v/", 8) == 0);
+  if (i < 0) return 0;
+  char text[512];
+  bad_value_text(text, sizeof text, dataset, v[i], first + i);
+  if (err && errlen) snprintf(err, errlen, "%s: %s", path, text);
+  return -1;
+}
+
+/* The values of /group just read into buf (table offsets). */
+static void check_group_values(Ctx *c, const char *group, const TxlParamTable *t, const float *buf) {
+  if (!c->ok) return;
+  int64_t index = 0;
+  const TxlTensorInfo *bad = txl_param_first_nonfinite(t, buf, &index);
+  if (!bad && strcmp(group, "adam_v") == 0)
+    for (int i = 0; i < t->n_tensors && !bad; i++) {
+      index = first_bad_value(buf + t->tensors[i].offset, t->tensors[i].numel, 1);
+      if (index >= 0) bad = &t->tensors[i];
+    }
+  if (!bad) return;
+  char dataset[160], text[512];
+  snprintf(dataset, sizeof dataset, "/%s/%s", group, bad->name);
+  bad_value_text(text, sizeof text, dataset, buf[bad->offset + index], index);
+  fail(c, "%s", text);
+}
+
+/* The valid rows [0, mem_rows) of this rank's columns of /mems (the other rows hold whatever the
+ * writer's buffer held). Elements are numbered in the dataset's order, all columns. */
+static void check_mems_values(Ctx *c, const TxlCkptBuffers *b, int mem_rows) {
+  for (int l = 0; l < b->n_layer && c->ok; l++)
+    for (int r = 0; r < mem_rows && c->ok; r++)
+      for (int col = 0; col < b->B_local && c->ok; col++) {
+        const int64_t row = (int64_t)l * b->mem_len + r;
+        const float *v = b->mems + (row * b->B_local + col) * b->d_model;
+        const int64_t i = first_bad_value(v, b->d_model, 0);
+        if (i >= 0) {
+          char text[512];
+          bad_value_text(text, sizeof text, "/mems", v[i], (row * b->B_global + b->col0 + col) * b->d_model + i);
+          fail(c, "%s", text);
+        }
+      }
+}
+
+/* Every tensor of table from /group into dst (table offsets), its values checked. collective */
 static void read_group(Ctx *c, hid_t file, const char *group, const TxlParamTable *table, float *dst, hid_t dxpl) {
   hid_t grp = H5Gopen2(file, group, H5P_DEFAULT);
   if (grp < 0) fail_h5(c, "cannot open group '/%s'", group);
@@ -971,6 +1064,7 @@ static void read_group(Ctx *c, hid_t file, const char *group, const TxlParamTabl
     agree(c);
   }
   if (grp >= 0) H5Gclose(grp);
+  check_group_values(c, group, table, dst);
   agree(c);
 }
 
@@ -1048,6 +1142,7 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
     if (msp >= 0) H5Sclose(msp);
     if (fsp >= 0) H5Sclose(fsp);
     if (d >= 0) H5Dclose(d);
+    check_mems_values(&c, b, st.mem_rows);
   }
   agree(&c);
 

@@ -33,6 +33,7 @@ typedef struct {
   int mem_rows;        /* memory rows valid now, 0 <= mem_rows <= mem_len */
   int adam_t;          /* Adam updates done (bias correction) */
   int world_size;      /* write: ignored (the communicator size is stored); read: the writer's */
+  int format_version;  /* write: ignored (TXL_CKPT_FORMAT_VERSION is stored); read: the file's */
   uint32_t seed;
   double best_valid_loss;
   double lr;           /* learning rate of the last step */
@@ -74,16 +75,26 @@ int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st, char *e
  * and /adam_v with exactly the table's shape (and no other tensor may be there), /mems must be
  * [n_layer, mem_len, B_global, d_model] as in b; each rank reads its columns [col0, col0 +
  * B_local) of the memory. Checksums (Fletcher32) are verified on every read; a damaged dataset
- * is an error naming the file and the dataset. On failure the buffers hold unspecified data.
- * collective: all ranks */
+ * is an error naming the file and the dataset, and so is a value no checkpoint may hold (see
+ * txl_ckpt_check_values; in /mems only the valid rows [0, mem_rows) count). On failure the
+ * buffers hold unspecified data. collective: all ranks */
 int txl_ckpt_read(const char *path, TxlCkptState *st, const TxlCkptBuffers *b, char *err,
                   size_t errlen);
 
 /* Reads only the parameters (/params, every tensor of `table` with exactly its shape, checksums
- * verified) into params, for evaluation and generation: any rank count, any batch. *st gets the
+ * verified, every value finite) into params, for evaluation and generation: any rank count, any batch. *st gets the
  * state attributes (st may be NULL). collective: all ranks */
 int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_layer, int d_model, float *params,
                          TxlCkptState *st, char *err, size_t errlen);
+
+/* The values a checkpoint must not hold, among n floats of `dataset` (its full name, e.g.
+ * "/adam_v/word_emb") read from `path`, `first` being the dataset element (C order) of v[0]: NaN
+ * or an infinity, and in /adam_v a negative number (Adam's second moment is a mean of squares).
+ * Returns 0, or -1 with "<path>: dataset '<dataset>' holds NaN at element <i>: the checkpoint is
+ * unusable" in err. txl_ckpt_read (every group, the valid rows of /mems) and
+ * txl_ckpt_read_params check what they read; txl-inspect --verify calls it. Serial. */
+int txl_ckpt_check_values(const char *path, const char *dataset, const float *v, int64_t n,
+                          int64_t first, char *err, size_t errlen);
 
 /* The run_id root attribute of one checkpoint, read by this rank alone (for rank 0's rotation of
  * a run folder). Returns 0, or -1 with a message when the file cannot be read as a checkpoint. */
