@@ -10,6 +10,7 @@
 #include "src/checkpoint/checkpoint.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -1205,25 +1206,205 @@ int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *e
  * The run folder's "latest" pointer
  * ------------------------------------------------------------------------------------------- */
 
-int txl_ckpt_latest(const char *dir, char *path_out, size_t n) {
-  if (!dir || !path_out || n == 0) return -1;
+/* What dir/latest says: LATEST_NAMES with the full path of the file it names in `path` (which
+ * may not exist), or why it names none. Serial. */
+typedef enum { LATEST_NAMES, LATEST_MISSING, LATEST_EMPTY } LatestKind;
+
+static LatestKind read_latest(const char *dir, char *path, size_t n) {
+  path[0] = '\0';
   char lp[4096];
-  if ((size_t)snprintf(lp, sizeof lp, "%s/latest", dir) >= sizeof lp) return -1;
+  if ((size_t)snprintf(lp, sizeof lp, "%s/latest", dir) >= sizeof lp) return LATEST_MISSING;
   FILE *f = fopen(lp, "r");
-  if (!f) return -1;
+  if (!f) return LATEST_MISSING;
   char line[4096];
   char *got = fgets(line, sizeof line, f);
   fclose(f);
-  if (!got) return -1;
+  if (!got) return LATEST_EMPTY;
   size_t len = strlen(line);
   while (len > 0 && isspace((unsigned char)line[len - 1])) line[--len] = '\0';
   char *name = line;
   while (*name && isspace((unsigned char)*name)) name++;
-  if (!*name) return -1;
-  int w = name[0] == '/' ? snprintf(path_out, n, "%s", name)
-                         : snprintf(path_out, n, "%s/%s", dir, name);
-  if (w < 0 || (size_t)w >= n) return -1;
+  if (!*name) return LATEST_EMPTY;
+  int w = name[0] == '/' ? snprintf(path, n, "%s", name) : snprintf(path, n, "%s/%s", dir, name);
+  if (w < 0 || (size_t)w >= n) { /* a path this long names nothing that could be opened */
+    snprintf(path, n, "%.100s...", name);
+    return LATEST_NAMES;
+  }
+  return LATEST_NAMES;
+}
+
+static int is_regular_file(const char *p) {
   struct stat sb;
-  if (stat(path_out, &sb) != 0 || !S_ISREG(sb.st_mode)) return -1;
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int txl_ckpt_latest(const char *dir, char *path_out, size_t n) {
+  if (!dir || !path_out || n == 0) return -1;
+  if (read_latest(dir, path_out, n) != LATEST_NAMES || !is_regular_file(path_out)) return -1;
   return 0;
+}
+
+/* The step of a file named as the trainer names checkpoints, "ckpt-<step>.h5", or -1. */
+static long ckpt_name_step(const char *name) {
+  long step = -1;
+  int len = 0;
+  if (strncmp(name, "ckpt-", 5) != 0 || !isdigit((unsigned char)name[5])) return -1;
+  if (sscanf(name + 5, "%ld.h5%n", &step, &len) == 1 && len > 0 && name[5 + len] == '\0') return step;
+  return -1;
+}
+
+typedef struct {
+  long step;
+  char *path;
+} Candidate;
+
+static int newest_first(const void *a, const void *b) {
+  long x = ((const Candidate *)a)->step, y = ((const Candidate *)b)->step;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Rank 0's view of the folder, for txl_ckpt_find: the candidates in the order they are tried
+ * (the file latest names when it exists, then every ckpt-<step>.h5 newest first), packed as
+ * NUL-terminated paths; `latest_says` what is wrong with latest ("" when it names a file that
+ * exists: candidate 0). Returns the number of candidates. Serial. */
+static int list_candidates(const char *dir, char **packed, size_t *packed_len, char *latest_says,
+                           size_t n) {
+  char latest[4096];
+  LatestKind kind = read_latest(dir, latest, sizeof latest);
+  int latest_exists = kind == LATEST_NAMES && is_regular_file(latest);
+  latest_says[0] = '\0';
+  if (kind == LATEST_MISSING) snprintf(latest_says, n, "there is no 'latest' pointer");
+  else if (kind == LATEST_EMPTY) snprintf(latest_says, n, "'latest' is empty");
+  else if (!latest_exists) snprintf(latest_says, n, "'latest' names %.900s, which does not exist", latest);
+
+  Candidate *c = NULL;
+  int count = 0, cap = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    long step = ckpt_name_step(e->d_name);
+    if (step < 0) continue;
+    if (count == cap) {
+      cap = cap ? 2 * cap : 64;
+      c = realloc(c, sizeof *c * (size_t)cap);
+      ALLOC_CHECK(c);
+    }
+    c[count].step = step;
+    c[count].path = txl_malloc(strlen(dir) + strlen(e->d_name) + 2, "checkpoint name");
+    sprintf(c[count].path, "%s/%s", dir, e->d_name);
+    count++;
+  }
+  if (d) closedir(d);
+  qsort(c, (size_t)count, sizeof *c, newest_first);
+
+  size_t len = latest_exists ? strlen(latest) + 1 : 0;
+  for (int i = 0; i < count; i++) len += strlen(c[i].path) + 1;
+  char *buf = txl_malloc(len + 1, "checkpoint names"), *at = buf;
+  int total = 0;
+  if (latest_exists) {
+    at += sprintf(at, "%s", latest) + 1;
+    total++;
+  }
+  for (int i = 0; i < count; i++) {
+    if (!latest_exists || strcmp(c[i].path, latest) != 0) { /* latest's file is tried first */
+      at += sprintf(at, "%s", c[i].path) + 1;
+      total++;
+    }
+    free(c[i].path);
+  }
+  free(c);
+  *packed = buf;
+  *packed_len = (size_t)(at - buf);
+  return total;
+}
+
+int txl_ckpt_find(const char *dir, char *path_out, size_t n, char *notice, size_t notice_len,
+                  char *err, size_t errlen) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  path_out[0] = '\0';
+  if (notice && notice_len) notice[0] = '\0';
+  if (err && errlen) err[0] = '\0';
+
+  /* rank 0 reads the folder; every rank then tries the same files in the same order */
+  char latest_says[MSG_LEN] = "";
+  char *packed = NULL;
+  size_t packed_len = 0;
+  int total = 0;
+  if (rank == 0) total = list_candidates(dir, &packed, &packed_len, latest_says, sizeof latest_says);
+  long long len = (long long)packed_len;
+  MPI_CHECK(MPI_Bcast(&total, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(latest_says, MSG_LEN, MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (rank != 0) packed = txl_malloc((size_t)len + 1, "checkpoint names");
+  if (len > 0) MPI_CHECK(MPI_Bcast(packed, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD));
+  latest_says[MSG_LEN - 1] = '\0';
+
+  if (total == 0) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s, and no ckpt-<step>.h5 file", latest_says[0] ? latest_says : "no checkpoint");
+    free(packed);
+    return 1;
+  }
+  /* the first that passes txl_ckpt_peek (collective: every rank gets the same verdict) */
+  char first_problem[MSG_LEN] = "", problem[MSG_LEN];
+  const char *p = packed, *chosen = NULL, *first_skipped = NULL;
+  int skipped = 0;
+  for (int i = 0; i < total && !chosen; i++, p += strlen(p) + 1) {
+    if (txl_ckpt_peek(p, NULL, NULL, problem, sizeof problem) == 0) {
+      chosen = p;
+    } else {
+      if (!skipped) { /* the problem without the path in front (it is named beside it) */
+        const size_t k = strlen(p);
+        const int named = strncmp(problem, p, k) == 0 && problem[k] == ':';
+        first_skipped = p;
+        snprintf(first_problem, sizeof first_problem, "%s", named ? problem + k + 2 : problem);
+      }
+      skipped++;
+    }
+  }
+  char why[2 * MSG_LEN], more[64] = "";
+  if (skipped > 1) snprintf(more, sizeof more, "; %d more cannot be used either", skipped - 1);
+  if (!latest_says[0] && skipped > 0) /* candidate 0 was latest's file */
+    snprintf(why, sizeof why, "'latest' names %s, which cannot be used (%s)%s", first_skipped,
+             first_problem, more);
+  else if (skipped > 0)
+    snprintf(why, sizeof why, "%s; %s cannot be used (%s)%s", latest_says, first_skipped,
+             first_problem, more);
+  else
+    snprintf(why, sizeof why, "%s", latest_says);
+  int rc = 0;
+  if (!chosen) {
+    if (err && errlen) snprintf(err, errlen, "%s: no usable checkpoint: %s", dir, why);
+    rc = -1;
+  } else {
+    if ((size_t)snprintf(path_out, n, "%s", chosen) >= n) {
+      if (err && errlen) snprintf(err, errlen, "%s: the checkpoint's path is too long", dir);
+      path_out[0] = '\0';
+      rc = -1;
+    } else if (why[0] && notice && notice_len) {
+      snprintf(notice, notice_len, "%s: %s; using %s, the newest checkpoint there that opens", dir,
+               why, chosen);
+    }
+  }
+  free(packed);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The vocabulary a checkpoint was trained on
+ * ------------------------------------------------------------------------------------------- */
+
+int txl_ckpt_check_vocab(const char *path, const TxlCkptState *st, const char *corpus_path,
+                         const char *corpus_digest, char *msg, size_t n) {
+  if (!st->vocab_digest[0]) {
+    snprintf(msg, n, "%s is a version %d checkpoint without a vocabulary digest: only the "
+             "vocabulary size could be checked against %s", path, st->format_version, corpus_path);
+    return 1;
+  }
+  if (strcmp(st->vocab_digest, corpus_digest) == 0) return 0;
+  snprintf(msg, n, "%s was trained on another vocabulary than that of the corpus %s (vocabulary "
+           "digest %.12s... in the checkpoint, %.12s... in the corpus): its token ids would mean "
+           "other tokens", path, corpus_path, st->vocab_digest, corpus_digest);
+  return -1;
 }

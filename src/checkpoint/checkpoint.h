@@ -100,6 +100,27 @@ int txl_ckpt_check_values(const char *path, const char *dataset, const float *v,
  * a run folder). Returns 0, or -1 with a message when the file cannot be read as a checkpoint. */
 int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *err, size_t errlen);
 
+/* The checkpoint of run folder `dir` to continue from or to load: the file `dir`/latest names
+ * when it passes txl_ckpt_peek; otherwise (latest missing, empty, naming a missing file or one
+ * that does not pass) the newest ckpt-<step>.h5 of dir that passes it. Returns
+ *   0: its path in path_out; notice "" when it is latest's file, else one line naming the
+ *      skipped file and the one used, for the caller to print;
+ *   1: dir holds no checkpoint at all (no file that latest names, no ckpt-<step>.h5): err says
+ *      what there is (without dir: the caller words the message);
+ *  -1: there are checkpoints but none passes: err is the message, naming dir and the problem.
+ * Rank 0 reads the folder and every rank tries the same files in the same order, so every rank
+ * gets the same answer. collective: all ranks */
+int txl_ckpt_find(const char *dir, char *path_out, size_t n, char *notice, size_t notice_len,
+                  char *err, size_t errlen);
+
+/* Compares the vocabulary digest of checkpoint `path` (st->vocab_digest) with that of the corpus
+ * it is used with (txl_corpus_vocab_digest of `corpus_path`): two vocabularies of one size may
+ * map ids to other tokens. Returns 0 when they are equal; -1 when they differ, with the error in
+ * msg naming both files; 1 when the checkpoint has no digest (a version 1 file), with a one-line
+ * notice in msg that only the vocabulary size could be checked. Serial. */
+int txl_ckpt_check_vocab(const char *path, const TxlCkptState *st, const char *corpus_path,
+                         const char *corpus_digest, char *msg, size_t n);
+
 /* The newest checkpoint of a run folder: reads `dir`/latest (one line naming a checkpoint file
  * in dir, or an absolute path). Returns 0 with the full path in path_out when that file exists,
  * -1 when there is no latest file, it is empty, or it names a missing file (no checkpoint yet:
