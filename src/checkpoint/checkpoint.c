@@ -10,9 +10,11 @@
 #include "src/checkpoint/checkpoint.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -264,6 +266,36 @@ static void attr_f64(Ctx *c, hid_t o, const char *name, double v) {
   attr_write(c, o, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
 }
 
+/* An HDF5 type class as messages name it ("is a string, expected an integer"). */
+static const char *class_text(H5T_class_t cls) {
+  switch (cls) {
+  case H5T_INTEGER: return "an integer";
+  case H5T_FLOAT: return "a floating-point number";
+  case H5T_STRING: return "a string";
+  case H5T_COMPOUND: return "a compound";
+  case H5T_ENUM: return "an enumeration";
+  case H5T_ARRAY: return "an array";
+  case H5T_VLEN: return "a variable-length sequence";
+  case H5T_REFERENCE: return "a reference";
+  case H5T_BITFIELD: return "a bit field";
+  case H5T_OPAQUE: return "opaque data";
+  default: return "of an unknown type";
+  }
+}
+
+/* Fails unless the attribute's type t is of class `want` and its space s one value. */
+static int check_attr_kind(Ctx *c, const char *name, hid_t t, hid_t s, H5T_class_t want) {
+  H5T_class_t got = H5Tget_class(t);
+  hssize_t n = H5Sget_simple_extent_npoints(s);
+  if (got != want)
+    fail(c, "not a valid txl checkpoint: root attribute '%s' is %s, expected %s", name,
+         class_text(got), class_text(want));
+  else if (n != 1)
+    fail(c, "not a valid txl checkpoint: root attribute '%s' holds %lld values, expected one", name,
+         (long long)n);
+  return c->ok ? 0 : -1;
+}
+
 /* A scalar attribute of class `cls` read as `mtype`. Returns 0, or -1 after fail(). */
 static int attr_read_num_local(Ctx *c, hid_t obj, const char *name, H5T_class_t cls, hid_t mtype,
                                void *v) {
@@ -280,16 +312,11 @@ static int attr_read_num_local(Ctx *c, hid_t obj, const char *name, H5T_class_t 
   hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
   hid_t t = a < 0 ? -1 : H5Aget_type(a);
   hid_t s = a < 0 ? -1 : H5Aget_space(a);
-  int rc = -1;
   if (a < 0 || t < 0 || s < 0)
     fail_h5(c, "cannot read root attribute '%s'", name);
-  else if (H5Tget_class(t) != cls || H5Sget_simple_extent_npoints(s) != 1)
-    fail(c, "not a valid txl checkpoint: root attribute '%s' is not a scalar %s", name,
-         cls == H5T_INTEGER ? "integer" : "floating-point number");
-  else if (H5Aread(a, mtype, v) < 0)
+  else if (check_attr_kind(c, name, t, s, cls) == 0 && H5Aread(a, mtype, v) < 0)
     fail_h5(c, "cannot read root attribute '%s'", name);
-  else
-    rc = 0;
+  int rc = c->ok ? 0 : -1;
   if (s >= 0) H5Sclose(s);
   if (t >= 0) H5Tclose(t);
   if (a >= 0) H5Aclose(a);
@@ -311,8 +338,8 @@ static int attr_read_string_local(Ctx *c, hid_t obj, const char *name, char **ou
   hid_t s = a < 0 ? -1 : H5Aget_space(a);
   if (a < 0 || t < 0 || s < 0) {
     fail_h5(c, "cannot read root attribute '%s'", name);
-  } else if (H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(s) != 1) {
-    fail(c, "not a valid txl checkpoint: root attribute '%s' is not a string", name);
+  } else if (check_attr_kind(c, name, t, s, H5T_STRING) != 0) {
+    /* the message is recorded */
   } else if (H5Tis_variable_str(t) > 0) {
     hid_t m = H5Tcopy(H5T_C_S1);
     char *v = NULL;
@@ -424,6 +451,7 @@ static void read_root_attrs(Ctx *c, hid_t file, TxlCkptState *st, Geometry *g, c
     fail(c, "checkpoint format version %lld is not supported (this build reads versions %d to %d)",
          (long long)version, TXL_CKPT_OLDEST_VERSION, TXL_CKPT_FORMAT_VERSION);
   memset(st, 0, sizeof *st);
+  st->format_version = (int)version;
   int64_t i32[4] = {0}, seed = 0;
   attr_read_num(c, file, "step", H5T_INTEGER, H5T_NATIVE_INT64, &st->step);
   attr_read_num(c, file, "tokens_seen", H5T_INTEGER, H5T_NATIVE_INT64, &st->tokens_seen);
@@ -639,35 +667,58 @@ static int64_t estimate_bytes(const TxlCkptBuffers *b, size_t config_len) {
   return est;
 }
 
-/* Reserves the file's space up front (rank 0; every rank checks its file-size limit), so that a
- * full disk or a file-size limit shows here, before anything is written, and not as a failed
- * write inside HDF5: HDF5 1.10 cannot close a file whose last flush fails (the close fails, the
- * file ID stays behind and MPI_Finalize crashes on it). HDF5 cuts the file to its real size when
- * it closes it. Where the file system cannot reserve space (fallocate unsupported), the free
- * space is compared instead. */
-static void reserve_space(Ctx *c, const char *tmp, int64_t est) {
-  int err = 0;
+/* Reserves the file's space before HDF5 creates the file, so that a full disk or a file-size
+ * limit shows here, before HDF5 has written a byte, and never as a failed write inside HDF5:
+ * HDF5 1.10 cannot close a file whose metadata flush fails (H5Fclose fails, the file ID stays
+ * behind and MPI_Finalize crashes on it; with several ranks one waits in MPI_File_close's barrier
+ * and another in the metadata cache's, for ever). Even a file that only H5Fcreate has touched
+ * needs its superblock written at close, so the space must be held before H5Fcreate, not after.
+ * Every rank checks its file-size limit; rank 0 creates (or empties) the temporary and allocates
+ * `est` bytes to it past its end (FALLOC_FL_KEEP_SIZE): its size stays 0, H5Fcreate truncates
+ * only a non-empty file, so the blocks stay reserved and every write of HDF5 lands in them.
+ * Where the file system cannot allocate (fallocate unsupported) the free space is compared
+ * instead. Returns 1 on rank 0 when it created the temporary (to remove on failure). */
+static int reserve_space(Ctx *c, const char *tmp, int64_t est) {
+  int err = 0, created = 0;
   struct rlimit rl;
   if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       (int64_t)rl.rlim_cur < est)
     err = EFBIG;
   if (!err && c->rank == 0) {
-    int fd = open(tmp, O_WRONLY);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
       err = errno;
     } else {
-      if (fallocate(fd, 0, 0, (off_t)est) != 0) err = errno;
+      created = 1;
+      if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)est) != 0) err = errno;
       if (err == EOPNOTSUPP || err == ENOSYS) {
         struct statvfs vs;
         err = 0;
         if (fstatvfs(fd, &vs) == 0 && (int64_t)vs.f_bavail * (int64_t)vs.f_frsize < est) err = ENOSPC;
       }
-      close(fd);
+      if (close(fd) != 0 && !err) err = errno;
     }
   }
   if (err)
     fail(c, "no room for the checkpoint: reserving %.1f MB for %s failed: %s", (double)est / 1e6,
          tmp, strerror(err));
+  return created;
+}
+
+/* Gives the reserved blocks past the file's end back (HDF5 has set the file's size when it
+ * closed it). Rank 0; best effort: a file system that cannot punch keeps them until the file
+ * is removed. */
+static void release_reserve(const char *tmp, int64_t est) {
+  int fd = open(tmp, O_WRONLY);
+  if (fd < 0) return;
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && sb.st_size < est) {
+    /* to the end of the block holding the reservation's last byte: a hole frees whole blocks */
+    const int64_t blk = sb.st_blksize > 0 ? (int64_t)sb.st_blksize : 4096;
+    const int64_t end = (est + blk - 1) / blk * blk;
+    (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, sb.st_size, end - sb.st_size);
+  }
+  close(fd);
 }
 
 int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState *st_in,
@@ -676,7 +727,8 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   ctx_begin(&c, path);
   char *tmp = NULL;
   hid_t file = -1, dxpl = -1;
-  int attempted = 0, file_everywhere = 0;
+  int created_tmp = 0, file_everywhere = 0;
+  int64_t est = 0; /* bytes reserved for the file */
 
   /* rank 0's state and config are what the file records (they should be equal everywhere) */
   TxlCkptState st;
@@ -725,23 +777,21 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   tmp = txl_malloc(strlen(path) + 5, "temporary name");
   sprintf(tmp, "%s.tmp", path);
 
-  /* create <path>.tmp */
+  /* the space first, then <path>.tmp as an HDF5 file (see reserve_space) */
+  est = estimate_bytes(b, (size_t)clen);
+  created_tmp = reserve_space(&c, tmp, est);
+  if (!agree(&c)) goto out;
   hid_t fapl = make_fapl();
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   if (fapl < 0 || fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
     fail_h5(&c, "file properties for parallel HDF5");
   } else {
-    attempted = 1;
     file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
     if (file < 0) fail_h5(&c, "cannot create %s", tmp);
   }
   if (fcpl >= 0) H5Pclose(fcpl);
   if (fapl >= 0) H5Pclose(fapl);
   file_everywhere = all_true(file >= 0);
-  attempted = all_true(!attempted) ? 0 : 1;
-  if (!agree(&c)) goto out;
-
-  reserve_space(&c, tmp, estimate_bytes(b, (size_t)clen));
   if (!agree(&c)) goto out;
 
   dxpl = H5Pcreate(H5P_DATASET_XFER);
@@ -791,13 +841,14 @@ out:
   if (file >= 0 && file_everywhere) close_file(&c, &file);
   agree(&c);
   if (c.ok && c.rank == 0) {
+    release_reserve(tmp, est);
     if (rename(tmp, path) != 0)
       fail(&c, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
     else
       sync_folder_of(path);
   }
   agree(&c);
-  if (!c.ok && attempted && c.rank == 0 && tmp) unlink(tmp);
+  if (!c.ok && created_tmp && tmp) unlink(tmp);
   free(tmp);
   free(config);
   return ctx_end(&c, err, errlen);
@@ -937,7 +988,73 @@ static void read_tensor(Ctx *c, hid_t g, const char *group, const TxlTensorInfo 
   H5Dclose(d);
 }
 
-/* Every tensor of table from /group into dst (table offsets). collective */
+/* ---- values a checkpoint must not hold ------------------------------------------------------
+ * NaN or an infinity anywhere, and a negative Adam second moment (a mean of squares): a run
+ * continued from such a file fails later with a NaN loss (or silently, for v), an evaluation
+ * prints nan. The checksums cannot tell: the values were written so. */
+
+/* The first of v[0..n) that is not finite, or negative with nonneg; -1 when none is. */
+static int64_t first_bad_value(const float *v, int64_t n, int nonneg) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(v[i]) || (nonneg && v[i] < 0.0f)) return i;
+  return -1;
+}
+
+/* "dataset '/adam_v/w' holds NaN at element 7: the checkpoint is unusable" */
+static void bad_value_text(char *msg, size_t n, const char *dataset, float x, int64_t element) {
+  char v[32];
+  if (isnan(x)) snprintf(v, sizeof v, "NaN");
+  else if (isinf(x)) snprintf(v, sizeof v, "%sInf", x < 0 ? "-" : "+");
+  else snprintf(v, sizeof v, "%g", (double)x);
+  snprintf(msg, n, "dataset '%s' holds %s at element %lld%s: the checkpoint is unusable", dataset, v,
+           (long long)element, isfinite(x) ? ", a negative second moment" : "");
+}
+
+int txl_ckpt_check_values(const char *path, const char *dataset, const float *v, int64_t n,
+                          int64_t first, char *err, size_t errlen) {
+  const int64_t i = first_bad_value(v, n, strncmp(dataset, "/adam_v/", 8) == 0);
+  if (i < 0) return 0;
+  char text[512];
+  bad_value_text(text, sizeof text, dataset, v[i], first + i);
+  if (err && errlen) snprintf(err, errlen, "%s: %s", path, text);
+  return -1;
+}
+
+/* The values of /group just read into buf (table offsets). */
+static void check_group_values(Ctx *c, const char *group, const TxlParamTable *t, const float *buf) {
+  if (!c->ok) return;
+  int64_t index = 0;
+  const TxlTensorInfo *bad = txl_param_first_nonfinite(t, buf, &index);
+  if (!bad && strcmp(group, "adam_v") == 0)
+    for (int i = 0; i < t->n_tensors && !bad; i++) {
+      index = first_bad_value(buf + t->tensors[i].offset, t->tensors[i].numel, 1);
+      if (index >= 0) bad = &t->tensors[i];
+    }
+  if (!bad) return;
+  char dataset[160], text[512];
+  snprintf(dataset, sizeof dataset, "/%s/%s", group, bad->name);
+  bad_value_text(text, sizeof text, dataset, buf[bad->offset + index], index);
+  fail(c, "%s", text);
+}
+
+/* The valid rows [0, mem_rows) of this rank's columns of /mems (the other rows hold whatever the
+ * writer's buffer held). Elements are numbered in the dataset's order, all columns. */
+static void check_mems_values(Ctx *c, const TxlCkptBuffers *b, int mem_rows) {
+  for (int l = 0; l < b->n_layer && c->ok; l++)
+    for (int r = 0; r < mem_rows && c->ok; r++)
+      for (int col = 0; col < b->B_local && c->ok; col++) {
+        const int64_t row = (int64_t)l * b->mem_len + r;
+        const float *v = b->mems + (row * b->B_local + col) * b->d_model;
+        const int64_t i = first_bad_value(v, b->d_model, 0);
+        if (i >= 0) {
+          char text[512];
+          bad_value_text(text, sizeof text, "/mems", v[i], (row * b->B_global + b->col0 + col) * b->d_model + i);
+          fail(c, "%s", text);
+        }
+      }
+}
+
+/* Every tensor of table from /group into dst (table offsets), its values checked. collective */
 static void read_group(Ctx *c, hid_t file, const char *group, const TxlParamTable *table, float *dst, hid_t dxpl) {
   hid_t grp = H5Gopen2(file, group, H5P_DEFAULT);
   if (grp < 0) fail_h5(c, "cannot open group '/%s'", group);
@@ -948,6 +1065,7 @@ static void read_group(Ctx *c, hid_t file, const char *group, const TxlParamTabl
     agree(c);
   }
   if (grp >= 0) H5Gclose(grp);
+  check_group_values(c, group, table, dst);
   agree(c);
 }
 
@@ -1025,6 +1143,7 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
     if (msp >= 0) H5Sclose(msp);
     if (fsp >= 0) H5Sclose(fsp);
     if (d >= 0) H5Dclose(d);
+    check_mems_values(&c, b, st.mem_rows);
   }
   agree(&c);
 
@@ -1087,25 +1206,205 @@ int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *e
  * The run folder's "latest" pointer
  * ------------------------------------------------------------------------------------------- */
 
-int txl_ckpt_latest(const char *dir, char *path_out, size_t n) {
-  if (!dir || !path_out || n == 0) return -1;
+/* What dir/latest says: LATEST_NAMES with the full path of the file it names in `path` (which
+ * may not exist), or why it names none. Serial. */
+typedef enum { LATEST_NAMES, LATEST_MISSING, LATEST_EMPTY } LatestKind;
+
+static LatestKind read_latest(const char *dir, char *path, size_t n) {
+  path[0] = '\0';
   char lp[4096];
-  if ((size_t)snprintf(lp, sizeof lp, "%s/latest", dir) >= sizeof lp) return -1;
+  if ((size_t)snprintf(lp, sizeof lp, "%s/latest", dir) >= sizeof lp) return LATEST_MISSING;
   FILE *f = fopen(lp, "r");
-  if (!f) return -1;
+  if (!f) return LATEST_MISSING;
   char line[4096];
   char *got = fgets(line, sizeof line, f);
   fclose(f);
-  if (!got) return -1;
+  if (!got) return LATEST_EMPTY;
   size_t len = strlen(line);
   while (len > 0 && isspace((unsigned char)line[len - 1])) line[--len] = '\0';
   char *name = line;
   while (*name && isspace((unsigned char)*name)) name++;
-  if (!*name) return -1;
-  int w = name[0] == '/' ? snprintf(path_out, n, "%s", name)
-                         : snprintf(path_out, n, "%s/%s", dir, name);
-  if (w < 0 || (size_t)w >= n) return -1;
+  if (!*name) return LATEST_EMPTY;
+  int w = name[0] == '/' ? snprintf(path, n, "%s", name) : snprintf(path, n, "%s/%s", dir, name);
+  if (w < 0 || (size_t)w >= n) { /* a path this long names nothing that could be opened */
+    snprintf(path, n, "%.100s...", name);
+    return LATEST_NAMES;
+  }
+  return LATEST_NAMES;
+}
+
+static int is_regular_file(const char *p) {
   struct stat sb;
-  if (stat(path_out, &sb) != 0 || !S_ISREG(sb.st_mode)) return -1;
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int txl_ckpt_latest(const char *dir, char *path_out, size_t n) {
+  if (!dir || !path_out || n == 0) return -1;
+  if (read_latest(dir, path_out, n) != LATEST_NAMES || !is_regular_file(path_out)) return -1;
   return 0;
+}
+
+/* The step of a file named as the trainer names checkpoints, "ckpt-<step>.h5", or -1. */
+static long ckpt_name_step(const char *name) {
+  long step = -1;
+  int len = 0;
+  if (strncmp(name, "ckpt-", 5) != 0 || !isdigit((unsigned char)name[5])) return -1;
+  if (sscanf(name + 5, "%ld.h5%n", &step, &len) == 1 && len > 0 && name[5 + len] == '\0') return step;
+  return -1;
+}
+
+typedef struct {
+  long step;
+  char *path;
+} Candidate;
+
+static int newest_first(const void *a, const void *b) {
+  long x = ((const Candidate *)a)->step, y = ((const Candidate *)b)->step;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Rank 0's view of the folder, for txl_ckpt_find: the candidates in the order they are tried
+ * (the file latest names when it exists, then every ckpt-<step>.h5 newest first), packed as
+ * NUL-terminated paths; `latest_says` what is wrong with latest ("" when it names a file that
+ * exists: candidate 0). Returns the number of candidates. Serial. */
+static int list_candidates(const char *dir, char **packed, size_t *packed_len, char *latest_says,
+                           size_t n) {
+  char latest[4096];
+  LatestKind kind = read_latest(dir, latest, sizeof latest);
+  int latest_exists = kind == LATEST_NAMES && is_regular_file(latest);
+  latest_says[0] = '\0';
+  if (kind == LATEST_MISSING) snprintf(latest_says, n, "there is no 'latest' pointer");
+  else if (kind == LATEST_EMPTY) snprintf(latest_says, n, "'latest' is empty");
+  else if (!latest_exists) snprintf(latest_says, n, "'latest' names %.900s, which does not exist", latest);
+
+  Candidate *c = NULL;
+  int count = 0, cap = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    long step = ckpt_name_step(e->d_name);
+    if (step < 0) continue;
+    if (count == cap) {
+      cap = cap ? 2 * cap : 64;
+      c = realloc(c, sizeof *c * (size_t)cap);
+      ALLOC_CHECK(c);
+    }
+    c[count].step = step;
+    c[count].path = txl_malloc(strlen(dir) + strlen(e->d_name) + 2, "checkpoint name");
+    sprintf(c[count].path, "%s/%s", dir, e->d_name);
+    count++;
+  }
+  if (d) closedir(d);
+  qsort(c, (size_t)count, sizeof *c, newest_first);
+
+  size_t len = latest_exists ? strlen(latest) + 1 : 0;
+  for (int i = 0; i < count; i++) len += strlen(c[i].path) + 1;
+  char *buf = txl_malloc(len + 1, "checkpoint names"), *at = buf;
+  int total = 0;
+  if (latest_exists) {
+    at += sprintf(at, "%s", latest) + 1;
+    total++;
+  }
+  for (int i = 0; i < count; i++) {
+    if (!latest_exists || strcmp(c[i].path, latest) != 0) { /* latest's file is tried first */
+      at += sprintf(at, "%s", c[i].path) + 1;
+      total++;
+    }
+    free(c[i].path);
+  }
+  free(c);
+  *packed = buf;
+  *packed_len = (size_t)(at - buf);
+  return total;
+}
+
+int txl_ckpt_find(const char *dir, char *path_out, size_t n, char *notice, size_t notice_len,
+                  char *err, size_t errlen) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  path_out[0] = '\0';
+  if (notice && notice_len) notice[0] = '\0';
+  if (err && errlen) err[0] = '\0';
+
+  /* rank 0 reads the folder; every rank then tries the same files in the same order */
+  char latest_says[MSG_LEN] = "";
+  char *packed = NULL;
+  size_t packed_len = 0;
+  int total = 0;
+  if (rank == 0) total = list_candidates(dir, &packed, &packed_len, latest_says, sizeof latest_says);
+  long long len = (long long)packed_len;
+  MPI_CHECK(MPI_Bcast(&total, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(latest_says, MSG_LEN, MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (rank != 0) packed = txl_malloc((size_t)len + 1, "checkpoint names");
+  if (len > 0) MPI_CHECK(MPI_Bcast(packed, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD));
+  latest_says[MSG_LEN - 1] = '\0';
+
+  if (total == 0) {
+    if (err && errlen)
+      snprintf(err, errlen, "%s, and no ckpt-<step>.h5 file", latest_says[0] ? latest_says : "no checkpoint");
+    free(packed);
+    return 1;
+  }
+  /* the first that passes txl_ckpt_peek (collective: every rank gets the same verdict) */
+  char first_problem[MSG_LEN] = "", problem[MSG_LEN];
+  const char *p = packed, *chosen = NULL, *first_skipped = NULL;
+  int skipped = 0;
+  for (int i = 0; i < total && !chosen; i++, p += strlen(p) + 1) {
+    if (txl_ckpt_peek(p, NULL, NULL, problem, sizeof problem) == 0) {
+      chosen = p;
+    } else {
+      if (!skipped) { /* the problem without the path in front (it is named beside it) */
+        const size_t k = strlen(p);
+        const int named = strncmp(problem, p, k) == 0 && problem[k] == ':';
+        first_skipped = p;
+        snprintf(first_problem, sizeof first_problem, "%s", named ? problem + k + 2 : problem);
+      }
+      skipped++;
+    }
+  }
+  char why[2 * MSG_LEN], more[64] = "";
+  if (skipped > 1) snprintf(more, sizeof more, "; %d more cannot be used either", skipped - 1);
+  if (!latest_says[0] && skipped > 0) /* candidate 0 was latest's file */
+    snprintf(why, sizeof why, "'latest' names %s, which cannot be used (%s)%s", first_skipped,
+             first_problem, more);
+  else if (skipped > 0)
+    snprintf(why, sizeof why, "%s; %s cannot be used (%s)%s", latest_says, first_skipped,
+             first_problem, more);
+  else
+    snprintf(why, sizeof why, "%s", latest_says);
+  int rc = 0;
+  if (!chosen) {
+    if (err && errlen) snprintf(err, errlen, "%s: no usable checkpoint: %s", dir, why);
+    rc = -1;
+  } else {
+    if ((size_t)snprintf(path_out, n, "%s", chosen) >= n) {
+      if (err && errlen) snprintf(err, errlen, "%s: the checkpoint's path is too long", dir);
+      path_out[0] = '\0';
+      rc = -1;
+    } else if (why[0] && notice && notice_len) {
+      snprintf(notice, notice_len, "%s: %s; using %s, the newest checkpoint there that opens", dir,
+               why, chosen);
+    }
+  }
+  free(packed);
+  return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The vocabulary a checkpoint was trained on
+ * ------------------------------------------------------------------------------------------- */
+
+int txl_ckpt_check_vocab(const char *path, const TxlCkptState *st, const char *corpus_path,
+                         const char *corpus_digest, char *msg, size_t n) {
+  if (!st->vocab_digest[0]) {
+    snprintf(msg, n, "%s is a version %d checkpoint without a vocabulary digest: only the "
+             "vocabulary size could be checked against %s", path, st->format_version, corpus_path);
+    return 1;
+  }
+  if (strcmp(st->vocab_digest, corpus_digest) == 0) return 0;
+  snprintf(msg, n, "%s was trained on another vocabulary than that of the corpus %s (vocabulary "
+           "digest %.12s... in the checkpoint, %.12s... in the corpus): its token ids would mean "
+           "other tokens", path, corpus_path, st->vocab_digest, corpus_digest);
+  return -1;
 }

@@ -33,6 +33,7 @@ typedef struct {
   int mem_rows;        /* memory rows valid now, 0 <= mem_rows <= mem_len */
   int adam_t;          /* Adam updates done (bias correction) */
   int world_size;      /* write: ignored (the communicator size is stored); read: the writer's */
+  int format_version;  /* write: ignored (TXL_CKPT_FORMAT_VERSION is stored); read: the file's */
   uint32_t seed;
   double best_valid_loss;
   double lr;           /* learning rate of the last step */
@@ -52,10 +53,12 @@ typedef struct {
   int B_local, col0;               /* this rank's columns: [col0, col0 + B_local) */
 } TxlCkptBuffers;
 
-/* Writes `path` atomically: everything goes to "<path>.tmp", which is flushed and closed, then
- * rank 0 renames it to `path` (and syncs the folder). On any failure on any rank (disk full,
- * file-size limit, bad buffers, ...) every rank returns -1 with the same message, rank 0 removes
- * the .tmp and `path` is untouched (an older file of that name stays as it was).
+/* Writes `path` atomically: rank 0 first reserves the file's full size for "<path>.tmp" (a full
+ * disk or a file-size limit fails here, before HDF5 has written anything), everything goes to
+ * it, it is flushed and closed, then rank 0 renames it to `path` (and syncs the folder). On any
+ * failure on any rank (disk full, file-size limit, bad buffers, ...) every rank returns -1 with
+ * the same message, rank 0 removes the .tmp and `path` is untouched (an older file of that name
+ * stays as it was).
  * `config_ini` is the resolved configuration (txl_config_write_ini), stored as text; less than
  * 60 KiB. Test hook: TXL_CKPT_FAULT=after_params makes every rank abort() after the parameters
  * are written (see FORMAT.md). collective: all ranks */
@@ -72,20 +75,51 @@ int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st, char *e
  * and /adam_v with exactly the table's shape (and no other tensor may be there), /mems must be
  * [n_layer, mem_len, B_global, d_model] as in b; each rank reads its columns [col0, col0 +
  * B_local) of the memory. Checksums (Fletcher32) are verified on every read; a damaged dataset
- * is an error naming the file and the dataset. On failure the buffers hold unspecified data.
- * collective: all ranks */
+ * is an error naming the file and the dataset, and so is a value no checkpoint may hold (see
+ * txl_ckpt_check_values; in /mems only the valid rows [0, mem_rows) count). On failure the
+ * buffers hold unspecified data. collective: all ranks */
 int txl_ckpt_read(const char *path, TxlCkptState *st, const TxlCkptBuffers *b, char *err,
                   size_t errlen);
 
 /* Reads only the parameters (/params, every tensor of `table` with exactly its shape, checksums
- * verified) into params, for evaluation and generation: any rank count, any batch. *st gets the
+ * verified, every value finite) into params, for evaluation and generation: any rank count, any batch. *st gets the
  * state attributes (st may be NULL). collective: all ranks */
 int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_layer, int d_model, float *params,
                          TxlCkptState *st, char *err, size_t errlen);
 
+/* The values a checkpoint must not hold, among n floats of `dataset` (its full name, e.g.
+ * "/adam_v/word_emb") read from `path`, `first` being the dataset element (C order) of v[0]: NaN
+ * or an infinity, and in /adam_v a negative number (Adam's second moment is a mean of squares).
+ * Returns 0, or -1 with "<path>: dataset '<dataset>' holds NaN at element <i>: the checkpoint is
+ * unusable" in err. txl_ckpt_read (every group, the valid rows of /mems) and
+ * txl_ckpt_read_params check what they read; txl-inspect --verify calls it. Serial. */
+int txl_ckpt_check_values(const char *path, const char *dataset, const float *v, int64_t n,
+                          int64_t first, char *err, size_t errlen);
+
 /* The run_id root attribute of one checkpoint, read by this rank alone (for rank 0's rotation of
  * a run folder). Returns 0, or -1 with a message when the file cannot be read as a checkpoint. */
 int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *err, size_t errlen);
+
+/* The checkpoint of run folder `dir` to continue from or to load: the file `dir`/latest names
+ * when it passes txl_ckpt_peek; otherwise (latest missing, empty, naming a missing file or one
+ * that does not pass) the newest ckpt-<step>.h5 of dir that passes it. Returns
+ *   0: its path in path_out; notice "" when it is latest's file, else one line naming the
+ *      skipped file and the one used, for the caller to print;
+ *   1: dir holds no checkpoint at all (no file that latest names, no ckpt-<step>.h5): err says
+ *      what there is (without dir: the caller words the message);
+ *  -1: there are checkpoints but none passes: err is the message, naming dir and the problem.
+ * Rank 0 reads the folder and every rank tries the same files in the same order, so every rank
+ * gets the same answer. collective: all ranks */
+int txl_ckpt_find(const char *dir, char *path_out, size_t n, char *notice, size_t notice_len,
+                  char *err, size_t errlen);
+
+/* Compares the vocabulary digest of checkpoint `path` (st->vocab_digest) with that of the corpus
+ * it is used with (txl_corpus_vocab_digest of `corpus_path`): two vocabularies of one size may
+ * map ids to other tokens. Returns 0 when they are equal; -1 when they differ, with the error in
+ * msg naming both files; 1 when the checkpoint has no digest (a version 1 file), with a one-line
+ * notice in msg that only the vocabulary size could be checked. Serial. */
+int txl_ckpt_check_vocab(const char *path, const TxlCkptState *st, const char *corpus_path,
+                         const char *corpus_digest, char *msg, size_t n);
 
 /* The newest checkpoint of a run folder: reads `dir`/latest (one line naming a checkpoint file
  * in dir, or an absolute path). Returns 0 with the full path in path_out when that file exists,

@@ -16,14 +16,16 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: txl-inspect [--verify] FILE\n"
           "\n"
-          "Prints what a txl checkpoint holds: format version, step, tokens seen, epoch and data\n"
-          "position, best validation loss and its step, learning rate, the rank count and batch\n"
-          "size it was written with, the memory length and valid rows, the configuration text,\n"
-          "and a table of every dataset (name, shape, type, bytes of data, bytes stored).\n"
+          "Prints what a txl checkpoint holds: the file's format version, the run id (lineage)\n"
+          "and vocabulary digest, step, tokens seen, epoch and data position, best validation\n"
+          "loss and its step, learning rate, the rank count and batch size it was written with,\n"
+          "the memory length and valid rows, the configuration text, and a table of every\n"
+          "dataset (name, shape, type, bytes of data, bytes stored).\n"
           "Checks the root attributes and that /params, /adam_m and /adam_v hold the same\n"
           "tensors with the same shapes and /mems the shape the attributes give.\n"
           "\n"
           "  --verify   also read every dataset, checking every chunk's checksum (Fletcher32)\n"
+          "             and every value: NaN, an infinity or a negative /adam_v value is an error\n"
           "  --help     this text\n"
           "\n"
           "A file that is not a valid checkpoint is one line \"txl: error: FILE: ...\" and exit\n"
@@ -114,8 +116,27 @@ static herr_t first_error_cb(unsigned n, const H5E_error2_t *err, void *data) {
   return 0;
 }
 
-/* Reads the dataset in slabs along its first dimension (each chunk's checksum is checked). */
-static int verify_dataset(hid_t file, const Entry *e, char *msg, size_t n) {
+/* The values of a slab of float32 dataset e (rows [r0, r0 + rows) along its first dimension,
+ * read into v) that no checkpoint may hold (txl_ckpt_check_values). In /mems [n_layer, mem_len,
+ * batch, d_model] only the valid rows [0, mem_rows) of each layer count. */
+static int check_slab(const char *path, const Entry *e, const float *v, hsize_t r0, hsize_t rows,
+                      int mem_rows, char *msg, size_t n) {
+  const hsize_t per_row = e->bytes / e->dims[0] / sizeof(float);
+  if (strcmp(e->name, "/mems") != 0 || e->nd != 4)
+    return txl_ckpt_check_values(path, e->name, v, (int64_t)(rows * per_row), (int64_t)(r0 * per_row), msg, n);
+  const hsize_t block = e->dims[2] * e->dims[3]; /* one memory row of every column */
+  for (hsize_t l = 0; l < rows; l++)
+    for (hsize_t r = 0; r < (hsize_t)mem_rows && r < e->dims[1]; r++) {
+      const hsize_t at = (l * e->dims[1] + r) * block;
+      if (txl_ckpt_check_values(path, e->name, v + at, (int64_t)block, (int64_t)(r0 * per_row + at), msg, n) != 0)
+        return -1;
+    }
+  return 0;
+}
+
+/* Reads the dataset in slabs along its first dimension (each chunk's checksum is checked, and
+ * the values of float32 datasets). */
+static int verify_dataset(const char *path, hid_t file, const Entry *e, int mem_rows, char *msg, size_t n) {
   hid_t d = H5Dopen2(file, e->name, H5P_DEFAULT);
   if (d < 0) {
     snprintf(msg, n, "cannot open dataset '%s'", e->name);
@@ -123,10 +144,11 @@ static int verify_dataset(hid_t file, const Entry *e, char *msg, size_t n) {
   }
   int rc = 0;
   if (e->nd > 0 && e->bytes > 0) {
+    const int is_f32 = strcmp(e->type, "float32") == 0;
     hsize_t row = e->bytes / e->dims[0];
     hsize_t rows = ((hsize_t)64 << 20) / (row ? row : 1);
     if (rows < 1) rows = 1;
-    hid_t t = H5Dget_type(d), fsp = H5Dget_space(d);
+    hid_t t = is_f32 ? H5Tcopy(H5T_NATIVE_FLOAT) : H5Dget_type(d), fsp = H5Dget_space(d);
     char *buf = txl_malloc((size_t)(rows * row), "verify buffer");
     for (hsize_t r0 = 0; r0 < e->dims[0] && rc == 0; r0 += rows) {
       hsize_t start[8] = {0}, count[8];
@@ -138,10 +160,12 @@ static int verify_dataset(hid_t file, const Entry *e, char *msg, size_t n) {
           H5Dread(d, t, msp, fsp, H5P_DEFAULT, buf) < 0) {
         char h5[256] = "";
         H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, first_error_cb, h5);
-        snprintf(msg, n, "dataset '%s' is damaged: reading rows [%llu, %llu) failed (HDF5: %s)",
-                 e->name, (unsigned long long)r0, (unsigned long long)(r0 + count[0]),
+        snprintf(msg, n, "%s: dataset '%s' is damaged: reading rows [%llu, %llu) failed (HDF5: %s)",
+                 path, e->name, (unsigned long long)r0, (unsigned long long)(r0 + count[0]),
                  h5[0] ? h5 : "unknown error");
         rc = -1;
+      } else if (is_f32) {
+        rc = check_slab(path, e, (const float *)buf, r0, count[0], mem_rows, msg, n);
       }
       if (msp >= 0) H5Sclose(msp);
     }
@@ -289,7 +313,10 @@ int main(int argc, char **argv) {
   struct stat sb;
   double file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;
   printf("checkpoint      %s\n", path);
-  printf("format          %s, version %d\n", TXL_CKPT_FORMAT, TXL_CKPT_FORMAT_VERSION);
+  printf("format          %s, version %d\n", TXL_CKPT_FORMAT, st.format_version);
+  const char *none = st.format_version < 2 ? "none (a version 1 file)" : "(empty)";
+  printf("run id          %s\n", st.run_id[0] ? st.run_id : none);
+  printf("vocab digest    %s\n", st.vocab_digest[0] ? st.vocab_digest : none);
   printf("step            %lld\n", (long long)st.step);
   printf("tokens seen     %lld\n", (long long)st.tokens_seen);
   printf("epoch           %lld, data position %lld\n", (long long)st.epoch, (long long)st.data_pos);
@@ -334,10 +361,10 @@ int main(int argc, char **argv) {
     tot_bytes += (double)e->bytes;
     tot_stored += (double)e->stored;
     if (verify) {
-      char msg[768];
-      if (verify_dataset(file, e, msg, sizeof msg) != 0) {
+      char msg[1536];
+      if (verify_dataset(path, file, e, st.mem_rows, msg, sizeof msg) != 0) {
         fflush(stdout);
-        fprintf(stderr, "txl: error: %s: %s\n", path, msg);
+        fprintf(stderr, "txl: error: %s\n", msg);
         bad = 1;
         break;
       }
@@ -350,7 +377,7 @@ int main(int argc, char **argv) {
   if (!bad)
     printf("\ntotal           %d datasets, %.0f bytes of data (%s), %.0f stored (%s), file %.0f bytes (%s)\n",
            l.n, tot_bytes, b1, tot_stored, b2, file_bytes, b3);
-  if (verify && !bad) printf("verified        every dataset read back, every checksum matches\n");
+  if (verify && !bad) printf("verified        every dataset read back, every checksum matches, no NaN, infinity or negative second moment\n");
   free(l.e);
   H5Fclose(file);
   txl_dist_finalize();

@@ -190,21 +190,40 @@ static int is_dir(const char *p) {
   return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* The checkpoint to continue from, or "" to start fresh. Every rank computes the same. */
-static void find_checkpoint(const TxlConfig *c, char *out, size_t n) {
+/* The checkpoint to continue from, or "" to start fresh. Every rank computes the same. A run
+ * folder (--resume DIR, run.resume = auto) gives its newest checkpoint that opens
+ * (txl_ckpt_find: `latest`'s, or with a notice an older one when latest is damaged). */
+static void find_checkpoint(const TxlTrainer *t, char *out, size_t n) {
+  const TxlConfig *c = &t->cfg;
   out[0] = 0;
   const char *r = c->resume;
   if (!*r) return;
-  if (!strcmp(r, "auto")) {
-    if (txl_ckpt_latest(c->work_dir, out, n) != 0) out[0] = 0;
-    return;
-  }
-  if (is_dir(r)) {
-    if (txl_ckpt_latest(r, out, n) != 0) txl_fatal_all("%s: no checkpoint to resume from (no 'latest' pointer)", r);
+  const int is_auto = !strcmp(r, "auto");
+  if (is_auto || is_dir(r)) {
+    char notice[2048], err[2048];
+    int rc = txl_ckpt_find(is_auto ? c->work_dir : r, out, n, notice, sizeof notice, err, sizeof err);
+    if (rc < 0) txl_fatal_all("%s", err);
+    if (rc > 0 && !is_auto) txl_fatal_all("%s: no checkpoint to resume from (%s)", r, err);
+    if (rc == 0 && notice[0] && t->dist.rank == 0) {
+      printf("resume: %s\n", notice);
+      fflush(stdout);
+    }
     return;
   }
   if (access(r, R_OK) != 0) txl_fatal_all("%s: cannot read the checkpoint: %s", r, strerror(errno));
   snprintf(out, n, "%s", r);
+}
+
+/* The checkpoint must have been trained on the corpus's vocabulary, not only on one of its size. */
+static void check_vocabulary(const TxlTrainer *t, const char *path, const TxlCkptState *st) {
+  if (!t->corpus) return;
+  char msg[2048];
+  int rc = txl_ckpt_check_vocab(path, st, t->cfg.corpus, txl_corpus_vocab_digest(t->corpus), msg, sizeof msg);
+  if (rc < 0) txl_fatal_all("%s", msg);
+  if (rc > 0 && t->dist.rank == 0) {
+    printf("resume: %s\n", msg);
+    fflush(stdout);
+  }
 }
 
 /* A fresh lineage: 128 random bits as hex (rank 0's is the one checkpoints record). */
@@ -225,7 +244,7 @@ static void new_run_id(char out[TXL_CKPT_ID_LEN]) {
 
 int txl_trainer_resume(TxlTrainer *t) {
   char path[1200], err[1024];
-  find_checkpoint(&t->cfg, path, sizeof path);
+  find_checkpoint(t, path, sizeof path);
   if (!path[0]) {
     new_run_id(t->run_id);
     if (!strcmp(t->cfg.resume, "auto") && t->dist.rank == 0)
@@ -245,6 +264,7 @@ int txl_trainer_resume(TxlTrainer *t) {
     txl_fatal_all("%s was made by a model of another shape; differing keys (checkpoint -> now): %s", path, diff);
   if (txl_config_diff(&saved, &t->cfg, 0, diff, sizeof diff) > 0 && t->dist.rank == 0)
     printf("resume: these keys differ from the checkpoint's and take their new values: %s\n", diff);
+  check_vocabulary(t, path, &st);
 
   TxlCkptBuffers b;
   host_buffers(t, &b);

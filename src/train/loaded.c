@@ -1,5 +1,6 @@
 #include "src/train/loaded.h"
 
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,13 +51,26 @@ void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
     snprintf(c->precision, sizeof c->precision, "fp32");
 }
 
-void txl_loaded_config(TxlLoaded *ld, const char *target) {
+/* One line for the user on rank 0 (the tool's notice stream), when there is one. */
+static void print_notice(const TxlLoaded *ld, const char *line) {
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  if (!line[0] || rank != 0 || !ld->notices) return;
+  fprintf(ld->notices, "checkpoint: %s\n", line);
+  fflush(ld->notices);
+}
+
+void txl_loaded_config(TxlLoaded *ld, const char *target, FILE *notices) {
   memset(ld, 0, sizeof *ld);
-  char err[1024];
+  ld->notices = notices;
+  char err[2048];
   struct stat sb;
   if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    if (txl_ckpt_latest(target, ld->path, sizeof ld->path) != 0)
-      txl_fatal_all("%s: no checkpoint in this folder (no 'latest' pointer)", target);
+    char notice[2048];
+    int rc = txl_ckpt_find(target, ld->path, sizeof ld->path, notice, sizeof notice, err, sizeof err);
+    if (rc < 0) txl_fatal_all("%s", err);
+    if (rc > 0) txl_fatal_all("%s: no checkpoint in this folder (%s)", target, err);
+    print_notice(ld, notice);
   } else {
     snprintf(ld->path, sizeof ld->path, "%s", target);
   }
@@ -78,6 +92,11 @@ void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   if (c->n_token != V)
     txl_fatal_all("%s: vocabulary of %lld tokens, but the checkpoint's model has %d", c->corpus, (long long)V,
                   c->n_token);
+  char msg[2048];
+  const int vocab = txl_ckpt_check_vocab(ld->path, &ld->st, c->corpus, txl_corpus_vocab_digest(ld->corpus), msg,
+                                         sizeof msg);
+  if (vocab < 0) txl_fatal_all("%s", msg);
+  if (vocab > 0) print_notice(ld, msg);
   TxlModelSpec spec;
   txl_model_spec_from_config(c, (int)V, &spec);
   txl_model_create(&ld->model, ld->backend.ops, &spec);

@@ -40,6 +40,41 @@ run_driver "no format attribute" mpi 2 peek-fail noformat.h5 "not a txl checkpoi
 cp good.h5 nolr.h5 && check "delete the lr attribute" "$TOOL" del-attr nolr.h5 lr
 run_driver "no lr attribute" mpi 2 read-fail nolr.h5 small 4 "attribute 'lr' is missing"
 
+echo "== root attributes of the wrong type"
+cp good.h5 tstep.h5 && check "rewrite step as a string" "$TOOL" set-attr-str tstep.h5 step 12
+run_driver "step is a string" mpi 2 peek-fail tstep.h5 "root attribute 'step' is a string, expected an integer"
+cp good.h5 tseed.h5 && check "rewrite seed as a float64" "$TOOL" set-attr-f64 tseed.h5 seed 2.5
+run_driver "seed is a float" mpi 2 read-fail tseed.h5 small 4 \
+  "root attribute 'seed' is a floating-point number, expected an integer"
+cp good.h5 tlr.h5 && check "rewrite lr as an integer" "$TOOL" set-attr tlr.h5 lr 3
+run_driver "lr is an integer" mpi 1 peek-fail tlr.h5 "root attribute 'lr' is an integer, expected a floating-point number"
+cp good.h5 tformat.h5 && check "rewrite format as an integer" "$TOOL" set-attr tformat.h5 format 7
+run_driver "format is an integer" mpi 2 peek-fail tformat.h5 "root attribute 'format' is an integer, expected a string"
+cp good.h5 trun.h5 && check "rewrite run_id as an integer" "$TOOL" set-attr trun.h5 run_id 7
+run_driver "run_id is an integer" mpi 2 peek-fail trun.h5 "root attribute 'run_id' is an integer, expected a string"
+
+echo "== values no checkpoint may hold (written with a matching checksum)"
+# good.h5 is the small shape: /mems [2, 5, 4, 16] with mem_rows 4 (step 4); element 562 is
+# layer 1, row 3, column 3 (read by the last rank only), feature 2; element 256 is row 4 of
+# layer 0, past the valid rows
+for spec in "params/layers.0.w_ff1 5 nan NaN" "params/word_emb 0 inf +Inf" \
+            "adam_m/layers.1.w_o 17 -inf -Inf" "adam_v/out_bias 3 nan NaN" \
+            "adam_v/layers.1.b_ff2 7 -0.25 -0.25 at element 7, a negative second moment" \
+            "mems 562 nan NaN at element 562"; do
+  read -r dset index value want <<< "$spec"
+  f=bad_${dset//\//_}.h5
+  cp good.h5 "$f" && check "write $value into /$dset[$index]" "$TOOL" poke "$f" "/$dset" "$index" "$value"
+  for np in 1 2 4; do
+    run_driver "$value in /$dset, $np rank(s)" mpi "$np" read-fail "$f" small 4 \
+      "dataset '/$dset' holds $want|unusable"
+  done
+done
+cp good.h5 mem_past.h5 && check "write NaN into /mems past the valid rows" "$TOOL" poke mem_past.h5 /mems 256 nan
+run_driver "NaN past the valid rows of /mems is no error" mpi 2 read-any mem_past.h5 small
+cp good.h5 zero_v.h5 && check "write 0 and -0 into /adam_v/word_emb" "$TOOL" poke zero_v.h5 /adam_v/word_emb 0 0
+"$TOOL" poke zero_v.h5 /adam_v/word_emb 1 -0.0
+run_driver "a zero second moment (+0 and -0) is no error" mpi 2 read-any zero_v.h5 small
+
 echo "== missing datasets"
 cp good.h5 nov.h5 && check "delete /adam_v/layers.1.b_ff2" "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
 run_driver "missing moment tensor" mpi 2 read-fail nov.h5 small 4 "'/adam_v/layers.1.b_ff2' is missing"

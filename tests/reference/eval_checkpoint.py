@@ -92,7 +92,8 @@ def load_checkpoint(path):
     with h5py.File(path, "r") as f:
         if attr_str(f.attrs.get("format", b"")) != "txl-checkpoint":
             fail("%s: not a txl checkpoint (root attribute 'format')" % path)
-        if int(f.attrs["format_version"]) not in (1, 2):  # 2 adds run_id and vocab_digest only
+        # version 2 adds the root attributes run_id and vocab_digest, which this script does not need
+        if int(f.attrs["format_version"]) not in (1, 2):
             fail("%s: format_version %d, this script reads 1 and 2" % (path, int(f.attrs["format_version"])))
         cfg = parse_ini(attr_str(f.attrs["config"]))
         params = {name: np.asarray(ds[()], dtype=np.float32) for name, ds in f["params"].items()}
