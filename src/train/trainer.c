@@ -13,6 +13,7 @@
 #include "src/train/evaluate.h"
 #include "src/train/step.h"
 #include "src/train/stream.h"
+#include "src/train/workdir.h"
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
@@ -133,7 +134,11 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.eta_min = c->eta_min;
   t->sched.warmup_step = c->warmup_step;
   t->sched.max_step = c->max_step;
-  if (!bench) txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
+  if (!bench) {
+    txl_workdir_open(c->work_dir, dist);
+    if (!*c->resume) txl_workdir_refuse_checkpoints(c->work_dir, dist); /* before anything is written there */
+    txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
+  }
   print_summary(t, bench);
   if (!bench && dist->rank == 0) { /* the bar any model must clear: the validation split's unigram entropy */
     double bits = txl_corpus_unigram_entropy_bits(t->corpus, "valid");
@@ -193,6 +198,8 @@ static void validate(TxlTrainer *t) {
 
 void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
+  if (t->last_save_step < 0) /* starting fresh: also when run.resume = auto found nothing to resume */
+    txl_workdir_refuse_checkpoints(c->work_dir, &t->dist);
   TxlStream s;
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
   s.pos = t->data_pos;

@@ -48,8 +48,8 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench);
 void txl_trainer_teardown(TxlTrainer *t);
 
-/* Trains for max_step updates, validating every eval_interval and testing at the end.
- * collective: all ranks */
+/* Trains for max_step updates, validating every eval_interval and testing at the end. A run that
+ * starts fresh (no checkpoint loaded) refuses a work_dir holding checkpoints. collective: all ranks */
 void txl_trainer_train(TxlTrainer *t);
 
 /* Mean loss (nats per token) over a split with the evaluation settings; max_segments < 0: all.
@@ -73,8 +73,15 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
  * 0 when starting fresh. collective: all ranks */
 int txl_trainer_resume(TxlTrainer *t);
 /* Writes <work_dir>/ckpt-<step>.h5, moves "latest" (and "best" when is_best) to it, keeps the
- * newest keep_checkpoints and the best. collective: all ranks */
+ * newest keep_checkpoints of this run's lineage and the best (another run's checkpoints are
+ * neither deleted nor overwritten). A failure is one error on every rank. collective: all ranks */
 void txl_trainer_save(TxlTrainer *t, int is_best);
+/* txl_trainer_save that returns 0, or -1 on every rank with the reason in err (on rank 0; the
+ * other ranks get a generic line), for a run that stops anyway. collective: all ranks */
+int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen);
+/* The resolved config as INI text (malloc'd; the caller frees it), as stored in checkpoints and
+ * written to <work_dir>/config.ini. */
+char *txl_trainer_config_text(const TxlConfig *c);
 /* SIGTERM and SIGUSR1 ask the training loop to stop after the current step. */
 void txl_trainer_install_signals(void);
 /* 1 when any rank received a stop signal. collective: all ranks */
