@@ -30,11 +30,7 @@ void txl_trainer_install_signals(void) {
   sigaction(SIGUSR1, &sa, NULL);
 }
 
-int txl_trainer_stop_requested(const TxlTrainer *t) {
-  int flag = g_stop_signal != 0;
-  if (t->dist.world > 1) txl_dist_allreduce_max_i32(&flag, 1); /* one rank's signal stops all */
-  return flag;
-}
+int txl_trainer_stop_signalled(void) { return g_stop_signal != 0; }
 
 /* ---- files in the run directory -------------------------------------------------------------- */
 

@@ -144,14 +144,6 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
     double bits = txl_corpus_unigram_entropy_bits(t->corpus, "valid");
     txl_report_baseline(&t->report, "valid", bits);
   }
-  if (!bench && dist->rank == 0) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/config.ini", c->work_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) txl_fatal("%s: cannot write the resolved config", path);
-    txl_config_write_ini(&t->cfg, f, 0);
-    fclose(f);
-  }
 }
 
 void txl_trainer_teardown(TxlTrainer *t) {
@@ -196,10 +188,55 @@ static void validate(TxlTrainer *t) {
   }
 }
 
+/* <work_dir>/config.ini: this run's resolved config, replaced atomically (a full disk leaves the
+ * previous file or none, never a truncated one). collective: all ranks */
+static void write_config(const TxlTrainer *t) {
+  char err[1400] = "";
+  int failed = 0;
+  if (t->dist.rank == 0) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.ini", t->cfg.work_dir);
+    char *text = txl_trainer_config_text(&t->cfg);
+    failed = txl_write_file_atomic(path, text, err, sizeof err) != 0;
+    free(text);
+  }
+  txl_fatal_if_any(failed, "%s", err);
+}
+
+/* Why the loop must stop, agreed by every rank after each step in one collective. */
+enum { STOP_LOG_FAILED = 1, STOP_SIGNAL = 2 };
+
+static int agree_on_stop(const TxlTrainer *t) {
+  int v[2] = {txl_report_failed(&t->report), txl_trainer_stop_signalled()};
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(v, 2);
+  return (v[0] ? STOP_LOG_FAILED : 0) | (v[1] ? STOP_SIGNAL : 0);
+}
+
+/* A line of metrics.jsonl could not be written (on rank 0): the run stops rather than train on
+ * without its record, after trying a checkpoint of the steps done. collective: all ranks */
+static void stop_on_log_failure(TxlTrainer *t) {
+  char err[2048] = "", then[2200];
+  if (t->last_save_step == t->step || txl_trainer_try_save(t, 0, err, sizeof err) == 0)
+    snprintf(then, sizeof then, "the checkpoint of step %d is written: resume from it once the file can be written",
+             t->step);
+  else
+    snprintf(then, sizeof then, "no checkpoint of it either: %s", err);
+  txl_fatal_if_any(txl_report_failed(&t->report), "%s; stopped after step %d, %s", t->report.error, t->step, then);
+}
+
+/* Before the run ends: the metrics made durable, and a failed write (of the last evaluation, say)
+ * an error on every rank. collective: all ranks */
+static void check_logs(TxlTrainer *t) {
+  txl_report_sync(&t->report);
+  txl_fatal_if_any(txl_report_failed(&t->report), "%s (the checkpoint of step %d is written)", t->report.error,
+                   t->step);
+}
+
 void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
   if (t->last_save_step < 0) /* starting fresh: also when run.resume = auto found nothing to resume */
     txl_workdir_refuse_checkpoints(c->work_dir, &t->dist);
+  write_config(t);
   TxlStream s;
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
   s.pos = t->data_pos;
@@ -243,14 +280,17 @@ void txl_trainer_train(TxlTrainer *t) {
       steps_acc = 0;
       t_log = now;
     }
+    const int stop = agree_on_stop(t);
+    if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {
       validate(t);
       last_eval = t->step;
     }
     if (c->checkpoint_interval > 0 && t->step % c->checkpoint_interval == 0 && t->last_save_step != t->step)
       txl_trainer_save(t, 0);
-    if (txl_trainer_stop_requested(t) || t->step == t->stop_at) {
+    if ((stop & STOP_SIGNAL) || t->step == t->stop_at) {
       if (t->last_save_step != t->step) txl_trainer_save(t, 0);
+      check_logs(t);
       if (t->dist.rank == 0) {
         printf("stopped after step %d (%s): checkpoint written; exit status %d (requeue)\n", t->step,
                t->step == t->stop_at ? "--stop-at" : "signal", TXL_EXIT_REQUEUE);
@@ -269,6 +309,7 @@ void txl_trainer_train(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
   txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+  check_logs(t);
 }
 
 /* ---- evaluation --------------------------------------------------------------------------- */

@@ -48,8 +48,10 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench);
 void txl_trainer_teardown(TxlTrainer *t);
 
-/* Trains for max_step updates, validating every eval_interval and testing at the end. A run that
- * starts fresh (no checkpoint loaded) refuses a work_dir holding checkpoints. collective: all ranks */
+/* Trains for max_step updates, validating every eval_interval and testing at the end; writes
+ * <work_dir>/config.ini first. A run that starts fresh (no checkpoint loaded) refuses a work_dir
+ * holding checkpoints. Stops every rank with one error when a line of metrics.jsonl cannot be
+ * written (after trying a checkpoint). collective: all ranks */
 void txl_trainer_train(TxlTrainer *t);
 
 /* Mean loss (nats per token) over a split with the evaluation settings; max_segments < 0: all.
@@ -84,8 +86,8 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen);
 char *txl_trainer_config_text(const TxlConfig *c);
 /* SIGTERM and SIGUSR1 ask the training loop to stop after the current step. */
 void txl_trainer_install_signals(void);
-/* 1 when any rank received a stop signal. collective: all ranks */
-int txl_trainer_stop_requested(const TxlTrainer *t);
+/* 1 when this rank received a stop signal (the training loop agrees on it with the others). */
+int txl_trainer_stop_signalled(void);
 
 /* Writes the parameters as raw float32 in table order to path (rank 0; atomically: a temporary
  * name, then rename). collective: all ranks */
