@@ -159,9 +159,34 @@ void txl_trainer_teardown(TxlTrainer *t) {
 
 /* ---- one step ----------------------------------------------------------------------------- */
 
+/* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR. */
+static void inject_fault(TxlTrainer *t, double *grad_norm) {
+  const char *f = getenv("TXL_TRAIN_FAULT");
+  if (!f || !*f) return;
+  int step = 0, len = 0;
+  char name[64];
+  if (sscanf(f, "inf_grad:%d:%63[^:]%n", &step, name, &len) != 2 || f[len])
+    txl_fatal_all("TXL_TRAIN_FAULT=%s: expected inf_grad:STEP:TENSOR", f);
+  if (step != t->step + 1) return;
+  const TxlParamTable *tab = &t->model.table;
+  for (int i = 0; i < tab->n_tensors; i++) {
+    if (strcmp(tab->tensors[i].name, name) != 0) continue;
+    const float inf = INFINITY;
+    t->ops->to_device(t->model.grad_buf + tab->tensors[i].offset, &inf, sizeof inf);
+    *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab->total);
+    return;
+  }
+  txl_fatal_all("TXL_TRAIN_FAULT=%s: the model has no tensor %s", f, name);
+}
+
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
-  double loss = txl_train_step(&t->model, &t->run, &t->adam, &t->sched, t->step, t->cfg.batch_size, t->reducer,
-                               inputs, targets, L, grad_norm);
+  double norm = 0.0;
+  const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, inputs, targets,
+                                     L, &norm);
+  inject_fault(t, &norm);
+  if (grad_norm) *grad_norm = norm;
+  if (!isfinite(loss) || !isfinite(norm)) return loss; /* nothing updated: the caller stops */
+  txl_train_update(&t->model, &t->adam, &t->sched, t->step, norm);
   t->step++;
   if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0) {
     const size_t bytes = (size_t)t->model.table.total * sizeof(float);
@@ -204,12 +229,39 @@ static void write_config(const TxlTrainer *t) {
 }
 
 /* Why the loop must stop, agreed by every rank after each step in one collective. */
-enum { STOP_LOG_FAILED = 1, STOP_SIGNAL = 2 };
+enum { STOP_NONFINITE = 1, STOP_LOG_FAILED = 2, STOP_SIGNAL = 4 };
 
-static int agree_on_stop(const TxlTrainer *t) {
-  int v[2] = {txl_report_failed(&t->report), txl_trainer_stop_signalled()};
-  if (t->dist.world > 1) txl_dist_allreduce_max_i32(v, 2);
-  return (v[0] ? STOP_LOG_FAILED : 0) | (v[1] ? STOP_SIGNAL : 0);
+static int agree_on_stop(const TxlTrainer *t, int nonfinite) {
+  int v[3] = {nonfinite, txl_report_failed(&t->report), txl_trainer_stop_signalled()};
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(v, 3);
+  return (v[0] ? STOP_NONFINITE : 0) | (v[1] ? STOP_LOG_FAILED : 0) | (v[2] ? STOP_SIGNAL : 0);
+}
+
+/* Update t->step + 1 met a NaN or an infinity in its loss or gradient (`here`: on this rank) and
+ * changed nothing. Names the first tensor of the gradient holding one (a host copy, only on this
+ * path) and stops every rank; no checkpoint of this state is written, so the last good one stays
+ * "latest". collective: all ranks */
+static void stop_on_nonfinite(TxlTrainer *t, int here, double loss, double norm) {
+  char msg[1600] = "";
+  if (here) {
+    const size_t bytes = (size_t)t->model.table.total * sizeof(float);
+    float *g = txl_malloc(bytes, "gradient copy for the non-finite check");
+    t->ops->to_host(g, t->model.grad_buf, bytes);
+    int64_t index = 0;
+    const TxlTensorInfo *bad = txl_param_first_nonfinite(&t->model.table, g, &index);
+    char where[160], latest[1200], kept[1300];
+    if (bad) snprintf(where, sizeof where, "first non-finite gradient: %s[%lld]", bad->name, (long long)index);
+    else snprintf(where, sizeof where, "every gradient is finite");
+    free(g);
+    if (txl_ckpt_latest(t->cfg.work_dir, latest, sizeof latest) == 0)
+      snprintf(kept, sizeof kept, "the last checkpoint, %s, stays latest", latest);
+    else
+      snprintf(kept, sizeof kept, "nothing of it is written (work_dir has no checkpoint yet)");
+    snprintf(msg, sizeof msg,
+             "step %d: the loss is %g and the gradient norm %g (%s); the parameters were not updated and %s "
+             "(lower train.lr?)", t->step + 1, loss, norm, where, kept);
+  }
+  txl_fatal_if_any(here, "%s", msg);
 }
 
 /* A line of metrics.jsonl could not be written (on rank 0): the run stops rather than train on
@@ -262,25 +314,28 @@ void txl_trainer_train(TxlTrainer *t) {
     double norm = 0.0;
     double lr = txl_schedule_lr(&t->sched, t->step);
     double loss = txl_trainer_step(t, in, tg, n, &norm);
-    if (!isfinite(loss)) txl_fatal("step %d: the loss is %f; stopping (lower train.lr?)", t->step, loss);
-    t->data_pos = s.pos;
-    t->tokens_seen += (int64_t)n * c->batch_size;
-    loss_acc += loss;
-    tokens_acc += (double)n * c->batch_size;
-    steps_acc++;
-    if (t->step % c->log_interval == 0 || t->step == c->max_step) {
-      double now = txl_now_s();
-      double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
-      TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
-                           1000.0 * (now - t_log) / steps_acc, now - t_start,
-                           timed_wait ? (wait - wait_log) / (now - t_log) : -1.0};
-      txl_report_train(&t->report, &f);
-      wait_log = wait;
-      loss_acc = tokens_acc = 0.0;
-      steps_acc = 0;
-      t_log = now;
+    const int nonfinite = !isfinite(loss) || !isfinite(norm);
+    if (!nonfinite) {
+      t->data_pos = s.pos;
+      t->tokens_seen += (int64_t)n * c->batch_size;
+      loss_acc += loss;
+      tokens_acc += (double)n * c->batch_size;
+      steps_acc++;
+      if (t->step % c->log_interval == 0 || t->step == c->max_step) {
+        double now = txl_now_s();
+        double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
+        TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
+                             1000.0 * (now - t_log) / steps_acc, now - t_start,
+                             timed_wait ? (wait - wait_log) / (now - t_log) : -1.0};
+        txl_report_train(&t->report, &f);
+        wait_log = wait;
+        loss_acc = tokens_acc = 0.0;
+        steps_acc = 0;
+        t_log = now;
+      }
     }
-    const int stop = agree_on_stop(t);
+    const int stop = agree_on_stop(t, nonfinite);
+    if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, loss, norm);
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {
       validate(t);

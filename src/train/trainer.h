@@ -50,8 +50,9 @@ void txl_trainer_teardown(TxlTrainer *t);
 
 /* Trains for max_step updates, validating every eval_interval and testing at the end; writes
  * <work_dir>/config.ini first. A run that starts fresh (no checkpoint loaded) refuses a work_dir
- * holding checkpoints. Stops every rank with one error when a line of metrics.jsonl cannot be
- * written (after trying a checkpoint). collective: all ranks */
+ * holding checkpoints. Stops every rank with one error when a step's loss or gradient is not
+ * finite (nothing of that step is kept) or a line of metrics.jsonl cannot be written (after
+ * trying a checkpoint). collective: all ranks */
 void txl_trainer_train(TxlTrainer *t);
 
 /* Mean loss (nats per token) over a split with the evaluation settings; max_segments < 0: all.
@@ -93,8 +94,13 @@ int txl_trainer_stop_signalled(void);
  * name, then rename). collective: all ranks */
 void txl_trainer_dump_params(TxlTrainer *t, const char *path);
 
-/* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam.
- * Returns the global mean loss; *grad_norm the global gradient norm before clipping.
+/* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam; t->step
+ * counts it. When the loss or the gradient norm is not finite, nothing is updated and t->step
+ * stays (the caller stops: see txl_trainer_train).
+ * Returns the global mean loss; *grad_norm (may be NULL) the global gradient norm before
+ * clipping. Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
+ * element of TENSOR's gradient in update STEP (counted from 1, as messages count), on every rank
+ * after the all-reduce: a non-finite gradient with a finite loss (tests/train/test_nonfinite.sh).
  * collective: all ranks */
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
 
