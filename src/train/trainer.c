@@ -228,6 +228,25 @@ static void write_config(const TxlTrainer *t) {
   txl_fatal_if_any(failed, "%s", err);
 }
 
+/* Sums over the steps since the last progress line. Each step is timed once, from fetching its
+ * data to its update, so that evaluations, checkpoints and the logging itself never count as
+ * training time and every step counts exactly once in the time, the tokens and the waits. */
+typedef struct {
+  double loss, tokens, seconds, wait;
+  int steps;
+} Progress;
+
+static double comm_wait_seconds(const TxlTrainer *t) {
+  return t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
+}
+
+static void report_progress(TxlTrainer *t, const Progress *p, double lr, double norm, double elapsed) {
+  const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
+  TxlTrainFigures f = {t->step, t->cfg.max_step, lr, p->loss / p->steps, norm, p->tokens / p->seconds,
+                       1000.0 * p->seconds / p->steps, elapsed, timed_wait ? p->wait / p->seconds : -1.0};
+  txl_report_train(&t->report, &f);
+}
+
 /* Why the loop must stop, agreed by every rank after each step in one collective. */
 enum { STOP_NONFINITE = 1, STOP_LOG_FAILED = 2, STOP_SIGNAL = 4 };
 
@@ -298,11 +317,11 @@ void txl_trainer_train(TxlTrainer *t) {
            c->max_step);
     fflush(stdout);
   }
-  double t_start = txl_now_s(), t_log = t_start, loss_acc = 0.0, tokens_acc = 0.0;
-  double wait_log = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
-  const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
-  int steps_acc = 0, last_eval = -1;
+  const double t_start = txl_now_s();
+  Progress p = {0};
+  int last_eval = -1;
   while (t->step < c->max_step) {
+    const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
     int n = txl_stream_next(&s, &in, &tg);
     if (n == 0) { /* a new epoch: back to the top of every column, with an empty memory */
@@ -312,26 +331,20 @@ void txl_trainer_train(TxlTrainer *t) {
       n = txl_stream_next(&s, &in, &tg);
     }
     double norm = 0.0;
-    double lr = txl_schedule_lr(&t->sched, t->step);
-    double loss = txl_trainer_step(t, in, tg, n, &norm);
+    const double lr = txl_schedule_lr(&t->sched, t->step);
+    const double loss = txl_trainer_step(t, in, tg, n, &norm);
     const int nonfinite = !isfinite(loss) || !isfinite(norm);
     if (!nonfinite) {
       t->data_pos = s.pos;
       t->tokens_seen += (int64_t)n * c->batch_size;
-      loss_acc += loss;
-      tokens_acc += (double)n * c->batch_size;
-      steps_acc++;
+      p.seconds += txl_now_s() - t0;
+      p.wait += comm_wait_seconds(t) - wait0;
+      p.tokens += (double)n * c->batch_size;
+      p.loss += loss;
+      p.steps++;
       if (t->step % c->log_interval == 0 || t->step == c->max_step) {
-        double now = txl_now_s();
-        double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
-        TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
-                             1000.0 * (now - t_log) / steps_acc, now - t_start,
-                             timed_wait ? (wait - wait_log) / (now - t_log) : -1.0};
-        txl_report_train(&t->report, &f);
-        wait_log = wait;
-        loss_acc = tokens_acc = 0.0;
-        steps_acc = 0;
-        t_log = now;
+        report_progress(t, &p, lr, norm, txl_now_s() - t_start);
+        p = (Progress){0};
       }
     }
     const int stop = agree_on_stop(t, nonfinite);
@@ -356,7 +369,6 @@ void txl_trainer_train(TxlTrainer *t) {
       txl_dist_finalize();
       exit(TXL_EXIT_REQUEUE);
     }
-    if (last_eval == t->step || t->last_save_step == t->step) t_log = txl_now_s(); /* not training time */
   }
   txl_stream_close(&s);
   if (last_eval != t->step) validate(t);
