@@ -15,6 +15,8 @@ mkdir -p "$demo"
   --test "$TXL_ROOT/data/demo/tinyshakespeare/test.txt" \
   --out "$demo/shakespeare.h5"
 ranks=${TXL_DEMO_RANKS:-2}
+# every demo is a fresh run (txl-train refuses to start one over another run's checkpoints)
+rm -rf "$demo/run"
 mpirun -n "$ranks" --bind-to none "$TXL_BUILD/bin/txl-train" "$TXL_ROOT/configs/demo.ini" \
   --set data.corpus="$demo/shakespeare.h5" --set run.work_dir="$demo/run" "$@"
 echo "demo: metrics in $demo/run/metrics.jsonl"

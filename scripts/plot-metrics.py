@@ -5,7 +5,8 @@
 
 writes DIR/loss.png (training loss per logged step, validation and test losses, the validation
 split's unigram entropy as the bar to beat), DIR/lr.png (learning rate) and DIR/throughput.png
-(training tokens/s); DIR defaults to RUN_DIR. Needs matplotlib (Debian: python3-matplotlib)."""
+(training tokens/s); DIR defaults to RUN_DIR. A figure written as null (a NaN or an infinity in
+the run) is a gap in its curve. Needs matplotlib (Debian: python3-matplotlib)."""
 import argparse
 import json
 import os
@@ -36,6 +37,11 @@ def load(path):
     return rows
 
 
+def num(v):
+    """A figure of metrics.jsonl as a float: null (a NaN or an infinity in the run) is a gap."""
+    return float("nan") if v is None else v
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("run_dir", help="folder holding metrics.jsonl")
@@ -58,15 +64,15 @@ def main():
     name = os.path.basename(os.path.abspath(a.run_dir))
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot([r["step"] for r in train], [r["loss"] for r in train], lw=1, label="train")
+    ax.plot([r["step"] for r in train], [num(r["loss"]) for r in train], lw=1, label="train")
     for kind, style in (("valid", "o-"), ("test", "s")):
         pts = [r for r in rows if r["kind"] == kind]
         if pts:
             last = pts[-1]
-            ax.plot([r["step"] for r in pts], [r["loss"] for r in pts], style, ms=4,
-                    label="%s (last: %s %.4g)" % (kind, quality, last[quality]))
+            ax.plot([r["step"] for r in pts], [num(r["loss"]) for r in pts], style, ms=4,
+                    label="%s (last: %s %.4g)" % (kind, quality, num(last[quality])))
     uni = [r for r in rows if r["kind"] == "unigram"]
-    if uni:
+    if uni and uni[-1]["loss"] is not None:
         ax.axhline(uni[-1]["loss"], ls="--", c="gray", lw=1, label="unigram entropy (%s)" % uni[-1]["split"])
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats per token)")
@@ -79,7 +85,7 @@ def main():
 
     for fname, key, label in (("lr.png", "lr", "learning rate"), ("throughput.png", "tokens_per_s", "tokens/s")):
         fig, ax = plt.subplots(figsize=(7, 3.2))
-        ax.plot([r["step"] for r in train], [r[key] for r in train], lw=1)
+        ax.plot([r["step"] for r in train], [num(r[key]) for r in train], lw=1)
         ax.set_xlabel("step")
         ax.set_ylabel(label)
         ax.set_title("%s: %s" % (name, label))

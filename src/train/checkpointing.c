@@ -13,6 +13,7 @@
 #include "src/base/timer.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/train/trainer.h"
+#include "src/train/workdir.h"
 
 /* ---- signals: finish the step, write a checkpoint, exit with TXL_EXIT_REQUEUE ------------- */
 
@@ -29,27 +30,16 @@ void txl_trainer_install_signals(void) {
   sigaction(SIGUSR1, &sa, NULL);
 }
 
-int txl_trainer_stop_requested(const TxlTrainer *t) {
-  int flag = g_stop_signal != 0;
-  if (t->dist.world > 1) txl_dist_allreduce_max_i32(&flag, 1); /* one rank's signal stops all */
-  return flag;
-}
+int txl_trainer_stop_signalled(void) { return g_stop_signal != 0; }
 
 /* ---- files in the run directory -------------------------------------------------------------- */
 
-static void write_pointer(const char *dir, const char *name, const char *target) {
-  char path[1200], tmp[1300];
+/* Points dir/name at target (a file name in dir), atomically. Returns 0, or -1 with the reason. */
+static int write_pointer(const char *dir, const char *name, const char *target, char *err, size_t errlen) {
+  char path[1200], text[300];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) txl_fatal("%s: cannot write: %s", tmp, strerror(errno));
-  int bad = fprintf(f, "%s\n", target) < 0;
-  bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    remove(tmp);
-    txl_fatal("%s: cannot update the checkpoint pointer", path);
-  }
+  snprintf(text, sizeof text, "%s\n", target);
+  return txl_write_file_atomic(path, text, err, errlen);
 }
 
 static int read_pointer(const char *dir, const char *name, char *out, size_t n) {
@@ -64,39 +54,74 @@ static int read_pointer(const char *dir, const char *name, char *out, size_t n) 
   return 0;
 }
 
-static int ckpt_step_of(const char *name) {
-  int step = -1, len = 0;
-  if (sscanf(name, "ckpt-%d.h5%n", &step, &len) == 1 && name[len] == 0) return step;
-  return -1;
+/* The file name a pointer holds ("latest" may hold an absolute path), or "" without one. */
+static void pointer_target(const char *dir, const char *name, char *out, size_t n) {
+  char target[1200];
+  out[0] = 0;
+  if (read_pointer(dir, name, target, sizeof target) != 0) return;
+  const char *slash = strrchr(target, '/');
+  snprintf(out, n, "%s", slash ? slash + 1 : target);
 }
 
-/* Keeps the newest `keep` checkpoints and the best one; removes stale temporaries. Rank 0. */
-static void rotate(const char *dir, int keep) {
-  char best[256] = "";
-  read_pointer(dir, "best", best, sizeof best);
+/* 1 when path is a checkpoint of the lineage run_id; 0 for another run's and for a file whose
+ * lineage cannot be read (never ours to delete). */
+static int same_lineage(const char *path, const char *run_id) {
+  char id[TXL_CKPT_ID_LEN], err[1024];
+  return txl_ckpt_read_run_id(path, id, err, sizeof err) == 0 && !strcmp(id, run_id);
+}
+
+typedef struct {
+  int step;
+  char name[256];
+} CkptFile;
+
+static int newest_first(const void *a, const void *b) {
+  const int x = ((const CkptFile *)a)->step, y = ((const CkptFile *)b)->step;
+  return (x < y) - (x > y);
+}
+
+/* Keeps the newest `keep` checkpoints of this run's lineage (run_id). Deletes only checkpoints of
+ * that lineage, and never the file "latest" or "best" names nor the one just written: a folder
+ * may also hold another run's checkpoints (resumed from elsewhere into it), and those are not
+ * this run's to delete. Rank 0. */
+static void rotate(const char *dir, int keep, const char *run_id, const char *written) {
+  char latest[1200], best[1200];
+  pointer_target(dir, "latest", latest, sizeof latest);
+  pointer_target(dir, "best", best, sizeof best);
   DIR *d = opendir(dir);
   if (!d) return;
-  int steps[4096], n = 0;
+  int n = 0, cap = 64;
+  CkptFile *files = txl_malloc((size_t)cap * sizeof *files, "checkpoint list");
   struct dirent *e;
-  while ((e = readdir(d)) && n < 4096) {
-    int s = ckpt_step_of(e->d_name);
-    if (s >= 0) steps[n++] = s;
+  while ((e = readdir(d))) {
+    const int step = txl_workdir_ckpt_step(e->d_name);
+    if (step < 0) continue;
+    if (n == cap) {
+      cap *= 2;
+      CkptFile *more = realloc(files, (size_t)cap * sizeof *files);
+      ALLOC_CHECK(more);
+      files = more;
+    }
+    files[n].step = step;
+    snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
+    n++;
   }
   closedir(d);
-  for (int i = 0; i < n; i++) { /* newest first */
-    for (int j = i + 1; j < n; j++)
-      if (steps[j] > steps[i]) {
-        int x = steps[i];
-        steps[i] = steps[j];
-        steps[j] = x;
-      }
-    if (i < keep) continue;
-    char name[64], path[1200];
-    snprintf(name, sizeof name, "ckpt-%08d.h5", steps[i]);
-    if (!strcmp(name, best)) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    remove(path);
+  qsort(files, (size_t)n, sizeof *files, newest_first);
+  int kept = 0;
+  for (int i = 0; i < n; i++) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+    if (!same_lineage(path, run_id)) continue;
+    if (kept < keep) {
+      kept++;
+      continue;
+    }
+    const char *f = files[i].name;
+    if (!strcmp(f, written) || !strcmp(f, latest) || !strcmp(f, best)) continue;
+    if (unlink(path) != 0) fprintf(stderr, "txl: warning: %s: cannot remove this old checkpoint: %s\n", path, strerror(errno));
   }
+  free(files);
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */
@@ -126,7 +151,7 @@ static void free_buffers(TxlCkptBuffers *b) {
   free(b->mems);
 }
 
-static char *config_text(const TxlConfig *c) {
+char *txl_trainer_config_text(const TxlConfig *c) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -136,8 +161,29 @@ static char *config_text(const TxlConfig *c) {
   return buf;
 }
 
-void txl_trainer_save(TxlTrainer *t, int is_best) {
+/* 1 when rank 0 finds path to be a checkpoint of another lineage, which a new file of that name
+ * would replace (a run resumed from elsewhere into a folder holding another run's checkpoints).
+ * collective: all ranks */
+static int another_runs_file(const TxlTrainer *t, const char *path, char *err, size_t errlen) {
+  int foreign = 0;
+  char id[TXL_CKPT_ID_LEN], e[1024];
+  if (t->dist.rank == 0 && access(path, F_OK) == 0 && txl_ckpt_read_run_id(path, id, e, sizeof e) == 0 &&
+      strcmp(id, t->run_id) != 0) {
+    foreign = 1;
+    snprintf(err, errlen, "%s belongs to another run (run_id %s; this run's is %s): not overwritten; give this run "
+             "another run.work_dir", path, id, t->run_id);
+  }
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(&foreign, 1);
+  return foreign;
+}
+
+int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   const TxlConfig *c = &t->cfg;
+  char name[64], path[1200], why[1024];
+  snprintf(name, sizeof name, "ckpt-%08d.h5", t->step);
+  snprintf(path, sizeof path, "%s/%s", c->work_dir, name);
+  snprintf(err, errlen, "rank 0 could not write the checkpoint %s", path); /* the others' message */
+  if (another_runs_file(t, path, err, errlen)) return -1;
   const size_t pbytes = (size_t)t->model.table.total * sizeof(float);
   TxlCkptBuffers b;
   host_buffers(t, &b);
@@ -159,28 +205,42 @@ void txl_trainer_save(TxlTrainer *t, int is_best) {
   st.lr = t->step > 0 ? txl_schedule_lr(&t->sched, t->step - 1) : 0.0;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
-  char name[64], path[1200], err[1024];
-  snprintf(name, sizeof name, "ckpt-%08d.h5", t->step);
-  snprintf(path, sizeof path, "%s/%s", c->work_dir, name);
-  char *text = config_text(c);
+  char *text = txl_trainer_config_text(c);
   double t0 = txl_now_s();
-  int rc = txl_ckpt_write(path, text, &st, &b, err, sizeof err);
+  int rc = txl_ckpt_write(path, text, &st, &b, why, sizeof why);
   free(text);
   free_buffers(&b);
-  if (rc != 0) txl_fatal_all("checkpoint not written (the previous one is intact): %s", err);
-  if (t->dist.rank == 0) {
-    write_pointer(c->work_dir, "latest", name); /* only after the file is complete and renamed */
-    if (is_best) write_pointer(c->work_dir, "best", name);
-    rotate(c->work_dir, c->keep_checkpoints);
-    struct stat sb;
-    double mb = stat(path, &sb) == 0 ? (double)sb.st_size / 1048576.0 : 0.0;
-    double dt = txl_now_s() - t0;
-    printf("checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s)%s\n", path, mb, dt, dt > 0 ? mb / dt : 0.0,
-           is_best ? ", best on validation so far" : "");
-    fflush(stdout);
+  if (rc != 0) { /* every rank has the same verdict and message */
+    snprintf(err, errlen, "checkpoint not written (the previous one is intact): %s", why);
+    return -1;
   }
+  int failed = 0;
+  if (t->dist.rank == 0) {
+    /* the pointers move only after the file is complete and renamed */
+    failed = write_pointer(c->work_dir, "latest", name, why, sizeof why) != 0 ||
+             (is_best && write_pointer(c->work_dir, "best", name, why, sizeof why) != 0);
+    if (failed) {
+      snprintf(err, errlen, "%s (%s is written, but the pointer still names the checkpoint before it)", why, path);
+    } else {
+      rotate(c->work_dir, c->keep_checkpoints, t->run_id, name);
+      struct stat sb;
+      double mb = stat(path, &sb) == 0 ? (double)sb.st_size / 1048576.0 : 0.0;
+      double dt = txl_now_s() - t0;
+      printf("checkpoint %s: %.1f MiB in %.2f s (%.0f MiB/s)%s\n", path, mb, dt, dt > 0 ? mb / dt : 0.0,
+             is_best ? ", best on validation so far" : "");
+      fflush(stdout);
+    }
+  }
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(&failed, 1); /* also keeps the ranks together */
+  if (failed) return -1;
   t->last_save_step = t->step;
-  txl_dist_barrier();
+  return 0;
+}
+
+void txl_trainer_save(TxlTrainer *t, int is_best) {
+  char err[2048];
+  const int failed = txl_trainer_try_save(t, is_best, err, sizeof err) != 0;
+  txl_fatal_if_any(failed && t->dist.rank == 0, "%s", err); /* rank 0 holds the reason of every failure */
 }
 
 /* ---- resuming ------------------------------------------------------------------------------ */

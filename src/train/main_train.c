@@ -126,6 +126,9 @@ int main(int argc, char **argv) {
   } else {
     t.stop_at = stop_at;
     txl_trainer_resume(&t);
+    if (stop_at > 0 && stop_at <= t.step) /* the loop would never meet it: the run would go on to max_step */
+      txl_fatal_all("--stop-at %d: the run resumed at step %d, so it would never stop there; give a later step", stop_at,
+                    t.step);
     txl_trainer_train(&t);
     txl_trainer_generate(&t);
     if (dump_path) txl_trainer_dump_params(&t, dump_path);

@@ -1,38 +1,94 @@
 #include "src/train/report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "src/base/error.h"
 
-static void make_dirs(const char *path) {
-  char buf[1024];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) txl_fatal("%s: cannot create directory: %s", buf, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST) txl_fatal("%s: cannot create directory: %s", buf, strerror(errno));
-}
-
 void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level) {
-  r->metrics = NULL;
+  memset(r, 0, sizeof *r);
+  r->fd = -1;
   r->char_level = char_level;
-  if (rank != 0) return;
-  make_dirs(work_dir);
-  char path[1100];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", work_dir);
-  r->metrics = fopen(path, "a");
-  if (!r->metrics) txl_fatal("%s: cannot open for writing: %s", path, strerror(errno));
+  snprintf(r->path, sizeof r->path, "%s/metrics.jsonl", work_dir);
+  char err[1400] = "";
+  if (rank == 0) {
+    struct stat sb;
+    r->fd = open(r->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (r->fd < 0 || fstat(r->fd, &sb) != 0) snprintf(err, sizeof err, "%s: cannot open for writing: %s", r->path, strerror(errno));
+    else r->good_size = (long long)sb.st_size;
+  }
+  txl_fatal_if_any(err[0] != 0, "%s", err);
 }
 
 void txl_report_close(TxlReport *r) {
-  if (r->metrics) fclose(r->metrics);
-  r->metrics = NULL;
+  if (r->fd >= 0) close(r->fd);
+  r->fd = -1;
+}
+
+int txl_report_failed(const TxlReport *r) { return r->error[0] != 0; }
+
+static void remember_failure(TxlReport *r, int err) {
+  snprintf(r->error, sizeof r->error, "%s: cannot write: %s", r->path, err ? strerror(err) : "short write");
+}
+
+void txl_report_sync(TxlReport *r) {
+  if (r->fd >= 0 && !r->error[0] && fsync(r->fd) != 0) remember_failure(r, errno);
+}
+
+/* Appends one complete line; after a failure the file is cut back to its last complete line and
+ * nothing more is written (the run stops on it). */
+static void write_line(TxlReport *r, const char *line) {
+  if (r->fd < 0 || r->error[0]) return;
+  const size_t len = strlen(line);
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t k = write(r->fd, line + done, len - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      remember_failure(r, k < 0 ? errno : 0);
+      if (done > 0 && ftruncate(r->fd, (off_t)r->good_size) != 0) { /* cut off the part written */
+        const size_t used = strlen(r->error);
+        snprintf(r->error + used, sizeof r->error - used, " (and its last line is cut short)");
+      }
+      return;
+    }
+    done += (size_t)k;
+  }
+  r->good_size += (long long)len;
+}
+
+/* One JSON line assembled piece by piece. */
+typedef struct {
+  char s[1024];
+  size_t len;
+} Line;
+
+static void add(Line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(Line *l, const char *fmt, ...) {
+  if (l->len >= sizeof l->s) return;
+  va_list ap;
+  va_start(ap, fmt);
+  const int k = vsnprintf(l->s + l->len, sizeof l->s - l->len, fmt, ap);
+  va_end(ap);
+  if (k > 0) l->len += (size_t)k;
+}
+
+/* `, "key": value`, with null for NaN and the infinities: C prints them as nan, -nan or inf,
+ * which no JSON reader accepts. fmt formats one double. */
+static void add_number(Line *l, const char *key, const char *fmt, double v) {
+  add(l, ", \"%s\": ", key);
+  if (!isfinite(v)) {
+    add(l, "null");
+    return;
+  }
+  char num[64];
+  snprintf(num, sizeof num, fmt, v);
+  add(l, "%s", num);
 }
 
 void txl_format_duration(double s, char *out, size_t n) {
@@ -67,48 +123,64 @@ void txl_loss_quality(int char_level, double loss, char *out, size_t n, const ch
 }
 
 void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
-  if (!r->metrics) return;
+  if (r->fd < 0) return;
   char q[64], eta[32], tps[32];
   const char *key;
   double value;
   txl_loss_quality(r->char_level, f->loss, q, sizeof q, &key, &value);
   txl_format_duration((f->max_step - f->step) * f->ms_per_step / 1000.0, eta, sizeof eta);
-  txl_format_count((long long)llround(f->tokens_per_s), tps, sizeof tps);
+  if (isfinite(f->tokens_per_s)) txl_format_count((long long)llround(f->tokens_per_s), tps, sizeof tps);
+  else snprintf(tps, sizeof tps, "?");
   char comm[48] = "";
   if (f->comm_wait >= 0) snprintf(comm, sizeof comm, " | comm wait %.0f%%", 100.0 * f->comm_wait);
   printf("step %*d/%d | lr %.3e | loss %.4f | %s | |g| %.3f | %s tok/s | %.1f ms/step%s | ETA %s\n",
          (int)snprintf(NULL, 0, "%d", f->max_step), f->step, f->max_step, f->lr, f->loss, q, f->grad_norm, tps,
          f->ms_per_step, comm, eta);
   fflush(stdout);
-  fprintf(r->metrics,
-          "{\"kind\": \"train\", \"step\": %d, \"lr\": %.6e, \"loss\": %.6f, \"%s\": %.6f, \"grad_norm\": %.6f, "
-          "\"tokens_per_s\": %.1f, \"ms_per_step\": %.3f, \"comm_wait\": %.4f, \"elapsed_s\": %.3f}\n",
-          f->step, f->lr, f->loss, key, value, f->grad_norm, f->tokens_per_s, f->ms_per_step,
-          f->comm_wait < 0 ? 0.0 : f->comm_wait, f->elapsed_s);
-  fflush(r->metrics);
+  Line l = {.len = 0};
+  add(&l, "{\"kind\": \"train\", \"step\": %d", f->step);
+  add_number(&l, "lr", "%.6e", f->lr);
+  add_number(&l, "loss", "%.6f", f->loss);
+  add_number(&l, key, "%.6f", value);
+  add_number(&l, "grad_norm", "%.6f", f->grad_norm);
+  add_number(&l, "tokens_per_s", "%.1f", f->tokens_per_s);
+  add_number(&l, "ms_per_step", "%.3f", f->ms_per_step);
+  add_number(&l, "comm_wait", "%.4f", f->comm_wait < 0 ? 0.0 : f->comm_wait);
+  add_number(&l, "elapsed_s", "%.3f", f->elapsed_s);
+  add(&l, "}\n");
+  write_line(r, l.s);
 }
 
 void txl_report_eval(TxlReport *r, const char *split, int step, double loss, double tokens, double seconds) {
-  if (!r->metrics) return;
+  if (r->fd < 0) return;
   char q[64];
   const char *key;
   double value;
   txl_loss_quality(r->char_level, loss, q, sizeof q, &key, &value);
   printf("%s at step %d | loss %.4f | %s | %.0f tokens in %.1f s\n", split, step, loss, q, tokens, seconds);
   fflush(stdout);
-  fprintf(r->metrics, "{\"kind\": \"%s\", \"step\": %d, \"loss\": %.6f, \"%s\": %.6f, \"tokens\": %.0f, \"seconds\": %.3f}\n",
-          split, step, loss, key, value, tokens, seconds);
-  fflush(r->metrics);
+  Line l = {.len = 0};
+  add(&l, "{\"kind\": \"%s\", \"step\": %d", split, step);
+  add_number(&l, "loss", "%.6f", loss);
+  add_number(&l, key, "%.6f", value);
+  add_number(&l, "tokens", "%.0f", tokens);
+  add_number(&l, "seconds", "%.3f", seconds);
+  add(&l, "}\n");
+  write_line(r, l.s);
 }
 
 void txl_report_baseline(TxlReport *r, const char *split, double bits) {
-  if (!r->metrics) return;
+  if (r->fd < 0) return;
   double nats = bits * log(2.0);
   if (r->char_level)
     printf("%s unigram entropy: %.4f bits per character (the bar to beat)\n", split, bits);
   else
     printf("%s unigram entropy: %.4f bits per token = perplexity %.1f (the bar to beat)\n", split, bits, exp(nats));
   fflush(stdout);
-  fprintf(r->metrics, "{\"kind\": \"unigram\", \"split\": \"%s\", \"bits\": %.6f, \"loss\": %.6f}\n", split, bits, nats);
-  fflush(r->metrics);
+  Line l = {.len = 0};
+  add(&l, "{\"kind\": \"unigram\", \"split\": \"%s\"", split);
+  add_number(&l, "bits", "%.6f", bits);
+  add_number(&l, "loss", "%.6f", nats);
+  add(&l, "}\n");
+  write_line(r, l.s);
 }

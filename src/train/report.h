@@ -1,18 +1,28 @@
 /* What a run tells its user: progress lines on stdout (rank 0) and the same figures as JSON
- * lines in <work_dir>/metrics.jsonl. */
+ * lines in <work_dir>/metrics.jsonl. A line is written whole or not at all: a write that fails
+ * (a full disk) is cut back to the last complete line and remembered, and the training loop
+ * stops the run on it (txl_report_failed) rather than train on without a record. */
 #ifndef TXL_TRAIN_REPORT_H
 #define TXL_TRAIN_REPORT_H
 
 #include <stdio.h>
 
 typedef struct {
-  FILE *metrics;   /* NULL on ranks other than 0 */
-  int char_level;  /* 1: report bits per character, 0: perplexity */
+  int fd;              /* metrics.jsonl, open for appending on rank 0; -1 on the other ranks */
+  int char_level;      /* 1: report bits per character, 0: perplexity */
+  long long good_size; /* bytes of complete lines in metrics.jsonl */
+  char path[1100];
+  char error[1400];    /* the first failed write, "<path>: cannot write: <reason>"; "" while none */
 } TxlReport;
 
-/* Opens <work_dir>/metrics.jsonl for appending on rank 0 (creating work_dir). */
+/* Opens <work_dir>/metrics.jsonl (work_dir exists: txl_workdir_open) for appending on rank 0;
+ * a file that cannot be opened is one error on every rank. collective: all ranks */
 void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level);
 void txl_report_close(TxlReport *r);
+/* 1 when a write to metrics.jsonl failed (only ever on rank 0); the reason is in r->error. */
+int txl_report_failed(const TxlReport *r);
+/* Makes the lines written so far durable (fsync); a failure is remembered as a failed write. */
+void txl_report_sync(TxlReport *r);
 
 typedef struct {
   int step, max_step;
@@ -20,6 +30,8 @@ typedef struct {
   double comm_wait; /* share of the time blocked on the gradient all-reduce; < 0: one rank */
 } TxlTrainFigures;
 
+/* A figure that is NaN or infinite is written as null in metrics.jsonl (JSON has no spelling
+ * for them). */
 void txl_report_train(TxlReport *r, const TxlTrainFigures *f);
 /* split: "valid" or "test"; tokens: how many were scored. */
 void txl_report_eval(TxlReport *r, const char *split, int step, double loss, double tokens, double seconds);
@@ -27,10 +39,10 @@ void txl_report_eval(TxlReport *r, const char *split, int step, double loss, dou
 /* The unigram entropy of a split (bits per token): a model that learned anything beats it. */
 void txl_report_baseline(TxlReport *r, const char *split, double bits);
 
-/* "1h02m03s", "3m54s", "12s" */
 /* "bpc 1.2345" (character and byte corpora) or "ppl 123.45" (words) for a mean loss in nats;
  * *key and *value (may be NULL) get the name and the number. */
 void txl_loss_quality(int char_level, double loss, char *out, size_t n, const char **key, double *value);
+/* "1h02m03s", "3m54s", "12s" */
 void txl_format_duration(double seconds, char *out, size_t n);
 /* 12345678 -> "12,345,678" */
 void txl_format_count(long long v, char *out, size_t n);

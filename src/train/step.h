@@ -10,10 +10,20 @@
 #include "src/optim/schedule.h"
 
 /* Forward and backward on this rank's [L, B_local] tokens (host), the gradient summed over the
- * ranks by `reducer` (NULL: one rank) as the backward pass goes, so that it is the gradient of
- * the mean loss over the L * batch_global tokens of the global batch, then clipping and Adam
- * with the scheduled rate of update `step`.
- * Returns that global mean loss; *grad_norm (may be NULL) the norm before clipping.
+ * ranks by `reducer` (NULL: one rank) as the backward pass goes, so that m->grad_buf holds the
+ * gradient of the mean loss over the L * batch_global tokens of the global batch.
+ * Returns that global mean loss; *grad_norm the gradient's norm (the same on every rank).
+ * collective: all ranks */
+double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
+                      const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
+
+/* Clipping and Adam with the scheduled rate of update `step`, from the gradient in m->grad_buf
+ * with norm grad_norm. */
+void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm);
+
+/* txl_train_grad, then txl_train_update when the loss and the gradient norm are finite: a NaN or
+ * an infinity leaves the parameters and Adam's moments as they were (the caller stops).
+ * Returns the global mean loss; *grad_norm (may be NULL) the norm before clipping.
  * collective: all ranks */
 double txl_train_step(TxlModel *m, TxlRun *r, TxlAdam *adam, const TxlSchedule *sched, int step,
                       int batch_global, TxlReducer *reducer, const int32_t *inputs, const int32_t *targets, int L,

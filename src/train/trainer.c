@@ -15,6 +15,7 @@
 #include "src/train/evaluate.h"
 #include "src/train/step.h"
 #include "src/train/stream.h"
+#include "src/train/workdir.h"
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
@@ -175,21 +176,17 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.eta_min = c->eta_min;
   t->sched.warmup_step = c->warmup_step;
   t->sched.max_step = c->max_step;
-  if (!bench) txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
+  if (!bench) {
+    txl_workdir_open(c->work_dir, dist);
+    if (!*c->resume) txl_workdir_refuse_checkpoints(c->work_dir, dist); /* before anything is written there */
+    txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
+  }
   if (!bench) { /* the bar any model must clear: the validation split's unigram entropy */
     double bits = 0.0;
     char err[1024] = "";
     const int failed = dist->rank == 0 && txl_corpus_unigram_entropy_bits(t->corpus, "valid", &bits, err, sizeof err) != 0;
     txl_fatal_if_any(failed, "%s", err);
     if (dist->rank == 0) txl_report_baseline(&t->report, "valid", bits);
-  }
-  if (!bench && dist->rank == 0) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/config.ini", c->work_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) txl_fatal("%s: cannot write the resolved config", path);
-    txl_config_write_ini(&t->cfg, f, 0);
-    fclose(f);
   }
 }
 
@@ -206,10 +203,35 @@ void txl_trainer_teardown(TxlTrainer *t) {
 
 /* ---- one step ----------------------------------------------------------------------------- */
 
+/* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR. */
+static void inject_fault(TxlTrainer *t, double *grad_norm) {
+  const char *f = getenv("TXL_TRAIN_FAULT");
+  if (!f || !*f) return;
+  int step = 0, len = 0;
+  char name[64];
+  if (sscanf(f, "inf_grad:%d:%63[^:]%n", &step, name, &len) != 2 || f[len])
+    txl_fatal_all("TXL_TRAIN_FAULT=%s: expected inf_grad:STEP:TENSOR", f);
+  if (step != t->step + 1) return;
+  const TxlParamTable *tab = &t->model.table;
+  for (int i = 0; i < tab->n_tensors; i++) {
+    if (strcmp(tab->tensors[i].name, name) != 0) continue;
+    const float inf = INFINITY;
+    t->ops->to_device(t->model.grad_buf + tab->tensors[i].offset, &inf, sizeof inf);
+    *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab->total);
+    return;
+  }
+  txl_fatal_all("TXL_TRAIN_FAULT=%s: the model has no tensor %s", f, name);
+}
+
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
-  double loss = txl_train_step(&t->model, &t->run, &t->adam, &t->sched, t->step, t->cfg.batch_size, t->reducer,
-                               inputs, targets, L, grad_norm);
+  double norm = 0.0;
+  const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, inputs, targets,
+                                     L, &norm);
+  inject_fault(t, &norm);
+  if (grad_norm) *grad_norm = norm;
+  if (!isfinite(loss) || !isfinite(norm)) return loss; /* nothing updated: the caller stops */
+  txl_train_update(&t->model, &t->adam, &t->sched, t->step, norm);
   t->step++;
   if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0) {
     const size_t bytes = (size_t)t->model.table.total * sizeof(float);
@@ -236,8 +258,102 @@ static void validate(TxlTrainer *t) {
   }
 }
 
+/* <work_dir>/config.ini: this run's resolved config, replaced atomically (a full disk leaves the
+ * previous file or none, never a truncated one), and left as it is when it holds that text
+ * already (a resumed run with the same config writes nothing). collective: all ranks */
+static void write_config(const TxlTrainer *t) {
+  char err[1400] = "";
+  int failed = 0;
+  if (t->dist.rank == 0) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.ini", t->cfg.work_dir);
+    char *text = txl_trainer_config_text(&t->cfg);
+    failed = !txl_file_holds(path, text) && txl_write_file_atomic(path, text, err, sizeof err) != 0;
+    free(text);
+  }
+  txl_fatal_if_any(failed, "%s", err);
+}
+
+/* Sums over the steps since the last progress line. Each step is timed once, from fetching its
+ * data to its update, so that evaluations, checkpoints and the logging itself never count as
+ * training time and every step counts exactly once in the time, the tokens and the waits. */
+typedef struct {
+  double loss, tokens, seconds, wait;
+  int steps;
+} Progress;
+
+static double comm_wait_seconds(const TxlTrainer *t) {
+  return t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
+}
+
+static void report_progress(TxlTrainer *t, const Progress *p, double lr, double norm, double elapsed) {
+  const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
+  TxlTrainFigures f = {t->step, t->cfg.max_step, lr, p->loss / p->steps, norm, p->tokens / p->seconds,
+                       1000.0 * p->seconds / p->steps, elapsed, timed_wait ? p->wait / p->seconds : -1.0};
+  txl_report_train(&t->report, &f);
+}
+
+/* Why the loop must stop, agreed by every rank after each step in one collective. */
+enum { STOP_NONFINITE = 1, STOP_LOG_FAILED = 2, STOP_SIGNAL = 4 };
+
+static int agree_on_stop(const TxlTrainer *t, int nonfinite) {
+  int v[3] = {nonfinite, txl_report_failed(&t->report), txl_trainer_stop_signalled()};
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(v, 3);
+  return (v[0] ? STOP_NONFINITE : 0) | (v[1] ? STOP_LOG_FAILED : 0) | (v[2] ? STOP_SIGNAL : 0);
+}
+
+/* Update t->step + 1 met a NaN or an infinity in its loss or gradient (`here`: on this rank) and
+ * changed nothing. Names the first tensor of the gradient holding one (a host copy, only on this
+ * path) and stops every rank; no checkpoint of this state is written, so the last good one stays
+ * "latest". collective: all ranks */
+static void stop_on_nonfinite(TxlTrainer *t, int here, double loss, double norm) {
+  char msg[1600] = "";
+  if (here) {
+    const size_t bytes = (size_t)t->model.table.total * sizeof(float);
+    float *g = txl_malloc(bytes, "gradient copy for the non-finite check");
+    t->ops->to_host(g, t->model.grad_buf, bytes);
+    int64_t index = 0;
+    const TxlTensorInfo *bad = txl_param_first_nonfinite(&t->model.table, g, &index);
+    char where[160], latest[1200], kept[1300];
+    if (bad) snprintf(where, sizeof where, "first non-finite gradient: %s[%lld]", bad->name, (long long)index);
+    else snprintf(where, sizeof where, "every gradient is finite");
+    free(g);
+    if (txl_ckpt_latest(t->cfg.work_dir, latest, sizeof latest) == 0)
+      snprintf(kept, sizeof kept, "the last checkpoint, %s, stays latest", latest);
+    else
+      snprintf(kept, sizeof kept, "nothing of it is written (work_dir has no checkpoint yet)");
+    snprintf(msg, sizeof msg,
+             "step %d: the loss is %g and the gradient norm %g (%s); the parameters were not updated and %s "
+             "(lower train.lr?)", t->step + 1, loss, norm, where, kept);
+  }
+  txl_fatal_if_any(here, "%s", msg);
+}
+
+/* A line of metrics.jsonl could not be written (on rank 0): the run stops rather than train on
+ * without its record, after trying a checkpoint of the steps done. collective: all ranks */
+static void stop_on_log_failure(TxlTrainer *t) {
+  char err[2048] = "", then[2200];
+  if (t->last_save_step == t->step || txl_trainer_try_save(t, 0, err, sizeof err) == 0)
+    snprintf(then, sizeof then, "the checkpoint of step %d is written: resume from it once the file can be written",
+             t->step);
+  else
+    snprintf(then, sizeof then, "no checkpoint of it either: %s", err);
+  txl_fatal_if_any(txl_report_failed(&t->report), "%s; stopped after step %d, %s", t->report.error, t->step, then);
+}
+
+/* Before the run ends: the metrics made durable, and a failed write (of the last evaluation, say)
+ * an error on every rank. collective: all ranks */
+static void check_logs(TxlTrainer *t) {
+  txl_report_sync(&t->report);
+  txl_fatal_if_any(txl_report_failed(&t->report), "%s (the checkpoint of step %d is written)", t->report.error,
+                   t->step);
+}
+
 void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
+  if (t->last_save_step < 0) /* starting fresh: also when run.resume = auto found nothing to resume */
+    txl_workdir_refuse_checkpoints(c->work_dir, &t->dist);
+  write_config(t);
   TxlStream s;
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
   s.pos = t->data_pos;
@@ -247,11 +363,11 @@ void txl_trainer_train(TxlTrainer *t) {
            c->max_step);
     fflush(stdout);
   }
-  double t_start = txl_now_s(), t_log = t_start, loss_acc = 0.0, tokens_acc = 0.0;
-  double wait_log = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
-  const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
-  int steps_acc = 0, last_eval = -1;
+  const double t_start = txl_now_s();
+  Progress p = {0};
+  int last_eval = -1;
   while (t->step < c->max_step) {
+    const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
     int n = txl_stream_next(&s, &in, &tg);
     if (n == 0) { /* a new epoch: back to the top of every column, with an empty memory */
@@ -261,34 +377,34 @@ void txl_trainer_train(TxlTrainer *t) {
       n = txl_stream_next(&s, &in, &tg);
     }
     double norm = 0.0;
-    double lr = txl_schedule_lr(&t->sched, t->step);
-    double loss = txl_trainer_step(t, in, tg, n, &norm);
-    if (!isfinite(loss)) txl_fatal("step %d: the loss is %f; stopping (lower train.lr?)", t->step, loss);
-    t->data_pos = s.pos;
-    t->tokens_seen += (int64_t)n * c->batch_size;
-    loss_acc += loss;
-    tokens_acc += (double)n * c->batch_size;
-    steps_acc++;
-    if (t->step % c->log_interval == 0 || t->step == c->max_step) {
-      double now = txl_now_s();
-      double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
-      TxlTrainFigures f = {t->step, c->max_step, lr, loss_acc / steps_acc, norm, tokens_acc / (now - t_log),
-                           1000.0 * (now - t_log) / steps_acc, now - t_start,
-                           timed_wait ? (wait - wait_log) / (now - t_log) : -1.0};
-      txl_report_train(&t->report, &f);
-      wait_log = wait;
-      loss_acc = tokens_acc = 0.0;
-      steps_acc = 0;
-      t_log = now;
+    const double lr = txl_schedule_lr(&t->sched, t->step);
+    const double loss = txl_trainer_step(t, in, tg, n, &norm);
+    const int nonfinite = !isfinite(loss) || !isfinite(norm);
+    if (!nonfinite) {
+      t->data_pos = s.pos;
+      t->tokens_seen += (int64_t)n * c->batch_size;
+      p.seconds += txl_now_s() - t0;
+      p.wait += comm_wait_seconds(t) - wait0;
+      p.tokens += (double)n * c->batch_size;
+      p.loss += loss;
+      p.steps++;
+      if (t->step % c->log_interval == 0 || t->step == c->max_step) {
+        report_progress(t, &p, lr, norm, txl_now_s() - t_start);
+        p = (Progress){0};
+      }
     }
+    const int stop = agree_on_stop(t, nonfinite);
+    if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, loss, norm);
+    if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {
       validate(t);
       last_eval = t->step;
     }
     if (c->checkpoint_interval > 0 && t->step % c->checkpoint_interval == 0 && t->last_save_step != t->step)
       txl_trainer_save(t, 0);
-    if (txl_trainer_stop_requested(t) || t->step == t->stop_at) {
+    if ((stop & STOP_SIGNAL) || t->step == t->stop_at) {
       if (t->last_save_step != t->step) txl_trainer_save(t, 0);
+      check_logs(t);
       if (t->dist.rank == 0) {
         printf("stopped after step %d (%s): checkpoint written; exit status %d (requeue)\n", t->step,
                t->step == t->stop_at ? "--stop-at" : "signal", TXL_EXIT_REQUEUE);
@@ -299,7 +415,6 @@ void txl_trainer_train(TxlTrainer *t) {
       txl_dist_finalize();
       exit(TXL_EXIT_REQUEUE);
     }
-    if (last_eval == t->step || t->last_save_step == t->step) t_log = txl_now_s(); /* not training time */
   }
   txl_stream_close(&s);
   if (last_eval != t->step) validate(t);
@@ -307,6 +422,7 @@ void txl_trainer_train(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
   txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+  check_logs(t);
 }
 
 /* ---- evaluation --------------------------------------------------------------------------- */

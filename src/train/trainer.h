@@ -50,8 +50,11 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench);
 void txl_trainer_teardown(TxlTrainer *t);
 
-/* Trains for max_step updates, validating every eval_interval and testing at the end.
- * collective: all ranks */
+/* Trains for max_step updates, validating every eval_interval and testing at the end; writes
+ * <work_dir>/config.ini first. A run that starts fresh (no checkpoint loaded) refuses a work_dir
+ * holding checkpoints. Stops every rank with one error when a step's loss or gradient is not
+ * finite (nothing of that step is kept) or a line of metrics.jsonl cannot be written (after
+ * trying a checkpoint). collective: all ranks */
 void txl_trainer_train(TxlTrainer *t);
 
 /* Mean loss (nats per token) over a split with the evaluation settings; max_segments < 0: all.
@@ -75,19 +78,31 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
  * 0 when starting fresh. collective: all ranks */
 int txl_trainer_resume(TxlTrainer *t);
 /* Writes <work_dir>/ckpt-<step>.h5, moves "latest" (and "best" when is_best) to it, keeps the
- * newest keep_checkpoints and the best. collective: all ranks */
+ * newest keep_checkpoints of this run's lineage and the best (another run's checkpoints are
+ * neither deleted nor overwritten). A failure is one error on every rank. collective: all ranks */
 void txl_trainer_save(TxlTrainer *t, int is_best);
+/* txl_trainer_save that returns 0, or -1 on every rank with the reason in err (on rank 0; the
+ * other ranks get a generic line), for a run that stops anyway. collective: all ranks */
+int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen);
+/* The resolved config as INI text (malloc'd; the caller frees it), as stored in checkpoints and
+ * written to <work_dir>/config.ini. */
+char *txl_trainer_config_text(const TxlConfig *c);
 /* SIGTERM and SIGUSR1 ask the training loop to stop after the current step. */
 void txl_trainer_install_signals(void);
-/* 1 when any rank received a stop signal. collective: all ranks */
-int txl_trainer_stop_requested(const TxlTrainer *t);
+/* 1 when this rank received a stop signal (the training loop agrees on it with the others). */
+int txl_trainer_stop_signalled(void);
 
 /* Writes the parameters as raw float32 in table order to path (rank 0; atomically: a temporary
  * name, then rename). collective: all ranks */
 void txl_trainer_dump_params(TxlTrainer *t, const char *path);
 
-/* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam.
- * Returns the global mean loss; *grad_norm the global gradient norm before clipping.
+/* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam; t->step
+ * counts it. When the loss or the gradient norm is not finite, nothing is updated and t->step
+ * stays (the caller stops: see txl_trainer_train).
+ * Returns the global mean loss; *grad_norm (may be NULL) the global gradient norm before
+ * clipping. Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
+ * element of TENSOR's gradient in update STEP (counted from 1, as messages count), on every rank
+ * after the all-reduce: a non-finite gradient with a finite loss (tests/train/test_nonfinite.sh).
  * collective: all ranks */
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
 

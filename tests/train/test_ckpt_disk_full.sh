@@ -44,7 +44,7 @@ train() { # NAME RANKS ARGS...: txl-train into $run, bounded in time; stdout and
   local name=$1 ranks=$2
   shift 2
   timeout 120 mpirun --oversubscribe --bind-to none -n "$ranks" "$BIN/txl-train" "$WORK/r.ini" \
-    --set run.work_dir="$run" "${wide[@]}" "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"
+    --set run.work_dir="$run" --set run.resume=auto "${wide[@]}" "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"
 }
 
 # full_disk_checks WHAT NAME RC: the run NAME failed as it must at the checkpoint of step 10
@@ -58,7 +58,7 @@ full_disk_checks() {
     fail "$what: exit status $rc, expected 1: $(grep -v '^step' "$WORK/$name.err" | tail -5)"
   elif [ "$errs" -ne 1 ]; then
     fail "$what: expected one 'txl: error:' line, got $errs: $(head -c 600 "$WORK/$name.err")"
-  elif ! grep -Eq '^txl: error: checkpoint not written \(the previous one is intact\): .*ckpt-00000010\.h5: .*No space left on device' "$WORK/$name.err"; then
+  elif ! grep -Eq '^txl: error: (\[rank 0@[^]]*\] )?checkpoint not written \(the previous one is intact\): .*ckpt-00000010\.h5: .*No space left on device' "$WORK/$name.err"; then
     fail "$what: unexpected message: $(grep '^txl: error:' "$WORK/$name.err")"
   else
     pass "$what: one line, status 1 ($(grep '^txl: error:' "$WORK/$name.err"))"
@@ -93,13 +93,14 @@ for P in 1 2; do
   full_disk_checks "P=$P, too small" small$P "$rc"
 
   # 100% full: the logs get room first (the log file grows into space allocated to it past its
-  # end) so that the checkpoint is the first write that needs a block; then a filler takes every
-  # block left
+  # end; config.ini holds the same resolved config, every run here resuming with run.resume = auto,
+  # so it is left as it is) so that the checkpoint is the first write that needs a block; then a
+  # filler takes every block left
   fallocate -n -l 64K "$run/metrics.jsonl"
   dd if=/dev/zero of="$DISK/filler" bs=4k 2>/dev/null || true
   avail=$(df -B1 --output=avail "$DISK" | tail -1 | tr -d ' ')
   [ "$avail" -eq 0 ] && pass "P=$P: the disk is 100% full" || fail "P=$P: $avail bytes still free"
-  rc=0; train full$P "$P" --resume "$run" || rc=$?
+  rc=0; train full$P "$P" || rc=$?
   grep -q "resumed from .*ckpt-00000005.h5: step 5" "$WORK/full$P.out" \
     && pass "P=$P, 100% full: resumed at step 5" || fail "P=$P, 100% full: did not resume: $(tail -2 "$WORK/full$P.err")"
   full_disk_checks "P=$P, 100% full" full$P "$rc"
@@ -107,7 +108,7 @@ for P in 1 2; do
   # room again: the run continues from the intact checkpoint and writes step 10
   rm -f "$DISK/filler"
   mount -o remount,size=64m "$DISK"
-  rc=0; train again$P "$P" --resume "$run" || rc=$?
+  rc=0; train again$P "$P" || rc=$?
   [ $rc -eq 0 ] && [ "$(cat "$run/latest")" = "ckpt-00000010.h5" ] \
     && pass "P=$P: with room again the run resumes and writes step 10" \
     || fail "P=$P: resume with room again: status $rc: $(tail -2 "$WORK/again$P.err")"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plot-metrics.py on a real run folder: three PNG files (checked by their signature and
-# size); a missing folder, a damaged metrics line and a run with no steps are one-line errors.
+# size), also with null figures; a missing folder, a damaged metrics line and a run with no steps
+# are one-line errors.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 PY=/usr/bin/python3
 PLOT="$SRC/scripts/plot-metrics.py"
@@ -30,6 +31,24 @@ for f in loss lr throughput; do
     fail "$f.png missing or not a PNG"
   fi
 done
+# null figures (NaN or an infinity in the run: the last train line and the last validation) are
+# gaps, not errors
+mkdir -p "$WORK/nulls"
+python3 - "$WORK/run/metrics.jsonl" "$WORK/nulls/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+last_train = max(i for i, r in enumerate(rows) if r["kind"] == "train")
+last_valid = max(i for i, r in enumerate(rows) if r["kind"] == "valid")
+for i, keys in ((last_train, ("loss", "bpc", "grad_norm", "tokens_per_s")), (last_valid, ("loss", "bpc"))):
+    rows[i].update({k: None for k in keys})
+with open(sys.argv[2], "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in rows)
+PY
+if "$PY" "$PLOT" "$WORK/nulls" > "$WORK/nulls.out" 2>&1 && [ -s "$WORK/nulls/loss.png" ] && [ -s "$WORK/nulls/throughput.png" ]; then
+  pass "null figures: the plots are written"
+else
+  tail -3 "$WORK/nulls.out"; fail "null figures"
+fi
 perr() { # NAME PATTERN ARGS...: plot-metrics must fail with one error line matching PATTERN
   local name=$1 pattern=$2; shift 2
   if "$PY" "$PLOT" "$@" > /dev/null 2> "$WORK/err.txt"; then fail "$name: exit status 0"

@@ -1,0 +1,212 @@
+#include "src/train/workdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/error.h"
+
+#define MSG_LEN 1600
+
+/* The lock's descriptor: never closed, so that the lock lasts exactly as long as the process. */
+static int g_lock_fd = -1;
+
+static int make_dirs(const char *path, char *err, size_t n) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1;; p++) {
+    const int end = *p == 0;
+    if (!end && *p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+      snprintf(err, n, "%s: cannot create directory: %s", buf, strerror(errno));
+      return -1;
+    }
+    if (end) return 0;
+    *p = '/';
+  }
+}
+
+/* "pid 123 on node7" from the lock file's contents, or "" when it holds none yet. */
+static void lock_holder(int fd, char *out, size_t n) {
+  char buf[128], host[64];
+  long pid = 0;
+  ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+  out[0] = 0;
+  if (k <= 0) return;
+  buf[k] = 0;
+  if (sscanf(buf, "%ld %63s", &pid, host) == 2) snprintf(out, n, "pid %ld on %s, ", pid, host);
+}
+
+static int take_lock(const char *dir, const char *host, char *err, size_t n) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", dir, TXL_WORKDIR_LOCK);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    snprintf(err, n, "%s: cannot open the lock file: %s", path, strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    if (e == EWOULDBLOCK) {
+      char who[128];
+      lock_holder(fd, who, sizeof who);
+      close(fd);
+      snprintf(err, n, "%s is in use by another txl-train (%sholding %s): wait for it to end or give this run another "
+               "run.work_dir", dir, who, path);
+      return -1;
+    }
+    /* a file system without flock (some network file systems): run, but say what is not checked */
+    fprintf(stderr, "txl: warning: %s: cannot lock (%s): a second txl-train on this work_dir would not be noticed\n",
+            path, strerror(e));
+    close(fd);
+    return 0;
+  }
+  char line[128];
+  const int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), host);
+  errno = 0;
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len) {
+    snprintf(err, n, "%s: cannot write: %s", path, errno ? strerror(errno) : "short write");
+    close(fd);
+    return -1;
+  }
+  g_lock_fd = fd;
+  return 0;
+}
+
+int txl_workdir_ckpt_step(const char *name) {
+  int step = -1, len = 0;
+  if (sscanf(name, "ckpt-%d.h5%n", &step, &len) == 1 && len > 0 && name[len] == 0 && step >= 0) return step;
+  return -1;
+}
+
+/* A temporary that no running process will finish: "ckpt-<step>.h5.tmp" (the checkpoint writer
+ * names it without a pid; holding the lock proves that no other txl-train writes into this
+ * folder), or "<latest|best|config.ini>.tmp-<pid>" of a process that no longer runs. */
+static int is_stale_temporary(const char *name) {
+  int step = -1, len = 0;
+  if (sscanf(name, "ckpt-%d.h5.tmp%n", &step, &len) == 1 && len > 0 && name[len] == 0) return 1;
+  static const char *const bases[] = {"latest", "best", "config.ini"};
+  for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+    const size_t b = strlen(bases[i]);
+    if (strncmp(name, bases[i], b) != 0 || strncmp(name + b, ".tmp-", 5) != 0) continue;
+    char *end;
+    const long pid = strtol(name + b + 5, &end, 10);
+    if (*end || end == name + b + 5 || pid <= 0) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+  }
+  return 0;
+}
+
+static void remove_stale_temporaries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char removed[1024] = "";
+  int count = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!is_stale_temporary(e->d_name)) continue;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (unlink(path) != 0) {
+      fprintf(stderr, "txl: warning: %s: cannot remove this temporary of a killed run: %s\n", path, strerror(errno));
+      continue;
+    }
+    const size_t used = strlen(removed);
+    snprintf(removed + used, sizeof removed - used, "%s%s", count ? ", " : "", e->d_name);
+    count++;
+  }
+  closedir(d);
+  if (count) {
+    printf("work_dir %s: removed %d temporar%s left by a run killed while writing: %s\n", dir, count,
+           count > 1 ? "ies" : "y", removed);
+    fflush(stdout);
+  }
+}
+
+void txl_workdir_open(const char *work_dir, const TxlDist *dist) {
+  char err[MSG_LEN] = "";
+  int failed = 0;
+  if (dist->rank == 0) {
+    failed = make_dirs(work_dir, err, sizeof err) != 0 || take_lock(work_dir, dist->host, err, sizeof err) != 0;
+    if (!failed) remove_stale_temporaries(work_dir);
+  }
+  txl_fatal_if_any(failed, "%s", err);
+}
+
+void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist) {
+  char msg[MSG_LEN] = "";
+  int failed = 0;
+  if (dist->rank == 0) {
+    int count = 0, newest = -1;
+    char newest_name[256] = "";
+    DIR *d = opendir(work_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      const int step = txl_workdir_ckpt_step(e->d_name);
+      if (step < 0) continue;
+      count++;
+      if (step > newest) {
+        newest = step;
+        snprintf(newest_name, sizeof newest_name, "%s", e->d_name);
+      }
+    }
+    if (d) closedir(d);
+    if (count > 0) {
+      failed = 1;
+      snprintf(msg, sizeof msg,
+               "%s holds %d checkpoint%s of an earlier run (the newest %s), which a new run would overwrite: continue "
+               "that run with --resume %s (or run.resume = auto), or give this one another run.work_dir",
+               work_dir, count, count > 1 ? "s" : "", newest_name, work_dir);
+    }
+  }
+  txl_fatal_if_any(failed, "%s", msg);
+}
+
+int txl_write_file_atomic(const char *path, const char *text, char *err, size_t errlen) {
+  char tmp[1300];
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    return -1;
+  }
+  errno = 0;
+  int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int e = errno;
+  if (fclose(f) != 0 && ok) { /* a write the buffer held back can fail only here */
+    ok = 0;
+    e = errno;
+  }
+  if (ok && rename(tmp, path) != 0) {
+    ok = 0;
+    e = errno;
+  }
+  if (!ok) {
+    remove(tmp);
+    snprintf(err, errlen, "%s: cannot write: %s", path, e ? strerror(e) : "short write");
+    return -1;
+  }
+  return 0;
+}
+
+int txl_file_holds(const char *path, const char *text) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  const size_t n = strlen(text);
+  int same = 1;
+  size_t at = 0;
+  char buf[4096];
+  for (size_t got; same && (got = fread(buf, 1, sizeof buf, f)) > 0; at += got)
+    same = at + got <= n && memcmp(buf, text + at, got) == 0;
+  same = same && !ferror(f) && at == n;
+  fclose(f);
+  return same;
+}

@@ -1,0 +1,38 @@
+/* The run directory (run.work_dir) belongs to one run at a time: rank 0 holds a lock on it for
+ * the whole run, removes the temporaries that killed runs left behind, and a new run refuses to
+ * start over another run's checkpoints. Small files in it are written whole or not at all. */
+#ifndef TXL_TRAIN_WORKDIR_H
+#define TXL_TRAIN_WORKDIR_H
+
+#include <stddef.h>
+
+#include "dist/dist.h"
+
+/* The lock file in work_dir: rank 0 of a running txl-train holds an exclusive flock on it and
+ * writes "<pid> <host>" into it, so that a second txl-train on the folder can name the holder. */
+#define TXL_WORKDIR_LOCK "txl-train.lock"
+
+/* Creates work_dir (and its parents), takes its lock (a second txl-train on the same folder is
+ * refused with one line naming the holder), then removes the temporaries of runs that were
+ * killed while writing (latest / best / config.ini .tmp-<pid> of processes that no longer run,
+ * ckpt-*.h5.tmp: the lock proves that no other run writes them), with a notice. The lock lasts
+ * until the process exits. Rank 0 does the work; every rank gets the verdict.
+ * collective: all ranks */
+void txl_workdir_open(const char *work_dir, const TxlDist *dist);
+
+/* For a run that starts fresh: refuses (one line on every rank: how many checkpoints, the
+ * newest, the ways out) when work_dir holds checkpoints, which belong to another run and which
+ * the new run's checkpoints would overwrite and rotate away. collective: all ranks */
+void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist);
+
+/* The step of a checkpoint file name "ckpt-<step>.h5", or -1 for any other name. */
+int txl_workdir_ckpt_step(const char *name);
+
+/* Writes text to path atomically: "<path>.tmp-<pid>", written, flushed, synced and closed, then
+ * renamed over path. Returns 0, or -1 with "<path>: <reason>" in err, path untouched and no
+ * temporary left. Serial: any rank may call it. */
+int txl_write_file_atomic(const char *path, const char *text, char *err, size_t errlen);
+/* 1 when the file at path exists and holds exactly text. */
+int txl_file_holds(const char *path, const char *text);
+
+#endif
