@@ -345,7 +345,10 @@ int txl_trainer_resume(TxlTrainer *t) {
   t->best_valid_loss = st.best_valid_loss;
   t->best_step = st.best_step;
   t->last_save_step = t->step;
-  snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);
+  /* a version 1 checkpoint has no lineage: the run takes a new one, so rotation never counts the
+   * older files (which it cannot tell apart from another run's) as its own */
+  if (st.run_id[0]) snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);
+  else new_run_id(t->run_id);
   if (t->dist.rank == 0) {
     printf("resumed from %s: step %d, %lld tokens seen, epoch %lld, written by %d rank%s\n", path, t->step,
            (long long)st.tokens_seen, (long long)st.epoch, st.world_size, st.world_size > 1 ? "s" : "");
