@@ -109,6 +109,21 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
         fail(err, errlen, "%s.%s: value longer than %d characters", k->section, k->key, TXL_CFG_STRLEN - 1);
         return -1;
       }
+      /* The resolved config is kept as INI text (txl_config_write_ini: each checkpoint, for a
+       * resume and txl-eval), one "key = value" line: a value must read back as it is. */
+      for (const char *p = value; *p; p++) {
+        const unsigned char ch = (unsigned char)*p;
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+          fail(err, errlen, "%s.%s: the value holds a control character (byte 0x%02X at position %d)", k->section,
+               k->key, ch, (int)(p - value) + 1);
+          return -1;
+        }
+        if ((ch == '#' || ch == ';') && p > value && isspace((unsigned char)p[-1])) {
+          fail(err, errlen, "%s.%s: '%c' after a space would start a comment where the config is stored as INI text",
+               k->section, k->key, ch);
+          return -1;
+        }
+      }
       snprintf(field, TXL_CFG_STRLEN, "%s", value);
       return 0;
   }
