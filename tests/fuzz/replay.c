@@ -1,7 +1,9 @@
 /* The main of a harness built without libFuzzer (the normal build, with gcc, and its sanitizer
  * build): runs each input file given once, as a libFuzzer binary does with file arguments, so the
  * seeds and the inputs of defects found (tests/fuzz/regressions) are checked by ctest everywhere.
- * Arguments starting with '-' (libFuzzer flags) are ignored. */
+ * With -flips, each input is also run with every one of its bytes inverted in turn (every
+ * single-byte damage of a file); -flips=N: of its first N bytes. Other arguments starting with
+ * '-' (libFuzzer flags) are ignored. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,15 +42,29 @@ static uint8_t *read_all(const char *path, size_t *size) {
 
 int main(int argc, char **argv) {
   if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
+  int flips = 0;
+  size_t flip_bytes = SIZE_MAX;
   long runs = 0;
+  for (int i = 1; i < argc; i++)
+    if (!strncmp(argv[i], "-flips", 6)) {
+      flips = 1;
+      if (argv[i][6] == '=') flip_bytes = (size_t)strtoull(argv[i] + 7, NULL, 10);
+    }
   for (int i = 1; i < argc; i++) {
     if (argv[i][0] == '-') continue;
     size_t size;
     uint8_t *data = read_all(argv[i], &size);
-    printf("replay: %s (%zu bytes)\n", argv[i], size);
+    const size_t n_flips = flips ? (size < flip_bytes ? size : flip_bytes) : 0;
+    printf("replay: %s (%zu bytes; each of the first %zu inverted in turn)\n", argv[i], size, n_flips);
     fflush(stdout);
     LLVMFuzzerTestOneInput(data, size);
     runs++;
+    for (size_t k = 0; k < n_flips; k++) {
+      data[k] ^= 0xFF;
+      LLVMFuzzerTestOneInput(data, size);
+      data[k] ^= 0xFF;
+      runs++;
+    }
     free(data);
   }
   printf("replay: %ld runs, no crash\n", runs);
