@@ -1,14 +1,13 @@
-/* Writes the seed of the checkpoint harness: a checkpoint of the model of ckpt_model.h made by
- * the project's writer (txl_ckpt_write), with its config as txl-train resolves it.
+/* Writes the seed of the checkpoint harness: a checkpoint of the model, config and state of
+ * ckpt_model.h made by the project's writer (txl_ckpt_write).
  * usage: fuzz_make_ckpt_seed OUT.h5 (one rank) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/checkpoint/checkpoint.h"
-#include "src/config/config.h"
 #include "src/base/error.h"
+#include "src/checkpoint/checkpoint.h"
 #include "tests/fuzz/ckpt_model.h"
 
 int main(int argc, char **argv) {
@@ -22,22 +21,8 @@ int main(int argc, char **argv) {
   TxlParamTable table;
   txl_param_table_build(&table, &dims);
 
-  TxlConfig cfg;
-  txl_config_defaults(&cfg);
-  cfg.n_token = dims.n_token;
-  cfg.n_layer = dims.n_layer;
-  cfg.d_model = dims.d_model;
-  cfg.n_head = dims.n_head;
-  cfg.d_head = dims.d_head;
-  cfg.d_inner = dims.d_inner;
-  cfg.mem_len = FUZZ_CKPT_MEM_LEN;
-  cfg.batch_size = FUZZ_CKPT_BATCH;
-  char *ini = NULL;
-  size_t ini_len = 0;
-  FILE *f = open_memstream(&ini, &ini_len);
-  if (!f) txl_fatal("open_memstream failed");
-  txl_config_write_ini(&cfg, f, 1);
-  fclose(f);
+  char *ini = fuzz_ckpt_config();
+  if (!ini) txl_fatal("out of memory writing the config");
 
   const size_t n = (size_t)table.total, nm = (size_t)dims.n_layer * FUZZ_CKPT_MEM_LEN * FUZZ_CKPT_BATCH * (size_t)dims.d_model;
   float *p = txl_malloc(3 * n * sizeof(float), "parameters"), *mems = txl_malloc(nm * sizeof(float), "memory");
@@ -46,10 +31,8 @@ int main(int argc, char **argv) {
   TxlCkptBuffers b = {.table = &table, .params = p, .adam_m = p + n, .adam_v = p + 2 * n, .mems = mems,
                       .n_layer = dims.n_layer, .mem_len = FUZZ_CKPT_MEM_LEN, .d_model = dims.d_model,
                       .B_global = FUZZ_CKPT_BATCH, .B_local = FUZZ_CKPT_BATCH, .col0 = 0};
-  TxlCkptState st = {.step = 3, .tokens_seen = 96, .data_pos = 12, .epoch = 0, .best_step = 2, .mem_rows = 2,
-                     .adam_t = 3, .seed = 1234, .best_valid_loss = 1.5, .lr = 2.5e-4};
-  snprintf(st.run_id, sizeof st.run_id, "%s", "0123456789abcdef0123456789abcdef");
-  snprintf(st.vocab_digest, sizeof st.vocab_digest, "%064d", 0);
+  TxlCkptState st;
+  fuzz_ckpt_state(&st);
   char err[1024];
   if (txl_ckpt_write(argv[1], ini, &st, &b, err, sizeof err) != 0) txl_fatal("%s", err);
   free(ini);

@@ -55,7 +55,10 @@ int main(int argc, char **argv) {
     size_t size;
     uint8_t *data = read_all(argv[i], &size);
     const size_t n_flips = flips ? (size < flip_bytes ? size : flip_bytes) : 0;
-    printf("replay: %s (%zu bytes; each of the first %zu inverted in turn)\n", argv[i], size, n_flips);
+    if (flips)
+      printf("replay: %s (%zu bytes; each of the first %zu inverted in turn)\n", argv[i], size, n_flips);
+    else
+      printf("replay: %s (%zu bytes)\n", argv[i], size);
     fflush(stdout);
     LLVMFuzzerTestOneInput(data, size);
     runs++;

@@ -4,8 +4,10 @@
 #   config      every configs/*.ini (byte 0: the rank count and INI marks; see fuzz_config.c),
 #               one of them with --set assignments after it
 #   prep        tests/fuzz/text/{train,valid,test}.txt behind fuzz_prep.c's header, in every mode
-#   corpus      txl-prep's corpora of those texts (word, char, byte; word with <unk> and --lower)
-#   checkpoint  a checkpoint of ckpt_model.h's model (fuzz_make_ckpt_seed)
+#   corpus      txl-prep's corpora of those texts (word, char, byte; word with <unk> and --lower),
+#               and the described corpus of a zero byte (fuzz_corpus.c: a valid one)
+#   checkpoint  a checkpoint of ckpt_model.h's model (fuzz_make_ckpt_seed), and the described
+#               checkpoint of a zero byte (fuzz_checkpoint.c: a valid one)
 # usage: seeds.sh OUT TXL_PREP MAKE_CKPT_SEED [HARNESS...]   (default: all four)
 set -euo pipefail
 out=$1 prep=$2 make_ckpt=$3
@@ -54,9 +56,11 @@ for h in "${harnesses[@]}"; do
       "$prep" --mode char "${args[@]}" --out "$out/$h/char.h5"
       "$prep" --mode byte "${args[@]}" --out "$out/$h/byte.h5"
       "$prep" --mode word --lower --min-freq 2 "${args[@]}" --out "$out/$h/word_unk.h5"
+      printf '\0' > "$out/$h/described"
       ;;
     checkpoint)
       "$make_ckpt" "$out/$h/seed.h5"
+      printf '\0' > "$out/$h/described"
       ;;
     *) echo "seeds.sh: unknown harness '$h'" >&2; exit 2 ;;
   esac
