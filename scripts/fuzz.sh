@@ -54,8 +54,9 @@ for h in "${harnesses[@]}"; do
   # what libFuzzer saves: crash-*, leak-*, timeout-*, oom-* (not the slow-unit-* notes)
   saved() { ls -t "$artifacts" | grep -E '^(crash|leak|timeout|oom)-' || true; }
   before=$(saved | wc -l)
-  dict=()
-  [ "$h" = config ] && dict=(-dict="$scratch/config.dict")
+  # config: known keys from the dictionary
+  flags=()
+  [ "$h" = config ] && flags=(-dict="$scratch/config.dict")
   # LeakSanitizer's stop-the-world crashes on Open MPI's threads (the checkpoint harness): there
   # the harness's own accounting (tests/fuzz/fuzz.h) is the leak check.
   leaks=1
@@ -70,7 +71,7 @@ for h in "${harnesses[@]}"; do
   OMPI_MCA_mca_base_component_disable_dlclose=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$build/bin/fuzz_$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$artifacts/" "${dict[@]}" "$corpus" > "$log" 2>&1 || rc=$?
+      -artifact_prefix="$artifacts/" "${flags[@]}" "$corpus" > "$log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
   if [ "$(saved | wc -l)" -gt "$before" ]; then

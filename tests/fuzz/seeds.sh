@@ -2,8 +2,9 @@
 # Makes the seed inputs of the fuzz harnesses in OUT/<harness>/, each from the project's own files
 # and tools, so that they follow the present formats:
 #   config      every configs/*.ini (byte 0: the rank count and INI marks; see fuzz_config.c),
-#               one of them with --set assignments after it
-#   prep        tests/fuzz/text/{train,valid,test}.txt behind fuzz_prep.c's header, in every mode
+#               one of them with --set assignments after it, and a line over 4 KiB
+#   prep        tests/fuzz/text/{train,valid,test}.txt behind fuzz_prep.c's header, in every mode,
+#               and three lines over 4 KiB
 #   corpus      txl-prep's corpora of those texts (word, char, byte; word with <unk> and --lower),
 #               and the described corpus of a zero byte (fuzz_corpus.c: a valid one)
 #   checkpoint  a checkpoint of ckpt_model.h's model (fuzz_make_ckpt_seed), and the described
@@ -42,6 +43,8 @@ for h in "${harnesses[@]}"; do
       done
       { printf '\x09'; cat "$root/configs/demo.ini"
         printf '\0model.d_model=8\0train.lr = 0.5\0model.cutoffs=2,3\0data.corpus=x.h5'; } > "$out/$h/demo_set"
+      # a line longer than the parser's 4 KiB line buffer
+      { printf '\x00[data]\ncorpus = '; head -c 5000 /dev/zero | tr '\0' x; printf '\n'; } > "$out/$h/long_line"
       ;;
     prep)
       prep_input 0 0 0 "$out/$h/word"
@@ -49,6 +52,9 @@ for h in "${harnesses[@]}"; do
       prep_input 2 0 0 "$out/$h/byte"
       prep_input $((4 | 8)) 2 5 "$out/$h/word_lower_unk"
       prep_input $((1 | 16)) 0 6 "$out/$h/char_uint8_max"
+      # a line longer than txl-prep's first 4 KiB line buffer, in every split
+      { printf '\x00\x00\x00\x55\x80'; for k in 1 2 3; do head -c 6000 /dev/zero | tr '\0' 'a'; printf ' b\n'; done; } \
+        > "$out/$h/word_long_lines"
       ;;
     corpus)
       args=(--train "$text/train.txt" --valid "$text/valid.txt" --test "$text/test.txt" --quiet)
