@@ -118,8 +118,8 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
                k->key, ch, (int)(p - value) + 1);
           return -1;
         }
-        if ((ch == '#' || ch == ';') && p > value && isspace((unsigned char)p[-1])) {
-          fail(err, errlen, "%s.%s: '%c' after a space would start a comment where the config is stored as INI text",
+        if ((ch == '#' || ch == ';') && (p == value || isspace((unsigned char)p[-1]))) {
+          fail(err, errlen, "%s.%s: '%c' first or after a space would start a comment where the config is stored as INI text",
                k->section, k->key, ch);
           return -1;
         }
@@ -185,14 +185,14 @@ static int load_stream(TxlConfig *c, FILE *f, const char *path, char *err, size_
       break;
     }
     *eq = 0;
-    char *key = trim(s), *value = trim(eq + 1);
-    /* strip a trailing comment: " # ..." */
-    for (char *p = value; *p; p++)
-      if ((*p == '#' || *p == ';') && p > value && isspace((unsigned char)p[-1])) {
+    /* strip a trailing comment: a '#' or ';' after whitespace, the one after '=' included
+     * ("key = # ..." is an empty value, as txl_config_write_ini marks one) */
+    for (char *p = eq + 1; *p; p++)
+      if ((*p == '#' || *p == ';') && isspace((unsigned char)p[-1])) {
         *p = 0;
-        value = trim(value);
         break;
       }
+    char *key = trim(s), *value = trim(eq + 1);
     if (!*section) {
       fail(err, errlen, "%s:%d: key '%s' outside any [section]", path, lineno, key);
       rc = -1;

@@ -30,13 +30,10 @@ enum {
 };
 
 /* Runs fn(arg) once. Returns 0 when it returned, 1 when it ended through the project's error
- * exit (the message is in fuzz_last_error()). Either way nothing it took is left afterwards.
- * With FUZZ_EXIT_CRASH an error exit aborts the process instead. */
+ * exit (TXL_FUZZ_VERBOSE=1 in the environment prints its message: for looking at one input).
+ * Either way nothing it took is left afterwards. With FUZZ_EXIT_CRASH an error exit aborts the
+ * process instead. */
 int fuzz_run(void (*fn)(void *), void *arg, int on_exit);
-
-/* The message of the last error exit ("" when none). TXL_FUZZ_VERBOSE=1 in the environment
- * also prints each one to stderr (for looking at a single input). */
-const char *fuzz_last_error(void);
 
 /* Prints a line to stderr when TXL_FUZZ_VERBOSE is set (an error a reader returned, ...). */
 void fuzz_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -173,8 +173,6 @@ static jmp_buf g_jmp;
 static int g_armed;
 static char g_msg[2048];
 
-const char *fuzz_last_error(void) { return g_msg; }
-
 static int verbose(void) {
   static int v = -1;
   if (v < 0) {
