@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, builds (CUDA parts too when nvcc is present), runs
 # every ctest test, then builds again with AddressSanitizer + UBSan and runs the unit tests
-# (label "unit") and the CUDA kernels on the CPU emulator (label "cuda-emu") under them.
+# (label "unit") and the CUDA kernels on the CPU emulator (label "cuda-emu") under them, then
+# fuzzes each reader of untrusted input for 20 seconds (scripts/fuzz.sh; TXL_FUZZ_SECONDS).
 # Run from anywhere: scripts/test.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,3 +16,4 @@ cmake --build "$asan" -j "$TXL_JOBS"
 # Open MPI and OpenBLAS keep allocations until exit by design: leaks are not what this run checks.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$asan" --output-on-failure -L 'unit|cuda-emu' -j 2 --timeout 900
+"$here/fuzz.sh" "${TXL_FUZZ_SECONDS:-20}"

@@ -27,7 +27,11 @@ void h5out_create(H5Out *o, const char *tmp_path, const char *name) {
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   if (fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) fail(o, "file creation properties");
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  if (fapl < 0) fail(o, "file access properties");
+  /* The 1.10 file format: every piece of metadata (superblock, object headers with the
+   * attributes, chunk indexes) carries a checksum that HDF5 verifies before it decodes it, as
+   * Fletcher32 does for the ids; a damaged byte is then an error, not a crash in HDF5's decoder. */
+  if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) < 0)
+    fail(o, "file access properties");
 #if H5_VERSION_GE(1, 10, 7)
   H5Pset_file_locking(fapl, 1, 1); /* lock, but go on where the file system has no locks */
 #endif

@@ -783,7 +783,11 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
   if (!agree(&c)) goto out;
   hid_t fapl = make_fapl();
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-  if (fapl < 0 || fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
+  /* The 1.10 file format: every piece of metadata (superblock, object headers with the root
+   * attributes, chunk indexes) carries a checksum that HDF5 verifies before it decodes it, as
+   * Fletcher32 does for the tensors; a damaged byte is then an error, not a crash in HDF5. */
+  if (fapl < 0 || fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0 ||
+      H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) < 0) {
     fail_h5(&c, "file properties for parallel HDF5");
   } else {
     file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
