@@ -1370,10 +1370,10 @@ int txl_ckpt_find(const char *dir, char *path_out, size_t n, char *notice, size_
   char why[2 * MSG_LEN], more[64] = "";
   if (skipped > 1) snprintf(more, sizeof more, "; %d more cannot be used either", skipped - 1);
   if (!latest_says[0] && skipped > 0) /* candidate 0 was latest's file */
-    snprintf(why, sizeof why, "'latest' names %s, which cannot be used (%s)%s", first_skipped,
+    snprintf(why, sizeof why, "'latest' names %.600s, which cannot be used (%.600s)%s", first_skipped,
              first_problem, more);
-  else if (skipped > 0)
-    snprintf(why, sizeof why, "%s; %s cannot be used (%s)%s", latest_says, first_skipped,
+  else if (skipped > 0) /* (the precisions keep the line within `why`, whatever the paths) */
+    snprintf(why, sizeof why, "%.600s; %.600s cannot be used (%.600s)%s", latest_says, first_skipped,
              first_problem, more);
   else
     snprintf(why, sizeof why, "%s", latest_says);

@@ -39,6 +39,32 @@ dropatt = 0.1
 INI
 }
 
+# The small run of the checkpoint and run-folder tests: small_model_ini's model, 4 columns of 16
+# rows with 24 rows of memory, lr 0.003, no validation while training (3 segments at the end),
+# no checkpoints but the last. Each further argument "section.key=value" ([train], [eval] or
+# [run]) replaces or adds one key.
+small_run_ini() { # CORPUS [section.key=value ...]
+  small_model_ini "$1"
+  shift
+  python3 - "$@" <<'PY'
+import sys
+sections = {
+    "train": {"tgt_len": "16", "mem_len": "24", "batch_size": "4", "max_step": "20", "lr": "0.003",
+              "log_interval": "1", "eval_interval": "0"},
+    "eval": {"eval_tgt_len": "16", "eval_batch_size": "4", "max_eval_steps": "3"},
+    "run": {"checkpoint_interval": "0"},
+}
+for a in sys.argv[1:]:
+    key, value = a.split("=", 1)
+    section, key = key.split(".", 1)
+    sections[section][key] = value
+for section, keys in sections.items():
+    print(f"[{section}]")
+    for k, v in keys.items():
+        print(f"{k} = {v}")
+PY
+}
+
 MPI="timeout 300 mpirun --oversubscribe --bind-to none"
 
 # expect_error NAME PATTERN CMD...: CMD must exit non-zero and print exactly one line to stderr,

@@ -19,24 +19,8 @@ trap 'umount "$DISK" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 make_corpus "$WORK/c.h5" 4000 300
 # A checkpoint of this model is 20.2 MiB; writing one reserves 22.6 MB (21.6 MiB) first.
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 16
-mem_len = 24
-batch_size = 4
-max_step = 10
-lr = 0.003
-warmup_step = 4
-log_interval = 5
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-checkpoint_interval = 5
-keep_checkpoints = 2
-INI
+small_run_ini "$WORK/c.h5" train.max_step=10 train.warmup_step=4 train.log_interval=5 run.checkpoint_interval=5 \
+  run.keep_checkpoints=2 > "$WORK/r.ini"
 wide=(--set model.d_model=256 --set model.n_head=4 --set model.d_head=64 --set model.d_inner=1024)
 run=$DISK/run
 

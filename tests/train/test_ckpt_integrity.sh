@@ -18,23 +18,8 @@ d=$SRC/data/demo/tinyshakespeare
 for s in train:4000 valid:300 test:300; do head -n "${s#*:}" "$d/${s%:*}.txt" | tr q X > "$WORK/x_${s%:*}.txt"; done
 "$BIN/txl-prep" --mode char --quiet --train "$WORK/x_train.txt" --valid "$WORK/x_valid.txt" \
   --test "$WORK/x_test.txt" --out "$WORK/x.h5"
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 16
-mem_len = 24
-batch_size = 4
-max_step = 6
-lr = 0.003
-log_interval = 3
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 2
-[run]
-checkpoint_interval = 3
-keep_checkpoints = 3
-INI
+small_run_ini "$WORK/c.h5" train.max_step=6 train.log_interval=3 eval.max_eval_steps=2 run.checkpoint_interval=3 \
+  run.keep_checkpoints=3 > "$WORK/r.ini"
 $MPI -n 1 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/run" > "$WORK/train.out" 2>&1 \
   || { cat "$WORK/train.out"; fail "training failed"; finish; }
 [ -e "$WORK/run/ckpt-00000003.h5" ] && [ "$(cat "$WORK/run/latest")" = "ckpt-00000006.h5" ] \

@@ -23,22 +23,7 @@ fi
 trap 'umount "$MNT" "$LOGS" 2>/dev/null; rm -rf "$WORK"' EXIT
 mount -t tmpfs -o size=8k tmpfs "$LOGS" || { fail "cannot mount a second tmpfs"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 16
-mem_len = 24
-batch_size = 4
-max_step = 400
-lr = 0.003
-log_interval = 1
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-checkpoint_interval = 0
-INI
+small_run_ini "$WORK/c.h5" train.max_step=400 > "$WORK/r.ini"
 # fill DIR PAGES: leaves exactly PAGES free pages (of 4 KiB: tmpfs gives every file whole pages,
 # and a directory none) on the tmpfs DIR, after removing what the last case left there
 fill() {

@@ -5,22 +5,7 @@
 # latest and resumes. 1 and 2 ranks.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 16
-mem_len = 24
-batch_size = 4
-max_step = 10
-lr = 0.003
-log_interval = 1
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-checkpoint_interval = 1
-INI
+small_run_ini "$WORK/c.h5" train.max_step=10 run.checkpoint_interval=1 > "$WORK/r.ini"
 train_steps() { python3 -c '
 import json, sys
 print(" ".join(str(r["step"]) for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "train"))' "$1"; }

@@ -8,23 +8,8 @@
 # enough to hold the scheduler's time slices.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 128
-mem_len = 24
-batch_size = 16
-max_step = 40
-lr = 0.003
-log_interval = 5
-eval_interval = 10
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-checkpoint_interval = 0
-threads = 1
-INI
+small_run_ini "$WORK/c.h5" train.tgt_len=128 train.batch_size=16 train.max_step=40 train.log_interval=5 \
+  train.eval_interval=10 run.threads=1 > "$WORK/r.ini"
 # median tokens_per_s and ms_per_step of a run's train lines, the first (warm-up) left out; the
 # largest comm_wait; and whether tokens_per_s x ms_per_step / 1000 is the tokens of one step
 # (128 x 16 = 2048) on every line of the first 40 steps (within the first epoch, whose last segment

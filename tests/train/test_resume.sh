@@ -5,25 +5,7 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v h5diff >/dev/null || { fail "h5diff not found (apt-get install hdf5-tools)"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 16
-mem_len = 24
-batch_size = 4
-max_step = 20
-lr = 0.003
-warmup_step = 4
-scheduler = cosine
-log_interval = 1
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-checkpoint_interval = 0
-keep_checkpoints = 2
-INI
+small_run_ini "$WORK/c.h5" train.warmup_step=4 train.scheduler=cosine run.keep_checkpoints=2 > "$WORK/r.ini"
 train() { # NAME RANKS ARGS...: run txl-train into $WORK/NAME, output in $WORK/NAME.out
   local name=$1 ranks=$2
   shift 2

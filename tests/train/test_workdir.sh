@@ -6,23 +6,7 @@
 # is refused; temporaries that killed runs left are removed at start. 1 and 2 ranks.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/r.ini"
-[train]
-tgt_len = 16
-mem_len = 24
-batch_size = 4
-max_step = 20
-lr = 0.003
-log_interval = 5
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-checkpoint_interval = 5
-keep_checkpoints = 2
-INI
+small_run_ini "$WORK/c.h5" train.log_interval=5 run.checkpoint_interval=5 run.keep_checkpoints=2 > "$WORK/r.ini"
 train() { # NAME RANKS ARGS...: txl-train into $WORK/NAME, output in $WORK/NAME.out
   local name=$1 ranks=$2
   shift 2
