@@ -150,11 +150,6 @@ static int write_described(const uint8_t *data, size_t size) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const uint8_t hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-  if (size >= sizeof hdf5_signature && !memcmp(data, hdf5_signature, sizeof hdf5_signature))
-    fuzz_write_file(g_path, data, size);
-  else if (write_described(data, size) != 0)
-    return 0;
-  fuzz_run(run, NULL, FUZZ_EXIT_CRASH);
+  gen_file_then_run(g_path, data, size, write_described, run);
   return 0;
 }

@@ -1,6 +1,8 @@
 /* Writing the described files of the corpus and checkpoint harnesses (h5gen.h). */
 #include "tests/fuzz/h5gen.h"
 
+#include "tests/fuzz/fuzz.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -198,4 +200,14 @@ int gen_dataset(hid_t loc, const char *name, hid_t type, int rank, const hsize_t
 hid_t gen_create(const char *path) {
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* a description HDF5 refuses is skipped, silently */
   return H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+}
+
+void gen_file_then_run(const char *path, const uint8_t *data, size_t size,
+                       int (*write_described)(const uint8_t *data, size_t size), void (*run)(void *)) {
+  static const uint8_t hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (size >= sizeof hdf5_signature && !memcmp(data, hdf5_signature, sizeof hdf5_signature))
+    fuzz_write_file(path, data, size);
+  else if (write_described(data, size) != 0)
+    return;
+  fuzz_run(run, NULL, FUZZ_EXIT_CRASH);
 }

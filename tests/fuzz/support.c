@@ -173,6 +173,15 @@ static jmp_buf g_jmp;
 static int g_armed;
 static char g_msg[2048];
 
+/* Keeps the message of an error exit (or a printed error) in g_msg. */
+#define RECORD_MESSAGE(fmt)                       \
+  do {                                            \
+    va_list ap_;                                  \
+    va_start(ap_, fmt);                           \
+    vsnprintf(g_msg, sizeof g_msg, fmt, ap_);     \
+    va_end(ap_);                                  \
+  } while (0)
+
 static int verbose(void) {
   static int v = -1;
   if (v < 0) {
@@ -200,36 +209,24 @@ void txl_error_set_rank(int rank, int world_size, const char *host) {
 void txl_error_set_agreement(int (*min_over_ranks)(int value)) { (void)min_over_ranks; }
 
 void txl_error_print(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-  va_end(ap);
+  RECORD_MESSAGE(fmt);
 }
 
 void txl_exit_unfinalized(void) { end_run(); }
 
 void txl_fatal(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-  va_end(ap);
+  RECORD_MESSAGE(fmt);
   end_run();
 }
 
 void txl_fatal_all(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-  va_end(ap);
+  RECORD_MESSAGE(fmt);
   end_run();
 }
 
 void txl_fatal_if_any(int failed, const char *fmt, ...) {
   if (!failed) return; /* one rank: nobody else can have failed */
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-  va_end(ap);
+  RECORD_MESSAGE(fmt);
   end_run();
 }
 
