@@ -1257,14 +1257,32 @@ static long ckpt_name_step(const char *name) {
   return -1;
 }
 
-typedef struct {
-  long step;
-  char *path;
-} Candidate;
-
 static int newest_first(const void *a, const void *b) {
-  long x = ((const Candidate *)a)->step, y = ((const Candidate *)b)->step;
+  long x = ((const TxlCkptFile *)a)->step, y = ((const TxlCkptFile *)b)->step;
   return x < y ? 1 : x > y ? -1 : 0;
+}
+
+TxlCkptFile *txl_ckpt_list_dir(const char *dir, int *count) {
+  TxlCkptFile *files = NULL;
+  int n = 0, cap = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    const long step = ckpt_name_step(e->d_name);
+    if (step < 0 || strlen(e->d_name) >= sizeof files->name) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      files = realloc(files, sizeof *files * (size_t)cap);
+      ALLOC_CHECK(files);
+    }
+    files[n].step = step;
+    snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
+    n++;
+  }
+  if (d) closedir(d);
+  if (n) qsort(files, (size_t)n, sizeof *files, newest_first);
+  *count = n;
+  return files;
 }
 
 /* Rank 0's view of the folder, for txl_ckpt_find: the candidates in the order they are tried
@@ -1281,28 +1299,10 @@ static int list_candidates(const char *dir, char **packed, size_t *packed_len, c
   else if (kind == LATEST_EMPTY) snprintf(latest_says, n, "'latest' is empty");
   else if (!latest_exists) snprintf(latest_says, n, "'latest' names %.900s, which does not exist", latest);
 
-  Candidate *c = NULL;
-  int count = 0, cap = 0;
-  DIR *d = opendir(dir);
-  struct dirent *e;
-  while (d && (e = readdir(d))) {
-    long step = ckpt_name_step(e->d_name);
-    if (step < 0) continue;
-    if (count == cap) {
-      cap = cap ? 2 * cap : 64;
-      c = realloc(c, sizeof *c * (size_t)cap);
-      ALLOC_CHECK(c);
-    }
-    c[count].step = step;
-    c[count].path = txl_malloc(strlen(dir) + strlen(e->d_name) + 2, "checkpoint name");
-    sprintf(c[count].path, "%s/%s", dir, e->d_name);
-    count++;
-  }
-  if (d) closedir(d);
-  qsort(c, (size_t)count, sizeof *c, newest_first);
-
+  int count = 0;
+  TxlCkptFile *files = txl_ckpt_list_dir(dir, &count);
   size_t len = latest_exists ? strlen(latest) + 1 : 0;
-  for (int i = 0; i < count; i++) len += strlen(c[i].path) + 1;
+  for (int i = 0; i < count; i++) len += strlen(dir) + 1 + strlen(files[i].name) + 1;
   char *buf = txl_malloc(len + 1, "checkpoint names"), *at = buf;
   int total = 0;
   if (latest_exists) {
@@ -1310,13 +1310,12 @@ static int list_candidates(const char *dir, char **packed, size_t *packed_len, c
     total++;
   }
   for (int i = 0; i < count; i++) {
-    if (!latest_exists || strcmp(c[i].path, latest) != 0) { /* latest's file is tried first */
-      at += sprintf(at, "%s", c[i].path) + 1;
-      total++;
-    }
-    free(c[i].path);
+    const int w = sprintf(at, "%s/%s", dir, files[i].name);
+    if (latest_exists && strcmp(at, latest) == 0) continue; /* latest's file is tried first */
+    at += w + 1;
+    total++;
   }
-  free(c);
+  free(files);
   *packed = buf;
   *packed_len = (size_t)(at - buf);
   return total;

@@ -127,4 +127,14 @@ int txl_ckpt_check_vocab(const char *path, const TxlCkptState *st, const char *c
  * not an error). Serial: any rank may call it. */
 int txl_ckpt_latest(const char *dir, char *path_out, size_t n);
 
+/* A checkpoint file of a run folder, named as the trainer names them: "ckpt-<step>.h5". */
+typedef struct {
+  long step;
+  char name[256];
+} TxlCkptFile;
+
+/* The ckpt-<step>.h5 files of run folder dir, newest first: a malloc'd array of *count (free()
+ * it); NULL with *count = 0 when there are none or dir cannot be read. Serial. */
+TxlCkptFile *txl_ckpt_list_dir(const char *dir, int *count);
+
 #endif

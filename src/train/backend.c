@@ -40,7 +40,6 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
    * activations in bf16 (its GEMMs take bf16 operands; the TF32 setting does not apply to them) */
   const int bf16 = !strcmp(c->precision, "bf16");
   txl_cuda_set_gemm_math(!strcmp(c->precision, "tf32") ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
-  b->ops = txl_ops_cuda(bf16 ? TXL_BF16 : TXL_F32);
   b->gpu = gpu;
   b->peak_flops = info.fp32_peak;
   b->free_bytes = (double)info.free_memory;
@@ -79,9 +78,9 @@ void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   b->threads = rank_threads(c, d);
   txl_cpu_set_threads(b->threads);
   char err[512];
-  if (!txl_backend_ops(c, err, sizeof err)) txl_fatal_all("%s", err);
+  b->ops = txl_backend_ops(c, err, sizeof err); /* a table of functions: no device touched yet */
+  if (!b->ops) txl_fatal_all("%s", err);
   if (strcmp(c->device, "cpu") == 0) {
-    b->ops = txl_ops_cpu();
     snprintf(b->device, sizeof b->device, "cpu");
     return;
   }

@@ -1,6 +1,5 @@
 /* The trainer's side of checkpoints: when to write them, which to keep, where "latest" points,
  * and how a run continues from one (src/checkpoint holds the file format). */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -39,7 +38,7 @@ static int write_pointer(const char *dir, const char *name, const char *target, 
   char path[1200], text[300];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   snprintf(text, sizeof text, "%s\n", target);
-  return txl_write_file_atomic(path, text, err, errlen);
+  return txl_write_file_atomic(path, text, strlen(text), err, errlen);
 }
 
 static int read_pointer(const char *dir, const char *name, char *out, size_t n) {
@@ -70,16 +69,6 @@ static int same_lineage(const char *path, const char *run_id) {
   return txl_ckpt_read_run_id(path, id, err, sizeof err) == 0 && !strcmp(id, run_id);
 }
 
-typedef struct {
-  int step;
-  char name[256];
-} CkptFile;
-
-static int newest_first(const void *a, const void *b) {
-  const int x = ((const CkptFile *)a)->step, y = ((const CkptFile *)b)->step;
-  return (x < y) - (x > y);
-}
-
 /* Keeps the newest `keep` checkpoints of this run's lineage (run_id). Deletes only checkpoints of
  * that lineage, and never the file "latest" or "best" names nor the one just written: a folder
  * may also hold another run's checkpoints (resumed from elsewhere into it), and those are not
@@ -88,26 +77,8 @@ static void rotate(const char *dir, int keep, const char *run_id, const char *wr
   char latest[1200], best[1200];
   pointer_target(dir, "latest", latest, sizeof latest);
   pointer_target(dir, "best", best, sizeof best);
-  DIR *d = opendir(dir);
-  if (!d) return;
-  int n = 0, cap = 64;
-  CkptFile *files = txl_malloc((size_t)cap * sizeof *files, "checkpoint list");
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    const int step = txl_workdir_ckpt_step(e->d_name);
-    if (step < 0) continue;
-    if (n == cap) {
-      cap *= 2;
-      CkptFile *more = realloc(files, (size_t)cap * sizeof *files);
-      ALLOC_CHECK(more);
-      files = more;
-    }
-    files[n].step = step;
-    snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
-    n++;
-  }
-  closedir(d);
-  qsort(files, (size_t)n, sizeof *files, newest_first);
+  int n = 0;
+  TxlCkptFile *files = txl_ckpt_list_dir(dir, &n);
   int kept = 0;
   for (int i = 0; i < n; i++) {
     char path[1300];

@@ -19,7 +19,7 @@ typedef struct {
   TxlCorpus *corpus;
   TxlBackend backend; /* cfg.run.device */
   TxlModel model;
-  FILE *notices;      /* where rank 0 prints notices (which file was used, what could not be checked) */
+  FILE *notices;      /* where notices go (which file was used, what could not be checked): rank 0's stream, NULL elsewhere */
 } TxlLoaded;
 
 /* The options of the tools that load a checkpoint about where it runs: their --help lines, the
@@ -48,9 +48,9 @@ int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v);
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c);
 
 /* Finds the checkpoint (a file, or a run folder's newest that opens: txl_ckpt_find) and reads its
- * config. Rank 0 prints notices (an older checkpoint used because latest's is damaged, a version 1
- * checkpoint whose vocabulary only the size could check) to `notices`: stdout, or stderr for a
- * tool whose stdout is its product. collective */
+ * config. Notices (an older checkpoint used because latest's is damaged, a version 1 checkpoint
+ * whose vocabulary only the size could check) go to `notices`: on rank 0 stdout, or stderr for a
+ * tool whose stdout is its product; NULL on the other ranks. collective */
 void txl_loaded_config(TxlLoaded *ld, const char *target, FILE *notices);
 /* Opens the backend of cfg (device, threads), opens cfg.corpus (its vocabulary must be the model's), builds the model and
  * reads the parameters. collective */

@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
   if (!target) txl_fatal_all("no checkpoint given (usage: txl-eval CHECKPOINT|RUN_DIR [options], see --help)");
 
   TxlLoaded ld;
-  txl_loaded_config(&ld, target, stdout);
+  txl_loaded_config(&ld, target, dist.rank == 0 ? stdout : NULL);
   TxlConfig cfg = ld.cfg;
   char err[1024];
   if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);

@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
   if (!target) txl_fatal_all("no checkpoint given (usage: txl-generate CHECKPOINT|RUN_DIR [options], see --help)");
 
   TxlLoaded ld;
-  txl_loaded_config(&ld, target, stderr); /* stdout is the generated text */
+  txl_loaded_config(&ld, target, dist.rank == 0 ? stderr : NULL); /* stdout is the generated text */
   TxlConfig cfg = ld.cfg;
   if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
   txl_device_options_apply(&dev, &cfg);

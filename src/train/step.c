@@ -1,7 +1,5 @@
 #include "src/train/step.h"
 
-#include <math.h>
-
 #include "dist/dist.h"
 
 static void on_ready(void *ctx, int64_t begin, int64_t end) { txl_reducer_ready((TxlReducer *)ctx, begin, end); }
@@ -23,14 +21,4 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
 void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm) {
   txl_adam_step(adam, m->param_buf, m->grad_buf, grad_norm, (float)txl_schedule_lr(sched, step));
   txl_model_params_changed(m);
-}
-
-double txl_train_step(TxlModel *m, TxlRun *r, TxlAdam *adam, const TxlSchedule *sched, int step,
-                      int batch_global, TxlReducer *reducer, const int32_t *inputs, const int32_t *targets, int L,
-                      double *grad_norm) {
-  double norm = 0.0;
-  const double loss = txl_train_grad(m, r, step, batch_global, reducer, inputs, targets, L, &norm);
-  if (isfinite(loss) && isfinite(norm)) txl_train_update(m, adam, sched, step, norm);
-  if (grad_norm) *grad_norm = norm;
-  return loss;
 }

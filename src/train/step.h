@@ -21,12 +21,4 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
  * with norm grad_norm. */
 void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm);
 
-/* txl_train_grad, then txl_train_update when the loss and the gradient norm are finite: a NaN or
- * an infinity leaves the parameters and Adam's moments as they were (the caller stops).
- * Returns the global mean loss; *grad_norm (may be NULL) the norm before clipping.
- * collective: all ranks */
-double txl_train_step(TxlModel *m, TxlRun *r, TxlAdam *adam, const TxlSchedule *sched, int step,
-                      int batch_global, TxlReducer *reducer, const int32_t *inputs, const int32_t *targets, int L,
-                      double *grad_norm);
-
 #endif

@@ -91,6 +91,26 @@ static void check_memory(const TxlTrainer *t) {
   txl_fatal_if_any(short_of_memory, "%s", msg);
 }
 
+/* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR, read
+ * once at setup into t->fault_step and t->fault_tensor. */
+static void read_fault(TxlTrainer *t) {
+  t->fault_step = 0;
+  const char *f = getenv("TXL_TRAIN_FAULT");
+  if (!f || !*f) return;
+  int step = 0, len = 0;
+  char name[64];
+  if (sscanf(f, "inf_grad:%d:%63[^:]%n", &step, name, &len) != 2 || f[len] || step < 1)
+    txl_fatal_all("TXL_TRAIN_FAULT=%s: expected inf_grad:STEP:TENSOR", f);
+  const TxlParamTable *tab = &t->model.table;
+  for (int i = 0; i < tab->n_tensors; i++)
+    if (strcmp(tab->tensors[i].name, name) == 0) {
+      t->fault_step = step;
+      t->fault_tensor = i;
+      return;
+    }
+  txl_fatal_all("TXL_TRAIN_FAULT=%s: the model has no tensor %s", f, name);
+}
+
 void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec) {
   memset(spec, 0, sizeof *spec);
   spec->dims.n_token = n_token;
@@ -165,6 +185,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   txl_model_spec_from_config(c, n_token, &spec);
   txl_model_create(&t->model, t->ops, &spec);
   txl_model_init_params(&t->model, (float)c->init_std, (float)c->proj_init_std, (uint32_t)c->seed);
+  read_fault(t);
 
   TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
   txl_run_create(&t->run, &t->model, &ts);
@@ -178,7 +199,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.max_step = c->max_step;
   if (!bench) {
     txl_workdir_open(c->work_dir, dist);
-    if (!*c->resume) txl_workdir_refuse_checkpoints(c->work_dir, dist); /* before anything is written there */
+    /* before anything is written there; with run.resume = auto a folder holding checkpoints is
+     * resumed (txl_ckpt_find), and one holding none has nothing to refuse */
+    if (!*c->resume) txl_workdir_refuse_checkpoints(c->work_dir, dist);
     txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
   }
   if (!bench) { /* the bar any model must clear: the validation split's unigram entropy */
@@ -203,24 +226,13 @@ void txl_trainer_teardown(TxlTrainer *t) {
 
 /* ---- one step ----------------------------------------------------------------------------- */
 
-/* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR. */
+/* An infinity into the first element of the chosen tensor's gradient, in the chosen update. */
 static void inject_fault(TxlTrainer *t, double *grad_norm) {
-  const char *f = getenv("TXL_TRAIN_FAULT");
-  if (!f || !*f) return;
-  int step = 0, len = 0;
-  char name[64];
-  if (sscanf(f, "inf_grad:%d:%63[^:]%n", &step, name, &len) != 2 || f[len])
-    txl_fatal_all("TXL_TRAIN_FAULT=%s: expected inf_grad:STEP:TENSOR", f);
-  if (step != t->step + 1) return;
+  if (t->fault_step != t->step + 1) return;
   const TxlParamTable *tab = &t->model.table;
-  for (int i = 0; i < tab->n_tensors; i++) {
-    if (strcmp(tab->tensors[i].name, name) != 0) continue;
-    const float inf = INFINITY;
-    t->ops->to_device(t->model.grad_buf + tab->tensors[i].offset, &inf, sizeof inf);
-    *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab->total);
-    return;
-  }
-  txl_fatal_all("TXL_TRAIN_FAULT=%s: the model has no tensor %s", f, name);
+  const float inf = INFINITY;
+  t->ops->to_device(t->model.grad_buf + tab->tensors[t->fault_tensor].offset, &inf, sizeof inf);
+  *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab->total);
 }
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
@@ -268,7 +280,7 @@ static void write_config(const TxlTrainer *t) {
     char path[1100];
     snprintf(path, sizeof path, "%s/config.ini", t->cfg.work_dir);
     char *text = txl_trainer_config_text(&t->cfg);
-    failed = !txl_file_holds(path, text) && txl_write_file_atomic(path, text, err, sizeof err) != 0;
+    failed = !txl_file_holds(path, text) && txl_write_file_atomic(path, text, strlen(text), err, sizeof err) != 0;
     free(text);
   }
   txl_fatal_if_any(failed, "%s", err);
@@ -351,8 +363,6 @@ static void check_logs(TxlTrainer *t) {
 
 void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
-  if (t->last_save_step < 0) /* starting fresh: also when run.resume = auto found nothing to resume */
-    txl_workdir_refuse_checkpoints(c->work_dir, &t->dist);
   write_config(t);
   TxlStream s;
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
@@ -439,18 +449,8 @@ void txl_trainer_dump_params(TxlTrainer *t, const char *path) {
     const size_t bytes = (size_t)t->model.table.total * sizeof(float);
     float *host = txl_malloc(bytes, "parameter dump");
     t->ops->to_host(host, t->model.param_buf, bytes);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) txl_fatal("%s: cannot write: %s", tmp, strerror(errno));
-    if (fwrite(host, 1, bytes, f) != bytes || fclose(f) != 0) {
-      remove(tmp);
-      txl_fatal("%s: write failed", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-      remove(tmp);
-      txl_fatal("%s: cannot rename into place: %s", path, strerror(errno));
-    }
+    char err[1400];
+    if (txl_write_file_atomic(path, host, bytes, err, sizeof err) != 0) txl_fatal("%s", err);
     free(host);
   }
   txl_dist_barrier();

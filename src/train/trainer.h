@@ -38,6 +38,7 @@ typedef struct {
   int last_save_step;  /* step of the newest checkpoint, -1 before */
   int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
   float *host_params;  /* host copy for the replica check (allocated on first use) */
+  int fault_step, fault_tensor; /* the TXL_TRAIN_FAULT test hook: update and tensor (0: none) */
   TxlMemEstimate estimate; /* this rank's memory, worked out before allocating */
   char run_id[TXL_CKPT_ID_LEN]; /* the lineage of the run's checkpoints (see src/checkpoint/FORMAT.md) */
 } TxlTrainer;
@@ -51,8 +52,8 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 void txl_trainer_teardown(TxlTrainer *t);
 
 /* Trains for max_step updates, validating every eval_interval and testing at the end; writes
- * <work_dir>/config.ini first. A run that starts fresh (no checkpoint loaded) refuses a work_dir
- * holding checkpoints. Stops every rank with one error when a step's loss or gradient is not
+ * <work_dir>/config.ini first (a fresh run has refused a work_dir holding checkpoints at setup).
+ * Stops every rank with one error when a step's loss or gradient is not
  * finite (nothing of that step is kept) or a line of metrics.jsonl cannot be written (after
  * trying a checkpoint). collective: all ranks */
 void txl_trainer_train(TxlTrainer *t);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "src/base/error.h"
+#include "src/checkpoint/checkpoint.h"
 
 #define MSG_LEN 1600
 
@@ -81,12 +82,6 @@ static int take_lock(const char *dir, const char *host, char *err, size_t n) {
   return 0;
 }
 
-int txl_workdir_ckpt_step(const char *name) {
-  int step = -1, len = 0;
-  if (sscanf(name, "ckpt-%d.h5%n", &step, &len) == 1 && len > 0 && name[len] == 0 && step >= 0) return step;
-  return -1;
-}
-
 /* A temporary that no running process will finish: "ckpt-<step>.h5.tmp" (the checkpoint writer
  * names it without a pid; holding the lock proves that no other txl-train writes into this
  * folder), or "<latest|best|config.ini>.tmp-<pid>" of a process that no longer runs. */
@@ -145,41 +140,30 @@ void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist) {
   char msg[MSG_LEN] = "";
   int failed = 0;
   if (dist->rank == 0) {
-    int count = 0, newest = -1;
-    char newest_name[256] = "";
-    DIR *d = opendir(work_dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-      const int step = txl_workdir_ckpt_step(e->d_name);
-      if (step < 0) continue;
-      count++;
-      if (step > newest) {
-        newest = step;
-        snprintf(newest_name, sizeof newest_name, "%s", e->d_name);
-      }
-    }
-    if (d) closedir(d);
+    int count = 0;
+    TxlCkptFile *files = txl_ckpt_list_dir(work_dir, &count);
     if (count > 0) {
       failed = 1;
       snprintf(msg, sizeof msg,
                "%s holds %d checkpoint%s of an earlier run (the newest %s), which a new run would overwrite: continue "
                "that run with --resume %s (or run.resume = auto), or give this one another run.work_dir",
-               work_dir, count, count > 1 ? "s" : "", newest_name, work_dir);
+               work_dir, count, count > 1 ? "s" : "", files[0].name, work_dir);
     }
+    free(files);
   }
   txl_fatal_if_any(failed, "%s", msg);
 }
 
-int txl_write_file_atomic(const char *path, const char *text, char *err, size_t errlen) {
+int txl_write_file_atomic(const char *path, const void *data, size_t bytes, char *err, size_t errlen) {
   char tmp[1300];
   snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
+  FILE *f = fopen(tmp, "wb");
   if (!f) {
     snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
     return -1;
   }
   errno = 0;
-  int ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+  int ok = fwrite(data, 1, bytes, f) == bytes && fflush(f) == 0 && fsync(fileno(f)) == 0;
   int e = errno;
   if (fclose(f) != 0 && ok) { /* a write the buffer held back can fail only here */
     ok = 0;

@@ -25,13 +25,10 @@ void txl_workdir_open(const char *work_dir, const TxlDist *dist);
  * the new run's checkpoints would overwrite and rotate away. collective: all ranks */
 void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist);
 
-/* The step of a checkpoint file name "ckpt-<step>.h5", or -1 for any other name. */
-int txl_workdir_ckpt_step(const char *name);
-
-/* Writes text to path atomically: "<path>.tmp-<pid>", written, flushed, synced and closed, then
- * renamed over path. Returns 0, or -1 with "<path>: <reason>" in err, path untouched and no
- * temporary left. Serial: any rank may call it. */
-int txl_write_file_atomic(const char *path, const char *text, char *err, size_t errlen);
+/* Writes data[0, bytes) to path atomically: "<path>.tmp-<pid>", written, flushed, synced and
+ * closed, then renamed over path. Returns 0, or -1 with "<path>: <reason>" in err, path untouched
+ * and no temporary left. Serial: any rank may call it. */
+int txl_write_file_atomic(const char *path, const void *data, size_t bytes, char *err, size_t errlen);
 /* 1 when the file at path exists and holds exactly text. */
 int txl_file_holds(const char *path, const char *text);
 
