@@ -29,6 +29,21 @@ static int min_over_ranks(int v) {
   return v;
 }
 
+static int mpi_running(void) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+/* How src/base/error.c ends the job. */
+static void abort_all(void) {
+  if (mpi_running()) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+static void finalize_if_running(void) {
+  if (mpi_running()) MPI_Finalize();
+}
+
 void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
   int provided = 0;
   MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
@@ -48,7 +63,8 @@ void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
   txl_error_set_rank(d->rank, d->world, d->host);
   g_world = d->world;
   txl_dist_wait_init(d->rank, d->world);
-  txl_error_set_agreement(min_over_ranks);
+  const TxlErrorJob job = {abort_all, finalize_if_running, min_over_ranks};
+  txl_error_set_job(&job);
 }
 
 void txl_dist_finalize(void) { MPI_Finalize(); }

@@ -1,6 +1,7 @@
+/* Errors: the message line, then the end of the job through the hooks dist/ installs (MPI is
+ * dist/'s: nothing here knows it). */
 #include "src/base/error.h"
 
-#include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 static int g_rank = 0;
 static int g_world = 1;
 static char g_host[64] = "";
-static int (*g_min_over_ranks)(int) = NULL;
+static TxlErrorJob g_job = {NULL, NULL, NULL}; /* none: one process, no MPI */
 
 void txl_error_set_rank(int rank, int world_size, const char *host) {
   g_rank = rank;
@@ -18,7 +19,7 @@ void txl_error_set_rank(int rank, int world_size, const char *host) {
   snprintf(g_host, sizeof g_host, "%s", host ? host : "");
 }
 
-void txl_error_set_agreement(int (*min_over_ranks)(int value)) { g_min_over_ranks = min_over_ranks; }
+void txl_error_set_job(const TxlErrorJob *job) { g_job = *job; }
 
 static void vreport(const char *fmt, va_list ap) {
   char msg[2048];
@@ -30,11 +31,8 @@ static void vreport(const char *fmt, va_list ap) {
   fflush(stderr);
 }
 
-static int mpi_running(void) {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
+static void finalize(void) {
+  if (g_job.finalize) g_job.finalize();
 }
 
 void txl_fatal(const char *fmt, ...) {
@@ -42,8 +40,8 @@ void txl_fatal(const char *fmt, ...) {
   va_start(ap, fmt);
   vreport(fmt, ap);
   va_end(ap);
-  if (mpi_running() && g_world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-  if (mpi_running()) MPI_Finalize();
+  if (g_world > 1 && g_job.abort_all) g_job.abort_all();
+  finalize();
   exit(1);
 }
 
@@ -57,13 +55,13 @@ void txl_fatal_all(const char *fmt, ...) {
     fprintf(stderr, "txl: error: %s\n", msg);
     fflush(stderr);
   }
-  if (mpi_running()) MPI_Finalize();
+  finalize();
   exit(1);
 }
 
 void txl_fatal_if_any(int failed, const char *fmt, ...) {
   int first = failed ? g_rank : g_world;
-  if (mpi_running() && g_world > 1 && g_min_over_ranks) first = g_min_over_ranks(first);
+  if (g_world > 1 && g_job.min_over_ranks) first = g_job.min_over_ranks(first);
   if (first == g_world) return;
   if (first == g_rank) {
     va_list ap;
@@ -71,7 +69,7 @@ void txl_fatal_if_any(int failed, const char *fmt, ...) {
     vreport(fmt, ap);
     va_end(ap);
   }
-  if (mpi_running()) MPI_Finalize();
+  finalize();
   exit(1);
 }
 

@@ -7,9 +7,15 @@
 
 /* Called once by dist/ after MPI_Init so that messages carry the rank and host. */
 void txl_error_set_rank(int rank, int world_size, const char *host);
-/* Called once by dist/ after MPI_Init: the smallest of a value over the ranks (a collective under
- * dist.timeout_s), txl_fatal_if_any's agreement. */
-void txl_error_set_agreement(int (*min_over_ranks)(int value));
+/* How an error ends the job, installed once by dist/ after MPI_Init (base knows no MPI). Without
+ * it (a tool or test that never starts MPI) an error just exits. Each hook may be NULL. */
+typedef struct {
+  void (*abort_all)(void);         /* ends every rank at once (MPI_Abort), when world_size > 1 */
+  void (*finalize)(void);          /* before exit(1): MPI_Finalize when MPI is running          */
+  int (*min_over_ranks)(int value); /* the smallest of a value over the ranks (a collective under
+                                     * dist.timeout_s): txl_fatal_if_any's agreement */
+} TxlErrorJob;
+void txl_error_set_job(const TxlErrorJob *job);
 
 /* Print "txl: error: <message>" (prefixed with "[rank R@host]" when world_size > 1) and end the
  * whole job with exit status 1: MPI_Abort when several ranks run, exit(1) otherwise. Use it for

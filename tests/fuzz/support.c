@@ -206,7 +206,7 @@ void txl_error_set_rank(int rank, int world_size, const char *host) {
 }
 
 /* One rank: no agreement to set up, and no other rank to end for. */
-void txl_error_set_agreement(int (*min_over_ranks)(int value)) { (void)min_over_ranks; }
+void txl_error_set_job(const TxlErrorJob *job) { (void)job; }
 
 void txl_error_print(const char *fmt, ...) {
   RECORD_MESSAGE(fmt);
