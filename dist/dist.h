@@ -5,8 +5,9 @@
  * (txl_dist_set_timeout): one that some rank has not reached that long after this rank did ends
  * the job with one line naming those ranks, and status 1 on every rank that still answers (how:
  * dist/wait.c). A waiting rank polls, then naps, so it does not keep a core busy. Not covered:
- * the checkpoints' parallel HDF5 I/O and the other MPI calls inside src/checkpoint, and the NCCL
- * all-reduce of the GPU backend (its wait is on the device). */
+ * the checkpoints' parallel HDF5 I/O and their collectives (the *_blocking ones below, which
+ * wait as long as a rank's disk takes), and the NCCL all-reduce of the GPU backend (its wait is
+ * on the device). */
 #ifndef TXL_DIST_DIST_H
 #define TXL_DIST_DIST_H
 
@@ -51,6 +52,19 @@ void txl_dist_barrier(void);
 double txl_dist_set_timeout(double seconds);
 /* The training step under way, named in the timeout's message (-1: none, the start). */
 void txl_dist_set_step(int step);
+
+/* ---- without a deadline (dist/blocking.c): the checkpoints' agreement and broadcasts ---- */
+/* This process's rank and the number of ranks in MPI_COMM_WORLD (MPI must be running). */
+int txl_dist_rank(void);
+int txl_dist_world(void);
+/* The smallest of v over the ranks. collective: all ranks */
+int txl_dist_min_i32_blocking(int v);
+/* buf[0, bytes) of rank root to every rank. collective: all ranks */
+void txl_dist_bcast_blocking(void *buf, int bytes, int root);
+/* all[r * n + i] = rank r's mine[i]; all holds world * n values. collective: all ranks */
+void txl_dist_allgather_i64_blocking(const int64_t *mine, int n, int64_t *all);
+/* collective: all ranks */
+void txl_dist_barrier_blocking(void);
 
 /* Reports an MPI failure with the library's message, then ends the job. */
 void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) __attribute__((noreturn));

@@ -60,10 +60,14 @@ typedef struct {
  * the same message, rank 0 removes the .tmp and `path` is untouched (an older file of that name
  * stays as it was).
  * `config_ini` is the resolved configuration (txl_config_write_ini), stored as text; less than
- * 60 KiB. Test hook: TXL_CKPT_FAULT=after_params makes every rank abort() after the parameters
- * are written (see FORMAT.md). collective: all ranks */
+ * 60 KiB. collective: all ranks */
 int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState *st,
                    const TxlCkptBuffers *b, char *err, size_t errlen);
+
+/* Test hook (FORMAT.md): reads TXL_CKPT_FAULT once; when it is after_params, every later
+ * txl_ckpt_write makes every rank abort() once the parameters are written. Programs that write
+ * checkpoints call it at start (the trainer's setup); the writer itself reads no environment. */
+void txl_ckpt_fault_from_env(void);
 
 /* Opens `path` and validates its root attributes (format, version, every attribute present with
  * the right type, values in range) without reading any tensor. On success *config_ini is the

@@ -94,6 +94,7 @@ static void check_memory(const TxlTrainer *t) {
 /* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR, read
  * once at setup into t->fault_step and t->fault_tensor. */
 static void read_fault(TxlTrainer *t) {
+  txl_ckpt_fault_from_env();
   t->fault_step = 0;
   const char *f = getenv("TXL_TRAIN_FAULT");
   if (!f || !*f) return;

@@ -635,6 +635,7 @@ int main(int argc, char **argv) {
   txl_dist_init(&d, &argc, &argv);
   g_rank = d.rank;
   g_world = d.world;
+  txl_ckpt_fault_from_env(); /* TXL_CKPT_FAULT=after_params: tests/checkpoint/crash.sh */
   /* CKPT_TEST_FSIZE_KB: a file-size limit set after MPI_Init (Open MPI's own shared-memory files
    * at start-up are subject to a limit set before mpirun, which then fails for small limits) */
   const char *lim = getenv("CKPT_TEST_FSIZE_KB");

@@ -1,4 +1,4 @@
-/* Fuzz harness: the checkpoint reader (src/checkpoint/checkpoint.c) on a checkpoint file, with
+/* Fuzz harness: the checkpoint reader (src/checkpoint/ckpt_*.c) on a checkpoint file, with
  * MPI on one rank: txl_ckpt_peek (and the stored config through the INI parser, as txl-eval
  * does), txl_ckpt_read_run_id, txl_ckpt_read_params and txl_ckpt_read into buffers of the model
  * of ckpt_model.h.
