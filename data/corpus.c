@@ -2,9 +2,9 @@
  * around the calls made here; a failure becomes one line in the caller's buffer that names the
  * file, the problem and HDF5's reason (data/h5msg.h). */
 #include "data/corpus.h"
+#include "data/corpus_internal.h"
 
 #include "data/h5msg.h"
-#include "data/sha256.h"
 #include "src/base/error.h"
 
 #include <errno.h>
@@ -15,53 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_SPLITS = 3 };
 static const char *const SPLIT_NAMES[N_SPLITS] = {"train", "valid", "test"};
 
-/* Largest chunk cache a split is given (per split, per rank). */
-#define MAX_CACHE_BYTES ((size_t)1 << 30)
-/* Elements per read when streaming through a split. */
-#define STREAM_ELEMS ((int64_t)1 << 20)
-/* Largest vocabulary: ids and the vocabulary size are ints in the trainer (n_token). */
-#define MAX_VOCAB_SIZE ((int64_t)INT32_MAX)
-/* Longest string attribute read (the corpus's are a few dozen bytes). */
-#define MAX_ATTR_STRING 4096
+/* ---- errors and HDF5's error printing ------------------------------------------------------ */
 
-typedef struct {
-  hid_t dset;          /* the open dataset */
-  int64_t len;         /* number of tokens */
-  int64_t chunk;       /* chunk length in elements, 0 when not chunked */
-  size_t type_size;    /* bytes per stored id: 1, 2 or 4 */
-  size_t cache_bytes;  /* chunk cache the dataset is open with */
-} Split;
-
-struct TxlCorpus {
-  char *path;
-  hid_t file;
-  char mode[8];
-  int64_t vocab_size, eos_id, unk_id;
-  int64_t vocab_bytes;  /* length of the /vocab dataset */
-  Split split[N_SPLITS];
-  /* vocabulary, loaded on first use */
-  char *vocab_text;     /* every token followed by a NUL */
-  int64_t *vocab_pos;   /* [vocab_size + 1]: token i is vocab_text[vocab_pos[i] .. vocab_pos[i+1]-1) */
-  int64_t *hash;        /* open addressing table of ids, -1 = empty */
-  uint64_t hash_mask;
-  char vocab_digest[65]; /* "" until txl_corpus_vocab_digest computes it */
-};
-
-/* ---------------------------------------------------------------------------------------------
- * Errors: the caller's buffer
- * ------------------------------------------------------------------------------------------- */
-
-typedef struct {
-  char *buf;
-  size_t cap;
-} Err;
-
-/* Writes the message into the caller's buffer; returns -1 (for `return fail(...)`). */
-static int fail(Err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(Err *e, const char *fmt, ...) {
+int corpus_fail(Err *e, const char *fmt, ...) {
   if (e->cap > 0) {
     va_list ap;
     va_start(ap, fmt);
@@ -73,41 +31,33 @@ static int fail(Err *e, const char *fmt, ...) {
 
 /* "<path>: <message> (HDF5: <reason>)", the reason left out when HDF5 gave none. Returns -1.
  * Call it right after the failed HDF5 call: the next call (a close) clears HDF5's error stack. */
-static int fail_h5(Err *e, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_h5(Err *e, const char *path, const char *fmt, ...) {
+int corpus_fail_h5(Err *e, const char *path, const char *fmt, ...) {
   char reason[256], msg[1024];
   txl_h5_reason(reason, sizeof reason);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (reason[0]) return fail(e, "%s: %s (HDF5: %s)", path, msg, reason);
-  return fail(e, "%s: %s", path, msg);
+  if (reason[0]) return corpus_fail(e, "%s: %s (HDF5: %s)", path, msg, reason);
+  return corpus_fail(e, "%s: %s", path, msg);
 }
 
 /* malloc whose failure is an error naming the file (sizes come from the file: no job-ending
  * txl_malloc here). */
-static void *alloc(Err *e, const char *path, size_t bytes, const char *what) {
+void *corpus_alloc(Err *e, const char *path, size_t bytes, const char *what) {
   void *p = malloc(bytes ? bytes : 1);
-  if (!p) fail(e, "%s: out of memory allocating %zu bytes for %s", path, bytes, what);
+  if (!p) corpus_fail(e, "%s: out of memory allocating %zu bytes for %s", path, bytes, what);
   return p;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * HDF5 error printing: off while the reader runs
- * ------------------------------------------------------------------------------------------- */
 
-typedef struct {
-  H5E_auto2_t fn;
-  void *data;
-} H5Quiet;
-
-static void h5_quiet(H5Quiet *q) {
+void corpus_h5_quiet(H5Quiet *q) {
   H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-static void h5_restore(const H5Quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
+void corpus_h5_restore(const H5Quiet *q) { H5Eset_auto2(H5E_DEFAULT, q->fn, q->data); }
+
 
 /* ---------------------------------------------------------------------------------------------
  * Attributes
@@ -191,9 +141,9 @@ static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len,
   if (ndims == 1) H5Sget_simple_extent_dims(sp, &dim, NULL);
   if (sp >= 0) H5Sclose(sp);
   if (ndims != 1)
-    return fail(e, "%s: not a valid txl corpus: dataset '/%s' is not one-dimensional", c->path, name);
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' is not one-dimensional", c->path, name);
   if (dim > (hsize_t)INT64_MAX)
-    return fail(e, "%s: not a valid txl corpus: dataset '/%s' has %llu elements (more than 2^63 - 1)",
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has %llu elements (more than 2^63 - 1)",
                 c->path, name, (unsigned long long)dim);
   hid_t t = H5Dget_type(d);
   size_t size = t >= 0 ? H5Tget_size(t) : 0;
@@ -203,13 +153,13 @@ static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len,
   for (const size_t *s = sizes; *s; s++) size_ok |= (*s == size);
   if (t >= 0) H5Tclose(t);
   if (!ok || !size_ok)
-    return fail(e, "%s: not a valid txl corpus: dataset '/%s' has the wrong element type "
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has the wrong element type "
                 "(expected %s integers of %s bytes)", c->path, name, want_signed ? "signed" : "unsigned",
                 want_signed ? "8" : "1, 2 or 4");
   /* stored bytes >= elements * size (Fletcher32 adds 4 bytes per chunk), without overflow */
   const hsize_t stored = H5Dget_storage_size(d);
   if (stored / size < dim)
-    return fail(e, "%s: not a valid txl corpus: dataset '/%s' stores %llu bytes, fewer than its "
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' stores %llu bytes, fewer than its "
                 "%llu elements of %zu bytes need (missing chunks)", c->path, name,
                 (unsigned long long)stored, (unsigned long long)dim, size);
   *len = (int64_t)dim;
@@ -221,9 +171,9 @@ static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len,
 static hid_t open_1d(TxlCorpus *c, const char *name, hid_t dapl, int64_t *len, size_t *type_size,
                      const size_t *sizes, int want_signed, Err *e) {
   if (H5Lexists(c->file, name, H5P_DEFAULT) <= 0)
-    return fail(e, "%s: not a valid txl corpus: dataset '/%s' is missing", c->path, name);
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' is missing", c->path, name);
   hid_t d = H5Dopen2(c->file, name, dapl);
-  if (d < 0) return fail_h5(e, c->path, "cannot open dataset '/%s'", name);
+  if (d < 0) return corpus_fail_h5(e, c->path, "cannot open dataset '/%s'", name);
   if (check_1d(c, d, name, len, type_size, sizes, want_signed, e) != 0) {
     H5Dclose(d);
     return -1;
@@ -237,7 +187,7 @@ static int open_split_dataset(TxlCorpus *c, int k, size_t cache_bytes, Err *e) {
   static const size_t id_sizes[] = {1, 2, 4, 0};
   Split *s = &c->split[k];
   hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-  if (dapl < 0) return fail_h5(e, c->path, "H5Pcreate failed");
+  if (dapl < 0) return corpus_fail_h5(e, c->path, "H5Pcreate failed");
   if (cache_bytes > 0) {
     /* hash slots: a prime about 100 times the number of chunks that fit (HDF5's advice) */
     size_t chunk_bytes = (size_t)(s->chunk > 0 ? s->chunk : 1) * (s->type_size ? s->type_size : 1);
@@ -251,7 +201,7 @@ static int open_split_dataset(TxlCorpus *c, int k, size_t cache_bytes, Err *e) {
       if (prime) break;
     }
     if (H5Pset_chunk_cache(dapl, p, cache_bytes, 0.75) < 0) {
-      fail_h5(e, c->path, "cannot set the chunk cache of '/%s'", SPLIT_NAMES[k]);
+      corpus_fail_h5(e, c->path, "cannot set the chunk cache of '/%s'", SPLIT_NAMES[k]);
       H5Pclose(dapl);
       return -1;
     }
@@ -273,29 +223,29 @@ static int validate(TxlCorpus *c, Err *e) {
   const char *path = c->path;
   char buf[256];
   if (attr_string(c->file, "format", buf, sizeof buf) != 0 || strcmp(buf, TXL_CORPUS_FORMAT) != 0)
-    return fail(e, "%s: not a txl corpus file (no root attribute format = \"%s\"; make one with txl-prep)",
+    return corpus_fail(e, "%s: not a txl corpus file (no root attribute format = \"%s\"; make one with txl-prep)",
                 path, TXL_CORPUS_FORMAT);
   int64_t version = 0;
   if (attr_int64(c->file, "format_version", &version) != 0)
-    return fail(e, "%s: not a valid txl corpus: attribute 'format_version' is missing", path);
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'format_version' is missing", path);
   if (version != TXL_CORPUS_FORMAT_VERSION)
-    return fail(e, "%s: corpus format version %lld is not supported (this txl reads version %d)", path,
+    return corpus_fail(e, "%s: corpus format version %lld is not supported (this txl reads version %d)", path,
                 (long long)version, TXL_CORPUS_FORMAT_VERSION);
   if (attr_string(c->file, "mode", buf, sizeof buf) != 0 ||
       (strcmp(buf, "word") && strcmp(buf, "char") && strcmp(buf, "byte")))
-    return fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte", path);
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte", path);
   memcpy(c->mode, buf, strlen(buf) + 1); /* one of the three names above */
   if (attr_int64(c->file, "vocab_size", &c->vocab_size) != 0)
-    return fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' is missing", path);
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' is missing", path);
   if (c->vocab_size < 1 || c->vocab_size > MAX_VOCAB_SIZE)
-    return fail(e, "%s: not a valid txl corpus: vocab_size = %lld is out of range [1, %lld]", path,
+    return corpus_fail(e, "%s: not a valid txl corpus: vocab_size = %lld is out of range [1, %lld]", path,
                 (long long)c->vocab_size, (long long)MAX_VOCAB_SIZE);
   if (attr_int64(c->file, "eos_id", &c->eos_id) != 0 ||
       attr_int64(c->file, "unk_id", &c->unk_id) != 0)
-    return fail(e, "%s: not a valid txl corpus: attribute 'eos_id' or 'unk_id' is missing", path);
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'eos_id' or 'unk_id' is missing", path);
   if (c->eos_id < -1 || c->eos_id >= c->vocab_size || c->unk_id < -1 ||
       c->unk_id >= c->vocab_size)
-    return fail(e, "%s: not a valid txl corpus: eos_id = %lld or unk_id = %lld is outside [-1, %lld)",
+    return corpus_fail(e, "%s: not a valid txl corpus: eos_id = %lld or unk_id = %lld is outside [-1, %lld)",
                 path, (long long)c->eos_id, (long long)c->unk_id, (long long)c->vocab_size);
 
   for (int k = 0; k < N_SPLITS; k++) {
@@ -319,7 +269,7 @@ static int validate(TxlCorpus *c, Err *e) {
   if (d < 0) return -1;
   H5Dclose(d);
   if (n_off != c->vocab_size + 1)
-    return fail(e, "%s: not a valid txl corpus: vocab_size = %lld but '/vocab_offsets' has %lld "
+    return corpus_fail(e, "%s: not a valid txl corpus: vocab_size = %lld but '/vocab_offsets' has %lld "
                 "entries (expected vocab_size + 1)", path, (long long)c->vocab_size, (long long)n_off);
   return 0;
 }
@@ -327,12 +277,12 @@ static int validate(TxlCorpus *c, Err *e) {
 TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
   Err e = {err, cap};
   if (!path || !*path) {
-    fail(&e, "corpus: no corpus file given");
+    corpus_fail(&e, "corpus: no corpus file given");
     return NULL;
   }
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fail(&e, "%s: cannot open corpus file: %s", path, strerror(errno));
+    corpus_fail(&e, "%s: cannot open corpus file: %s", path, strerror(errno));
     return NULL;
   }
   fclose(f);
@@ -342,7 +292,7 @@ TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
   if (!c || !dup) {
     free(c);
     free(dup);
-    fail(&e, "%s: out of memory opening the corpus", path);
+    corpus_fail(&e, "%s: out of memory opening the corpus", path);
     return NULL;
   }
   c->path = dup;
@@ -350,19 +300,19 @@ TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
   for (int k = 0; k < N_SPLITS; k++) c->split[k].dset = -1;
 
   H5Quiet q;
-  h5_quiet(&q);
+  corpus_h5_quiet(&q);
   /* Read-only and never written in place (txl-prep renames a finished file over it): no need
    * for HDF5's file locks, which fail on file systems without flock (some NFS/Lustre mounts). */
   int rc = -1;
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   if (fapl < 0) {
-    fail_h5(&e, path, "H5Pcreate failed");
+    corpus_fail_h5(&e, path, "H5Pcreate failed");
   } else {
 #if H5_VERSION_GE(1, 10, 7)
     H5Pset_file_locking(fapl, 0, 1);
 #endif
     c->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    if (c->file < 0) fail_h5(&e, path, "not a txl corpus file: not a readable HDF5 file");
+    if (c->file < 0) corpus_fail_h5(&e, path, "not a txl corpus file: not a readable HDF5 file");
     H5Pclose(fapl);
     if (c->file >= 0) rc = validate(c, &e);
   }
@@ -370,7 +320,7 @@ TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
     txl_corpus_close(c);
     c = NULL;
   }
-  h5_restore(&q);
+  corpus_h5_restore(&q);
   return c;
 }
 
@@ -394,7 +344,7 @@ void txl_corpus_close(TxlCorpus *c) {
 static int split_index(const TxlCorpus *c, const char *split, Err *e) {
   for (int k = 0; k < N_SPLITS; k++)
     if (split && strcmp(split, SPLIT_NAMES[k]) == 0) return k;
-  return fail(e, "%s: unknown split '%s' (expected train, valid or test)", c->path,
+  return corpus_fail(e, "%s: unknown split '%s' (expected train, valid or test)", c->path,
               split ? split : "(null)");
 }
 
@@ -438,16 +388,16 @@ static int read_checked(TxlCorpus *c, int k, hid_t fsel, int64_t n, uint32_t *bu
                         const int64_t *ctx, Err *e) {
   hsize_t mdim = (hsize_t)n;
   hid_t msp = H5Screate_simple(1, &mdim, NULL);
-  if (msp < 0) return fail_h5(e, c->path, "H5Screate_simple failed");
+  if (msp < 0) return corpus_fail_h5(e, c->path, "H5Screate_simple failed");
   if (H5Dread(c->split[k].dset, H5T_NATIVE_UINT32, msp, fsel, H5P_DEFAULT, buf) < 0) {
-    fail_h5(e, c->path, "reading split '%s' failed (damaged file or checksum mismatch)", SPLIT_NAMES[k]);
+    corpus_fail_h5(e, c->path, "reading split '%s' failed (damaged file or checksum mismatch)", SPLIT_NAMES[k]);
     H5Sclose(msp);
     return -1;
   }
   H5Sclose(msp);
   for (int64_t i = 0; i < n; i++)
     if ((int64_t)buf[i] >= c->vocab_size)
-      return fail(e, "%s: split '%s': token id %lu at position %lld is >= vocab_size %lld (corrupt corpus)",
+      return corpus_fail(e, "%s: split '%s': token id %lu at position %lld is >= vocab_size %lld (corrupt corpus)",
                   c->path, SPLIT_NAMES[k], (unsigned long)buf[i], (long long)pos(i, ctx),
                   (long long)c->vocab_size);
   return 0;
@@ -466,7 +416,7 @@ static int read_block(TxlCorpus *c, const char *split, int64_t col_len, int64_t 
   const Split *s = &c->split[k];
   if (col_len < 1 || col_first < 0 || n_cols < 1 || offset < 0 || n_rows < 1 ||
       offset + n_rows > col_len || col_first + n_cols > s->len / col_len)
-    return fail(e, "%s: split '%s' (%lld tokens): read of rows [%lld, %lld) of columns [%lld, %lld) "
+    return corpus_fail(e, "%s: split '%s' (%lld tokens): read of rows [%lld, %lld) of columns [%lld, %lld) "
                 "with column length %lld is out of range", c->path, SPLIT_NAMES[k], (long long)s->len,
                 (long long)offset, (long long)offset + n_rows, (long long)col_first,
                 (long long)col_first + n_cols, (long long)col_len);
@@ -476,12 +426,12 @@ static int read_block(TxlCorpus *c, const char *split, int64_t col_len, int64_t 
   hsize_t start = (hsize_t)(col_first * col_len + offset), stride = (hsize_t)col_len,
           count = (hsize_t)n_cols, block = (hsize_t)n_rows;
   if (fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &start, &stride, &count, &block) < 0) {
-    fail_h5(e, c->path, "selecting a block of split '%s' failed", SPLIT_NAMES[k]);
+    corpus_fail_h5(e, c->path, "selecting a block of split '%s' failed", SPLIT_NAMES[k]);
     if (fsp >= 0) H5Sclose(fsp);
     return -1;
   }
   int64_t n = (int64_t)n_cols * n_rows;
-  uint32_t *buf = scratch ? (uint32_t *)scratch : alloc(e, c->path, (size_t)n * sizeof *buf, "a block of ids");
+  uint32_t *buf = scratch ? (uint32_t *)scratch : corpus_alloc(e, c->path, (size_t)n * sizeof *buf, "a block of ids");
   int rc = -1;
   if (buf) {
     int64_t ctx[4] = {col_len, col_first, offset, n_rows};
@@ -502,9 +452,9 @@ int txl_corpus_read_block(TxlCorpus *c, const char *split, int64_t col_len, int6
                           char *err, size_t cap) {
   Err e = {err, cap};
   H5Quiet q;
-  h5_quiet(&q);
+  corpus_h5_quiet(&q);
   int rc = read_block(c, split, col_len, col_first, n_cols, offset, n_rows, out, scratch, &e);
-  h5_restore(&q);
+  corpus_h5_restore(&q);
   return rc;
 }
 
@@ -515,7 +465,7 @@ static int read_range_raw(TxlCorpus *c, int k, int64_t start, int64_t n, uint32_
   hid_t fsp = H5Dget_space(c->split[k].dset);
   hsize_t st = (hsize_t)start, cnt = (hsize_t)n;
   if (fsp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &st, NULL, &cnt, NULL) < 0) {
-    fail_h5(e, c->path, "selecting a range of split '%s' failed", SPLIT_NAMES[k]);
+    corpus_fail_h5(e, c->path, "selecting a range of split '%s' failed", SPLIT_NAMES[k]);
     if (fsp >= 0) H5Sclose(fsp);
     return -1;
   }
@@ -532,14 +482,14 @@ int txl_corpus_read_range(TxlCorpus *c, const char *split, int64_t start, int64_
   if (k < 0) return -1;
   const Split *s = &c->split[k];
   if (start < 0 || n < 1 || start > s->len || n > s->len - start)
-    return fail(&e, "%s: split '%s' (%lld tokens): read of [%lld, %lld) is out of range", c->path,
+    return corpus_fail(&e, "%s: split '%s' (%lld tokens): read of [%lld, %lld) is out of range", c->path,
                 SPLIT_NAMES[k], (long long)s->len, (long long)start, (long long)(start + n));
   H5Quiet q;
-  h5_quiet(&q);
+  corpus_h5_quiet(&q);
   /* ids are < vocab_size <= 2^31 - 1 after the check, so the uint32 bit patterns are the int32
    * values */
   int rc = read_range_raw(c, k, start, n, (uint32_t *)out, &e);
-  h5_restore(&q);
+  corpus_h5_restore(&q);
   return rc;
 }
 
@@ -573,7 +523,7 @@ static int check_splits(TxlCorpus *c, int part, int parts, int64_t *tokens, Err 
     total += units[k];
   }
   const int64_t lo = share_bound(total, part, parts), hi = share_bound(total, part + 1, parts);
-  uint32_t *buf = alloc(e, c->path, (size_t)STREAM_ELEMS * sizeof *buf, "the corpus check");
+  uint32_t *buf = corpus_alloc(e, c->path, (size_t)STREAM_ELEMS * sizeof *buf, "the corpus check");
   if (!buf) return -1;
   int rc = 0;
   *tokens = 0;
@@ -592,12 +542,12 @@ static int check_splits(TxlCorpus *c, int part, int parts, int64_t *tokens, Err 
 int txl_corpus_check(TxlCorpus *c, int part, int parts, int64_t *tokens, char *err, size_t cap) {
   Err e = {err, cap};
   if (parts < 1 || part < 0 || part >= parts)
-    return fail(&e, "%s: corpus check: part %d of %d does not exist", c->path, part, parts);
+    return corpus_fail(&e, "%s: corpus check: part %d of %d does not exist", c->path, part, parts);
   if (txl_corpus_load_vocab(c, err, cap) != 0) return -1;
   H5Quiet q;
-  h5_quiet(&q);
+  corpus_h5_quiet(&q);
   int rc = check_splits(c, part, parts, tokens, &e);
-  h5_restore(&q);
+  corpus_h5_restore(&q);
   return rc;
 }
 
@@ -615,17 +565,17 @@ int txl_corpus_unigram_entropy_bits(TxlCorpus *c, const char *split, double *bit
   if (!count || !buf) {
     free(count);
     free(buf);
-    return fail(&e, "%s: out of memory counting the %s split's tokens", c->path, SPLIT_NAMES[k]);
+    return corpus_fail(&e, "%s: out of memory counting the %s split's tokens", c->path, SPLIT_NAMES[k]);
   }
   H5Quiet q;
-  h5_quiet(&q);
+  corpus_h5_quiet(&q);
   int rc = 0;
   for (int64_t start = 0; start < len && rc == 0; start += step) {
     int64_t n = len - start < step ? len - start : step;
     rc = read_range_raw(c, k, start, n, buf, &e);
     for (int64_t i = 0; i < n && rc == 0; i++) count[buf[i]]++;
   }
-  h5_restore(&q);
+  corpus_h5_restore(&q);
   double h = 0.0;
   for (int64_t v = 0; v < c->vocab_size && rc == 0; v++)
     if (count[v] > 0) {
@@ -638,172 +588,3 @@ int txl_corpus_unigram_entropy_bits(TxlCorpus *c, const char *split, double *bit
   return rc;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Vocabulary
- * ------------------------------------------------------------------------------------------- */
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h ^ (h >> 29);
-}
-
-/* Reads a whole dataset into buf. Returns 0, or -1 with the message. */
-static int read_whole(TxlCorpus *c, const char *name, hid_t memtype, void *buf, Err *e) {
-  hid_t d = H5Dopen2(c->file, name, H5P_DEFAULT);
-  int rc = 0;
-  if (d < 0 || H5Dread(d, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) /* the reason before H5Dclose */
-    rc = fail_h5(e, c->path, "reading '/%s' failed (damaged file or checksum mismatch)", name);
-  if (d >= 0) H5Dclose(d);
-  return rc;
-}
-
-/* Reads '/vocab_offsets' into off [V + 1] and checks that the offsets span '/vocab' and
- * increase (no token is empty). Returns 0, or -1 with the message. */
-static int read_offsets(TxlCorpus *c, int64_t *off, Err *e) {
-  const int64_t V = c->vocab_size;
-  if (read_whole(c, "vocab_offsets", H5T_NATIVE_INT64, off, e) != 0) return -1;
-  if (off[0] != 0 || off[V] != c->vocab_bytes)
-    return fail(e, "%s: not a valid txl corpus: '/vocab_offsets' does not span '/vocab' "
-                "(first %lld, last %lld, vocab bytes %lld)", c->path, (long long)off[0],
-                (long long)off[V], (long long)c->vocab_bytes);
-  for (int64_t i = 0; i < V; i++)
-    if (off[i + 1] <= off[i])
-      return fail(e, "%s: not a valid txl corpus: '/vocab_offsets' is not increasing at token %lld",
-                  c->path, (long long)i);
-  return 0;
-}
-
-/* The table of ids by string (open addressing, 2 to 4 slots per token); a token that occurs
- * twice is an error. Returns 0, or -1 with the message. */
-static int build_hash(TxlCorpus *c, Err *e) {
-  const int64_t V = c->vocab_size;
-  const char *text = c->vocab_text;
-  const int64_t *pos = c->vocab_pos;
-  uint64_t size = 16;
-  while (size < 2 * (uint64_t)V) size <<= 1; /* V <= 2^31 - 1: at most 2^32 slots */
-  int64_t *hash = alloc(e, c->path, size * sizeof *hash, "the vocabulary's hash table");
-  if (!hash) return -1;
-  for (uint64_t i = 0; i < size; i++) hash[i] = -1;
-  for (int64_t i = 0; i < V; i++) {
-    size_t len = (size_t)(pos[i + 1] - pos[i] - 1);
-    uint64_t h = hash_bytes(text + pos[i], len) & (size - 1);
-    while (hash[h] >= 0) {
-      int64_t o = hash[h];
-      if ((size_t)(pos[o + 1] - pos[o] - 1) == len && memcmp(text + pos[o], text + pos[i], len) == 0) {
-        free(hash);
-        return fail(e, "%s: not a valid txl corpus: token %lld repeats token %lld in the vocabulary",
-                    c->path, (long long)i, (long long)o);
-      }
-      h = (h + 1) & (size - 1);
-    }
-    hash[h] = i;
-  }
-  c->hash = hash;
-  c->hash_mask = size - 1;
-  return 0;
-}
-
-/* Loads the vocabulary into c (vocab_text, vocab_pos, hash). Every size here comes from the
- * file: vocab_size <= 2^31 - 1 and vocab_bytes <= 2^63 - 1 (checked at open, each backed by the
- * stored bytes), and their sum is checked before it sizes an allocation. Returns 0, or -1. */
-static int load_vocab(TxlCorpus *c, Err *e) {
-  const int64_t V = c->vocab_size, nb = c->vocab_bytes;
-  if (nb > INT64_MAX - V)
-    return fail(e, "%s: not a valid txl corpus: '/vocab' holds %lld bytes, too many for this machine",
-                c->path, (long long)nb);
-  int64_t *off = alloc(e, c->path, (size_t)(V + 1) * sizeof *off, "the vocabulary offsets");
-  int rc = off ? read_offsets(c, off, e) : -1;
-  unsigned char *bytes = rc == 0 ? alloc(e, c->path, (size_t)nb, "the vocabulary") : NULL;
-  char *text = bytes ? alloc(e, c->path, (size_t)(nb + V), "the vocabulary strings") : NULL;
-  int64_t *pos = text ? alloc(e, c->path, (size_t)(V + 1) * sizeof *pos, "the vocabulary positions") : NULL;
-  if (!pos) rc = -1;
-  if (rc == 0 && nb > 0) rc = read_whole(c, "vocab", H5T_NATIVE_UCHAR, bytes, e);
-  if (rc == 0) {
-    int64_t p = 0;
-    for (int64_t i = 0; i < V; i++) {
-      pos[i] = p;
-      memcpy(text + p, bytes + off[i], (size_t)(off[i + 1] - off[i]));
-      p += off[i + 1] - off[i];
-      text[p++] = '\0';
-    }
-    pos[V] = p;
-    c->vocab_text = text;
-    c->vocab_pos = pos;
-    rc = build_hash(c, e);
-  }
-  free(bytes);
-  free(off);
-  if (rc != 0) {
-    free(text);
-    free(pos);
-    c->vocab_text = NULL;
-    c->vocab_pos = NULL;
-  }
-  return rc;
-}
-
-int txl_corpus_load_vocab(TxlCorpus *c, char *err, size_t cap) {
-  if (c->vocab_text) return 0;
-  Err e = {err, cap};
-  H5Quiet q;
-  h5_quiet(&q);
-  int rc = load_vocab(c, &e);
-  h5_restore(&q);
-  return rc;
-}
-
-/* The vocabulary for the accessors below, which have no error to return: a failure to load it
- * ends the program (callers that must agree load it first with txl_corpus_load_vocab). */
-static void need_vocab(TxlCorpus *c) {
-  char err[1024];
-  if (txl_corpus_load_vocab(c, err, sizeof err) != 0) txl_fatal("%s", err);
-}
-
-const char *txl_corpus_token_bytes(TxlCorpus *c, int64_t id, size_t *len) {
-  need_vocab(c);
-  if (id < 0 || id >= c->vocab_size)
-    txl_fatal("%s: token id %lld is outside the vocabulary [0, %lld)", c->path, (long long)id,
-              (long long)c->vocab_size);
-  if (len) *len = (size_t)(c->vocab_pos[id + 1] - c->vocab_pos[id] - 1);
-  return c->vocab_text + c->vocab_pos[id];
-}
-
-const char *txl_corpus_token_string(TxlCorpus *c, int64_t id) {
-  return txl_corpus_token_bytes(c, id, NULL);
-}
-
-int64_t txl_corpus_token_id_n(TxlCorpus *c, const char *s, size_t len) {
-  need_vocab(c);
-  uint64_t h = hash_bytes(s, len) & c->hash_mask;
-  while (c->hash[h] >= 0) {
-    int64_t o = c->hash[h];
-    if ((size_t)(c->vocab_pos[o + 1] - c->vocab_pos[o] - 1) == len &&
-        memcmp(c->vocab_text + c->vocab_pos[o], s, len) == 0)
-      return o;
-    h = (h + 1) & c->hash_mask;
-  }
-  return -1;
-}
-
-int64_t txl_corpus_token_id(TxlCorpus *c, const char *s) {
-  return txl_corpus_token_id_n(c, s, strlen(s));
-}
-
-const char *txl_corpus_vocab_digest(TxlCorpus *c) {
-  if (c->vocab_digest[0]) return c->vocab_digest;
-  need_vocab(c);
-  TxlSha256 h;
-  txl_sha256_init(&h);
-  txl_sha256_update(&h, c->mode, strlen(c->mode) + 1);
-  for (int64_t i = 0; i < c->vocab_size; i++) {
-    const uint64_t len = (uint64_t)(c->vocab_pos[i + 1] - c->vocab_pos[i] - 1);
-    unsigned char le[8];
-    for (int b = 0; b < 8; b++) le[b] = (unsigned char)(len >> (8 * b));
-    txl_sha256_update(&h, le, sizeof le);
-    txl_sha256_update(&h, c->vocab_text + c->vocab_pos[i], (size_t)len);
-  }
-  unsigned char digest[32];
-  txl_sha256_final(&h, digest, c->vocab_digest);
-  return c->vocab_digest;
-}

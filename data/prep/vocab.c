@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "src/base/error.h"
+#include "src/base/hash.h"
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a, then a final mix */
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  uint64_t h = txl_hash_bytes(s, n); /* FNV-1a, then a final mix */
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;

@@ -1,0 +1,71 @@
+/* What the corpus reader's files (data/corpus.c, data/corpus_vocab.c) share: the open corpus,
+ * the error buffer, and their helpers. Nothing else includes it. */
+#ifndef TXL_DATA_CORPUS_INTERNAL_H
+#define TXL_DATA_CORPUS_INTERNAL_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/corpus.h"
+
+enum { N_SPLITS = 3 }; /* train, valid, test */
+
+/* Largest chunk cache a split is given (per split, per rank). */
+#define MAX_CACHE_BYTES ((size_t)1 << 30)
+/* Elements per read when streaming through a split. */
+#define STREAM_ELEMS ((int64_t)1 << 20)
+/* Largest vocabulary: ids and the vocabulary size are ints in the trainer (n_token). */
+#define MAX_VOCAB_SIZE ((int64_t)INT32_MAX)
+/* Longest string attribute read (the corpus's are a few dozen bytes). */
+#define MAX_ATTR_STRING 4096
+
+typedef struct {
+  hid_t dset;          /* the open dataset */
+  int64_t len;         /* number of tokens */
+  int64_t chunk;       /* chunk length in elements, 0 when not chunked */
+  size_t type_size;    /* bytes per stored id: 1, 2 or 4 */
+  size_t cache_bytes;  /* chunk cache the dataset is open with */
+} Split;
+
+struct TxlCorpus {
+  char *path;
+  hid_t file;
+  char mode[8];
+  int64_t vocab_size, eos_id, unk_id;
+  int64_t vocab_bytes;  /* length of the /vocab dataset */
+  Split split[N_SPLITS];
+  /* vocabulary, loaded on first use */
+  char *vocab_text;     /* every token followed by a NUL */
+  int64_t *vocab_pos;   /* [vocab_size + 1]: token i is vocab_text[vocab_pos[i] .. vocab_pos[i+1]-1) */
+  int64_t *hash;        /* open addressing table of ids, -1 = empty */
+  uint64_t hash_mask;
+  char vocab_digest[65]; /* "" until txl_corpus_vocab_digest computes it */
+};
+
+/* ---- Errors: the caller's buffer ---- */
+
+typedef struct {
+  char *buf;
+  size_t cap;
+} Err;
+
+/* ---- HDF5 error printing: off while the reader runs ---- */
+
+typedef struct {
+  H5E_auto2_t fn;
+  void *data;
+} H5Quiet;
+
+/* Writes the message into the caller's buffer; returns -1 (for `return corpus_fail(...)`). */
+int corpus_fail(Err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "<path>: <message> (HDF5: <reason>)", the reason left out when HDF5 gave none. Returns -1.
+ * Call it right after the failed HDF5 call: the next call (a close) clears HDF5's error stack. */
+int corpus_fail_h5(Err *e, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* malloc whose failure is an error naming the file (sizes come from the file: no job-ending
+ * txl_malloc here). */
+void *corpus_alloc(Err *e, const char *path, size_t bytes, const char *what);
+void corpus_h5_quiet(H5Quiet *q);
+void corpus_h5_restore(const H5Quiet *q);
+
+#endif
