@@ -107,6 +107,60 @@ static void *take(Alloc *a, size_t bytes, const char *what) {
   return r->owned[r->n_owned++] = a->m->ops->alloc(bytes, what);
 }
 
+/* One layer's activation slot x. */
+static void walk_layer(Alloc *a, TxlLayerActs *x) {
+  const TxlDims *dm = &a->m->spec.dims;
+  const TxlRunShape *s = a->s;
+  const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act); /* fp32; an activation */
+  const size_t L = (size_t)s->L_max, B = (size_t)s->B, K = (size_t)(s->L_max + s->mem_len);
+  const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
+  const size_t H = (size_t)dm->n_head;
+  const int pre = a->m->spec.pre_lnorm;
+  x->cat = take(a, K * B * d * A, "cat");
+  x->ln_cat = pre ? take(a, K * B * d * A, "ln_cat") : NULL;
+  x->ln_cat_mean = pre ? take(a, K * B * F, "ln_cat mean") : NULL;
+  x->ln_cat_rstd = pre ? take(a, K * B * F, "ln_cat rstd") : NULL;
+  x->q = take(a, L * B * HD * A, "q");
+  x->kv = take(a, K * B * 2 * HD * A, "kv");
+  x->r = take(a, K * HD * A, "r");
+  x->saved = take(a, a->m->ops->rel_attn_saved_floats((int)L, (int)K, (int)B, (int)H) * F, "attention (saved)");
+  x->vec = take(a, L * B * HD * A, "attention vectors");
+  x->res1 = take(a, L * B * d * A, "res1");
+  x->h1 = take(a, L * B * d * A, "h1");
+  x->ln1_mean = take(a, L * B * F, "ln1 mean");
+  x->ln1_rstd = take(a, L * B * F, "ln1 rstd");
+  x->ff_a = take(a, L * B * di * A, "ffn hidden");
+  x->res2 = pre ? NULL : take(a, L * B * d * A, "res2");
+  x->ln2_mean = take(a, L * B * F, "ln2 mean");
+  x->ln2_rstd = take(a, L * B * F, "ln2 rstd");
+}
+
+/* The adaptive input's and softmax's buffers of run r. */
+static void walk_adaptive(Alloc *a, TxlRun *r) {
+  const TxlDims *dm = &a->m->spec.dims;
+  const TxlRunShape *s = a->s;
+  const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act);
+  const size_t L = (size_t)s->L_max, B = (size_t)s->B, d = (size_t)dm->d_model;
+  const size_t de = (size_t)dm->d_embed;
+  size_t cmax = 1;
+  for (int i = 1; i <= dm->n_clusters; i++) cmax = (size_t)txl_dims_csize(dm, i) > cmax ? (size_t)txl_dims_csize(dm, i) : cmax;
+  r->ad_rows = take(a, 2 * L * B * sizeof(int32_t), "adaptive rows");
+  r->ad_ids = take(a, 2 * L * B * sizeof(int32_t), "adaptive ids");
+  r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
+  r->ad_emb = take(a, L * B * de * A, "adaptive embeddings");
+  r->ad_hp0 = take(a, L * B * de * A, "head projection");
+  r->ad_hc = take(a, L * B * d * A, "tail hidden rows");
+  r->ad_hp = take(a, L * B * de * A, "tail projections");
+  r->ad_tail = take(a, L * B * cmax * A, "tail logits");
+  r->ad_tloss = take(a, L * B * F, "tail losses");
+  r->ad_bias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias");
+  if (s->training) {
+    r->ad_dbias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias gradient");
+    r->ad_dhp = take(a, L * B * de * A, "adaptive scratch");
+    r->ad_dhc = take(a, L * B * d * A, "adaptive scratch");
+  }
+}
+
 static void walk_run(Alloc *a) {
   const TxlDims *dm = &a->m->spec.dims;
   const TxlRunShape *s = a->s;
@@ -114,7 +168,6 @@ static void walk_run(Alloc *a) {
   const size_t L = (size_t)s->L_max, B = (size_t)s->B, K = (size_t)(s->L_max + s->mem_len);
   const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
   const size_t V = (size_t)dm->n_token, H = (size_t)dm->n_head;
-  const int pre = a->m->spec.pre_lnorm;
   TxlRun tmp;
   TxlRun *r = a->r ? a->r : &tmp;
   r->n_slots = s->training ? dm->n_layer : 1;
@@ -124,48 +177,13 @@ static void walk_run(Alloc *a) {
   r->R = take(a, K * d * A, "relative positions");
   if (a->r) r->acts = txl_calloc((size_t)r->n_slots, sizeof(TxlLayerActs), "activation slots");
   for (int l = 0; l < r->n_slots; l++) {
-    TxlLayerActs dummy, *x = a->r ? &r->acts[l] : &dummy;
-    x->cat = take(a, K * B * d * A, "cat");
-    x->ln_cat = pre ? take(a, K * B * d * A, "ln_cat") : NULL;
-    x->ln_cat_mean = pre ? take(a, K * B * F, "ln_cat mean") : NULL;
-    x->ln_cat_rstd = pre ? take(a, K * B * F, "ln_cat rstd") : NULL;
-    x->q = take(a, L * B * HD * A, "q");
-    x->kv = take(a, K * B * 2 * HD * A, "kv");
-    x->r = take(a, K * HD * A, "r");
-    x->saved = take(a, a->m->ops->rel_attn_saved_floats((int)L, (int)K, (int)B, (int)H) * F, "attention (saved)");
-    x->vec = take(a, L * B * HD * A, "attention vectors");
-    x->res1 = take(a, L * B * d * A, "res1");
-    x->h1 = take(a, L * B * d * A, "h1");
-    x->ln1_mean = take(a, L * B * F, "ln1 mean");
-    x->ln1_rstd = take(a, L * B * F, "ln1 rstd");
-    x->ff_a = take(a, L * B * di * A, "ffn hidden");
-    x->res2 = pre ? NULL : take(a, L * B * d * A, "res2");
-    x->ln2_mean = take(a, L * B * F, "ln2 mean");
-    x->ln2_rstd = take(a, L * B * F, "ln2 rstd");
+    TxlLayerActs dummy;
+    walk_layer(a, a->r ? &r->acts[l] : &dummy);
   }
   r->hout = take(a, L * B * d * A, "output");
   const int ad_in = txl_adaptive_input(dm), ad_out = txl_adaptive_output(dm);
   r->logits = take(a, L * B * (ad_out ? (size_t)txl_adaptive_head_size(dm) : V) * A, "logits");
-  if (ad_in || ad_out) {
-    const size_t de = (size_t)dm->d_embed;
-    size_t cmax = 1;
-    for (int i = 1; i <= dm->n_clusters; i++) cmax = (size_t)txl_dims_csize(dm, i) > cmax ? (size_t)txl_dims_csize(dm, i) : cmax;
-    r->ad_rows = take(a, 2 * L * B * sizeof(int32_t), "adaptive rows");
-    r->ad_ids = take(a, 2 * L * B * sizeof(int32_t), "adaptive ids");
-    r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
-    r->ad_emb = take(a, L * B * de * A, "adaptive embeddings");
-    r->ad_hp0 = take(a, L * B * de * A, "head projection");
-    r->ad_hc = take(a, L * B * d * A, "tail hidden rows");
-    r->ad_hp = take(a, L * B * de * A, "tail projections");
-    r->ad_tail = take(a, L * B * cmax * A, "tail logits");
-    r->ad_tloss = take(a, L * B * F, "tail losses");
-    r->ad_bias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias");
-    if (s->training) {
-      r->ad_dbias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias gradient");
-      r->ad_dhp = take(a, L * B * de * A, "adaptive scratch");
-      r->ad_dhc = take(a, L * B * d * A, "adaptive scratch");
-    }
-  }
+  if (ad_in || ad_out) walk_adaptive(a, r);
   r->loss = take(a, L * B * F, "loss");
   r->ff_drop = take(a, L * B * di * A, "ffn dropout scratch");
   r->tmp = take(a, L * B * d * A, "scratch");
@@ -184,7 +202,7 @@ static void walk_run(Alloc *a) {
     r->dkv = take(a, K * B * 2 * HD * A, "dkv");
     r->dr = take(a, K * HD * A, "dr");
     r->dvec = take(a, L * B * HD * A, "dvec");
-    r->dmem = pre ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem") : NULL;
+    r->dmem = a->m->spec.pre_lnorm ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem") : NULL;
   }
 }
 
