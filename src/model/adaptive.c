@@ -204,17 +204,17 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   return off ? txl_loss_sum(m, r, r->ad_tloss, off, sum) : sum;
 }
 
-void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
+/* The head's backward from d(logits) (r->logits [LB, hs]): the biases', W_0's, cluster_weight's
+ * and P_0's gradients, and r->dh [LB, d] = d(loss of the head)/d(hout). */
+static void head_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p, *g = &m->g;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   const int de0 = txl_dims_demb(dm, 0);
   const Cluster c0 = cluster(dm, p, 0), g0 = cluster(dm, g, 0);
-  const TxlDtype act = o->act;
   const void *hp0 = c0.Po ? r->ad_hp0 : r->hout;
   const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (ld hs) the cluster columns' gradient */
-  /* head: biases, weights, d(h P_0) */
   o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
   o->bias_backward(r->ad_dbias, r->logits, LB, hs);
   o->add(g->out_bias, g->out_bias, r->ad_dbias, c1, TXL_F32);
@@ -228,6 +228,14 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
     txl_linear_backward_w(o, g0.Po, r->hout, dhp0, LB, d, de0, de0);
     txl_linear_backward_x(o, r->dh, 0.0f, dhp0, txl_model_w(m, c0.Po), LB, d, de0, de0);
   }
+}
+
+void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p, *g = &m->g;
+  const int d = dm->d_model, nc = dm->n_clusters;
+  head_backward(m, r, LB);
   /* tails: their rows of dh gain d(tail loss)/dh */
   int64_t off = 0, offe = 0, offt = 0;
   for (int i = 1; i <= nc; i++) {
@@ -244,7 +252,7 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
       txl_linear_backward_w(o, gc.Po, hc, dhp, n, d, de, de);
       txl_linear_backward_x(o, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, de);
     }
-    o->embedding_backward(r->dh, act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
+    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;
