@@ -1,5 +1,5 @@
 /* Adaptive input and softmax: see adaptive.h. Rows are grouped by cluster on the host (the
- * tokens arrive there), every product is a backend gemm, gathers and scatters are the
+ * tokens arrive there), every product is a linear op (linear.h), gathers and scatters are the
  * embedding ops (a lookup by row index; a deterministic scatter-add). */
 #include "src/model/adaptive.h"
 
@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "src/base/error.h"
+#include "src/model/layers.h"
+#include "src/model/linear.h"
 
 /* The tensors of cluster i in one parameter set (the parameters or their gradients). */
 typedef struct {
@@ -87,7 +89,7 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
     o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de); /* one table: i = 0, global ids */
     /* one table: the rows are every row in order, so the product lands in h directly */
     void *y = split ? r->tmp : h;
-    o->gemm(0, 1, n, d, de, scale, e, de, txl_model_w(m, c.Pe), de, 0.0f, y, d, act);
+    txl_linear_t_forward(o, y, d, 0.0f, scale, e, txl_model_w(m, c.Pe), n, de, d); /* y = s e Pe^T */
     if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d); /* h rows = y (h was 0) */
     off += n;
     offe += (int64_t)n * de;
@@ -109,8 +111,8 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t
       o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d);
       dy = r->dtmp;
     }
-    o->gemm(1, 0, d, de, n, scale, dy, d, txl_act_at(m, r->ad_emb, offe), de, 1.0f, g.Pe, de, TXL_F32); /* dP += s dy^T e */
-    o->gemm(0, 0, n, de, d, scale, dy, d, txl_model_w(m, c.Pe), de, 0.0f, r->ad_dhp, de, o->act);     /* de = s dy P */
+    txl_linear_t_backward_w(o, g.Pe, scale, dy, d, txl_act_at(m, r->ad_emb, offe), n, de, d); /* dP += s dy^T e */
+    txl_linear_t_backward_x(o, r->ad_dhp, 0.0f, scale, dy, d, txl_model_w(m, c.Pe), n, de, d); /* de = s dy P */
     o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
     off += n;
     offe += (int64_t)n * de;
@@ -119,30 +121,50 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t
 
 /* ---- output ------------------------------------------------------------------------------ */
 
-double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {
+/* Tail cluster i's logits of n hidden rows: tail [n, csize] = (hc Po) W^T + b (hc W^T + b without
+ * projections), hc [n, d]; hp [n, d_emb] receives hc Po. */
+static void tail_forward(const TxlModel *m, int i, void *tail, void *hp, const void *hc, int64_t n) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model, de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
+  const Cluster c = cluster(dm, &m->p, i);
+  const void *x = hc;
+  if (c.Po) {
+    txl_linear_forward(o, hp, hc, txl_model_w(m, c.Po), n, d, de, de);
+    x = hp;
+  }
+  txl_linear_t_bias_forward(o, tail, x, txl_model_w(m, c.W), m->p.out_bias + dm->cut[i], n, de, cs);
+}
+
+/* The head's logits: r->logits [LB, hs] = [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias],
+ * h = r->hout [LB, d] (h P_0 in r->ad_hp0). */
+static void head_forward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   const int de0 = txl_dims_demb(dm, 0);
   const Cluster c0 = cluster(dm, p, 0);
-  /* head: [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias] */
-  const TxlDtype act = o->act;
   const void *hp0 = r->hout;
   if (c0.Po) {
-    o->gemm(0, 0, (int)LB, de0, d, 1.0f, r->hout, d, txl_model_w(m, c0.Po), de0, 0.0f, r->ad_hp0, de0, act);
+    txl_linear_forward(o, r->ad_hp0, r->hout, txl_model_w(m, c0.Po), LB, d, de0, de0);
     hp0 = r->ad_hp0;
   }
   o->copy(r->ad_bias, p->out_bias, (size_t)c1 * sizeof(float));
   if (nc) o->copy(r->ad_bias + c1, p->cluster_bias, (size_t)nc * sizeof(float));
   o->bias_fill(r->logits, r->ad_bias, LB, hs);
-  o->gemm(0, 1, (int)LB, c1, de0, 1.0f, hp0, de0, txl_model_w(m, c0.W), de0, 1.0f, r->logits, hs, act);
+  txl_linear_t_forward(o, r->logits, hs, 1.0f, 1.0f, hp0, txl_model_w(m, c0.W), LB, de0, c1);
   if (nc)
-    o->gemm(0, 1, (int)LB, nc, de0, 1.0f, hp0, de0, txl_model_w(m, p->cluster_weight), de0, 1.0f,
-            txl_act_at(m, r->logits, c1), hs, act);
-  if (!targets) return 0.0;
+    txl_linear_t_forward(o, txl_act_at(m, r->logits, c1), hs, 1.0f, 1.0f, hp0, txl_model_w(m, p->cluster_weight), LB,
+                         de0, nc);
+}
 
-  /* targets: the head's (the token, or column hs - i for tail cluster i), the tails' rows */
+/* The targets (host [LB]) on the device: the head's (the token, or column hs - i for tail
+ * cluster i) in r->ad_head_tg, the tails' rows and ids grouped by cluster after the inputs'. */
+static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int hs = txl_adaptive_head_size(dm);
   int32_t *head_tg = r->ad_host + 2 * LB, *rows = r->ad_host + 3 * LB, *ids = r->ad_host + 4 * LB;
   for (int64_t t = 0; t < LB; t++) {
     if (targets[t] < 0 || targets[t] >= dm->n_token)
@@ -155,61 +177,65 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   o->to_device(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
   o->to_device(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
   o->to_device(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
+}
+
+double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model, nc = dm->n_clusters, hs = txl_adaptive_head_size(dm);
+  head_forward(m, r, LB);
+  if (!targets) return 0.0;
+  targets_to_device(m, r, targets, LB);
   o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs);
-  o->to_host(r->loss_host, r->loss, (size_t)LB * sizeof(float));
-  double sum = 0.0;
-  for (int64_t t = 0; t < LB; t++) sum += r->loss_host[t];
+  double sum = txl_loss_sum(m, r, r->loss, LB, 0.0);
 
   int64_t off = 0, offe = 0, offt = 0;
   for (int i = 1; i <= nc; i++) {
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
-    const Cluster c = cluster(dm, p, i);
-    void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = hc, *tail = txl_act_at(m, r->ad_tail, offt);
+    void *hc = txl_act_at(m, r->ad_hc, off * d), *tail = txl_act_at(m, r->ad_tail, offt);
     o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d); /* the rows of this cluster */
-    if (c.Po) {
-      hp = txl_act_at(m, r->ad_hp, offe);
-      o->gemm(0, 0, n, de, d, 1.0f, hc, d, txl_model_w(m, c.Po), de, 0.0f, hp, de, act);
-    }
-    o->bias_fill(tail, p->out_bias + dm->cut[i], n, cs);
-    o->gemm(0, 1, n, cs, de, 1.0f, hp, de, txl_model_w(m, c.W), de, 1.0f, tail, cs, act);
+    tail_forward(m, i, tail, txl_act_at(m, r->ad_hp, offe), hc, n);
     o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs);
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;
   }
-  if (off) {
-    o->to_host(r->loss_host, r->ad_tloss, (size_t)off * sizeof(float));
-    for (int64_t t = 0; t < off; t++) sum += r->loss_host[t];
-  }
-  return sum;
+  return off ? txl_loss_sum(m, r, r->ad_tloss, off, sum) : sum;
 }
 
-void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
+/* The head's backward from d(logits) (r->logits [LB, hs]): the biases', W_0's, cluster_weight's
+ * and P_0's gradients, and r->dh [LB, d] = d(loss of the head)/d(hout). */
+static void head_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p, *g = &m->g;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   const int de0 = txl_dims_demb(dm, 0);
   const Cluster c0 = cluster(dm, p, 0), g0 = cluster(dm, g, 0);
-  const TxlDtype act = o->act;
   const void *hp0 = c0.Po ? r->ad_hp0 : r->hout;
   const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (ld hs) the cluster columns' gradient */
-  /* head: biases, weights, d(h P_0) */
   o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
   o->bias_backward(r->ad_dbias, r->logits, LB, hs);
   o->add(g->out_bias, g->out_bias, r->ad_dbias, c1, TXL_F32);
   if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc, TXL_F32);
-  o->gemm(1, 0, c1, de0, (int)LB, 1.0f, r->logits, hs, hp0, de0, 1.0f, g0.W, de0, TXL_F32);
-  if (nc) o->gemm(1, 0, nc, de0, (int)LB, 1.0f, dclus, hs, hp0, de0, 1.0f, g->cluster_weight, de0, TXL_F32);
+  txl_linear_t_backward_w(o, g0.W, 1.0f, r->logits, hs, hp0, LB, de0, c1);
+  if (nc) txl_linear_t_backward_w(o, g->cluster_weight, 1.0f, dclus, hs, hp0, LB, de0, nc);
   void *dhp0 = c0.Po ? r->ad_dhp : r->dh;
-  o->gemm(0, 0, (int)LB, de0, c1, 1.0f, r->logits, hs, txl_model_w(m, c0.W), de0, 0.0f, dhp0, de0, act);
-  if (nc)
-    o->gemm(0, 0, (int)LB, de0, nc, 1.0f, dclus, hs, txl_model_w(m, p->cluster_weight), de0, 1.0f, dhp0, de0, act);
+  txl_linear_t_backward_x(o, dhp0, 0.0f, 1.0f, r->logits, hs, txl_model_w(m, c0.W), LB, de0, c1);
+  if (nc) txl_linear_t_backward_x(o, dhp0, 1.0f, 1.0f, dclus, hs, txl_model_w(m, p->cluster_weight), LB, de0, nc);
   if (c0.Po) {
-    o->gemm(1, 0, d, de0, (int)LB, 1.0f, r->hout, d, dhp0, de0, 1.0f, g0.Po, de0, TXL_F32);
-    o->gemm(0, 1, (int)LB, d, de0, 1.0f, dhp0, de0, txl_model_w(m, c0.Po), de0, 0.0f, r->dh, d, act);
+    txl_linear_backward_w(o, g0.Po, r->hout, dhp0, LB, d, de0, de0);
+    txl_linear_backward_x(o, r->dh, 0.0f, dhp0, txl_model_w(m, c0.Po), LB, d, de0, de0);
   }
+}
+
+void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p, *g = &m->g;
+  const int d = dm->d_model, nc = dm->n_clusters;
+  head_backward(m, r, LB);
   /* tails: their rows of dh gain d(tail loss)/dh */
   int64_t off = 0, offe = 0, offt = 0;
   for (int i = 1; i <= nc; i++) {
@@ -219,14 +245,14 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
     const void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = c.Po ? txl_act_at(m, r->ad_hp, offe) : hc;
     const void *tail = txl_act_at(m, r->ad_tail, offt);
     o->bias_backward(g->out_bias + dm->cut[i], tail, n, cs);
-    o->gemm(1, 0, cs, de, n, 1.0f, tail, cs, hp, de, 1.0f, gc.W, de, TXL_F32);
+    txl_linear_t_backward_w(o, gc.W, 1.0f, tail, cs, hp, n, de, cs);
     void *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
-    o->gemm(0, 0, n, de, cs, 1.0f, tail, cs, txl_model_w(m, c.W), de, 0.0f, dhp, de, act);
+    txl_linear_t_backward_x(o, dhp, 0.0f, 1.0f, tail, cs, txl_model_w(m, c.W), n, de, cs);
     if (c.Po) {
-      o->gemm(1, 0, d, de, n, 1.0f, hc, d, dhp, de, 1.0f, gc.Po, de, TXL_F32);
-      o->gemm(0, 1, n, d, de, 1.0f, dhp, de, txl_model_w(m, c.Po), de, 0.0f, r->ad_dhc, d, act);
+      txl_linear_backward_w(o, gc.Po, hc, dhp, n, d, de, de);
+      txl_linear_backward_x(o, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, de);
     }
-    o->embedding_backward(r->dh, act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
+    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;
@@ -243,7 +269,6 @@ static void log_softmax(const float *x, int n, float *out) {
 }
 
 void txl_adaptive_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
-  const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   float *head = txl_malloc((size_t)hs * sizeof(float), "head log-probabilities");
@@ -252,15 +277,8 @@ void txl_adaptive_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
   for (int j = 0; j < c1; j++) out[j] = head[j];
   const void *h = txl_act_at(m, r->hout, (int64_t)row * d);
   for (int i = 1; i <= nc; i++) {
-    const int de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
-    const Cluster c = cluster(dm, &m->p, i);
-    const void *hp = h;
-    if (c.Po) {
-      o->gemm(0, 0, 1, de, d, 1.0f, h, d, txl_model_w(m, c.Po), de, 0.0f, r->ad_hp, de, o->act);
-      hp = r->ad_hp;
-    }
-    o->bias_fill(r->ad_tail, m->p.out_bias + dm->cut[i], 1, cs);
-    o->gemm(0, 1, 1, cs, de, 1.0f, hp, de, txl_model_w(m, c.W), de, 1.0f, r->ad_tail, cs, o->act);
+    const int cs = txl_dims_csize(dm, i);
+    tail_forward(m, i, r->ad_tail, r->ad_hp, h, 1);
     float *ti = out + dm->cut[i];
     txl_act_to_host(m, ti, r->ad_tail, cs);
     log_softmax(ti, cs, ti);

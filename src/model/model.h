@@ -170,6 +170,14 @@ void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx);
  * forward (made without targets): log_softmax of the logits, or of the adaptive softmax. */
 void txl_model_logprobs(TxlModel *m, TxlRun *r, int row, float *out);
 
+/* The same_length mask's shift s of a segment of L query rows and K = M + L keys when mem_len
+ * rows are kept (the original's tril(ones, -s)): query i sees no key j <= i - s, so none sees
+ * more than mem_len keys: s = L - (K - mem_len) when K > mem_len, else L (nothing masked beyond
+ * the causal mask). */
+static inline int txl_attn_same_shift(int L, int K, int mem_len) {
+  return K > mem_len ? L - (K - mem_len) : L;
+}
+
 /* FLOPs of one trained token (forward + backward), the estimate of the README. */
 double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len);
 

@@ -1,0 +1,260 @@
+/* The Transformer-XL blocks, forward and backward: see layers.h. Every matrix product is a named
+ * linear op (linear.h); the memory and the inference caches are memory.c's. */
+#include "src/model/layers.h"
+
+#include <math.h>
+
+#include "src/model/adaptive.h"
+#include "src/model/linear.h"
+#include "src/model/memory.h"
+
+/* r_w_bias (u) and r_r_bias (v) of layer l: its own, or the model's shared pair. */
+static const float *bias_u(const TxlModel *m, int l) {
+  return m->p.layers[l].r_w_bias ? m->p.layers[l].r_w_bias : m->p.r_w_bias;
+}
+static const float *bias_vb(const TxlModel *m, int l) {
+  return m->p.layers[l].r_r_bias ? m->p.layers[l].r_r_bias : m->p.r_r_bias;
+}
+
+TxlSegment txl_segment(const TxlModel *m, const TxlRun *r, int L, int M) {
+  const TxlDims *dm = &m->spec.dims;
+  TxlSegment sg;
+  sg.L = L;
+  sg.M = M;
+  sg.K = M + L;
+  sg.Mnew = sg.K < r->mem_len ? sg.K : r->mem_len;
+  sg.LB = (int64_t)L * r->B;
+  sg.KB = (int64_t)sg.K * r->B;
+  sg.R_kept = 0;
+  sg.cached_kv = 0;
+  sg.as.L = L;
+  sg.as.M = M;
+  sg.as.B = r->B;
+  sg.as.H = dm->n_head;
+  sg.as.dh = dm->d_head;
+  sg.as.col0 = r->col0;
+  sg.as.same_length = r->same_length;
+  sg.as.same_shift = txl_attn_same_shift(L, sg.K, r->mem_len);
+  sg.as.scale = (float)(1.0 / sqrt((double)dm->d_head));
+  return sg;
+}
+
+double txl_loss_sum(const TxlModel *m, TxlRun *r, const float *loss, int64_t n, double sum) {
+  m->ops->to_host(r->loss_host, loss, (size_t)n * sizeof(float));
+  for (int64_t t = 0; t < n; t++) sum += r->loss_host[t];
+  return sum;
+}
+
+/* ---- embedding and output layer ------------------------------------------------------------ */
+
+void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *tokens, void *h) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model;
+  if (txl_adaptive_input(dm))
+    txl_adaptive_embed_forward(m, r, tokens, h, sg->LB, sqrtf((float)d));
+  else
+    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d);
+  o->dropout(h, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+}
+
+void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const int d = dm->d_model;
+  o->dropout(dh, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+  if (txl_adaptive_input(dm))
+    txl_adaptive_embed_backward(m, r, dh, sg->LB, sqrtf((float)d));
+  else
+    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d);
+}
+
+double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *targets, float grad_scale) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p;
+  const int d = dm->d_model, V = dm->n_token;
+  o->dropout(r->hout, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
+  if (txl_adaptive_output(dm)) return txl_adaptive_output_forward(m, r, targets, sg->LB, grad_scale);
+  const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
+  txl_linear_t_bias_forward(o, r->logits, r->hout, txl_model_w(m, w_out), p->out_bias, sg->LB, d, V);
+  if (!targets) return 0.0;
+  o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V);
+  return txl_loss_sum(m, r, r->loss, sg->LB, 0.0);
+}
+
+void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlParams *p = &m->p, *g = &m->g;
+  const int d = dm->d_model, V = dm->n_token;
+  if (txl_adaptive_output(dm)) {
+    txl_adaptive_output_backward(m, r, sg->LB);
+  } else { /* logits holds d(loss)/d(logits) */
+    const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
+    float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
+    o->bias_backward(g->out_bias, r->logits, sg->LB, V);
+    txl_linear_t_backward_w(o, gw_out, 1.0f, r->logits, V, r->hout, sg->LB, d, V);
+    txl_linear_t_backward_x(o, r->dh, 0.0f, 1.0f, r->logits, V, txl_model_w(m, w_out), sg->LB, d, V);
+  }
+  o->dropout(r->dh, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
+}
+
+/* ---- attention block ------------------------------------------------------------------------ */
+
+void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const void *in) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model, HD = m->spec.dims.n_head * m->spec.dims.d_head;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  /* q = in[M:] W_q; [k v] = in W_kv; r = R W_r */
+  const void *in_new = txl_act_at(m, in, (int64_t)sg->M * r->B * d); /* [L, B, d] the current rows */
+  txl_linear_forward(o, a->q, in_new, txl_model_w(m, lp->w_qkv), sg->LB, d, HD, 3 * HD);
+  txl_memory_kv_forward(m, r, l, sg, in);
+  const void *rl = txl_memory_rw_forward(m, r, l, sg);
+  o->rel_attn_forward(a->vec, a->saved, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), sg->as,
+                      txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
+  /* attention output W_o, dropout */
+  txl_linear_forward(o, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, d);
+  o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+}
+
+void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *dx, void *dmem, const void *datt,
+                       const void *in) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model, HD = m->spec.dims.n_head * m->spec.dims.d_head, M = sg->M, B = r->B;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  const TxlLayerParams *gp = &m->g.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  float *gu = gp->r_w_bias ? gp->r_w_bias : m->g.r_w_bias;
+  float *gvb = gp->r_r_bias ? gp->r_r_bias : m->g.r_r_bias;
+  const void *w_q = txl_model_w(m, lp->w_qkv), *w_kv = txl_model_w(m, lp->w_qkv + HD);
+  /* W_o */
+  txl_linear_backward_w(o, gp->w_o, a->vec, datt, sg->LB, HD, d, d);
+  txl_linear_backward_x(o, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, d);
+  o->rel_attn_backward(r->dq, r->dkv, r->dr, gu, gvb, r->dvec, a->vec, a->q, a->kv, a->r, bias_u(m, l), bias_vb(m, l),
+                       a->saved, sg->as, txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt),
+                       r->attn_work);
+  /* W_r, W_q, W_kv: the weights' gradients, then d(in) */
+  txl_linear_backward_w(o, gp->w_r, r->R, r->dr, sg->K, d, HD, HD);
+  txl_linear_backward_w(o, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * d), r->dq, sg->LB, d, HD, 3 * HD);
+  txl_linear_backward_w(o, gp->w_qkv + HD, in, r->dkv, sg->KB, d, 2 * HD, 3 * HD);
+  txl_linear_backward_x(o, dx, 1.0f, r->dq, w_q, sg->LB, d, HD, 3 * HD);
+  txl_linear_backward_x(o, dx, 1.0f, txl_act_at(m, r->dkv, (int64_t)M * B * 2 * HD), w_kv, sg->LB, d, 2 * HD, 3 * HD);
+  if (dmem && M) txl_linear_backward_x(o, dmem, 0.0f, r->dkv, w_kv, (int64_t)M * B, d, 2 * HD, 3 * HD);
+}
+
+/* ---- FFN block ------------------------------------------------------------------------------ */
+
+void txl_ffn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model, di = m->spec.dims.d_inner;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  /* ReLU(x W1 + b1), dropout: a->ff_a before the dropout, r->ff_drop after */
+  const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
+  txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
+  o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, r->col0, dhid);
+  const void *ffd = dhid.p > 0.0f ? r->ff_drop : a->ff_a;
+  /* W2 + b2, dropout */
+  txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), lp->b_ff2, sg->LB, di, d);
+  o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+}
+
+void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *dx, const void *dout,
+                      const void *x) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model, di = m->spec.dims.d_inner;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  const TxlLayerParams *gp = &m->g.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
+  /* W2 + b2 */
+  o->bias_backward(gp->b_ff2, dout, sg->LB, d);
+  const void *ffd = a->ff_a;
+  if (dhid.p > 0.0f) { /* recompute the dropped hidden layer from its mask */
+    o->copy(r->ff_drop, a->ff_a, (size_t)sg->LB * di * txl_dtype_size(o->act));
+    o->dropout(r->ff_drop, sg->L, r->B, di, r->col0, dhid);
+    ffd = r->ff_drop;
+  }
+  txl_linear_backward_w(o, gp->w_ff2, ffd, dout, sg->LB, di, d, d);
+  txl_linear_backward_x(o, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, d);
+  /* dropout, ReLU, W1 + b1 */
+  o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, r->col0, dhid);
+  o->bias_backward(gp->b_ff1, r->dff, sg->LB, di);
+  txl_linear_backward_w(o, gp->w_ff1, x, r->dff, sg->LB, d, di, di);
+  txl_linear_backward_x(o, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
+}
+
+/* ---- layers --------------------------------------------------------------------------------- */
+
+void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *out) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  const void *h = txl_layer_input(m, r, l, sg->M); /* [L, B, d] */
+  txl_memory_concat(m, r, l, sg);
+  if (m->spec.pre_lnorm) {
+    /* out1 = h + Attn(LN1(cat)) (a->res1), h1 = LN2(out1), out = out1 + FFN(h1) */
+    o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, 1e-5f);
+    txl_attn_forward(m, r, l, sg, a->ln_cat);
+    o->add_layernorm_forward(a->res1, a->h1, a->ln2_mean, a->ln2_rstd, h, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
+                             1e-5f);
+    txl_ffn_forward(m, r, l, sg);
+    o->add(out, a->res1, r->tmp, sg->LB * d, o->act);
+  } else {
+    /* h1 = LN1(h + Attn(cat)) (res1 its input), out = LN2(h1 + FFN(h1)) (res2 its input) */
+    txl_attn_forward(m, r, l, sg, a->cat);
+    o->add_layernorm_forward(a->res1, a->h1, a->ln1_mean, a->ln1_rstd, h, r->tmp, lp->ln1_w, lp->ln1_b, sg->LB, d,
+                             1e-5f);
+    txl_ffn_forward(m, r, l, sg);
+    o->add_layernorm_forward(a->res2, out, a->ln2_mean, a->ln2_rstd, a->h1, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
+                             1e-5f);
+  }
+}
+
+/* Post-norm: out = LN2(res2), res2 = h1 + drop(FFN(h1)); h1 = LN1(res1), res1 = h + drop(Attn(cat)). */
+static void post_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model;
+  const TxlLayerParams *lp = &m->p.layers[l], *gp = &m->g.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  o->layernorm_backward_dropout(r->dres, r->dtmp, gp->ln2_w, gp->ln2_b, r->dh, a->res2, lp->ln2_w, a->ln2_mean,
+                                a->ln2_rstd, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+  txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d h1 */
+  o->layernorm_backward_dropout(r->dh, r->dtmp, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w, a->ln1_mean,
+                                a->ln1_rstd, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+  txl_attn_backward(m, r, l, sg, r->dh, NULL, r->dtmp, a->cat);
+}
+
+/* Pre-norm: out = out1 + drop(FFN(LN2(out1))); out1 = h + drop(Attn(LN1([mem; h]))). */
+static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model, M = sg->M, B = r->B;
+  const size_t act_bytes = (size_t)sg->LB * d * txl_dtype_size(o->act); /* one [L, B, d] activation */
+  const TxlLayerParams *lp = &m->p.layers[l], *gp = &m->g.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  o->copy(r->dtmp, r->dh, act_bytes);
+  o->dropout(r->dtmp, sg->L, B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+  o->zero(r->dres, act_bytes);
+  txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d LN2(out1) */
+  o->layernorm_backward(r->dh, gp->ln2_w, gp->ln2_b, r->dres, a->res1, lp->ln2_w, a->ln2_mean, a->ln2_rstd, sg->LB,
+                        d);
+  o->copy(r->dtmp, r->dh, act_bytes);
+  o->dropout(r->dtmp, sg->L, B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+  o->zero(r->dres, act_bytes);
+  txl_attn_backward(m, r, l, sg, r->dres, r->dmem, r->dtmp, a->ln_cat); /* d LN1(cat): dmem rows, then dres */
+  if (M) /* the memory rows: LayerNorm parameters only, the memory takes no gradient */
+    o->layernorm_backward(NULL, gp->ln1_w, gp->ln1_b, r->dmem, a->cat, lp->ln1_w, a->ln_cat_mean, a->ln_cat_rstd,
+                          (int64_t)M * B, d);
+  o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, txl_layer_input(m, r, l, M), lp->ln1_w,
+                        a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, sg->LB, d);
+}
+
+void txl_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  if (m->spec.pre_lnorm)
+    pre_norm_backward(m, r, l, sg);
+  else
+    post_norm_backward(m, r, l, sg);
+}

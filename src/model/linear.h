@@ -1,0 +1,64 @@
+/* Linear layers as named backend GEMMs, forward and backward (private to src/model). Thin
+ * inline wrappers: each is exactly one gemm (or a bias fill then one gemm) of the op table.
+ * n rows of x; `in` / `out` features; activations in the table's act type, parameter
+ * gradients fp32. Two weight layouts:
+ *   txl_linear_*    y = x W,     W [in, out], rows ldw apart (ldw > out: a column block of a
+ *                                wider matrix, such as W_q or W_kv inside W_qkv [d, 3 H dh]);
+ *   txl_linear_t_*  y = s x W^T, W [out, in] (embedding-shaped: the output layers, the adaptive
+ *                                projections), y's rows ldy apart (ldy > out: a column block). */
+#ifndef TXL_MODEL_LINEAR_H
+#define TXL_MODEL_LINEAR_H
+
+#include "kernels/ops.h"
+
+/* y = x W.   y [n, out], x [n, in] */
+static inline void txl_linear_forward(const TxlOps *o, void *y, const void *x, const void *w, int64_t n, int in,
+                                      int out, int ldw) {
+  o->gemm(0, 0, (int)n, out, in, 1.0f, x, in, w, ldw, 0.0f, y, out, o->act);
+}
+
+/* y = x W + b (the bias filled first, the product added to it).   b [out], W [in, out] */
+static inline void txl_linear_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, const float *b,
+                                           int64_t n, int in, int out) {
+  o->bias_fill(y, b, n, out);
+  o->gemm(0, 0, (int)n, out, in, 1.0f, x, in, w, out, 1.0f, y, out, o->act);
+}
+
+/* dW += x^T dy.   dW [in, out] fp32 (rows ldw apart), x [n, in], dy [n, out] */
+static inline void txl_linear_backward_w(const TxlOps *o, float *dw, const void *x, const void *dy, int64_t n, int in,
+                                         int out, int ldw) {
+  o->gemm(1, 0, in, out, (int)n, 1.0f, x, in, dy, out, 1.0f, dw, ldw, TXL_F32);
+}
+
+/* dx = dy W^T + beta dx (beta 0: overwrite; 1: add into the residual stream).   dx [n, in] */
+static inline void txl_linear_backward_x(const TxlOps *o, void *dx, float beta, const void *dy, const void *w,
+                                         int64_t n, int in, int out, int ldw) {
+  o->gemm(0, 1, (int)n, in, out, 1.0f, dy, out, w, ldw, beta, dx, in, o->act);
+}
+
+/* y = s x W^T + beta y.   y [n, out] (rows ldy apart), x [n, in], W [out, in] */
+static inline void txl_linear_t_forward(const TxlOps *o, void *y, int ldy, float beta, float s, const void *x,
+                                        const void *w, int64_t n, int in, int out) {
+  o->gemm(0, 1, (int)n, out, in, s, x, in, w, in, beta, y, ldy, o->act);
+}
+
+/* y = x W^T + b.   b [out], y [n, out] */
+static inline void txl_linear_t_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, const float *b,
+                                             int64_t n, int in, int out) {
+  o->bias_fill(y, b, n, out);
+  txl_linear_t_forward(o, y, out, 1.0f, 1.0f, x, w, n, in, out);
+}
+
+/* dW += s dy^T x.   dW [out, in] fp32, dy [n, out] (rows ldy apart), x [n, in] */
+static inline void txl_linear_t_backward_w(const TxlOps *o, float *dw, float s, const void *dy, int ldy, const void *x,
+                                           int64_t n, int in, int out) {
+  o->gemm(1, 0, out, in, (int)n, s, dy, ldy, x, in, 1.0f, dw, in, TXL_F32);
+}
+
+/* dx = s dy W + beta dx.   dx [n, in], dy [n, out] (rows ldy apart), W [out, in] */
+static inline void txl_linear_t_backward_x(const TxlOps *o, void *dx, float beta, float s, const void *dy, int ldy,
+                                           const void *w, int64_t n, int in, int out) {
+  o->gemm(0, 0, (int)n, in, out, s, dy, ldy, w, in, beta, dx, in, o->act);
+}
+
+#endif

@@ -1,0 +1,63 @@
+/* The memory and the inference caches: see memory.h. */
+#include "src/model/memory.h"
+
+#include "src/model/linear.h"
+
+void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int K = sg->K;
+  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, m->spec.dropout);
+  sg->R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
+  if (sg->R_kept) return;
+  o->posemb_forward(r->R, K, m->spec.dims.d_model, r->clamp_len);
+  o->dropout(r->R, K, 1, m->spec.dims.d_model, 0, dpos);
+  r->R_rows = dpos.p > 0.0f ? -1 : K; /* a dropped R is not reused */
+}
+
+void txl_memory_concat(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int B = r->B, d = m->spec.dims.d_model, M = sg->M, Mnew = sg->Mnew;
+  const size_t AS = txl_dtype_size(o->act); /* bytes of an activation */
+  TxlLayerActs *a = txl_slot(r, l);
+  void *mem = txl_act_at(m, r->mems, (int64_t)l * r->mem_len * B * d); /* [mem_len, B, d] */
+  if (M) o->copy(a->cat, mem, (size_t)M * B * d * AS);
+  if (Mnew) o->copy(mem, txl_act_at(m, a->cat, (int64_t)(sg->K - Mnew) * B * d), (size_t)Mnew * B * d * AS);
+}
+
+void txl_memory_kv_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const void *in) {
+  const TxlOps *o = m->ops;
+  const int B = r->B, d = m->spec.dims.d_model, HD = m->spec.dims.n_head * m->spec.dims.d_head;
+  const int M = sg->M, Mnew = sg->Mnew;
+  const size_t AS = txl_dtype_size(o->act);
+  TxlLayerActs *a = txl_slot(r, l);
+  const void *w_kv = txl_model_w(m, m->p.layers[l].w_qkv + HD); /* [d, 2*HD] in W_qkv [d, 3*HD] */
+  const int64_t kv_row = (int64_t)B * 2 * HD;
+  void *kv_cache = r->kv_cache ? txl_act_at(m, r->kv_cache, (int64_t)l * r->mem_len * kv_row) : NULL;
+  if (sg->cached_kv) { /* the memory rows' from the cache, the new rows' computed */
+    if (M) o->copy(a->kv, kv_cache, (size_t)(M * kv_row) * AS);
+    txl_linear_forward(o, txl_act_at(m, a->kv, M * kv_row), txl_act_at(m, in, (int64_t)M * B * d), w_kv, sg->LB, d,
+                       2 * HD, 3 * HD);
+  } else {
+    txl_linear_forward(o, a->kv, in, w_kv, sg->KB, d, 2 * HD, 3 * HD);
+  }
+  if (kv_cache && Mnew) o->copy(kv_cache, txl_act_at(m, a->kv, (sg->K - Mnew) * kv_row), (size_t)(Mnew * kv_row) * AS);
+}
+
+const void *txl_memory_rw_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model, HD = m->spec.dims.n_head * m->spec.dims.d_head;
+  const void *w_r = txl_model_w(m, m->p.layers[l].w_r); /* [d, HD] */
+  TxlLayerActs *a = txl_slot(r, l);
+  if (!r->r_cache) {
+    txl_linear_forward(o, a->r, r->R, w_r, sg->K, d, HD, HD);
+    return a->r;
+  }
+  void *rl = txl_act_at(m, r->r_cache, (int64_t)l * (r->L_max + r->mem_len) * HD); /* kept while K stays */
+  if (!sg->R_kept) txl_linear_forward(o, rl, r->R, w_r, sg->K, d, HD, HD);
+  return rl;
+}
+
+void txl_memory_advance(TxlRun *r, const TxlSegment *sg, int dropout_on) {
+  r->mem_rows = sg->Mnew;
+  if (r->kv_cache) r->kv_valid = !dropout_on; /* holds exactly the new memory rows' keys and values */
+}
