@@ -26,19 +26,12 @@ typedef struct {
   size_t offset;
 } KeyInfo;
 
-/* An ENUM key's choices as "a|b|c" (made "|a||b|c" by the list, the first bar skipped); "" for
- * the other keys. */
-#define CHOICE_TEXT(constant, name) "|" #name
-#define CHOICES_TEXT(choices) (&("" TXL_CFG_CHOICES_##choices(CHOICE_TEXT))[sizeof("" TXL_CFG_CHOICES_##choices(CHOICE_TEXT)) > 1])
-
 static const KeyInfo KEYS[] = {
 #define X(section, key, type, def, lo, hi, choices, resume, help) \
-  {#section, #key, def, CHOICES_TEXT(choices), help, T_##type, lo, hi, #lo, #hi, R_##resume, offsetof(TxlConfig, key)},
+  {#section, #key, def, choices, help, T_##type, lo, hi, #lo, #hi, R_##resume, offsetof(TxlConfig, key)},
 #include "src/config/config.def"
 #undef X
 };
-#undef CHOICES_TEXT
-#undef CHOICE_TEXT
 static const int N_KEYS = (int)(sizeof KEYS / sizeof KEYS[0]);
 
 /* A config file is a few kilobytes; anything past this is not one (and /dev/zero must not be
@@ -89,31 +82,17 @@ static const KeyInfo *find_name(const char *name, size_t len) {
   return NULL;
 }
 
-/* The index of v among choices "a|b|c", or -1. */
-static int choice_index(const char *choices, const char *v) {
+static int enum_has(const char *choices, const char *v) {
   size_t n = strlen(v);
   const char *p = choices;
-  for (int i = 0; *p; i++) {
+  while (*p) {
     const char *bar = strchr(p, '|');
     size_t len = bar ? (size_t)(bar - p) : strlen(p);
-    if (len == n && strncmp(p, v, n) == 0) return i;
+    if (len == n && strncmp(p, v, n) == 0) return 1;
     if (!bar) break;
     p = bar + 1;
   }
-  return -1;
-}
-
-int txl_config_choice_index(int key, const char *name) {
-  if (key < 0 || key >= N_KEYS || KEYS[key].type != T_ENUM)
-    txl_fatal("internal: txl_config_choice_index of key %d, which is not an enum", key);
-  return choice_index(KEYS[key].choices, name);
-}
-
-int txl_config_choice(const TxlConfig *c, int key) {
-  const int i = txl_config_choice_index(key, (const char *)c + KEYS[key].offset);
-  if (i < 0) txl_fatal("internal: %s.%s holds '%s', none of its choices", KEYS[key].section, KEYS[key].key,
-                       (const char *)c + KEYS[key].offset);
-  return i;
+  return 0;
 }
 
 /* Decimal integers only: [+-]digits (no hex, no octal reading of a leading 0, no blanks). */
@@ -209,7 +188,7 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
       }
       return 0;
     case T_ENUM:
-      if (choice_index(k->choices, value) < 0) {
+      if (!enum_has(k->choices, value)) {
         fail(err, errlen, "%s.%s: '%s' is not one of %s", k->section, k->key, show(shown, value), k->choices);
         return -1;
       }
@@ -319,15 +298,6 @@ static char *parse_value(char *v, char *msg, size_t n) {
   return v;
 }
 
-/* The sections in config.def's order, "data, model, ..." (a section's keys are together). */
-static void sections_text(char *out, size_t n) {
-  size_t used = 0;
-  out[0] = '\0';
-  for (int i = 0; i < N_KEYS && used < n; i++)
-    if (i == 0 || strcmp(KEYS[i].section, KEYS[i - 1].section))
-      used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", KEYS[i].section);
-}
-
 /* One line (NUL-terminated, without its line end). `section` is the current one ("" before
  * the first header); line_of[] the line each key was set on in this text. */
 static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, const char **section, int *line_of,
@@ -358,9 +328,8 @@ static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, co
         *section = KEYS[i].section;
         return 0;
       }
-    char sections[128];
-    sections_text(sections, sizeof sections);
-    fail(err, errlen, "%s:%d: unknown section [%s] (sections: %s)", name, lineno, show(shown, sec), sections);
+    fail(err, errlen, "%s:%d: unknown section [%s] (sections: data, model, train, eval, dist, run)", name, lineno,
+         show(shown, sec));
     return -1;
   }
   char *eq = strchr(s, '=');
@@ -759,7 +728,7 @@ void txl_config_print_help(FILE *f) {
       snprintf(range, sizeof range, " range [%s, %s]", k->lo_text, k->hi_text);
     if (k->type == T_ENUM) snprintf(range, sizeof range, " one of %s", k->choices);
     static const char *tn[] = {"int", "float", "bool", "string", "enum"};
-    fprintf(f, "    %-18s %-6s default %s%s%s\n        %s\n", k->key, tn[k->type],
-            *k->def ? k->def : "\"\"", range, k->resume == R_FIXED ? "; fixed on resume" : "", k->help);
+    fprintf(f, "    %-18s %-6s default %s%s\n        %s\n", k->key, tn[k->type],
+            *k->def ? k->def : "\"\"", range, k->help);
   }
 }

@@ -26,16 +26,6 @@ enum {
   TXL_CFG_N_KEYS
 };
 
-/* The choices of the ENUM keys as C constants, each its index in the key's list in config.def:
- * TXL_CFG_SCHEDULER_COSINE, TXL_CFG_DEVICE_CUDA, TXL_CFG_PRECISION_BF16, ... (and
- * TXL_CFG_N_CHOICES_<key>, the number of choices, 0 for a key that is not an ENUM). */
-#define TXL_CFG_ENUM_CONSTANT(constant, name) TXL_CFG_##constant,
-#define X(section, key, type, def, lo, hi, choices, resume, help) \
-  enum { TXL_CFG_CHOICES_##choices(TXL_CFG_ENUM_CONSTANT) TXL_CFG_N_CHOICES_##key };
-#include "src/config/config.def"
-#undef X
-#undef TXL_CFG_ENUM_CONSTANT
-
 /* Where a key's value came from, for the messages about combinations of keys: "FILE:LINE",
  * "--set section.key=value", a tool's option ("--clamp-len 5"); "" while it holds its default.
  * Longer places are cut (with "...") here only, never the values. */
@@ -56,12 +46,6 @@ typedef struct {
     char source[TXL_CFG_WHERE_LEN]; /* the INI file or text read first: named for keys at their default */
   } set_by;
 } TxlConfig;
-
-/* The value of ENUM key `key` (TXL_CFG_KEY_scheduler, ...) as its constant (TXL_CFG_SCHEDULER_...):
- * its index among the key's choices. The value is one of them (every assignment is checked). */
-int txl_config_choice(const TxlConfig *c, int key);
-/* The index of `name` among the choices of ENUM key `key`, or -1 when it is none of them. */
-int txl_config_choice_index(int key, const char *name);
 
 /* Fills every key with its default. */
 void txl_config_defaults(TxlConfig *c);

@@ -2,15 +2,18 @@
 #ifndef TXL_OPTIM_SCHEDULE_H
 #define TXL_OPTIM_SCHEDULE_H
 
-#include "src/config/config.h"
+typedef enum { TXL_SCHED_COSINE, TXL_SCHED_INV_SQRT, TXL_SCHED_CONSTANT } TxlSchedKind;
 
 typedef struct {
-  int kind;        /* train.scheduler's choice: TXL_CFG_SCHEDULER_COSINE, _INV_SQRT or _CONSTANT */
+  TxlSchedKind kind;
   double lr;       /* peak */
   double eta_min;  /* cosine floor */
   int warmup_step;
   int max_step;
 } TxlSchedule;
+
+/* "cosine" | "inv_sqrt" | "constant" -> kind; -1 when unknown. */
+int txl_schedule_kind(const char *name);
 
 /* Learning rate of update s (0-based):
  *   s < warmup_step:  lr * (s + 1) / warmup_step

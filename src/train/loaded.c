@@ -46,7 +46,7 @@ void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
   /* a model trained in bf16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
   if (o->precision)
     txl_key_option_apply(c, "--precision", o->precision, "run.precision");
-  else if (txl_config_choice(c, TXL_CFG_KEY_device) == TXL_CFG_DEVICE_CPU)
+  else if (!strcmp(c->device, "cpu"))
     snprintf(c->precision, sizeof c->precision, "fp32");
 }
 

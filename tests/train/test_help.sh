@@ -18,16 +18,6 @@ while read -r k lo hi; do
     fail "--help: $k: $(grep -E "^ +$k " "$WORK/help.txt"), config.def [$lo, $hi]"
   fi
 done <<< "$ranges"
-# the keys a resumed run must keep (FIXED in config.def) are marked, and only they
-while read -r k resume; do
-  line=$(grep -E "^ +$k +(int|float|bool|string|enum) " "$WORK/help.txt")
-  case "$resume:$line" in
-    FIXED:*"; fixed on resume"*|FREE:*) case "$resume:$line" in
-        FREE:*"; fixed on resume"*) fail "--help marks $k fixed on resume, config.def says FREE" ;;
-        *) pass "--help: $k $resume" ;; esac ;;
-    *) fail "--help does not mark $k fixed on resume (config.def: FIXED)" ;;
-  esac
-done < <(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\),.*, *\(FIXED\|FREE\), *".*/\1 \2/p' "$SRC/src/config/config.def")
 # every shipped config is valid (checked without a corpus: --print-config validates and exits)
 for cfg in "$SRC"/configs/*.ini "$SRC"/configs/bench/*.ini; do
   if "$BIN/txl-train" "$cfg" --print-config > /dev/null 2> "$WORK/err.txt"; then
