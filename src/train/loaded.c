@@ -46,8 +46,8 @@ void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
   /* a model trained in bf16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
   if (o->precision)
     txl_key_option_apply(c, "--precision", o->precision, "run.precision");
-  else if (!strcmp(c->device, "cpu"))
-    snprintf(c->precision, sizeof c->precision, "fp32");
+  else if (c->device == TXL_DEVICE_CPU)
+    c->precision = TXL_PRECISION_FP32;
 }
 
 /* One line for the user on the tool's notice stream (rank 0's; NULL on the others). */
