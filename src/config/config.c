@@ -324,6 +324,16 @@ static char *parse_value(char *v, char *msg, size_t n) {
   return v;
 }
 
+/* The sections in table order, as "data, model, ...". */
+static const char *section_list(char *out, size_t n) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int i = 0; i < N_KEYS && used < n; i++)
+    if (i == 0 || strcmp(KEYS[i].section, KEYS[i - 1].section))
+      used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", KEYS[i].section);
+  return out;
+}
+
 /* One line (NUL-terminated, without its line end). `section` is the current one ("" before
  * the first header); line_of[] the line each key was set on in this text. */
 static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, const char **section, int *line_of,
@@ -354,8 +364,9 @@ static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, co
         *section = KEYS[i].section;
         return 0;
       }
-    fail(err, errlen, "%s:%d: unknown section [%s] (sections: data, model, train, eval, dist, run)", name, lineno,
-         show(shown, sec));
+    char sections[128];
+    fail(err, errlen, "%s:%d: unknown section [%s] (sections: %s)", name, lineno, show(shown, sec),
+         section_list(sections, sizeof sections));
     return -1;
   }
   char *eq = strchr(s, '=');
