@@ -766,8 +766,8 @@ void txl_config_print_help(FILE *f) {
     char choices[80];
     if (k->type == T_ENUM) snprintf(range, sizeof range, " one of %s", choices_text(k, choices, sizeof choices));
     static const char *tn[] = {"int", "float", "bool", "string", "enum"};
-    fprintf(f, "    %-18s %-6s default %s%s\n        %s\n", k->key, tn[k->type],
-            *k->def ? k->def : "\"\"", range, k->help);
+    fprintf(f, "    %-18s %-6s default %s%s%s\n        %s\n", k->key, tn[k->type], *k->def ? k->def : "\"\"", range,
+            k->resume == R_FIXED ? ", fixed on resume" : "", k->help);
   }
 }
 
