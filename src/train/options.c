@@ -1,29 +1,10 @@
-/* The tools' option tables: lookup, --help lines, the options that set config keys. */
+/* The tools' options that set config keys: checked as they are read, applied in order. */
 #include "src/train/options.h"
 
 #include <string.h>
 
 #include "src/base/error.h"
 #include "src/train/loaded.h"
-
-int txl_tool_option_find(const TxlToolOption *opts, int n, const char *a) {
-  for (int i = 0; i < n; i++)
-    if (!strcmp(opts[i].name, a)) return i;
-  return -1;
-}
-
-void txl_tool_options_help(FILE *f, const TxlToolOption *opts, int n, int width) {
-  for (int i = 0; i < n; i++) {
-    char head[64];
-    snprintf(head, sizeof head, "%s%s%s", opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
-    fprintf(f, "  %-*s ", width - 3, head);
-    for (const char *p = opts[i].help; *p; p++) {
-      fputc(*p, f);
-      if (*p == '\n') fprintf(f, "%*s", width, "");
-    }
-    fputc('\n', f);
-  }
-}
 
 int txl_key_settings_add(TxlKeySettings *s, const TxlToolOption *o, const char *v) {
   if (s->n == TXL_MAX_KEY_SETTINGS) txl_fatal_all("%s: too many options", o->name);
