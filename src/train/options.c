@@ -1,7 +1,6 @@
 /* The tools' options that set config keys: checked as they are read, applied in order. */
 #include "src/train/options.h"
 
-#include <string.h>
 
 #include "src/base/error.h"
 #include "src/train/loaded.h"
