@@ -5,7 +5,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/train/options.h"
 #include "src/train/stream.h"
@@ -47,7 +46,11 @@ int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
   return 1;
 }
 
-void txl_device_options_help(FILE *f) { txl_tool_options_help(f, DEVICE_OPTS, N_DEVICE_OPTS, 24); }
+void txl_loaded_options_help(FILE *f, const TxlToolOption *opts, int n) {
+  txl_tool_options_help(f, opts, n, 24);
+  txl_tool_options_help(f, DEVICE_OPTS, N_DEVICE_OPTS, 24);
+  fprintf(f, "  -h, --help            this text\n");
+}
 
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
   if (o->threads) txl_key_option_apply(c, "--threads", o->threads, "run.threads");

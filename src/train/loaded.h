@@ -7,6 +7,7 @@
 
 #include "data/corpus.h"
 #include "dist/dist.h"
+#include "src/base/cli.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/config/config.h"
 #include "src/model/model.h"
@@ -40,7 +41,8 @@ void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const ch
 /* 1 when option a (with value v) is one of them, recorded in o (the caller then skips v); a bad
  * value is a one-line error on every rank. */
 int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v);
-void txl_device_options_help(FILE *f);
+/* --help's option lines of such a tool: its own options (opts[n]), these, and -h. */
+void txl_loaded_options_help(FILE *f, const TxlToolOption *opts, int n);
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c);
 
 /* Finds the checkpoint (a file, or a run folder's newest that opens: txl_ckpt_find) and reads its

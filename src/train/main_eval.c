@@ -53,9 +53,7 @@ static void usage(FILE *f) {
           "that names a key takes that key's values (types and ranges: txl-train --help).\n"
           "\n"
           "options:\n");
-  txl_tool_options_help(f, OPTS, N_OPTS, 24);
-  txl_device_options_help(f);
-  fprintf(f, "  -h, --help            this text\n");
+  txl_loaded_options_help(f, OPTS, N_OPTS);
 }
 
 /* The command line: the checkpoint, the split, the key settings, the --mem-len sweep. */

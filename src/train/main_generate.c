@@ -48,9 +48,7 @@ static void usage(FILE *f) {
           "the memory; each new token is one forward pass of one row attending to the remembered rows.\n"
           "\n"
           "options:\n");
-  txl_tool_options_help(f, OPTS, N_OPTS, 24);
-  txl_device_options_help(f);
-  fprintf(f, "  -h, --help            this text\n");
+  txl_loaded_options_help(f, OPTS, N_OPTS);
 }
 
 /* The command line. */
