@@ -537,17 +537,9 @@ static void write_output(Prep *P, const char *tmp) {
   }
 }
 
-int main(int argc, char **argv) {
-  /* No HDF5 clean-up at exit: after a failed write (a full disk) HDF5 1.10 crashes closing the
-   * file there, and the temporary file is removed anyway (remove_tmp); a finished file is
-   * closed before. Must come before any other HDF5 call. */
-  H5dont_atexit();
-  Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
-  Options *o = &P->opt;
-  parse_args(argc, argv, o);
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, in one line */
-
-  /* create the temporary output first: an unwritable destination fails before any work */
+/* Creates the temporary output first (g_tmp, removed at exit unless renamed): an unwritable
+ * destination fails before any work. */
+static void create_tmp_output(const Options *o) {
   struct stat st;
   if (stat(o->out, &st) == 0) {
     if (S_ISDIR(st.st_mode)) txl_fatal("%s: cannot write the output file: it is a directory", o->out);
@@ -574,8 +566,11 @@ int main(int argc, char **argv) {
     txl_fatal("%s: cannot create the output file (%s): %s", o->out, g_tmp, strerror(err));
   }
   fclose(f);
+}
 
-  /* pass 1: count */
+/* Pass 1: counts the tokens of every split, then builds the vocabulary. */
+static void build_vocab(Prep *P) {
+  const Options *o = &P->opt;
   tok_init(&P->tab);
   P->eos_entry = -1;
   if (o->mode == MODE_WORD) P->eos_entry = tok_add(&P->tab, "<eos>", 5);
@@ -587,7 +582,6 @@ int main(int argc, char **argv) {
   P->last_report = now_s();
   for (int k = 0; k < N_SPLITS; k++) process_split(P, k);
 
-  /* the vocabulary */
   if (o->mode == MODE_BYTE) {
     P->vocab.size = 256;
     P->vocab.eos_id = P->vocab.unk_id = -1;
@@ -601,7 +595,19 @@ int main(int argc, char **argv) {
   if (P->vocab.size > MAX_VOCAB)
     txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31 - 1)", o->out,
               (long long)P->vocab.size);
+}
 
+int main(int argc, char **argv) {
+  /* No HDF5 clean-up at exit: after a failed write (a full disk) HDF5 1.10 crashes closing the
+   * file there, and the temporary file is removed anyway (remove_tmp); a finished file is
+   * closed before. Must come before any other HDF5 call. */
+  H5dont_atexit();
+  Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
+  Options *o = &P->opt;
+  parse_args(argc, argv, o);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, in one line */
+  create_tmp_output(o);
+  build_vocab(P);
   write_output(P, g_tmp);
   if (rename(g_tmp, o->out) != 0)
     txl_fatal("%s: cannot rename %s to it: %s", o->out, g_tmp, strerror(errno));
