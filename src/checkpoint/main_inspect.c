@@ -9,8 +9,17 @@
 #include <sys/stat.h>
 
 #include "dist/dist.h"
+#include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/checkpoint/checkpoint.h"
+
+enum { OPT_VERIFY, OPT_HELP, N_OPTS };
+static const TxlToolOption OPTS[N_OPTS] = {
+    [OPT_VERIFY] = {"--verify", NULL, NULL, NULL,
+                    "also read every dataset, checking every chunk's checksum (Fletcher32)\n"
+                    "and every value: NaN, an infinity or a negative /adam_v value is an error"},
+    [OPT_HELP] = {"--help", NULL, NULL, NULL, "this text"},
+};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -23,10 +32,9 @@ static void usage(FILE *f) {
           "dataset (name, shape, type, bytes of data, bytes stored).\n"
           "Checks the root attributes and that /params, /adam_m and /adam_v hold the same\n"
           "tensors with the same shapes and /mems the shape the attributes give.\n"
-          "\n"
-          "  --verify   also read every dataset, checking every chunk's checksum (Fletcher32)\n"
-          "             and every value: NaN, an infinity or a negative /adam_v value is an error\n"
-          "  --help     this text\n"
+          "\n");
+  txl_tool_options_help(f, OPTS, N_OPTS, 13);
+  fprintf(f,
           "\n"
           "A file that is not a valid checkpoint is one line \"txl: error: FILE: ...\" and exit\n"
           "status 1. The layout is described in src/checkpoint/FORMAT.md.\n");
@@ -254,10 +262,11 @@ static void print_bytes(char *buf, size_t n, double b) {
 static int parse_args(int argc, char **argv, const char **path, int *verify) {
   int bad_arg = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    const int o = txl_tool_option_find(OPTS, N_OPTS, argv[i]);
+    if (o == OPT_HELP || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       exit(0);
-    } else if (strcmp(argv[i], "--verify") == 0) {
+    } else if (o == OPT_VERIFY) {
       *verify = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "txl: error: unknown option '%s' (txl-inspect --help)\n", argv[i]);
