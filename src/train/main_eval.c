@@ -153,12 +153,8 @@ static void run(const EvalArgs *e, TxlLoaded *ld, TxlConfig cfg, const TxlDist *
 }
 
 int main(int argc, char **argv) {
-  if (txl_cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   TxlDist dist;
-  txl_dist_init(&dist, &argc, &argv);
+  txl_tool_begin(&dist, &argc, &argv, usage);
   static EvalArgs e;
   parse_args(&e, argc, argv);
   TxlLoaded ld;

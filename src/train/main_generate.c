@@ -145,12 +145,8 @@ static void run(const GenArgs *g, TxlLoaded *ld, TxlGenOptions o) {
 }
 
 int main(int argc, char **argv) {
-  if (txl_cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   TxlDist dist;
-  txl_dist_init(&dist, &argc, &argv);
+  txl_tool_begin(&dist, &argc, &argv, usage);
   if (dist.world != 1) txl_fatal_all("txl-generate runs on one rank (started with %d)", dist.world);
   GenArgs g;
   parse_args(&g, argc, argv);

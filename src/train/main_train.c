@@ -143,12 +143,8 @@ static void run(const TrainArgs *a, TxlConfig *cfg, TxlDist *dist) {
 }
 
 int main(int argc, char **argv) {
-  if (txl_cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   TxlDist dist;
-  txl_dist_init(&dist, &argc, &argv);
+  txl_tool_begin(&dist, &argc, &argv, usage);
   TrainArgs a;
   parse_args(&a, argc, argv);
   TxlConfig cfg;

@@ -1,9 +1,20 @@
-/* The tools' options that set config keys: checked as they are read, applied in order. */
+/* A tool's start (--help or MPI) and its options that set config keys: checked as they are read,
+ * applied in order. */
 #include "src/train/options.h"
 
 
+#include <stdlib.h>
+
 #include "src/base/error.h"
 #include "src/train/loaded.h"
+
+void txl_tool_begin(TxlDist *dist, int *argc, char ***argv, void (*usage)(FILE *f)) {
+  if (txl_cli_wants_help(*argc, *argv)) {
+    usage(stdout);
+    exit(0);
+  }
+  txl_dist_init(dist, argc, argv);
+}
 
 int txl_key_settings_add(TxlKeySettings *s, const TxlToolOption *o, const char *v) {
   if (s->n == TXL_MAX_KEY_SETTINGS) txl_fatal_all("%s: too many options", o->name);

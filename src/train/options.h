@@ -6,8 +6,13 @@
 
 #include <stdio.h>
 
+#include "dist/dist.h"
 #include "src/base/cli.h"
 #include "src/config/config.h"
+
+/* A tool's start: with -h or --help anywhere, prints usage on stdout and exits 0 before MPI
+ * starts; else starts MPI (txl_dist_init). */
+void txl_tool_begin(TxlDist *dist, int *argc, char ***argv, void (*usage)(FILE *f));
 
 /* The key-setting options given, in order, to be applied once the config they override is read. */
 #define TXL_MAX_KEY_SETTINGS 16
