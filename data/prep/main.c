@@ -22,6 +22,7 @@
 #include "data/prep/text.h"
 #include "data/prep/vocab.h"
 #include "data/prep/writer.h"
+#include "src/base/cli.h"
 #include "src/base/error.h"
 
 enum { MODE_WORD, MODE_CHAR, MODE_BYTE };
@@ -129,6 +130,57 @@ static void remove_stale_tmps(const char *out, const char *host) {
  * Command line
  * ------------------------------------------------------------------------------------------- */
 
+/* The options, in --help order (the rows with a value take "--opt value" or "--opt=value"). */
+enum { OPT_MODE, OPT_TRAIN, OPT_VALID, OPT_TEST, OPT_OUT, OPT_LOWER, OPT_MIN_FREQ, OPT_MAX_SIZE, OPT_VOCAB_FROM,
+       OPT_DTYPE, OPT_QUIET, N_OPTS };
+static const TxlToolOption OPTS[N_OPTS] = {
+    [OPT_MODE] = {"--mode", "MODE", NULL, NULL,
+        "(required) how text becomes tokens:\n"
+        "  word  as the original Transformer-XL: each line is stripped and split\n"
+        "        on whitespace (Python's str.split(): Unicode whitespace), and\n"
+        "        <eos> is appended to every line, an empty line included. Lines\n"
+        "        end at \\n, \\r\\n or \\r. Vocabulary: <eos> (id 0), then the\n"
+        "        words by descending count, ties by first occurrence (train,\n"
+        "        valid, test in that order). When some word of any split is not\n"
+        "        in the vocabulary it becomes <unk>; <unk> is then added as id 1\n"
+        "        unless the text has a <unk> word that is in the vocabulary.\n"
+        "  char  every Unicode character (UTF-8 code point) is a token, line\n"
+        "        ends included as they are (\\n; \\r\\n is two tokens); no <eos>.\n"
+        "        Vocabulary: the characters sorted by code point (deterministic,\n"
+        "        independent of frequencies); a needed <unk> is added last.\n"
+        "  byte  every byte is a token; the vocabulary is the 256 byte values,\n"
+        "        always all of them, id = byte value. No UTF-8 check.\n"
+        "Invalid UTF-8 (word, char) is an error naming the file and line."},
+    [OPT_TRAIN] = {"--train", "FILE", NULL, NULL,
+        "(required) training text"},
+    [OPT_VALID] = {"--valid", "FILE", NULL, NULL,
+        "(required) validation text"},
+    [OPT_TEST] = {"--test", "FILE", NULL, NULL,
+        "(required) test text"},
+    [OPT_OUT] = {"--out", "FILE.h5", NULL, NULL,
+        "(required) output corpus; written as FILE.h5.tmp-<pid>@<host>, then\n"
+        "renamed (such files of this host whose process no longer runs are\n"
+        "removed first, with a notice)"},
+    [OPT_LOWER] = {"--lower", NULL, NULL, NULL,
+        "lower-case the text first: ASCII letters only (A-Z), not Unicode\n"
+        "(default: off)"},
+    [OPT_MIN_FREQ] = {"--min-freq", "N", NULL, NULL,
+        "leave out tokens counted fewer than N times (default: 0 = keep all;\n"
+        "word and char modes)"},
+    [OPT_MAX_SIZE] = {"--max-size", "N", NULL, NULL,
+        "at most N tokens in the vocabulary, <eos> and <unk> included; the most\n"
+        "frequent are kept (default: 0 = no limit; word and char modes)"},
+    [OPT_VOCAB_FROM] = {"--vocab-from", "S", NULL, NULL,
+        "count the vocabulary over 'train' only or over 'all' three splits\n"
+        "(default: all)"},
+    [OPT_DTYPE] = {"--dtype", "T", NULL, NULL,
+        "stored id type: auto = the smallest unsigned type that holds\n"
+        "vocab_size - 1, or uint8|uint16|uint32 (an error when the vocabulary\n"
+        "does not fit) (default: auto)"},
+    [OPT_QUIET] = {"--quiet", NULL, NULL, NULL,
+        "no progress (stderr) and no summary (stdout); errors still printed"},
+};
+
 static void usage(FILE *f) {
   fprintf(f,
       "usage: txl-prep --mode word|char|byte --train FILE --valid FILE --test FILE --out FILE.h5\n"
@@ -136,41 +188,9 @@ static void usage(FILE *f) {
       "                [--dtype auto|uint8|uint16|uint32] [--quiet]\n"
       "\n"
       "Turns three text files into one HDF5 corpus file for txl-train (layout: data/FORMAT.md).\n"
-      "\n"
-      "  --mode MODE        (required) how text becomes tokens:\n"
-      "                       word  as the original Transformer-XL: each line is stripped and split\n"
-      "                             on whitespace (Python's str.split(): Unicode whitespace), and\n"
-      "                             <eos> is appended to every line, an empty line included. Lines\n"
-      "                             end at \\n, \\r\\n or \\r. Vocabulary: <eos> (id 0), then the\n"
-      "                             words by descending count, ties by first occurrence (train,\n"
-      "                             valid, test in that order). When some word of any split is not\n"
-      "                             in the vocabulary it becomes <unk>; <unk> is then added as id 1\n"
-      "                             unless the text has a <unk> word that is in the vocabulary.\n"
-      "                       char  every Unicode character (UTF-8 code point) is a token, line\n"
-      "                             ends included as they are (\\n; \\r\\n is two tokens); no <eos>.\n"
-      "                             Vocabulary: the characters sorted by code point (deterministic,\n"
-      "                             independent of frequencies); a needed <unk> is added last.\n"
-      "                       byte  every byte is a token; the vocabulary is the 256 byte values,\n"
-      "                             always all of them, id = byte value. No UTF-8 check.\n"
-      "                     Invalid UTF-8 (word, char) is an error naming the file and line.\n"
-      "  --train FILE       (required) training text\n"
-      "  --valid FILE       (required) validation text\n"
-      "  --test FILE        (required) test text\n"
-      "  --out FILE.h5      (required) output corpus; written as FILE.h5.tmp-<pid>@<host>, then\n"
-      "                     renamed (such files of this host whose process no longer runs are\n"
-      "                     removed first, with a notice)\n"
-      "  --lower            lower-case the text first: ASCII letters only (A-Z), not Unicode\n"
-      "                     (default: off)\n"
-      "  --min-freq N       leave out tokens counted fewer than N times (default: 0 = keep all;\n"
-      "                     word and char modes)\n"
-      "  --max-size N       at most N tokens in the vocabulary, <eos> and <unk> included; the most\n"
-      "                     frequent are kept (default: 0 = no limit; word and char modes)\n"
-      "  --vocab-from S     count the vocabulary over 'train' only or over 'all' three splits\n"
-      "                     (default: all)\n"
-      "  --dtype T          stored id type: auto = the smallest unsigned type that holds\n"
-      "                     vocab_size - 1, or uint8|uint16|uint32 (an error when the vocabulary\n"
-      "                     does not fit) (default: auto)\n"
-      "  --quiet            no progress (stderr) and no summary (stdout); errors still printed\n"
+      "\n");
+  txl_tool_options_help(f, OPTS, N_OPTS, 21);
+  fprintf(f,
       "  --help, -h         this text\n"
       "\n"
       "The same input and options always give a byte-identical output file.\n");
@@ -185,6 +205,37 @@ static int64_t parse_count(const char *opt, const char *s) {
   return (int64_t)v;
 }
 
+/* Sets the option of row k from its value val. */
+static void set_option(Options *o, int k, const char *name, const char *val) {
+  switch (k) {
+    case OPT_MODE:
+      if (!strcmp(val, "word")) o->mode = MODE_WORD;
+      else if (!strcmp(val, "char")) o->mode = MODE_CHAR;
+      else if (!strcmp(val, "byte")) o->mode = MODE_BYTE;
+      else txl_fatal("--mode: '%s' is not one of word, char, byte", val);
+      o->mode_name = val;
+      break;
+    case OPT_TRAIN: o->path[0] = val; break;
+    case OPT_VALID: o->path[1] = val; break;
+    case OPT_TEST: o->path[2] = val; break;
+    case OPT_OUT: o->out = val; break;
+    case OPT_MIN_FREQ: o->min_freq = parse_count(name, val); break;
+    case OPT_MAX_SIZE: o->max_size = parse_count(name, val); break;
+    case OPT_VOCAB_FROM:
+      if (!strcmp(val, "train")) o->vocab_train_only = 1;
+      else if (!strcmp(val, "all")) o->vocab_train_only = 0;
+      else txl_fatal("--vocab-from: '%s' is not one of train, all", val);
+      break;
+    case OPT_DTYPE:
+      if (strcmp(val, "auto") && strcmp(val, "uint8") && strcmp(val, "uint16") && strcmp(val, "uint32"))
+        txl_fatal("--dtype: '%s' is not one of auto, uint8, uint16, uint32", val);
+      o->dtype = val;
+      break;
+    case OPT_LOWER: o->lower = 1; break;
+    case OPT_QUIET: o->quiet = 1; break;
+  }
+}
+
 static void parse_args(int argc, char **argv, Options *o) {
   memset(o, 0, sizeof *o);
   o->mode = -1;
@@ -195,8 +246,11 @@ static void parse_args(int argc, char **argv, Options *o) {
       usage(stdout);
       exit(0);
     }
-    if (!strcmp(a, "--lower")) { o->lower = 1; continue; }
-    if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+    const int flag = txl_tool_option_find(OPTS, N_OPTS, a);
+    if (flag >= 0 && !OPTS[flag].arg) {
+      set_option(o, flag, a, NULL);
+      continue;
+    }
     /* options with a value: "--opt value" or "--opt=value" */
     char name[64];
     const char *val = NULL, *eq = strchr(a, '=');
@@ -208,37 +262,13 @@ static void parse_args(int argc, char **argv, Options *o) {
     } else {
       snprintf(name, sizeof name, "%s", a);
     }
-    static const char *const with_value[] = {"--mode", "--train", "--valid", "--test", "--out",
-                                             "--min-freq", "--max-size", "--vocab-from", "--dtype"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
-      known |= !strcmp(name, with_value[k]);
-    if (!known) txl_fatal("unknown option '%s' (see txl-prep --help)", a);
+    const int k = txl_tool_option_find(OPTS, N_OPTS, name);
+    if (k < 0 || !OPTS[k].arg) txl_fatal("unknown option '%s' (see txl-prep --help)", a);
     if (!val) {
       if (i + 1 >= argc) txl_fatal("%s needs a value (see txl-prep --help)", name);
       val = argv[++i];
     }
-    if (!strcmp(name, "--mode")) {
-      if (!strcmp(val, "word")) o->mode = MODE_WORD;
-      else if (!strcmp(val, "char")) o->mode = MODE_CHAR;
-      else if (!strcmp(val, "byte")) o->mode = MODE_BYTE;
-      else txl_fatal("--mode: '%s' is not one of word, char, byte", val);
-      o->mode_name = val;
-    } else if (!strcmp(name, "--train")) o->path[0] = val;
-    else if (!strcmp(name, "--valid")) o->path[1] = val;
-    else if (!strcmp(name, "--test")) o->path[2] = val;
-    else if (!strcmp(name, "--out")) o->out = val;
-    else if (!strcmp(name, "--min-freq")) o->min_freq = parse_count(name, val);
-    else if (!strcmp(name, "--max-size")) o->max_size = parse_count(name, val);
-    else if (!strcmp(name, "--vocab-from")) {
-      if (!strcmp(val, "train")) o->vocab_train_only = 1;
-      else if (!strcmp(val, "all")) o->vocab_train_only = 0;
-      else txl_fatal("--vocab-from: '%s' is not one of train, all", val);
-    } else if (!strcmp(name, "--dtype")) {
-      if (strcmp(val, "auto") && strcmp(val, "uint8") && strcmp(val, "uint16") && strcmp(val, "uint32"))
-        txl_fatal("--dtype: '%s' is not one of auto, uint8, uint16, uint32", val);
-      o->dtype = val;
-    }
+    set_option(o, k, name, val);
   }
   if (o->mode < 0) txl_fatal("--mode is required (see txl-prep --help)");
   for (int k = 0; k < N_SPLITS; k++)
@@ -507,17 +537,9 @@ static void write_output(Prep *P, const char *tmp) {
   }
 }
 
-int main(int argc, char **argv) {
-  /* No HDF5 clean-up at exit: after a failed write (a full disk) HDF5 1.10 crashes closing the
-   * file there, and the temporary file is removed anyway (remove_tmp); a finished file is
-   * closed before. Must come before any other HDF5 call. */
-  H5dont_atexit();
-  Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
-  Options *o = &P->opt;
-  parse_args(argc, argv, o);
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, in one line */
-
-  /* create the temporary output first: an unwritable destination fails before any work */
+/* Creates the temporary output first (g_tmp, removed at exit unless renamed): an unwritable
+ * destination fails before any work. */
+static void create_tmp_output(const Options *o) {
   struct stat st;
   if (stat(o->out, &st) == 0) {
     if (S_ISDIR(st.st_mode)) txl_fatal("%s: cannot write the output file: it is a directory", o->out);
@@ -544,8 +566,11 @@ int main(int argc, char **argv) {
     txl_fatal("%s: cannot create the output file (%s): %s", o->out, g_tmp, strerror(err));
   }
   fclose(f);
+}
 
-  /* pass 1: count */
+/* Pass 1: counts the tokens of every split, then builds the vocabulary. */
+static void build_vocab(Prep *P) {
+  const Options *o = &P->opt;
   tok_init(&P->tab);
   P->eos_entry = -1;
   if (o->mode == MODE_WORD) P->eos_entry = tok_add(&P->tab, "<eos>", 5);
@@ -557,7 +582,6 @@ int main(int argc, char **argv) {
   P->last_report = now_s();
   for (int k = 0; k < N_SPLITS; k++) process_split(P, k);
 
-  /* the vocabulary */
   if (o->mode == MODE_BYTE) {
     P->vocab.size = 256;
     P->vocab.eos_id = P->vocab.unk_id = -1;
@@ -571,7 +595,19 @@ int main(int argc, char **argv) {
   if (P->vocab.size > MAX_VOCAB)
     txl_fatal("%s: a vocabulary of %lld tokens is more than txl supports (2^31 - 1)", o->out,
               (long long)P->vocab.size);
+}
 
+int main(int argc, char **argv) {
+  /* No HDF5 clean-up at exit: after a failed write (a full disk) HDF5 1.10 crashes closing the
+   * file there, and the temporary file is removed anyway (remove_tmp); a finished file is
+   * closed before. Must come before any other HDF5 call. */
+  H5dont_atexit();
+  Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
+  Options *o = &P->opt;
+  parse_args(argc, argv, o);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, in one line */
+  create_tmp_output(o);
+  build_vocab(P);
   write_output(P, g_tmp);
   if (rename(g_tmp, o->out) != 0)
     txl_fatal("%s: cannot rename %s to it: %s", o->out, g_tmp, strerror(errno));

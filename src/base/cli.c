@@ -34,3 +34,22 @@ void txl_cli_positional(const char *tool, const char *what, const char *arg, con
   if (*slot) txl_fatal_all("two %ss given ('%s' and '%s')", what, *slot, arg);
   *slot = arg;
 }
+
+int txl_tool_option_find(const TxlToolOption *opts, int n, const char *a) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(opts[i].name, a)) return i;
+  return -1;
+}
+
+void txl_tool_options_help(FILE *f, const TxlToolOption *opts, int n, int width) {
+  for (int i = 0; i < n; i++) {
+    char head[64];
+    snprintf(head, sizeof head, "%s%s%s", opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+    fprintf(f, "  %-*s ", width - 3, head);
+    for (const char *p = opts[i].help; *p; p++) {
+      fputc(*p, f);
+      if (*p == '\n') fprintf(f, "%*s", width, "");
+    }
+    fputc('\n', f);
+  }
+}

@@ -9,8 +9,17 @@
 #include <sys/stat.h>
 
 #include "dist/dist.h"
+#include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/checkpoint/checkpoint.h"
+
+enum { OPT_VERIFY, OPT_HELP, N_OPTS };
+static const TxlToolOption OPTS[N_OPTS] = {
+    [OPT_VERIFY] = {"--verify", NULL, NULL, NULL,
+                    "also read every dataset, checking every chunk's checksum (Fletcher32)\n"
+                    "and every value: NaN, an infinity or a negative /adam_v value is an error"},
+    [OPT_HELP] = {"--help", NULL, NULL, NULL, "this text"},
+};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -23,10 +32,9 @@ static void usage(FILE *f) {
           "dataset (name, shape, type, bytes of data, bytes stored).\n"
           "Checks the root attributes and that /params, /adam_m and /adam_v hold the same\n"
           "tensors with the same shapes and /mems the shape the attributes give.\n"
-          "\n"
-          "  --verify   also read every dataset, checking every chunk's checksum (Fletcher32)\n"
-          "             and every value: NaN, an infinity or a negative /adam_v value is an error\n"
-          "  --help     this text\n"
+          "\n");
+  txl_tool_options_help(f, OPTS, N_OPTS, 13);
+  fprintf(f,
           "\n"
           "A file that is not a valid checkpoint is one line \"txl: error: FILE: ...\" and exit\n"
           "status 1. The layout is described in src/checkpoint/FORMAT.md.\n");
@@ -250,28 +258,128 @@ static void print_bytes(char *buf, size_t n, double b) {
   else snprintf(buf, n, "%.0f B", b);
 }
 
-int main(int argc, char **argv) {
-  const char *path = NULL;
-  int verify = 0, bad_arg = 0;
+/* The command line: returns 0 with the file (and --verify) set, or the exit status. */
+static int parse_args(int argc, char **argv, const char **path, int *verify) {
+  int bad_arg = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    const int o = txl_tool_option_find(OPTS, N_OPTS, argv[i]);
+    if (o == OPT_HELP || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
-      return 0;
-    } else if (strcmp(argv[i], "--verify") == 0) {
-      verify = 1;
+      exit(0);
+    } else if (o == OPT_VERIFY) {
+      *verify = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "txl: error: unknown option '%s' (txl-inspect --help)\n", argv[i]);
       return 1;
-    } else if (path) {
+    } else if (*path) {
       bad_arg = 1;
     } else {
-      path = argv[i];
+      *path = argv[i];
     }
   }
-  if (!path || bad_arg) {
+  if (!*path || bad_arg) {
     fprintf(stderr, "txl: error: txl-inspect takes one checkpoint file (txl-inspect --help)\n");
     return 1;
   }
+  return 0;
+}
+
+/* The root attributes of the memory's geometry: geo = {mem_len, batch_size, n_layer, d_model}
+ * (0 where missing). */
+static void read_geometry(hid_t file, int64_t geo[4]) {
+  const char *names[4] = {"mem_len", "batch_size", "n_layer", "d_model"};
+  hid_t a;
+  for (int i = 0; i < 4; i++) {
+    geo[i] = 0;
+    if ((a = H5Aopen(file, names[i], H5P_DEFAULT)) >= 0) {
+      H5Aread(a, H5T_NATIVE_INT64, &geo[i]);
+      H5Aclose(a);
+    }
+  }
+}
+
+/* The training state, the geometry and the config text. */
+static void print_state(const char *path, const TxlCkptState *st, const int64_t geo[4], const char *config) {
+  const int64_t mem_len = geo[0], batch = geo[1], n_layer = geo[2], d_model = geo[3];
+  printf("checkpoint      %s\n", path);
+  printf("format          %s, version %d\n", TXL_CKPT_FORMAT, st->format_version);
+  const char *none = st->format_version < 2 ? "none (a version 1 file)" : "(empty)";
+  printf("run id          %s\n", st->run_id[0] ? st->run_id : none);
+  printf("vocab digest    %s\n", st->vocab_digest[0] ? st->vocab_digest : none);
+  printf("step            %lld\n", (long long)st->step);
+  printf("tokens seen     %lld\n", (long long)st->tokens_seen);
+  printf("epoch           %lld, data position %lld\n", (long long)st->epoch, (long long)st->data_pos);
+  if (st->best_step >= 0)
+    printf("best valid loss %.6f at step %lld\n", st->best_valid_loss, (long long)st->best_step);
+  else
+    printf("best valid loss none yet\n");
+  printf("lr              %.6e\n", st->lr);
+  printf("adam updates    %d\n", st->adam_t);
+  printf("seed            %u\n", st->seed);
+  printf("written by      %d rank%s\n", st->world_size, st->world_size == 1 ? "" : "s");
+  printf("model           n_layer %lld, d_model %lld\n", (long long)n_layer, (long long)d_model);
+  printf("batch size      %lld columns\n", (long long)batch);
+  printf("memory          mem_len %lld, valid rows %d\n", (long long)mem_len, st->mem_rows);
+  printf("\nconfig:\n");
+  const char *p = config;
+  while (p && *p) {
+    const char *nl = strchr(p, '\n');
+    int len = nl ? (int)(nl - p) : (int)strlen(p);
+    printf("  %.*s\n", len, p);
+    p += len + (nl ? 1 : 0);
+  }
+}
+
+/* The table of datasets (each read back and checked with --verify) and the totals. Returns 1
+ * when a dataset failed its check, else 0. */
+static int print_datasets(const char *path, hid_t file, const Listing *l, int verify, int mem_rows) {
+  struct stat sb;
+  double file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;
+  printf("\ndatasets:\n");
+  size_t w = 4;
+  for (int i = 0; i < l->n; i++)
+    if (strlen(l->e[i].name) > w) w = strlen(l->e[i].name);
+  printf("  %-*s  %-24s  %-8s  %14s  %14s\n", (int)w, "name", "shape", "type", "bytes", "stored");
+  double tot_bytes = 0, tot_stored = 0;
+  int bad = 0;
+  for (int i = 0; i < l->n; i++) {
+    const Entry *e = &l->e[i];
+    char shape[128];
+    size_t k = (size_t)snprintf(shape, sizeof shape, "[");
+    for (int j = 0; j < e->nd && k < sizeof shape; j++)
+      k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%llu", j ? ", " : "",
+                            (unsigned long long)e->dims[j]);
+    if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
+    printf("  %-*s  %-24s  %-8s  %14llu  %14llu\n", (int)w, e->name, shape, e->type,
+           (unsigned long long)e->bytes, (unsigned long long)e->stored);
+    tot_bytes += (double)e->bytes;
+    tot_stored += (double)e->stored;
+    if (verify) {
+      char msg[1536];
+      if (verify_dataset(path, file, e, mem_rows, msg, sizeof msg) != 0) {
+        fflush(stdout);
+        fprintf(stderr, "txl: error: %s\n", msg);
+        bad = 1;
+        break;
+      }
+    }
+  }
+  char b1[32], b2[32], b3[32];
+  print_bytes(b1, sizeof b1, tot_bytes);
+  print_bytes(b2, sizeof b2, tot_stored);
+  print_bytes(b3, sizeof b3, file_bytes);
+  if (!bad)
+    printf("\ntotal           %d datasets, %.0f bytes of data (%s), %.0f stored (%s), file %.0f bytes (%s)\n",
+           l->n, tot_bytes, b1, tot_stored, b2, file_bytes, b3);
+  if (verify && !bad) printf("verified        every dataset read back, every checksum matches, no NaN, infinity or negative second moment\n");
+  return bad;
+}
+
+int main(int argc, char **argv) {
+  const char *path = NULL;
+  int verify = 0;
+  const int rc = parse_args(argc, argv, &path, &verify);
+  if (rc) return rc;
 
   TxlDist dist;
   txl_dist_init(&dist, &argc, &argv);
@@ -296,88 +404,14 @@ int main(int argc, char **argv) {
   if (l.failed) txl_fatal("%s: %s", path, l.err);
   qsort(l.e, (size_t)l.n, sizeof(Entry), natural_cmp);
 
-  int64_t mem_len = 0, batch = 0, n_layer = 0, d_model = 0;
-  hid_t a;
-  const char *names[4] = {"mem_len", "batch_size", "n_layer", "d_model"};
-  int64_t *vals[4] = {&mem_len, &batch, &n_layer, &d_model};
-  for (int i = 0; i < 4; i++)
-    if ((a = H5Aopen(file, names[i], H5P_DEFAULT)) >= 0) {
-      H5Aread(a, H5T_NATIVE_INT64, vals[i]);
-      H5Aclose(a);
-    }
-
-  int64_t geo[4] = {mem_len, batch, n_layer, d_model};
+  int64_t geo[4];
+  read_geometry(file, geo);
   char msg[768];
   if (check_layout(&l, geo, msg, sizeof msg) != 0) txl_fatal("%s: not a consistent checkpoint: %s", path, msg);
 
-  struct stat sb;
-  double file_bytes = stat(path, &sb) == 0 ? (double)sb.st_size : 0;
-  printf("checkpoint      %s\n", path);
-  printf("format          %s, version %d\n", TXL_CKPT_FORMAT, st.format_version);
-  const char *none = st.format_version < 2 ? "none (a version 1 file)" : "(empty)";
-  printf("run id          %s\n", st.run_id[0] ? st.run_id : none);
-  printf("vocab digest    %s\n", st.vocab_digest[0] ? st.vocab_digest : none);
-  printf("step            %lld\n", (long long)st.step);
-  printf("tokens seen     %lld\n", (long long)st.tokens_seen);
-  printf("epoch           %lld, data position %lld\n", (long long)st.epoch, (long long)st.data_pos);
-  if (st.best_step >= 0)
-    printf("best valid loss %.6f at step %lld\n", st.best_valid_loss, (long long)st.best_step);
-  else
-    printf("best valid loss none yet\n");
-  printf("lr              %.6e\n", st.lr);
-  printf("adam updates    %d\n", st.adam_t);
-  printf("seed            %u\n", st.seed);
-  printf("written by      %d rank%s\n", st.world_size, st.world_size == 1 ? "" : "s");
-  printf("model           n_layer %lld, d_model %lld\n", (long long)n_layer, (long long)d_model);
-  printf("batch size      %lld columns\n", (long long)batch);
-  printf("memory          mem_len %lld, valid rows %d\n", (long long)mem_len, st.mem_rows);
-  printf("\nconfig:\n");
-  const char *p = config;
-  while (p && *p) {
-    const char *nl = strchr(p, '\n');
-    int len = nl ? (int)(nl - p) : (int)strlen(p);
-    printf("  %.*s\n", len, p);
-    p += len + (nl ? 1 : 0);
-  }
+  print_state(path, &st, geo, config);
   free(config);
-
-  printf("\ndatasets:\n");
-  size_t w = 4;
-  for (int i = 0; i < l.n; i++)
-    if (strlen(l.e[i].name) > w) w = strlen(l.e[i].name);
-  printf("  %-*s  %-24s  %-8s  %14s  %14s\n", (int)w, "name", "shape", "type", "bytes", "stored");
-  double tot_bytes = 0, tot_stored = 0;
-  int bad = 0;
-  for (int i = 0; i < l.n; i++) {
-    const Entry *e = &l.e[i];
-    char shape[128];
-    size_t k = (size_t)snprintf(shape, sizeof shape, "[");
-    for (int j = 0; j < e->nd && k < sizeof shape; j++)
-      k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%llu", j ? ", " : "",
-                            (unsigned long long)e->dims[j]);
-    if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
-    printf("  %-*s  %-24s  %-8s  %14llu  %14llu\n", (int)w, e->name, shape, e->type,
-           (unsigned long long)e->bytes, (unsigned long long)e->stored);
-    tot_bytes += (double)e->bytes;
-    tot_stored += (double)e->stored;
-    if (verify) {
-      char msg[1536];
-      if (verify_dataset(path, file, e, st.mem_rows, msg, sizeof msg) != 0) {
-        fflush(stdout);
-        fprintf(stderr, "txl: error: %s\n", msg);
-        bad = 1;
-        break;
-      }
-    }
-  }
-  char b1[32], b2[32], b3[32];
-  print_bytes(b1, sizeof b1, tot_bytes);
-  print_bytes(b2, sizeof b2, tot_stored);
-  print_bytes(b3, sizeof b3, file_bytes);
-  if (!bad)
-    printf("\ntotal           %d datasets, %.0f bytes of data (%s), %.0f stored (%s), file %.0f bytes (%s)\n",
-           l.n, tot_bytes, b1, tot_stored, b2, file_bytes, b3);
-  if (verify && !bad) printf("verified        every dataset read back, every checksum matches, no NaN, infinity or negative second moment\n");
+  const int bad = print_datasets(path, file, &l, verify, st.mem_rows);
   free(l.e);
   H5Fclose(file);
   txl_dist_finalize();

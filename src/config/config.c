@@ -18,17 +18,35 @@ typedef enum { T_INT, T_FLOAT, T_BOOL, T_STRING, T_ENUM } KeyType;
 typedef enum { R_FREE, R_FIXED } ResumeClass;
 
 typedef struct {
-  const char *section, *key, *def, *choices, *help;
+  const char *section, *key, *def, *help;
   KeyType type;
   double lo, hi;
   const char *lo_text, *hi_text; /* the bounds as config.def writes them, for messages and --help */
   ResumeClass resume;
   size_t offset;
+  const char *const *names; /* ENUM: the name of each value (TXL_CFG_CHOICES_<key>); else NULL */
+  int n_names;
 } KeyInfo;
 
+/* NAMES_<key>: each ENUM key's choices as the INI text writes them, in the order of their values. */
+#define NAME_TEXT(constant, name) #name,
+#define NAMES_INT(key)
+#define NAMES_FLOAT(key)
+#define NAMES_BOOL(key)
+#define NAMES_STRING(key)
+#define NAMES_ENUM(key) static const char *const NAMES_##key[] = {TXL_CFG_CHOICES_##key(NAME_TEXT)};
+#define X(section, key, type, def, lo, hi, resume, help) NAMES_##type(key)
+#include "src/config/config.def"
+#undef X
+
+#define CHOICES_INT(key) NULL, 0
+#define CHOICES_FLOAT(key) NULL, 0
+#define CHOICES_BOOL(key) NULL, 0
+#define CHOICES_STRING(key) NULL, 0
+#define CHOICES_ENUM(key) NAMES_##key, (int)(sizeof NAMES_##key / sizeof NAMES_##key[0])
 static const KeyInfo KEYS[] = {
-#define X(section, key, type, def, lo, hi, choices, resume, help) \
-  {#section, #key, def, choices, help, T_##type, lo, hi, #lo, #hi, R_##resume, offsetof(TxlConfig, key)},
+#define X(section, key, type, def, lo, hi, resume, help)                                                    \
+  {#section, #key, def, help, T_##type, lo, hi, #lo, #hi, R_##resume, offsetof(TxlConfig, key), CHOICES_##type(key)},
 #include "src/config/config.def"
 #undef X
 };
@@ -82,17 +100,20 @@ static const KeyInfo *find_name(const char *name, size_t len) {
   return NULL;
 }
 
-static int enum_has(const char *choices, const char *v) {
-  size_t n = strlen(v);
-  const char *p = choices;
-  while (*p) {
-    const char *bar = strchr(p, '|');
-    size_t len = bar ? (size_t)(bar - p) : strlen(p);
-    if (len == n && strncmp(p, v, n) == 0) return 1;
-    if (!bar) break;
-    p = bar + 1;
-  }
-  return 0;
+/* The value of ENUM key k named v, or -1. */
+static int choice_of(const KeyInfo *k, const char *v) {
+  for (int i = 0; i < k->n_names; i++)
+    if (!strcmp(k->names[i], v)) return i;
+  return -1;
+}
+
+/* k's choices as "a|b|c" (for messages and --help). */
+static const char *choices_text(const KeyInfo *k, char *out, size_t n) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int i = 0; i < k->n_names && used < n; i++)
+    used += (size_t)snprintf(out + used, n - used, "%s%s", i ? "|" : "", k->names[i]);
+  return out;
 }
 
 /* Decimal integers only: [+-]digits (no hex, no octal reading of a leading 0, no blanks). */
@@ -187,12 +208,17 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
         return -1;
       }
       return 0;
-    case T_ENUM:
-      if (!enum_has(k->choices, value)) {
-        fail(err, errlen, "%s.%s: '%s' is not one of %s", k->section, k->key, show(shown, value), k->choices);
+    case T_ENUM: {
+      const int v = choice_of(k, value);
+      char choices[128];
+      if (v < 0) {
+        fail(err, errlen, "%s.%s: '%s' is not one of %s", k->section, k->key, show(shown, value),
+             choices_text(k, choices, sizeof choices));
         return -1;
       }
-      /* fall through */
+      *(int *)field = v;
+      return 0;
+    }
     case T_STRING:
       if (strlen(value) >= TXL_CFG_STRLEN) {
         fail(err, errlen, "%s.%s: the value is %zu bytes, longer than %d", k->section, k->key, strlen(value),
@@ -298,6 +324,16 @@ static char *parse_value(char *v, char *msg, size_t n) {
   return v;
 }
 
+/* The sections in table order, as "data, model, ...". */
+static const char *section_list(char *out, size_t n) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int i = 0; i < N_KEYS && used < n; i++)
+    if (i == 0 || strcmp(KEYS[i].section, KEYS[i - 1].section))
+      used += (size_t)snprintf(out + used, n - used, "%s%s", i ? ", " : "", KEYS[i].section);
+  return out;
+}
+
 /* One line (NUL-terminated, without its line end). `section` is the current one ("" before
  * the first header); line_of[] the line each key was set on in this text. */
 static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, const char **section, int *line_of,
@@ -328,8 +364,9 @@ static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, co
         *section = KEYS[i].section;
         return 0;
       }
-    fail(err, errlen, "%s:%d: unknown section [%s] (sections: data, model, train, eval, dist, run)", name, lineno,
-         show(shown, sec));
+    char sections[128];
+    fail(err, errlen, "%s:%d: unknown section [%s] (sections: %s)", name, lineno, show(shown, sec),
+         section_list(sections, sizeof sections));
     return -1;
   }
   char *eq = strchr(s, '=');
@@ -639,8 +676,8 @@ static void format_value(const TxlConfig *c, const KeyInfo *k, char *out, size_t
     case T_INT: snprintf(out, n, "%d", *(const int *)field); break;
     case T_FLOAT: format_double(*(const double *)field, out, n); break;
     case T_BOOL: snprintf(out, n, "%s", *(const int *)field ? "true" : "false"); break;
-    case T_STRING:
-    case T_ENUM: snprintf(out, n, "%s", field); break;
+    case T_STRING: snprintf(out, n, "%s", field); break;
+    case T_ENUM: snprintf(out, n, "%s", k->names[*(const int *)field]); break;
   }
 }
 
@@ -726,9 +763,12 @@ void txl_config_print_help(FILE *f) {
     char range[96] = "";
     if (k->type == T_INT || k->type == T_FLOAT)
       snprintf(range, sizeof range, " range [%s, %s]", k->lo_text, k->hi_text);
-    if (k->type == T_ENUM) snprintf(range, sizeof range, " one of %s", k->choices);
+    char choices[80];
+    if (k->type == T_ENUM) snprintf(range, sizeof range, " one of %s", choices_text(k, choices, sizeof choices));
     static const char *tn[] = {"int", "float", "bool", "string", "enum"};
-    fprintf(f, "    %-18s %-6s default %s%s\n        %s\n", k->key, tn[k->type],
-            *k->def ? k->def : "\"\"", range, k->help);
+    fprintf(f, "    %-18s %-6s default %s%s%s\n        %s\n", k->key, tn[k->type], *k->def ? k->def : "\"\"", range,
+            k->resume == R_FIXED ? ", fixed on resume" : "", k->help);
   }
 }
+
+const char *txl_config_choice_name(int key, int v) { return KEYS[key].names[v]; }

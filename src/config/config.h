@@ -11,16 +11,28 @@
 #define TXL_CFG_FIELD_FLOAT double
 #define TXL_CFG_FIELD_BOOL int
 #define TXL_CFG_FIELD_STRING char
-#define TXL_CFG_FIELD_ENUM char
+#define TXL_CFG_FIELD_ENUM int
 #define TXL_CFG_DIM_INT
 #define TXL_CFG_DIM_FLOAT
 #define TXL_CFG_DIM_BOOL
 #define TXL_CFG_DIM_STRING [TXL_CFG_STRLEN]
-#define TXL_CFG_DIM_ENUM [TXL_CFG_STRLEN]
+#define TXL_CFG_DIM_ENUM
+
+/* The values of the ENUM keys, from config.def's TXL_CFG_CHOICES_<key> lists (0, 1, ... per key):
+ * TXL_SCHEDULER_COSINE, TXL_DEVICE_CUDA, TXL_PRECISION_BF16, ... */
+#define TXL_CFG_CONSTANT(constant, name) TXL_##constant,
+#define TXL_CFG_CONSTANTS_INT(key)
+#define TXL_CFG_CONSTANTS_FLOAT(key)
+#define TXL_CFG_CONSTANTS_BOOL(key)
+#define TXL_CFG_CONSTANTS_STRING(key)
+#define TXL_CFG_CONSTANTS_ENUM(key) enum { TXL_CFG_CHOICES_##key(TXL_CFG_CONSTANT) };
+#define X(section, key, type, def, lo, hi, resume, help) TXL_CFG_CONSTANTS_##type(key)
+#include "src/config/config.def"
+#undef X
 
 /* Each key's index in config.def: TXL_CFG_KEY_lr, ... */
 enum {
-#define X(section, key, type, def, lo, hi, choices, resume, help) TXL_CFG_KEY_##key,
+#define X(section, key, type, def, lo, hi, resume, help) TXL_CFG_KEY_##key,
 #include "src/config/config.def"
 #undef X
   TXL_CFG_N_KEYS
@@ -36,7 +48,7 @@ typedef struct {
 } TxlCfgOrigin;
 
 typedef struct {
-#define X(section, key, type, def, lo, hi, choices, resume, help) TXL_CFG_FIELD_##type key TXL_CFG_DIM_##type;
+#define X(section, key, type, def, lo, hi, resume, help) TXL_CFG_FIELD_##type key TXL_CFG_DIM_##type;
 #include "src/config/config.def"
 #undef X
   /* bookkeeping, not keys */
@@ -85,6 +97,9 @@ int txl_config_validate_eval(const TxlConfig *c, int world, char *err, size_t er
 void txl_config_write_ini(const TxlConfig *c, FILE *f, int mark_changed);
 /* `--help` text for every key, generated from the table. */
 void txl_config_print_help(FILE *f);
+/* The name of value v of ENUM key `key` (TXL_CFG_KEY_device, TXL_DEVICE_CUDA -> "cuda"), as the
+ * INI text writes it. */
+const char *txl_config_choice_name(int key, int v);
 
 /* Values derived from the keys (the -1 / -2 "same as training" conventions resolved). */
 int txl_config_eval_mem_len(const TxlConfig *c);

@@ -4,22 +4,24 @@
 #include <string.h>
 
 int txl_schedule_kind(const char *name) {
-  if (!strcmp(name, "cosine")) return TXL_SCHED_COSINE;
-  if (!strcmp(name, "inv_sqrt")) return TXL_SCHED_INV_SQRT;
-  if (!strcmp(name, "constant")) return TXL_SCHED_CONSTANT;
+#define NAME_TEXT(constant, name) #name,
+  static const char *const names[] = {TXL_CFG_CHOICES_scheduler(NAME_TEXT)};
+#undef NAME_TEXT
+  for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+    if (!strcmp(name, names[i])) return i;
   return -1;
 }
 
 double txl_schedule_lr(const TxlSchedule *s, int step) {
   if (step < s->warmup_step) return s->lr * (double)(step + 1) / (double)s->warmup_step;
   switch (s->kind) {
-    case TXL_SCHED_COSINE:
+    case TXL_SCHEDULER_COSINE:
       return s->eta_min + (s->lr - s->eta_min) * (1.0 + cos(M_PI * (double)step / (double)s->max_step)) / 2.0;
-    case TXL_SCHED_INV_SQRT: {
+    case TXL_SCHEDULER_INV_SQRT: {
       double w = s->warmup_step > 1 ? (double)s->warmup_step : 1.0;
       return s->lr * sqrt(w) / sqrt((double)step + 1.0);
     }
-    case TXL_SCHED_CONSTANT: return s->lr;
+    case TXL_SCHEDULER_CONSTANT: return s->lr;
   }
   return s->lr;
 }

@@ -2,7 +2,9 @@
 #ifndef TXL_OPTIM_SCHEDULE_H
 #define TXL_OPTIM_SCHEDULE_H
 
-typedef enum { TXL_SCHED_COSINE, TXL_SCHED_INV_SQRT, TXL_SCHED_CONSTANT } TxlSchedKind;
+#include "src/config/config.h"
+
+typedef int TxlSchedKind; /* train.scheduler's values: TXL_SCHEDULER_COSINE, ... (config.def) */
 
 typedef struct {
   TxlSchedKind kind;
@@ -12,7 +14,7 @@ typedef struct {
   int max_step;
 } TxlSchedule;
 
-/* "cosine" | "inv_sqrt" | "constant" -> kind; -1 when unknown. */
+/* A train.scheduler name as the config writes it ("cosine", ...) -> kind; -1 when unknown. */
 int txl_schedule_kind(const char *name);
 
 /* Learning rate of update s (0-based):

@@ -38,14 +38,14 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   txl_cuda_set_device(gpu, &info);
   /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16: the table that stores the
    * activations in bf16 (its GEMMs take bf16 operands; the TF32 setting does not apply to them) */
-  const int bf16 = !strcmp(c->precision, "bf16");
-  txl_cuda_set_gemm_math(!strcmp(c->precision, "tf32") ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  const int bf16 = c->precision == TXL_PRECISION_BF16;
+  txl_cuda_set_gemm_math(c->precision == TXL_PRECISION_TF32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   b->gpu = gpu;
   b->peak_flops = info.fp32_peak;
   b->free_bytes = (double)info.free_memory;
   snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
            info.minor, (double)info.memory / 1073741824.0,
-           bf16 ? "bf16 activations and GEMMs" : !strcmp(c->precision, "tf32") ? "TF32 GEMMs" : "fp32");
+           bf16 ? "bf16 activations and GEMMs" : c->precision == TXL_PRECISION_TF32 ? "TF32 GEMMs" : "fp32");
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu);
 #else /* the CPU emulator of the kernels (tests/cuda/emu): no NCCL there */
@@ -56,8 +56,8 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
 #endif
 
 const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
-  const int bf16 = !strcmp(c->precision, "bf16");
-  if (!strcmp(c->device, "cpu")) {
+  const int bf16 = c->precision == TXL_PRECISION_BF16;
+  if (c->device == TXL_DEVICE_CPU) {
     if (!bf16) return txl_ops_cpu();
     snprintf(err, errlen, "run.precision = bf16 needs run.device = cuda (the CPU backend computes and stores in "
              "fp32; use fp32)");
@@ -80,7 +80,7 @@ void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   char err[512];
   b->ops = txl_backend_ops(c, err, sizeof err); /* a table of functions: no device touched yet */
   if (!b->ops) txl_fatal_all("%s", err);
-  if (strcmp(c->device, "cpu") == 0) {
+  if (c->device == TXL_DEVICE_CPU) {
     snprintf(b->device, sizeof b->device, "cpu");
     return;
   }

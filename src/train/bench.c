@@ -71,9 +71,10 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   double gflops_rank = tokens_per_s * flops / 1e9 / t->dist.world;
   char tps[32];
   txl_format_count((long long)(tokens_per_s + 0.5), tps, sizeof tps);
+  const char *precision = txl_config_choice_name(TXL_CFG_KEY_precision, c->precision);
   printf("bench: %d steps (after %d warm-up) | loss %.4f | %s tok/s | %.2f ms/step | %.1f GFLOP/s per rank = "
          "%.1f%% of the measured %s GEMM peak %.1f GFLOP/s (%s, %d thread%s)\n",
-         steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, c->precision, peak,
+         steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, precision, peak,
          t->backend.device, t->threads, t->threads > 1 ? "s" : "");
   if (t->backend.peak_flops > 0.0)
     printf("bench: MFU %.1f%% of the device's fp32 peak (CUDA cores) of %.1f TFLOP/s\n",

@@ -52,7 +52,9 @@ void txl_check_run(const TxlConfig *cfg, const char *config_path, int ranks) {
   if (txl_config_validate(&c, ranks, err, sizeof err) != 0) txl_fatal_all("%s", err);
   const TxlOps *ops = txl_backend_ops(&c, err, sizeof err);
   if (!ops) txl_fatal_all("%s: %s", config_path, err);
-  printf("check: %s for %d rank%s on %s (%s)\n", config_path, ranks, ranks > 1 ? "s" : "", c.device, c.precision);
+  const char *device = txl_config_choice_name(TXL_CFG_KEY_device, c.device);
+  printf("check: %s for %d rank%s on %s (%s)\n", config_path, ranks, ranks > 1 ? "s" : "", device,
+         txl_config_choice_name(TXL_CFG_KEY_precision, c.precision));
   c.n_token = vocabulary(&c, config_path);
   TxlMemEstimate e;
   txl_memory_estimate(&c, c.n_token, ops, ranks, &e);
@@ -73,6 +75,6 @@ void txl_check_run(const TxlConfig *cfg, const char *config_path, int ranks) {
     printf("this machine: %s of host memory available (%s)%s\n", a, source,
            e.host > avail ? ": one rank of this run would not fit here" : "");
   }
-  printf("check passed: the config is valid for %d rank%s on %s\n", ranks, ranks > 1 ? "s" : "", c.device);
+  printf("check passed: the config is valid for %d rank%s on %s\n", ranks, ranks > 1 ? "s" : "", device);
   fflush(stdout);
 }

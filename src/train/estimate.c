@@ -20,7 +20,7 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
   e->n_params = shell.table.total;
   e->n_params_ne = txl_param_count_non_embedding(&shell.table);
   e->flops_per_token = txl_model_flops_per_token(&shell, c->tgt_len, c->mem_len);
-  e->on_gpu = strcmp(c->device, "cpu") != 0;
+  e->on_gpu = c->device != TXL_DEVICE_CPU;
 
   const int B = txl_shard_max(c->batch_size, world), Be = txl_shard_max(c->eval_batch_size, world);
   /* col0 plays no part in the sizes */

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/base/cli.h"
 #include "src/base/error.h"
+#include "src/train/options.h"
 #include "src/train/stream.h"
 #include "src/train/trainer.h"
 
@@ -24,20 +24,32 @@ void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const ch
   if (txl_config_set_key(c, key, v, where, err, sizeof err) != 0) txl_fatal_all("%s", err);
 }
 
+enum { OPT_DEVICE, OPT_PRECISION, OPT_THREADS, N_DEVICE_OPTS };
+static const TxlToolOption DEVICE_OPTS[N_DEVICE_OPTS] = {
+    [OPT_DEVICE] = {"--device", "cpu|cuda", "run.device", NULL, "where to compute (default: run.device of the checkpoint)"},
+    [OPT_PRECISION] = {"--precision", "P", "run.precision", NULL,
+                       "fp32|tf32|bf16, as run.precision (default: the checkpoint's; fp32 with\n"
+                       "--device cpu, which computes in fp32)"},
+    [OPT_THREADS] = {"--threads", "N", "run.threads", NULL,
+                     "CPU threads per rank, as run.threads (default: the checkpoint's)"},
+};
+
 int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v) {
-  if (!strcmp(a, "--device")) {
-    o->device = txl_key_option(a, v, "run.device");
-    return 1;
+  const int k = txl_tool_option_find(DEVICE_OPTS, N_DEVICE_OPTS, a);
+  if (k < 0) return 0;
+  const char *value = txl_key_option(a, v, DEVICE_OPTS[k].key);
+  switch (k) {
+    case OPT_DEVICE: o->device = value; break;
+    case OPT_PRECISION: o->precision = value; break;
+    case OPT_THREADS: o->threads = value; break;
   }
-  if (!strcmp(a, "--precision")) {
-    o->precision = txl_key_option(a, v, "run.precision");
-    return 1;
-  }
-  if (!strcmp(a, "--threads")) {
-    o->threads = txl_key_option(a, v, "run.threads");
-    return 1;
-  }
-  return 0;
+  return 1;
+}
+
+void txl_loaded_options_help(FILE *f, const TxlToolOption *opts, int n) {
+  txl_tool_options_help(f, opts, n, 24);
+  txl_tool_options_help(f, DEVICE_OPTS, N_DEVICE_OPTS, 24);
+  fprintf(f, "  -h, --help            this text\n");
 }
 
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
@@ -46,8 +58,8 @@ void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
   /* a model trained in bf16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
   if (o->precision)
     txl_key_option_apply(c, "--precision", o->precision, "run.precision");
-  else if (!strcmp(c->device, "cpu"))
-    snprintf(c->precision, sizeof c->precision, "fp32");
+  else if (c->device == TXL_DEVICE_CPU)
+    c->precision = TXL_PRECISION_FP32;
 }
 
 /* One line for the user on the tool's notice stream (rank 0's; NULL on the others). */

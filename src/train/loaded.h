@@ -7,6 +7,7 @@
 
 #include "data/corpus.h"
 #include "dist/dist.h"
+#include "src/base/cli.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/config/config.h"
 #include "src/model/model.h"
@@ -24,11 +25,6 @@ typedef struct {
 
 /* The options of the tools that load a checkpoint about where it runs: their --help lines, the
  * parsing, and the checkpoint config they override. */
-#define TXL_DEVICE_OPTIONS_HELP                                                                     \
-  "  --device cpu|cuda     where to compute (default: run.device of the checkpoint)\n"           \
-  "  --precision P         fp32|tf32|bf16, as run.precision (default: the checkpoint's; fp32 with\n" \
-  "                        --device cpu, which computes in fp32)\n"                                \
-  "  --threads N           CPU threads per rank, as run.threads (default: the checkpoint's)\n"
 typedef struct {
   const char *device;    /* NULL: the checkpoint's */
   const char *precision; /* NULL: the checkpoint's (fp32 when device is cpu) */
@@ -45,6 +41,8 @@ void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const ch
 /* 1 when option a (with value v) is one of them, recorded in o (the caller then skips v); a bad
  * value is a one-line error on every rank. */
 int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v);
+/* --help's option lines of such a tool: its own options (opts[n]), these, and -h. */
+void txl_loaded_options_help(FILE *f, const TxlToolOption *opts, int n);
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c);
 
 /* Finds the checkpoint (a file, or a run folder's newest that opens: txl_ckpt_find) and reads its

@@ -10,6 +10,7 @@
 #include "src/base/error.h"
 #include "src/base/timer.h"
 #include "src/train/loaded.h"
+#include "src/train/options.h"
 #include "src/config/config.h"
 #include "src/train/evaluate.h"
 #include "src/train/stream.h"
@@ -17,6 +18,30 @@
 #include "src/train/trainer.h"
 
 #define MAX_SWEEP 64
+
+/* The options; the rows with a key set it over the checkpoint's config (see options.h). */
+enum { OPT_SPLIT, OPT_CORPUS, OPT_TGT_LEN, OPT_MEM_LEN, OPT_CLAMP_LEN, OPT_SAME_LENGTH, OPT_NO_SAME_LENGTH,
+       OPT_BATCH_SIZE, OPT_MAX_SEGMENTS, N_OPTS };
+static const TxlToolOption OPTS[N_OPTS] = {
+    [OPT_SPLIT] = {"--split", "NAME", NULL, NULL, "train, valid or test (default test)"},
+    [OPT_CORPUS] = {"--corpus", "FILE", NULL, NULL,
+                    "another corpus of the same vocabulary (default: data.corpus of the checkpoint)"},
+    [OPT_TGT_LEN] = {"--tgt-len", "N", "eval.eval_tgt_len", NULL, "rows per segment (eval.eval_tgt_len)"},
+    [OPT_MEM_LEN] = {"--mem-len", "N[,N...]", NULL, NULL,
+                     "memory rows (eval.eval_mem_len; -1: train.mem_len); a list evaluates each\n"
+                     "in turn (a table of loss against memory)"},
+    [OPT_CLAMP_LEN] = {"--clamp-len", "N", "eval.eval_clamp_len", NULL,
+                       "relative distances clamped to N (eval.eval_clamp_len; <= 0: none, -2: the\n"
+                       "training's model.clamp_len)"},
+    [OPT_SAME_LENGTH] = {"--same-length", NULL, "eval.eval_same_length", "true",
+                         "every query attends to the same number of keys (needs memory)"},
+    [OPT_NO_SAME_LENGTH] = {"--no-same-length", NULL, "eval.eval_same_length", "false",
+                            "the opposite (default: eval.eval_same_length)"},
+    [OPT_BATCH_SIZE] = {"--batch-size", "N", "eval.eval_batch_size", NULL,
+                        "columns of the split (eval.eval_batch_size; at least P)"},
+    [OPT_MAX_SEGMENTS] = {"--max-segments", "N", "eval.max_eval_steps", NULL,
+                          "stop after N segments (eval.max_eval_steps; default -1: the whole split)"},
+};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -27,116 +52,94 @@ static void usage(FILE *f) {
           "checkpoint. Settings not given come from the checkpoint's config (its eval.* keys); an option\n"
           "that names a key takes that key's values (types and ranges: txl-train --help).\n"
           "\n"
-          "options:\n"
-          "  --split NAME          train, valid or test (default test)\n"
-          "  --corpus FILE         another corpus of the same vocabulary (default: data.corpus of the checkpoint)\n"
-          "  --tgt-len N           rows per segment (eval.eval_tgt_len)\n"
-          "  --mem-len N[,N...]    memory rows (eval.eval_mem_len; -1: train.mem_len); a list evaluates each\n"
-          "                        in turn (a table of loss against memory)\n"
-          "  --clamp-len N         relative distances clamped to N (eval.eval_clamp_len; <= 0: none, -2: the\n"
-          "                        training's model.clamp_len)\n"
-          "  --same-length         every query attends to the same number of keys (needs memory)\n"
-          "  --no-same-length      the opposite (default: eval.eval_same_length)\n"
-          "  --batch-size N        columns of the split (eval.eval_batch_size; at least P)\n"
-          "  --max-segments N      stop after N segments (eval.max_eval_steps; default -1: the whole split)\n"
-          TXL_DEVICE_OPTIONS_HELP
-          "  -h, --help            this text\n");
+          "options:\n");
+  txl_loaded_options_help(f, OPTS, N_OPTS);
 }
 
-int main(int argc, char **argv) {
-  if (txl_cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
-  TxlDist dist;
-  txl_dist_init(&dist, &argc, &argv);
-
-  const char *target = NULL, *split = "test", *corpus = NULL;
-  /* the options that set a key, applied in order over the checkpoint's config once it is read;
-   * each value is checked against its key's range as it is parsed */
-  struct {
-    const char *opt, *value, *key;
-    int flag; /* an option without a value (--same-length): messages name it alone */
-  } set[16];
-  int n_set = 0;
-  TxlDeviceOptions dev = {NULL, NULL, NULL};
+/* The command line: the checkpoint, the split, the key settings, the --mem-len sweep. */
+typedef struct {
+  const char *target, *split, *corpus;
+  TxlKeySettings keys;
+  TxlDeviceOptions dev;
   const char *mem[MAX_SWEEP];
-  char mem_list[1024] = "";
-  int n_mem = 0;
+  char mem_list[1024];
+  int n_mem;
+} EvalArgs;
+
+/* --mem-len N[,N...]: each value checked as eval.eval_mem_len. */
+static void parse_mem_list(EvalArgs *e, const char *a, const char *v) {
+  if (!v) txl_fatal_all("--mem-len needs N or a list N,N,...");
+  if (strlen(v) >= sizeof e->mem_list)
+    txl_fatal_all("--mem-len: a list of at most %zu characters", sizeof e->mem_list - 1);
+  snprintf(e->mem_list, sizeof e->mem_list, "%s", v);
+  e->n_mem = 0;
+  for (char *tok = strtok(e->mem_list, ","); tok; tok = strtok(NULL, ",")) {
+    if (e->n_mem == MAX_SWEEP) txl_fatal_all("--mem-len: at most %d values", MAX_SWEEP);
+    e->mem[e->n_mem++] = txl_key_option(a, tok, "eval.eval_mem_len");
+  }
+  if (!e->n_mem) txl_fatal_all("--mem-len %s: no value", v);
+}
+
+static void parse_args(EvalArgs *e, int argc, char **argv) {
+  memset(e, 0, sizeof *e);
+  e->split = "test";
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, *key = NULL;
-    if (!strcmp(a, "--tgt-len")) key = "eval.eval_tgt_len";
-    if (!strcmp(a, "--clamp-len")) key = "eval.eval_clamp_len";
-    if (!strcmp(a, "--batch-size")) key = "eval.eval_batch_size";
-    if (!strcmp(a, "--max-segments")) key = "eval.max_eval_steps";
-    if (!strcmp(a, "--same-length")) key = "eval.eval_same_length", v = "true";
-    if (!strcmp(a, "--no-same-length")) key = "eval.eval_same_length", v = "false";
-    if (key) {
-      if (n_set == (int)(sizeof set / sizeof set[0])) txl_fatal_all("%s: too many options", a);
-      const int flag = !strcmp(a, "--same-length") || !strcmp(a, "--no-same-length");
-      set[n_set].opt = a, set[n_set].value = txl_key_option(a, v, key), set[n_set].key = key, set[n_set++].flag = flag;
-      if (!flag) i++;
-    } else if (!strcmp(a, "--split")) {
-      split = txl_cli_choice(a, v, "train|valid|test"), i++;
-    } else if (!strcmp(a, "--corpus")) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    const int o = txl_tool_option_find(OPTS, N_OPTS, a);
+    if (o >= 0 && OPTS[o].key) {
+      i += txl_key_settings_add(&e->keys, &OPTS[o], v);
+    } else if (o == OPT_SPLIT) {
+      e->split = txl_cli_choice(a, v, "train|valid|test"), i++;
+    } else if (o == OPT_CORPUS) {
       if (!v) txl_fatal_all("--corpus needs a file");
-      corpus = argv[++i];
-    } else if (!strcmp(a, "--mem-len")) {
-      if (!v) txl_fatal_all("--mem-len needs N or a list N,N,...");
-      if (strlen(v) >= sizeof mem_list)
-        txl_fatal_all("--mem-len: a list of at most %zu characters", sizeof mem_list - 1);
-      snprintf(mem_list, sizeof mem_list, "%s", argv[++i]);
-      n_mem = 0;
-      for (char *tok = strtok(mem_list, ","); tok; tok = strtok(NULL, ",")) {
-        if (n_mem == MAX_SWEEP) txl_fatal_all("--mem-len: at most %d values", MAX_SWEEP);
-        mem[n_mem++] = txl_key_option(a, tok, "eval.eval_mem_len");
-      }
-      if (!n_mem) txl_fatal_all("--mem-len %s: no value", argv[i]);
-    } else if (txl_device_option(&dev, a, v)) {
+      e->corpus = argv[++i];
+    } else if (o == OPT_MEM_LEN) {
+      parse_mem_list(e, a, v), i++;
+    } else if (txl_device_option(&e->dev, a, v)) {
       i++;
     } else {
-      txl_cli_positional("txl-eval", "checkpoint", a, &target);
+      txl_cli_positional("txl-eval", "checkpoint", a, &e->target);
     }
   }
-  if (!target) txl_fatal_all("no checkpoint given (usage: txl-eval CHECKPOINT|RUN_DIR [options], see --help)");
+  if (!e->target) txl_fatal_all("no checkpoint given (usage: txl-eval CHECKPOINT|RUN_DIR [options], see --help)");
+}
 
-  TxlLoaded ld;
-  txl_loaded_config(&ld, target, dist.rank == 0 ? stdout : NULL);
-  TxlConfig cfg = ld.cfg;
+/* The checkpoint's config with the options over it, every length of a sweep checked before the
+ * first runs. */
+static TxlConfig resolve_config(const EvalArgs *e, const TxlConfig *ckpt, const TxlDist *dist) {
+  TxlConfig cfg = *ckpt;
   char err[1024];
-  if (corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", corpus);
+  if (e->corpus) snprintf(cfg.corpus, sizeof cfg.corpus, "%s", e->corpus);
   cfg.max_eval_steps = -1; /* txl-eval's default: the whole split, whatever validation used */
-  for (int k = 0; k < n_set; k++) {
-    if (!set[k].flag)
-      txl_key_option_apply(&cfg, set[k].opt, set[k].value, set[k].key);
-    else if (txl_config_set_key(&cfg, set[k].key, set[k].value, set[k].opt, err, sizeof err) != 0)
-      txl_fatal_all("%s", err);
+  txl_key_settings_apply(&e->keys, &cfg);
+  txl_device_options_apply(&e->dev, &cfg);
+  for (int k = 0; k < (e->n_mem ? e->n_mem : 1); k++) {
+    if (e->n_mem) txl_key_option_apply(&cfg, "--mem-len", e->mem[k], "eval.eval_mem_len");
+    if (txl_config_validate_eval(&cfg, dist->world, err, sizeof err) != 0) txl_fatal_all("%s", err);
   }
-  txl_device_options_apply(&dev, &cfg);
-  for (int k = 0; k < (n_mem ? n_mem : 1); k++) { /* every length of a sweep is checked before the first runs */
-    if (n_mem) txl_key_option_apply(&cfg, "--mem-len", mem[k], "eval.eval_mem_len");
-    if (txl_config_validate_eval(&cfg, dist.world, err, sizeof err) != 0) txl_fatal_all("%s", err);
-  }
+  return cfg;
+}
 
-  ld.cfg = cfg;
-  txl_loaded_open(&ld, &dist);
-  TxlCorpus *c = ld.corpus;
+/* One line per memory length of the sweep (one line without a sweep). */
+static void run(const EvalArgs *e, TxlLoaded *ld, TxlConfig cfg, const TxlDist *dist) {
+  TxlCorpus *c = ld->corpus;
+  const char *split = e->split;
   txl_stream_check_length(c, split, cfg.eval_batch_size, 1);
   const int char_level = strcmp(txl_corpus_mode(c), "word") != 0;
-  if (dist.rank == 0) {
-    printf("txl-eval: %s (step %lld) on split '%s' of %s; %d rank%s x %d thread%s\n", ld.path, (long long)ld.st.step,
-           split, cfg.corpus, dist.world, dist.world > 1 ? "s" : "", txl_cpu_threads(),
+  if (dist->rank == 0) {
+    printf("txl-eval: %s (step %lld) on split '%s' of %s; %d rank%s x %d thread%s\n", ld->path,
+           (long long)ld->st.step, split, cfg.corpus, dist->world, dist->world > 1 ? "s" : "", txl_cpu_threads(),
            txl_cpu_threads() > 1 ? "s" : "");
     fflush(stdout);
   }
-  for (int k = 0; k < (n_mem ? n_mem : 1); k++) {
-    if (n_mem) txl_key_option_apply(&cfg, "--mem-len", mem[k], "eval.eval_mem_len");
+  for (int k = 0; k < (e->n_mem ? e->n_mem : 1); k++) {
+    if (e->n_mem) txl_key_option_apply(&cfg, "--mem-len", e->mem[k], "eval.eval_mem_len");
     const TxlEvalShape es = {cfg.eval_tgt_len, txl_config_eval_mem_len(&cfg), txl_config_eval_clamp_len(&cfg),
                              cfg.eval_same_length, cfg.eval_batch_size};
     double tokens = 0.0, t0 = txl_now_s();
-    const double loss = txl_evaluate(&ld.model, c, split, &es, &dist, cfg.max_eval_steps, &tokens);
+    const double loss = txl_evaluate(&ld->model, c, split, &es, dist, cfg.max_eval_steps, &tokens);
     const double dt = txl_now_s() - t0;
-    if (dist.rank == 0) {
+    if (dist->rank == 0) {
       char q[64], tok[32];
       txl_loss_quality(char_level, loss, q, sizeof q, NULL, NULL);
       txl_format_count((long long)tokens, tok, sizeof tok);
@@ -147,6 +150,18 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
   }
+}
+
+int main(int argc, char **argv) {
+  TxlDist dist;
+  txl_tool_begin(&dist, &argc, &argv, usage);
+  static EvalArgs e;
+  parse_args(&e, argc, argv);
+  TxlLoaded ld;
+  txl_loaded_config(&ld, e.target, dist.rank == 0 ? stdout : NULL);
+  ld.cfg = resolve_config(&e, &ld.cfg, &dist);
+  txl_loaded_open(&ld, &dist);
+  run(&e, &ld, ld.cfg, &dist);
   txl_loaded_close(&ld);
   txl_dist_finalize();
   return 0;

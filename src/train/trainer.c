@@ -193,7 +193,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
-  t->sched.kind = (TxlSchedKind)txl_schedule_kind(c->scheduler);
+  t->sched.kind = c->scheduler;
   t->sched.lr = c->lr;
   t->sched.eta_min = c->eta_min;
   t->sched.warmup_step = c->warmup_step;
