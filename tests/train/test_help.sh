@@ -18,6 +18,16 @@ while read -r k lo hi; do
     fail "--help: $k: $(grep -E "^ +$k " "$WORK/help.txt"), config.def [$lo, $hi]"
   fi
 done <<< "$ranges"
+# the keys a resumed run must keep (FIXED in config.def) are marked, and only they
+while read -r k resume; do
+  line=$(grep -E "^ +$k +(int|float|bool|string|enum) " "$WORK/help.txt")
+  marked=no; case "$line" in *", fixed on resume"*) marked=yes ;; esac
+  if [ "$resume:$marked" = FIXED:yes ] || [ "$resume:$marked" = FREE:no ]; then
+    pass "--help: $k $resume"
+  else
+    fail "--help: $k is $resume in config.def, marked fixed on resume: $marked"
+  fi
+done < <(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\),.*, *\(FIXED\|FREE\), *".*/\1 \2/p' "$SRC/src/config/config.def")
 # every shipped config is valid (checked without a corpus: --print-config validates and exits)
 for cfg in "$SRC"/configs/*.ini "$SRC"/configs/bench/*.ini; do
   if "$BIN/txl-train" "$cfg" --print-config > /dev/null 2> "$WORK/err.txt"; then
