@@ -38,3 +38,6 @@ void txl_cpu_to_act(void *dst, const float *src, int64_t n) {
 void txl_cpu_zero(void *p, size_t bytes) {
   if (bytes) memset(p, 0, bytes);
 }
+
+/* The CPU ops keep no scratch of their own: nothing to reserve. */
+void txl_cpu_reserve(int64_t rows, int bias_n, int norm_d) {}

@@ -5,10 +5,10 @@
  *
  * Execution model: one host thread drives one device (txl_cuda_set_device picks it before the
  * first op). All kernels and cuBLAS calls go to the legacy default stream, so ops run in call
- * order; to_host waits for the work before it. The cuBLAS handle and the scratch buffers of the
- * reductions (layer-norm dw/db partials, column-sum and sum-of-squares partials, the sort of the
- * embedding backward) are made on the first call, on the current device, and grown only if a
- * later call is larger (training's shapes are fixed after the first step).
+ * order; to_host waits for the work before it. The cuBLAS handle is made on the first call, on
+ * the current device; the scratch buffers of the reductions (layer-norm dw/db partials,
+ * column-sum and sum-of-squares partials, the sort of the embedding backward) by the op reserve,
+ * on the current device, for the largest calls to come (no other op allocates).
  *
  * txl_ops_cuda(act) (ops_table.cu) is the backend table made of them. */
 #ifndef TXL_KERNELS_CUDA_OPS_H
@@ -76,7 +76,7 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
 const TxlOps *txl_ops_cuda(TxlDtype act);
 
 /* Releases the cuBLAS handle and the scratch buffers (optional, at exit; ops may be called
- * again afterwards and will make them anew). */
+ * again afterwards, after a new txl_cuda_reserve where they need scratch). */
 void txl_cuda_release(void);
 
 #ifdef __cplusplus

@@ -65,17 +65,26 @@ static inline void txl_cuda_require_dtype(TxlDtype t, bool bf16_table, const cha
             bf16_table ? "cuda-bf16" : "cuda", (int)t, bf16_table ? "bf16 or fp32" : "fp32 only");
 }
 
-/* A device buffer of a reduction's partials, made on the first call and grown when a call needs
- * more (training's shapes are fixed after its first step). memory.cu. */
+/* A device buffer of a reduction's partials, made by the op reserve (txl_cuda_reserve) with the
+ * size of the largest call to come. memory.cu. */
 struct TxlCudaScratch {
   void *p;
   size_t bytes;
   const char *what; /* for the out-of-memory message */
 };
+/* Makes s at least `bytes` long (a larger one is kept). */
+void txl_cuda_scratch_reserve(TxlCudaScratch *s, size_t bytes);
+/* s, which must hold `bytes`: more than reserved ends the job as an internal error. */
 void *txl_cuda_scratch(TxlCudaScratch *s, size_t bytes);
 void txl_cuda_scratch_release(TxlCudaScratch *s);
 
-/* Resources made on first use and released by txl_cuda_release (kernels/cuda/memory.cu). */
+/* The scratch of each file, sized for the largest call (txl_cuda_reserve's arguments). */
+void txl_cuda_elementwise_reserve(int64_t rows, int bias_n); /* column-sum and sumsq partials */
+void txl_cuda_layernorm_reserve(int norm_d);                 /* the dw/db partials            */
+void txl_cuda_embedding_reserve(int64_t rows);               /* the sort of positions by token */
+
+/* Resources made by txl_cuda_reserve (the scratch) or on first use (the cuBLAS handle), released
+ * by txl_cuda_release (kernels/cuda/memory.cu). */
 void txl_cuda_gemm_release(void);      /* gemm.cu: the cuBLAS handle        */
 void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */
 void txl_cuda_elementwise_release(void); /* elementwise.cu: column-sum and sumsq partials */

@@ -22,8 +22,8 @@
  * same way and writes the total, which is copied to the host. Squares of floats are exact in
  * double, so the only rounding is that of the double additions.
  *
- * Scratch (the partials of both reductions) is one device buffer owned by this file, made on the
- * first call and grown only when a larger one is needed; txl_cuda_elementwise_release frees it. */
+ * Scratch (the partials of both reductions) is one device buffer owned by this file, made by
+ * txl_cuda_elementwise_reserve for the largest call to come; txl_cuda_elementwise_release frees it. */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
@@ -38,6 +38,19 @@
 static TxlCudaScratch g_scratch = {NULL, 0, "element-wise reduction scratch"};
 
 static double *scratch(size_t doubles) { return (double *)txl_cuda_scratch(&g_scratch, doubles * sizeof(double)); }
+
+/* Doubles of the partials for bias_backward calls of at most `rows` rows and bias_n columns, and
+ * for sumsq. bias_backward's P * n (see there) is at most min(C * n, TXL_EW_PART_DOUBLES), C its
+ * chunk count before the cap on P * n, or n when that cap leaves one chunk; C and n grow with rows
+ * and n. */
+void txl_cuda_elementwise_reserve(int64_t rows, int bias_n) {
+  int64_t chunks = (rows + TXL_EW_MIN_CHUNK_ROWS - 1) / TXL_EW_MIN_CHUNK_ROWS;
+  if (chunks > TXL_EW_MAX_CHUNKS) chunks = TXL_EW_MAX_CHUNKS;
+  int64_t bias = chunks * bias_n < TXL_EW_PART_DOUBLES ? chunks * bias_n : TXL_EW_PART_DOUBLES;
+  if (bias < bias_n) bias = bias_n;
+  const int64_t sumsq = TXL_SUMSQ_MAX_CHUNKS + 1;
+  txl_cuda_scratch_reserve(&g_scratch, (size_t)(bias > sumsq ? bias : sumsq) * sizeof(double));
+}
 
 void txl_cuda_elementwise_release(void) { txl_cuda_scratch_release(&g_scratch); }
 

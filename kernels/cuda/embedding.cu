@@ -60,7 +60,7 @@ extern "C" void txl_cuda_embedding_forward_bf16(void *out, const int32_t *tok, c
  *     written). Distinct runs own distinct rows of demb: no races.
  *
  * Scratch (int32): two key/value buffer pairs [4, n] and hist [256, tiles], owned by this file,
- * made on first use, grown only when n grows; txl_cuda_embedding_release frees it. */
+ * made by txl_cuda_embedding_reserve for the largest n; txl_cuda_embedding_release frees it. */
 
 #define TXL_EMB_TILE TXL_CUDA_THREADS /* positions per tile of the sort = threads per block */
 #define TXL_EMB_DIGITS 256            /* 8-bit digits                                       */
@@ -70,6 +70,13 @@ static TxlCudaScratch g_sort_scratch = {NULL, 0, "embedding backward sort scratc
 
 static int32_t *sort_scratch(size_t ints) {
   return (int32_t *)txl_cuda_scratch(&g_sort_scratch, ints * sizeof(int32_t));
+}
+
+/* Ints of the sort's scratch for n positions: 4 n + 256 tiles (both grow with n). */
+static int64_t sort_ints(int64_t n) { return 4 * n + (int64_t)TXL_EMB_DIGITS * ((n + TXL_EMB_TILE - 1) / TXL_EMB_TILE); }
+
+void txl_cuda_embedding_reserve(int64_t rows) {
+  txl_cuda_scratch_reserve(&g_sort_scratch, (size_t)sort_ints(rows) * sizeof(int32_t));
 }
 
 void txl_cuda_embedding_release(void) { txl_cuda_scratch_release(&g_sort_scratch); }
@@ -177,7 +184,7 @@ static void embedding_backward(TD *demb, const T *dout, const int32_t *tok, floa
     txl_fatal("embedding_backward: %lld positions are too many", (long long)n);
   const int tiles = (int)((n + TXL_EMB_TILE - 1) / TXL_EMB_TILE);
   const int64_t m = (int64_t)TXL_EMB_DIGITS * tiles;
-  int32_t *buf = sort_scratch((size_t)(4 * n + m));
+  int32_t *buf = sort_scratch((size_t)sort_ints(n)); /* 4 n + m */
   int32_t *ka = buf, *va = ka + n, *kb = va + n, *vb = kb + n, *hist = vb + n;
 
   /* four passes: (tok, index) -> a -> b -> a -> b */

@@ -23,8 +23,8 @@
  * [column tiles, P]) sums each chunk's rows in order into a partial [P, d]; kernel 2 sums the P
  * partials of each column in order (in double) and adds the total to dw / db. The result depends
  * only on n and d, never on scheduling. The partials live in a scratch buffer owned by this
- * file, made on the first call and grown only if d grows (2 * TXL_LN_MAX_CHUNKS * d floats at
- * most: 4 MiB for d = 1024), so steady-state training does not allocate. */
+ * file, made by txl_cuda_layernorm_reserve for the widest d (2 * TXL_LN_MAX_CHUNKS * d floats:
+ * 4 MiB for d = 1024), so the ops do not allocate. */
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
@@ -295,10 +295,14 @@ static __global__ void layernorm_backward_final_kernel(float *dw, float *db, con
   db[j] = (float)((double)db[j] + ab);
 }
 
-/* The partials' scratch: [2, TXL_LN_MAX_CHUNKS, d] floats at most, grown on demand. */
+/* The partials' scratch: [2, TXL_LN_MAX_CHUNKS, d] floats at most, reserved for the widest d. */
 static TxlCudaScratch g_scratch = {NULL, 0, "layer-norm backward scratch"};
 
 static float *scratch(size_t floats) { return (float *)txl_cuda_scratch(&g_scratch, floats * sizeof(float)); }
+
+void txl_cuda_layernorm_reserve(int norm_d) {
+  txl_cuda_scratch_reserve(&g_scratch, (size_t)2 * TXL_LN_MAX_CHUNKS * (size_t)norm_d * sizeof(float));
+}
 
 void txl_cuda_layernorm_release(void) { txl_cuda_scratch_release(&g_scratch); }
 

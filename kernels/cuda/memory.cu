@@ -1,6 +1,8 @@
 /* Memory of the CUDA backend: device memory from cudaMalloc (256-byte aligned), and the
  * copies between it and the host. Copies are synchronous with respect to the host for host
- * memory (cudaMemcpy), and ordered after all earlier work on the default stream. */
+ * memory (cudaMemcpy), and ordered after all earlier work on the default stream. Also the
+ * scratch buffers of the reductions: reserved (made) by txl_cuda_reserve, handed out by
+ * txl_cuda_scratch, freed by txl_cuda_release. */
 #include <stdio.h>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -91,12 +93,17 @@ extern "C" void txl_cuda_zero(void *p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemset(p, 0, bytes));
 }
 
-void *txl_cuda_scratch(TxlCudaScratch *s, size_t bytes) {
+void txl_cuda_scratch_reserve(TxlCudaScratch *s, size_t bytes) {
   if (bytes > s->bytes) {
     txl_cuda_scratch_release(s); /* cudaFree waits for the device: no kernel still uses it */
     s->p = txl_cuda_alloc(bytes, s->what);
     s->bytes = bytes;
   }
+}
+
+void *txl_cuda_scratch(TxlCudaScratch *s, size_t bytes) {
+  if (bytes > s->bytes)
+    txl_fatal("internal: %s of %zu bytes asked, %zu reserved (txl_cuda_reserve)", s->what, bytes, s->bytes);
   return s->p;
 }
 
@@ -104,6 +111,12 @@ void txl_cuda_scratch_release(TxlCudaScratch *s) {
   if (s->p) CUDA_CHECK(cudaFree(s->p));
   s->p = NULL;
   s->bytes = 0;
+}
+
+extern "C" void txl_cuda_reserve(int64_t rows, int bias_n, int norm_d) {
+  txl_cuda_elementwise_reserve(rows, bias_n);
+  txl_cuda_layernorm_reserve(norm_d);
+  txl_cuda_embedding_reserve(rows);
 }
 
 extern "C" void txl_cuda_release(void) {

@@ -224,6 +224,12 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->R_rows = -1;
   Alloc a = {m, shape, r, 0};
   walk_run(&a);
+  if (shape->training) { /* the backend's scratch for the backward: rows, widest bias_backward, LayerNorm d */
+    const TxlDims *dm = &m->spec.dims;
+    int wide = dm->n_token > dm->d_inner ? dm->n_token : dm->d_inner;
+    if (txl_adaptive_head_size(dm) > wide) wide = txl_adaptive_head_size(dm);
+    m->ops->reserve((int64_t)shape->L_max * shape->B, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
+  }
   r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
   if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * shape->B * sizeof(int32_t), "adaptive grouping");
 }

@@ -232,6 +232,7 @@ int main(int argc, char **argv) {
   const int K = s.L + s.M, HD = s.H * s.dh, wide = s.di > s.d ? s.di : s.d;
   b.LB = (int64_t)s.L * s.B;
   b.KB = (int64_t)K * s.B;
+  b.o->reserve(b.LB, s.V, s.d); /* scratch: layer norms of d, the bias_backward of the logits */
   const int64_t wmax = (int64_t)(s.V > wide ? s.V : wide) * (wide > s.d ? wide : s.d);
   float *w32 = dev_rand(wmax, -0.05f, 0.05f);
   b.x = dev_rand(b.LB * wide, -1, 1), b.y = dev_rand(b.LB * wide, -1, 1), b.z = dev_rand(b.LB * wide, -1, 1);

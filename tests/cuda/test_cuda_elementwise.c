@@ -650,6 +650,7 @@ int main(void) {
   }
   parity_begin("cuda parity (tables, to_act, elementwise, sumsq, embedding_backward, posemb, ffn, fused layernorm)");
   if (table_bad) check_fail("txl_ops_cuda tables");
+  txl_cuda_reserve(20011, 300007, 1025); /* the largest bias_backward rows and n, layer-norm d */
   test_sumsq();
   const TxlDtype acts[] = {TXL_F32, TXL_BF16};
   for (int a = 0; a < 2; a++) {

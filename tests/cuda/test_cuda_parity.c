@@ -465,6 +465,7 @@ static void test_adam(void) {
 
 int main(void) {
   parity_begin("cuda parity (memory, gemm, embedding, dropout, layernorm, xent, adam)");
+  txl_cuda_reserve(9001, 0, 333); /* the largest layer-norm backward: rows, d */
   test_memory();
   test_gemm();
   const TxlDtype acts[] = {TXL_F32, TXL_BF16};
