@@ -8,7 +8,8 @@
  *     except where an op says "(+=, residual stream)";
  *   - tensors are row-major, time-major ([T, B, ...]); every pointer is device memory of the
  *     backend (host memory for the CPU backend);
- *   - no op allocates: scratch comes from a workspace whose size the backend reports.
+ *   - no op allocates: scratch comes from a workspace whose size the backend reports, or from
+ *     what the op reserve made when the run was created.
  *
  * Storage types. A table stores activations in one type, `act` (TXL_F32, or TXL_BF16 for the
  * mixed-precision CUDA table); every op computes in fp32 after widening and rounds once when it
