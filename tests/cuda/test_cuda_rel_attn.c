@@ -147,7 +147,7 @@ static void ref_forward(Ref *a) {
             mag += fabs(qu) * fabs((double)kj[e]) + fabs(qv) * fabs((double)rp[e]);
           }
           sc[j] = acc * s->scale;
-          serr = fmax(serr, (2.0 * dh + 4.0) * U_F32 * mag * s->scale);
+          serr = fmax(serr, (2.0 * dh + 4.0) * OT_U * mag * s->scale);
           sabs = fmax(sabs, fabs(sc[j]));
           mx = fmax(mx, sc[j]);
         }
@@ -290,19 +290,19 @@ static void run_case(const Case *cs, TxlDtype act) {
   a.K = K;
   a.drop = drop;
   a.q = q, a.kv = kv, a.r = r, a.u = u, a.vb = vb, a.dvec = dvec;
-  a.p = bounds_alloc(nrow * K), a.df = bounds_alloc(nrow * K);
-  a.lse = bounds_alloc(nrow), a.serr = bounds_alloc(nrow), a.sabs = bounds_alloc(nrow);
+  a.p = ot_alloc_d(nrow * K), a.df = ot_alloc_d(nrow * K);
+  a.lse = ot_alloc_d(nrow), a.serr = ot_alloc_d(nrow), a.sabs = ot_alloc_d(nrow);
   a.any = calloc((size_t)nrow, sizeof(int));
   ref_forward(&a);
 
-  double *p_rel = bounds_alloc(nrow), p_rel_max = 0.0;
+  double *p_rel = ot_alloc_d(nrow), p_rel_max = 0.0;
   for (int64_t w = 0; w < nrow; w++) {
-    p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * U_F32 + 8.0 * U_F32 * (a.sabs[w] + log((double)K) + 1.0);
+    p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * OT_U + 8.0 * OT_U * (a.sabs[w] + log((double)K) + 1.0);
     p_rel_max = fmax(p_rel_max, p_rel[w]);
   }
 
   /* vec; vmag = sum_j p~_j |v_j| per element of vec */
-  double *bvec = bounds_alloc(nq), *vmag = bounds_alloc(nq);
+  double *bvec = ot_alloc_d(nq), *vmag = ot_alloc_d(nq);
   for (int c = 0; c < s.B; c++)
     for (int h = 0; h < s.H; h++)
       for (int i = 0; i < s.L; i++) {
@@ -311,7 +311,7 @@ static void run_case(const Case *cs, TxlDtype act) {
           const int64_t o = q_at(&s, i, c, h) + e;
           for (int j = 0; j < K; j++)
             vmag[o] += a.p[row * K + j] * a.df[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
-          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * U_F32) * vmag[o];
+          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U) * vmag[o];
         }
       }
   bounds_act(bvec, vec_c, nq, act); /* the rounding of the store */
@@ -322,16 +322,16 @@ static void run_case(const Case *cs, TxlDtype act) {
   {
     float *got = malloc((size_t)nrow * sizeof(float)), *want = malloc((size_t)nrow * sizeof(float));
     float *got_none = malloc((size_t)nrow * sizeof(float)), *want_none = malloc((size_t)nrow * sizeof(float));
-    double *blse = bounds_alloc(nrow);
+    double *blse = ot_alloc_d(nrow);
     int64_t n = 0, n_none = 0;
     for (int64_t w = 0; w < nrow; w++) {
       if (a.any[w]) {
         got[n] = out[0][1][w];
         want[n] = (float)a.lse[w];
         /* + the rounding of the double value to float */
-        blse[n] = TOL_C * (a.serr[w] + (2.0 * K + 8.0) * U_F32 + 4.0 * U_F32 * a.sabs[w] +
-                           U_F32 * fabs(a.lse[w]) + U_F32 * log((double)K)) +
-                  U_F32 * fabs(a.lse[w]);
+        blse[n] = TOL_C * (a.serr[w] + (2.0 * K + 8.0) * OT_U + 4.0 * OT_U * a.sabs[w] +
+                           OT_U * fabs(a.lse[w]) + OT_U * log((double)K)) +
+                  OT_U * fabs(a.lse[w]);
         n++;
       } else {
         got_none[n_none] = out[0][1][w];
@@ -347,20 +347,20 @@ static void run_case(const Case *cs, TxlDtype act) {
   }
 
   /* backward */
-  double *mq = bounds_alloc(nq), *mkv = bounds_alloc(nkv), *mr = bounds_alloc(nr);
-  double *mu = bounds_alloc(HD), *mvb = bounds_alloc(HD);
+  double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr);
+  double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
   ref_magnitudes(mq, mkv, mr, mu, mvb, &a, NULL);
-  const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 32.0) * U_F32 + 2.0 * p_rel_max;
+  const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 32.0) * OT_U + 2.0 * p_rel_max;
   for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nr; k++) mr[k] *= TOL_C * rel;
   for (int e = 0; e < HD; e++) {
-    mu[e] = TOL_C * (rel * mu[e] + U_F32 * (fabs((double)du0[e]) + fabs((double)du_c[e])));
-    mvb[e] = TOL_C * (rel * mvb[e] + U_F32 * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
+    mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e])));
+    mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
   }
   if (bf16) { /* D from the bf16 vec (2 eD), then the rounding of the stores of dq, dkv, dr */
-    double *dD = bounds_alloc(nrow), *eq = bounds_alloc(nq), *ekv = bounds_alloc(nkv), *er = bounds_alloc(nr);
-    double *eu = bounds_alloc(HD), *evb = bounds_alloc(HD);
+    double *dD = ot_alloc_d(nrow), *eq = ot_alloc_d(nq), *ekv = ot_alloc_d(nkv), *er = ot_alloc_d(nr);
+    double *eu = ot_alloc_d(HD), *evb = ot_alloc_d(HD);
     for (int c = 0; c < s.B; c++)
       for (int h = 0; h < s.H; h++)
         for (int i = 0; i < s.L; i++) {
