@@ -53,7 +53,7 @@
  *           by at most dD_i = u8 sum_e |dvec_ie| |vec_ie|, |vec_ie| <= sum_j p~_ij |v_je| (to
  *           first order). It enters dS_ij = P_ij (dP_ij - D_i) scale linearly: every gradient but
  *           dv moves by at most the backward on absolute values with dS_ij = P_ij scale dD_i
- *           (ref_magnitudes with dD), eD. The CPU takes D from its probabilities (no bf16 in it):
+ *           (ref_attn_backward with dD), eD. The CPU takes D from its probabilities (no bf16 in it):
  *           this term is the device's alone; a factor 2 covers what was left at first order
  *           (the p_rel of the device's P, the fp32 error of vec, the fp32 sums of the extra
  *           terms, all << 1). So dq, dkv, dr: (1 + u8)(b32 + 2 eD) + u8 |ref|; du, dvb (float,
@@ -70,6 +70,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "tests/cuda/parity.h"
+#include "tests/lib/ref_rel_attn.h"
 
 /* The largest err/bound of the bf16 checks (printed by main). */
 static double g_bf16_ratio = 0.0;
@@ -79,21 +80,6 @@ typedef struct {
   float p;
   double qmax; /* q uniform in [-qmax, qmax]: 3 makes the softmax peaked, 1 flat */
 } Case;
-
-/* Tensor offsets (kernels/ops.h): q, vec [L,B,H,dh]; kv [K,B,2,H,dh]; r [K,H,dh]; rows [B,H,L]. */
-static int64_t q_at(const TxlAttnShape *s, int i, int c, int h) {
-  return (((int64_t)i * s->B + c) * s->H + h) * s->dh;
-}
-static int64_t k_at(const TxlAttnShape *s, int j, int c, int h) {
-  return ((((int64_t)j * s->B + c) * 2) * s->H + h) * s->dh;
-}
-static int64_t v_at(const TxlAttnShape *s, int j, int c, int h) {
-  return k_at(s, j, c, h) + (int64_t)s->H * s->dh;
-}
-static int64_t r_at(const TxlAttnShape *s, int p, int h) { return ((int64_t)p * s->H + h) * s->dh; }
-static int64_t row_at(const TxlAttnShape *s, int c, int h, int i) {
-  return ((int64_t)c * s->H + h) * s->L + i;
-}
 
 /* check_close, and for the bf16 runs the largest err/bound kept for the summary (a NaN fails in
  * check_close and makes the summary NaN). */
@@ -105,116 +91,6 @@ static void check_act(const char *what, const float *got, const float *want, con
     const double q = fabs((double)got[i] - (double)want[i]) / fmax(bound[i], 1e-300);
     if (q > g_bf16_ratio || isnan(q)) g_bf16_ratio = q;
   }
-}
-
-static int visible(const TxlAttnShape *s, int i, int j) {
-  if (j > s->M + i) return 0;                             /* the future */
-  if (s->same_length && j <= i - s->same_shift) return 0; /* too far back */
-  return 1;
-}
-
-/* The double reference of the forward: probabilities, dropatt factors, lse and the score error
- * terms of every row (see the file comment). */
-typedef struct {
-  TxlAttnShape s;
-  int K;
-  TxlDropout drop;
-  const float *q, *kv, *r, *u, *vb, *dvec;
-  double *p, *df;          /* [B, H, L, K]: probability, dropatt factor (1 without dropatt) */
-  double *lse, *serr, *sabs; /* [B, H, L] (lse -inf where no key is visible) */
-  int *any;                /* [B, H, L]: the row sees at least one key */
-} Ref;
-
-static void ref_forward(Ref *a) {
-  const TxlAttnShape *s = &a->s;
-  const int K = a->K, dh = s->dh;
-  const double dscale = a->drop.p > 0.0f ? (double)txl_dropout_scale(a->drop.p) : 1.0;
-  double *sc = malloc((size_t)K * sizeof *sc);
-  for (int c = 0; c < s->B; c++)
-    for (int h = 0; h < s->H; h++)
-      for (int i = 0; i < s->L; i++) {
-        const int64_t row = row_at(s, c, h, i);
-        const float *qi = a->q + q_at(s, i, c, h);
-        double mx = -INFINITY, serr = 0.0, sabs = 0.0;
-        for (int j = 0; j < K; j++) {
-          if (!visible(s, i, j)) continue;
-          const float *kj = a->kv + k_at(s, j, c, h);
-          const float *rp = a->r + r_at(s, s->L - 1 - i + j, h);
-          double acc = 0.0, mag = 0.0;
-          for (int e = 0; e < dh; e++) {
-            const double qu = (double)qi[e] + a->u[h * dh + e], qv = (double)qi[e] + a->vb[h * dh + e];
-            acc += qu * kj[e] + qv * rp[e];
-            mag += fabs(qu) * fabs((double)kj[e]) + fabs(qv) * fabs((double)rp[e]);
-          }
-          sc[j] = acc * s->scale;
-          serr = fmax(serr, (2.0 * dh + 4.0) * OT_U * mag * s->scale);
-          sabs = fmax(sabs, fabs(sc[j]));
-          mx = fmax(mx, sc[j]);
-        }
-        double sum = 0.0;
-        for (int j = 0; j < K; j++)
-          if (visible(s, i, j)) sum += exp(sc[j] - mx);
-        a->any[row] = sum > 0.0;
-        a->lse[row] = sum > 0.0 ? mx + log(sum) : -INFINITY;
-        a->serr[row] = serr;
-        a->sabs[row] = sabs;
-        double *p = a->p + row * K, *df = a->df + row * K;
-        for (int j = 0; j < K; j++) {
-          p[j] = visible(s, i, j) ? exp(sc[j] - mx) / sum : 0.0;
-          df[j] = a->drop.p > 0.0f ? (txl_dropout_keep(a->drop, (uint32_t)i, (uint32_t)(s->col0 + c),
-                                                       (uint32_t)(h * K + j))
-                                          ? dscale
-                                          : 0.0)
-                                   : 1.0;
-        }
-      }
-  free(sc);
-}
-
-/* With dD NULL, the backward on absolute values (tests/ops/test_rel_attn.c, ref_backward with
- * absolute = 1): for every gradient element, the sum of the magnitudes of the terms that enter
- * it. With dD [B, H, L], what an error dD_i of D_i alone makes of every gradient: the same sums
- * with |dS_ij| = P_ij scale dD_i (dv does not depend on D: nothing added to it). */
-static void ref_magnitudes(double *mq, double *mkv, double *mr, double *mu, double *mvb,
-                           const Ref *a, const double *dD) {
-  const TxlAttnShape *s = &a->s;
-  const int K = a->K, dh = s->dh;
-  double *dp = malloc((size_t)K * sizeof *dp);
-  for (int c = 0; c < s->B; c++)
-    for (int h = 0; h < s->H; h++)
-      for (int i = 0; i < s->L; i++) {
-        const int64_t row = row_at(s, c, h, i);
-        const double *p = a->p + row * K, *df = a->df + row * K;
-        const float *g = a->dvec + q_at(s, i, c, h), *qi = a->q + q_at(s, i, c, h);
-        double dot = 0.0;
-        if (!dD) /* dP and D on absolute values, and dv */
-          for (int j = 0; j < K; j++) {
-            double t = 0.0;
-            for (int e = 0; e < dh; e++) {
-              const double ge = fabs((double)g[e]);
-              t += ge * fabs((double)a->kv[v_at(s, j, c, h) + e]);
-              mkv[v_at(s, j, c, h) + e] += p[j] * df[j] * ge;
-            }
-            dp[j] = t * df[j];
-            dot += p[j] * dp[j];
-          }
-        for (int j = 0; j < K; j++) {
-          if (!visible(s, i, j)) continue;
-          const double ds = p[j] * (dD ? dD[row] : dp[j] + dot) * s->scale;
-          const int pr = s->L - 1 - i + j;
-          for (int e = 0; e < dh; e++) {
-            const double kj = fabs((double)a->kv[k_at(s, j, c, h) + e]);
-            const double rp = fabs((double)a->r[r_at(s, pr, h) + e]);
-            const double qe = fabs((double)qi[e]);
-            mq[q_at(s, i, c, h) + e] += ds * (kj + rp);
-            mu[h * dh + e] += ds * kj;
-            mvb[h * dh + e] += ds * rp;
-            mkv[k_at(s, j, c, h) + e] += ds * (qe + fabs((double)a->u[h * dh + e]));
-            mr[r_at(s, pr, h) + e] += ds * (qe + fabs((double)a->vb[h * dh + e]));
-          }
-        }
-      }
-  free(dp);
 }
 
 /* One case with activations of type act: TXL_F32 (txl_cuda_rel_attn_forward / _backward) or
@@ -285,15 +161,13 @@ static void run_case(const Case *cs, TxlDtype act) {
   }
 
   /* ---- reference and bounds ------------------------------------------------------------ */
-  Ref a;
-  a.s = s;
-  a.K = K;
-  a.drop = drop;
-  a.q = q, a.kv = kv, a.r = r, a.u = u, a.vb = vb, a.dvec = dvec;
-  a.p = ot_alloc_d(nrow * K), a.df = ot_alloc_d(nrow * K);
-  a.lse = ot_alloc_d(nrow), a.serr = ot_alloc_d(nrow), a.sabs = ot_alloc_d(nrow);
-  a.any = calloc((size_t)nrow, sizeof(int));
-  ref_forward(&a);
+  RefAttn a = {.s = s, .drop = drop, .K = K, .q = ot_alloc_d(nq), .kv = ot_alloc_d(nkv), .r = ot_alloc_d(nr),
+               .u = ot_alloc_d(HD), .vb = ot_alloc_d(HD), .dvec = ot_alloc_d(nq), .prob = ot_alloc_d(nrow * K),
+               .drop_factor = ot_alloc_d(nrow * K), .lse = ot_alloc_d(nrow), .serr = ot_alloc_d(nrow),
+               .sabs = ot_alloc_d(nrow), .any = calloc((size_t)nrow, sizeof(int))};
+  ot_to_double(a.q, q, nq), ot_to_double(a.kv, kv, nkv), ot_to_double(a.r, r, nr);
+  ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.dvec, dvec, nq);
+  ref_attn_forward(&a);
 
   double *p_rel = ot_alloc_d(nrow), p_rel_max = 0.0;
   for (int64_t w = 0; w < nrow; w++) {
@@ -310,7 +184,7 @@ static void run_case(const Case *cs, TxlDtype act) {
         for (int e = 0; e < dh; e++) {
           const int64_t o = q_at(&s, i, c, h) + e;
           for (int j = 0; j < K; j++)
-            vmag[o] += a.p[row * K + j] * a.df[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
+            vmag[o] += a.prob[row * K + j] * a.drop_factor[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
           bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U) * vmag[o];
         }
       }
@@ -349,7 +223,7 @@ static void run_case(const Case *cs, TxlDtype act) {
   /* backward */
   double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr);
   double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
-  ref_magnitudes(mq, mkv, mr, mu, mvb, &a, NULL);
+  ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
   const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 32.0) * OT_U + 2.0 * p_rel_max;
   for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
@@ -367,7 +241,7 @@ static void run_case(const Case *cs, TxlDtype act) {
           const int64_t row = row_at(&s, c, h, i), o = q_at(&s, i, c, h);
           for (int e = 0; e < dh; e++) dD[row] += U_BF16 * fabs((double)dvec[o + e]) * vmag[o + e];
         }
-    ref_magnitudes(eq, ekv, er, eu, evb, &a, dD);
+    ref_attn_backward(eq, ekv, er, eu, evb, &a, 1, dD);
     for (int64_t k = 0; k < nq; k++) mq[k] += 2.0 * eq[k];
     for (int64_t k = 0; k < nkv; k++) mkv[k] += 2.0 * ekv[k];
     for (int64_t k = 0; k < nr; k++) mr[k] += 2.0 * er[k];
@@ -402,7 +276,8 @@ static void run_case(const Case *cs, TxlDtype act) {
   txl_cuda_free(d_vb), txl_cuda_free(d_dvec), txl_cuda_free(d_work);
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(du0), free(dvb0);
   free(vec_c), free(prob), free(dq_c), free(dkv_c), free(dr_c), free(du_c), free(dvb_c), free(work_c);
-  free(a.p), free(a.df), free(a.lse), free(a.serr), free(a.sabs), free(a.any);
+  free(a.q), free(a.kv), free(a.r), free(a.u), free(a.vb), free(a.dvec), free(a.prob), free(a.drop_factor);
+  free(a.lse), free(a.serr), free(a.sabs), free(a.any);
   free(p_rel), free(bvec), free(vmag), free(mq), free(mkv), free(mr), free(mu), free(mvb);
 }
 
