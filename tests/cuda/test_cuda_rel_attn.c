@@ -69,6 +69,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "src/model/model.h"
 #include "tests/cuda/parity.h"
 #include "tests/lib/ref_rel_attn.h"
 
@@ -105,8 +106,7 @@ static void run_case(const Case *cs, TxlDtype act) {
   s.col0 = cs->col0;
   s.same_length = cs->same_length;
   const int K = s.M + s.L;
-  /* as src/model: the original's tril(ones, -s) with s = L - (K - mem_len) when K > mem_len */
-  s.same_shift = K > cs->mem_len ? s.L - (K - cs->mem_len) : s.L;
+  s.same_shift = txl_attn_same_shift(s.L, K, cs->mem_len); /* as the model computes it */
   s.scale = (float)(1.0 / sqrt((double)s.dh));
   const TxlDropout drop = {cs->p, 77u, txl_layer_site(3, TXL_LSITE_ATTN_PROB), 11u};
   const int dh = s.dh, HD = s.H * dh;
