@@ -41,6 +41,7 @@
 
 #include "dist/dist.h"
 #include "src/base/error.h"
+#include "src/base/hash.h"
 #include "src/checkpoint/checkpoint.h"
 
 static int g_rank = 0, g_world = 1;
@@ -237,17 +238,10 @@ static void say(const char *fmt, ...) {
   va_end(ap);
 }
 
-static uint64_t fnv(const void *p, size_t n, uint64_t h) {
-  const unsigned char *c = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
-  return h;
-}
-
 /* Every rank got the same return code and message. */
 static int agreed(int rc, const char *err) {
-  uint64_t h = fnv(&rc, sizeof rc, 1469598103934665603ull);
-  if (rc != 0) h = fnv(err, strlen(err), h);
-  if (!txl_dist_all_equal_u64(h)) {
+  const uint64_t parts[2] = {txl_hash_bytes(&rc, sizeof rc), rc != 0 ? txl_hash_bytes(err, strlen(err)) : 0};
+  if (!txl_dist_all_equal_u64(txl_hash_bytes(parts, sizeof parts))) {
     bad("the ranks disagree: rc %d, message '%s'", rc, rc ? err : "");
     return 0;
   }
