@@ -1,7 +1,7 @@
 /* What every CUDA parity test shares besides tests/lib/test_util.h (its random source, buffers
  * and comparisons check_close, check_bits, check_fail): random inputs, device copies, activations
  * of either type, and the layer-norm bounds. The tolerance argument (TOL_C, OT_U) is in the file
- * comment of tests/cuda/test_cuda_parity.c; each test states its bounds per op.
+ * comment of tests/cuda/test_parity.c; each test states its bounds per op.
  *
  * A test's main calls parity_begin() first (it prints "SKIPPED: no CUDA device" and exits 0
  * where there is no device) and returns parity_end() (1 when any check failed). */
@@ -15,7 +15,7 @@
 #include "tests/lib/test_util.h"
 
 #define U_BF16 (1.0 / 256.0)      /* 2^-8: the unit roundoff of bf16 (kernels/common/bf16.h) */
-#define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_cuda_parity.c) */
+#define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_parity.c) */
 
 void parity_begin(const char *what);
 int parity_end(void);

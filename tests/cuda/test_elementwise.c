@@ -10,7 +10,7 @@
  * call (every element must be written); outputs that it accumulates into (+=) start from random
  * values.
  *
- * Tolerances (see tests/cuda/test_cuda_parity.c for the argument): u = 2^-24, and a float sum of
+ * Tolerances (see tests/cuda/test_parity.c for the argument): u = 2^-24, and a float sum of
  * k terms is within about k u of the exact sum relative to the sum of the absolute values of its
  * terms, whatever the order, so each check bounds element i by c (k + a) u mag_i with c = TOL_C
  * (2 backends x 2 of slack), a the few extra roundings, mag_i the sum of absolute values (in
@@ -516,7 +516,7 @@ static void test_ffn(TxlDtype act) {
 /* ---- fused layer norm ----------------------------------------------------------------------- */
 
 /* add_layernorm_forward: res = x + y is one float add on both sides (bits); mean, rstd and out
- * are those of layernorm_forward on res, bounded as in test_cuda_parity.c (k = d, a = 6):
+ * are those of layernorm_forward on res, bounded as in test_parity.c (k = d, a = 6):
  *   mean:  c (d + a) u mean|res|,   rstd:  c (d + a) u rstd,
  *   out:   c (d + a) u ((|res_i| + mean|res|) rstd |w_i| + |b_i|).
  * The GPU's add_layernorm_forward and its add + layernorm_forward run the same code: bits.
@@ -597,7 +597,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
 }
 
 /* layernorm_backward_dropout from the same mean and rstd on both sides. dinp is OVERWRITTEN (it
- * starts as NaN); per row it is a sum of d terms, bounded as in test_cuda_parity.c with no
+ * starts as NaN); per row it is a sum of d terms, bounded as in test_parity.c with no
  * initial value:  c (d + a) u rstd (|g_i| + mean|g| + |xhat_i| mean|g xhat|),  g = dout w.
  * dbranch = dropout(dinp): bits against the CPU's dropout op applied to the GPU's own dinp (one
  * multiply by the mask; bf16: the dinp as stored, the product rounded once). dw, db (+=) are

@@ -13,7 +13,7 @@
  * softmaxes. The workspace is poisoned too (the kernels must not rely on its contents).
  * Determinism: forward and backward run twice on the same inputs must give the same bits.
  *
- * Tolerances (see test_cuda_parity.c for the general argument: u = 2^-24, a float sum of k
+ * Tolerances (see test_parity.c for the general argument: u = 2^-24, a float sum of k
  * terms in any order is within ~k u of the exact sum relative to the sum of |terms|, the two
  * backends are each within that of the exact value, TOL_C = 4 = 2 backends x 2 of slack).
  * Everything below is computed in double from the float inputs, per row i of (c, h):

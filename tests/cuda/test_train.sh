@@ -4,7 +4,7 @@
 # from a checkpoint, TF32 GEMMs close to fp32, bf16 mixed precision close to fp32 and itself
 # bit-identical when repeated and resumed, and with two GPUs, two ranks through NCCL equal to
 # one. Prints "SKIPPED: no CUDA device" and passes where there is no GPU.
-# usage: test_cuda_train.sh BIN_DIR SOURCE_DIR [emu]: with "emu", the tools built on the
+# usage: test_train.sh BIN_DIR SOURCE_DIR [emu]: with "emu", the tools built on the
 # kernels' CPU emulator (txl-train-emu, txl-eval-emu, txl-generate-emu) take the tools' place.
 source "$2/tests/train/lib.sh" "$1" "$2"
 EMU=${3:-}
@@ -102,7 +102,7 @@ cmp -s "$WORK/bf16.bin" "$WORK/resumed16.bin" && ok "bf16: stopped at step 9 and
 "$GEN" "$WORK/bf16" --length 40 --seed 5 > "$WORK/gen16.txt" 2>&1 && [ "$(text "$WORK/gen16.txt" | wc -c)" -gt 20 ] \
   && ok "bf16: txl-generate samples ($(text "$WORK/gen16.txt" | wc -c) bytes)" || { cat "$WORK/gen16.txt"; fail "bf16: txl-generate failed"; }
 
-# Tolerances (relative, per printed loss). CPU against GPU: the step test (test_cuda_step.c)
+# Tolerances (relative, per printed loss). CPU against GPU: the step test (test_step.c)
 # bounds one step's loss and gradients at 1e-3 relative by the ops' rounding; over 30 Adam steps
 # the two runs drift apart by the accumulated parameter differences, each step adding at most
 # lr * (relative gradient error) ~ 3e-3 * 1e-3 to parameters of scale ~0.1: 30 * 3e-6 / 0.1 ~ 1e-3
@@ -156,7 +156,7 @@ if len(e_cpu) != 3 or len(e_gpu) != 3:
 else:
     rel = max(abs(g - c) / c for g, c in zip(e_gpu, e_cpu))
     print(f"txl-eval losses (test; valid at memory 20, 40): cuda {e_gpu}, cpu {e_cpu}: largest relative "
-          f"difference {rel:.2e} (tolerance 1e-3, one forward: see test_cuda_step.c)")
+          f"difference {rel:.2e} (tolerance 1e-3, one forward: see test_step.c)")
     ok = ok and rel <= 1e-3
 if gpus >= 2:
     ok = compare("cuda2", "cuda", 2e-5) and ok
