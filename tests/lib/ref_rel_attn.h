@@ -1,6 +1,6 @@
 /* The double-precision reference of relative multi-head attention (Transformer-XL attn_type 0,
  * the math of kernels/ops.h), element by element, that the op test (tests/ops/test_rel_attn.c:
- * against the CPU op and finite differences) and the CUDA test (tests/cuda/test_cuda_rel_attn.c:
+ * against the CPU op and finite differences) and the CUDA test (tests/cuda/test_rel_attn.c:
  * the error bounds of the kernels) share: the forward, the analytic backward, and the backward
  * on absolute values that bounds the terms of every gradient element.
  * Layouts (kernels/ops.h): q, vec, dvec [L,B,H,dh]; kv [K,B,2,H,dh]; r [K,H,dh]; u, vb [H,dh];
