@@ -38,11 +38,9 @@ mpi_expect_error() {
     if [ -f "$dir/rc.$r" ]; then statuses="$statuses $(cat "$dir/rc.$r")"; else statuses="$statuses none"; fi
   done
   [ "$statuses" == "$(printf ' 1%.0s' $(seq 1 "$np"))" ] || bad="$bad; exit statuses of the ranks:$statuses"
-  local line p
+  local line
   line=$(grep '^txl: error:' "$dir/stderr" | head -n 1)
-  for p in "${patterns[@]}"; do
-    printf '%s\n' "$line" | grep -Eq -- "$p" || bad="$bad; no /$p/ in the message"
-  done
+  bad="$bad$(unmatched "$line" "${patterns[@]}")"
   if [ -z "$bad" ]; then
     ok "$what -> $line (every rank exit 1)"
   else

@@ -25,6 +25,13 @@ check_eq() {
   if [ "$2" == "$3" ]; then ok "$1 ($2)"; else fail "$1: got '$2', expected '$3'"; fi
 }
 
+# unmatched TEXT REGEX...: "; no /REGEX/ in the message" for each REGEX no line of TEXT matches
+unmatched() {
+  local text=$1 p
+  shift
+  for p in "$@"; do printf '%s\n' "$text" | grep -Eq -- "$p" || printf '; no /%s/ in the message' "$p"; done
+}
+
 # expect_error DESCRIPTION REGEX... -- COMMAND...
 # The command must exit non-zero and print exactly one line to stderr, starting "txl: error: "
 # and matching every REGEX.
@@ -50,7 +57,7 @@ error_check() {
     "$@" > "$WORK/out.txt" 2> "$WORK/err.txt" || rc=$?
     err=$(cat "$WORK/err.txt")
   fi
-  local lines errors line bad="" p
+  local lines errors line bad=""
   lines=$(printf '%s' "$err" | grep -c '' || true)
   errors=$(printf '%s' "$err" | grep -c '^txl: error:' || true)
   line=$(printf '%s\n' "$err" | grep '^txl: error:' || true)
@@ -61,9 +68,7 @@ error_check() {
   else
     [ "$errors" == 1 ] || bad="$bad; $errors 'txl: error:' lines"
   fi
-  for p in "${patterns[@]}"; do
-    printf '%s\n' "$err" | grep -Eq -- "$p" || bad="$bad; no /$p/ in the message"
-  done
+  bad="$bad$(unmatched "$err" "${patterns[@]}")"
   if [ -z "$bad" ]; then ok "$what -> $line"; else fail "$what: ${bad#; }   [stderr: $(printf '%s' "$err" | head -c 400)]"; fi
 }
 
