@@ -28,27 +28,27 @@ done
 # --verify reads every value: NaN, an infinity, a negative second moment are errors; NaN past the
 # valid rows of /mems (element 256: layer 0, row 4 of mem_rows 4) is not
 cp good.h5 nan.h5 && "$TOOL" poke nan.h5 /params/layers.1.w_qkv 9 nan
-expect_error "--verify: NaN in a parameter" "nan.h5|dataset '/params/layers.1.w_qkv' holds NaN at element 9|unusable" -- "$INSPECT" --verify nan.h5
+expect_error "--verify: NaN in a parameter" 'nan\.h5' "dataset '/params/layers\.1\.w_qkv' holds NaN at element 9" 'unusable' -- "$INSPECT" --verify nan.h5
 cp good.h5 inf.h5 && "$TOOL" poke inf.h5 /adam_m/word_emb 700 inf
-expect_error "--verify: +Inf in adam_m" "inf.h5|dataset '/adam_m/word_emb' holds +Inf at element 700" -- "$INSPECT" --verify inf.h5
+expect_error "--verify: +Inf in adam_m" 'inf\.h5' "dataset '/adam_m/word_emb' holds \+Inf at element 700" -- "$INSPECT" --verify inf.h5
 cp good.h5 negv.h5 && "$TOOL" poke negv.h5 /adam_v/layers.0.ln1_w 2 -3
-expect_error "--verify: a negative second moment" "negv.h5|dataset '/adam_v/layers.0.ln1_w' holds -3 at element 2, a negative second moment" -- "$INSPECT" --verify negv.h5
+expect_error "--verify: a negative second moment" 'negv\.h5' "dataset '/adam_v/layers\.0\.ln1_w' holds -3 at element 2, a negative second moment" -- "$INSPECT" --verify negv.h5
 cp good.h5 mem.h5 && "$TOOL" poke mem.h5 /mems 562 -inf
-expect_error "--verify: -Inf in a valid memory row" "mem.h5|dataset '/mems' holds -Inf at element 562" -- "$INSPECT" --verify mem.h5
+expect_error "--verify: -Inf in a valid memory row" 'mem\.h5' "dataset '/mems' holds -Inf at element 562" -- "$INSPECT" --verify mem.h5
 cp good.h5 mem_past.h5 && "$TOOL" poke mem_past.h5 /mems 256 nan
 out=$("$INSPECT" --verify mem_past.h5 2>&1)
 case "$out" in *"every checksum matches"*) ok "--verify: NaN past the valid memory rows is no error" ;; *) fail "--verify mem_past.h5: $(echo "$out" | tail -1)" ;; esac
 
 echo "some text" > text.h5
-expect_error "a text file" "text.h5|not an HDF5 file" -- "$INSPECT" text.h5
-expect_error "a missing file" "missing.h5|No such file" -- "$INSPECT" missing.h5
+expect_error "a text file" 'text\.h5' 'not an HDF5 file' -- "$INSPECT" text.h5
+expect_error "a missing file" 'missing\.h5' 'No such file' -- "$INSPECT" missing.h5
 cp good.h5 v3.h5 && "$TOOL" set-attr v3.h5 format_version 3
-expect_error "format_version 3" "v3.h5|format version 3" -- "$INSPECT" v3.h5
+expect_error "format_version 3" 'v3\.h5' 'format version 3' -- "$INSPECT" v3.h5
 cp good.h5 flip.h5 && "$TOOL" flip flip.h5 params >/dev/null
-expect_error "--verify on a damaged file" "flip.h5|/params/layers.0.w_ff1|damaged" -- "$INSPECT" --verify flip.h5
+expect_error "--verify on a damaged file" 'flip\.h5' '/params/layers\.0\.w_ff1' 'damaged' -- "$INSPECT" --verify flip.h5
 cp good.h5 nov.h5 && "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
-expect_error "a missing moment tensor" "nov.h5|'/adam_v/layers.1.b_ff2' is missing" -- "$INSPECT" nov.h5
+expect_error "a missing moment tensor" 'nov\.h5' "'/adam_v/layers\.1\.b_ff2' is missing" -- "$INSPECT" nov.h5
 head -c 100000 good.h5 > short.h5
-expect_error "a truncated file" "short.h5|truncated" -- "$INSPECT" short.h5
-expect_error "no file" "one checkpoint file" -- "$INSPECT"
+expect_error "a truncated file" 'short\.h5' 'truncated' -- "$INSPECT" short.h5
+expect_error "no file" 'one checkpoint file' -- "$INSPECT"
 finish

@@ -1,5 +1,5 @@
-# Helpers for the shell tests of tests/checkpoint (sourced). Every check prints one "ok"/"FAIL"
-# line; finish exits non-zero when any failed.
+# Helpers for the shell tests of tests/checkpoint (sourced), on top of tests/lib/checks.sh's
+# checks.
 #   script arguments: TEST_CKPT TXL_INSPECT MPIEXEC WORKDIR
 set -u
 TOOL=$1 INSPECT=$2 MPIEXEC=$3 WORK=$4

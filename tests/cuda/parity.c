@@ -9,37 +9,22 @@
 #include "kernels/common/bf16.h"
 #include "kernels/cuda/cuda_ops.h"
 
-static int g_failures = 0;
-
 /* ---- inputs ------------------------------------------------------------------------------ */
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static OtRng g_rng = {0x9E3779B97F4A7C15ull}; /* one sequence for the whole test program */
 
-double parity_urand(void) { /* uniform in [0, 1), xorshift64* */
-  g_rng ^= g_rng >> 12;
-  g_rng ^= g_rng << 25;
-  g_rng ^= g_rng >> 27;
-  return (double)((g_rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
-}
+double parity_urand(void) { return ot_uniform(&g_rng); }
 
 float *host_rand(int64_t n, double lo, double hi) {
-  float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!x) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  float *x = ot_alloc(n);
   for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * parity_urand());
   return x;
 }
 
 float *host_copy(const float *x, int64_t n) {
-  float *y = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!y) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  float *y = ot_alloc(n);
   memcpy(y, x, (size_t)n * sizeof(float));
   return y;
-}
-
-double *bounds_alloc(int64_t n) {
-  double *b = calloc((size_t)(n ? n : 1), sizeof(double));
-  if (!b) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  return b;
 }
 
 /* A device copy of host data. */
@@ -51,67 +36,9 @@ void *dev_from(const void *host, size_t bytes, const char *what) {
 
 /* The device array back on the host (a new allocation). */
 float *host_from(const float *dev, int64_t n) {
-  float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  float *h = ot_alloc(n);
   txl_cuda_to_host(h, dev, (size_t)n * sizeof(float));
   return h;
-}
-
-/* ---- comparisons ------------------------------------------------------------------------- */
-
-static void report(const char *what, double max_abs, double max_rel, int bad, int64_t first_bad,
-                   float got, float want, const char *kind) {
-  printf("%-50s max abs %.3e  max rel %.3e  %s%s\n", what, max_abs, max_rel, kind,
-         bad ? "  FAIL" : "  ok");
-  if (bad) {
-    printf("    %d elements out of tolerance; first at %lld: cuda %.9g, cpu %.9g\n", bad,
-           (long long)first_bad, (double)got, (double)want);
-    g_failures++;
-  }
-}
-
-/* got (CUDA) against want (CPU): |got_i - want_i| <= bound_i for every i. */
-void check_close(const char *what, const float *got, const float *want,
-                        const double *bound, int64_t n) {
-  double max_abs = 0.0, max_rel = 0.0, max_ratio = 0.0;
-  int bad = 0;
-  int64_t first = -1;
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)got[i] - (double)want[i]);
-    const double r = want[i] != 0.0f ? e / fabs((double)want[i]) : 0.0; /* rel: where defined */
-    const double q = e / fmax(bound[i], 1e-300);
-    if (!(e <= bound[i])) { /* NaN in either side fails here */
-      if (!bad) first = i;
-      bad++;
-    }
-    if (e > max_abs || isnan(e)) max_abs = e;
-    if (r > max_rel || isnan(r)) max_rel = r;
-    if (q > max_ratio || isnan(q)) max_ratio = q;
-  }
-  char kind[64];
-  snprintf(kind, sizeof kind, "err/bound %.2e", max_ratio);
-  report(what, max_abs, max_rel, bad, first, bad ? got[first] : 0.0f,
-         bad ? want[first] : 0.0f, kind);
-}
-
-/* got and want must be the same bits (and not NaN). */
-void check_bits(const char *what, const float *got, const float *want, int64_t n) {
-  double max_abs = 0.0;
-  int bad = 0;
-  int64_t first = -1;
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t a, b;
-    memcpy(&a, &got[i], 4);
-    memcpy(&b, &want[i], 4);
-    if (a != b || isnan(got[i])) {
-      if (!bad) first = i;
-      bad++;
-      const double e = fabs((double)got[i] - (double)want[i]);
-      if (e > max_abs || isnan(e)) max_abs = e;
-    }
-  }
-  report(what, max_abs, max_abs, bad, first, bad ? got[first] : 0.0f,
-         bad ? want[first] : 0.0f, "bit-identical required");
 }
 
 float *dev_poison(int64_t n, const char *what) { return dev_poison_act(n, TXL_F32, what); }
@@ -213,12 +140,10 @@ void layernorm_backward_bounds(double *bdi, double *bdw, double *bdb, const floa
   }
 }
 
-void check_fail(const char *what) {
-  printf("    %s  FAIL\n", what);
-  g_failures++;
-}
+static const char *g_what = "";
 
 void parity_begin(const char *what) {
+  g_what = what;
   const int devices = txl_cuda_device_count();
   if (devices == 0) {
     printf("SKIPPED: no CUDA device\n");
@@ -229,10 +154,5 @@ void parity_begin(const char *what) {
 
 int parity_end(void) {
   txl_cuda_release();
-  if (g_failures) {
-    printf("FAILED: %d check(s)\n", g_failures);
-    return 1;
-  }
-  printf("all checks passed\n");
-  return 0;
+  return ot_finish(g_what);
 }

@@ -1,7 +1,7 @@
-/* What every CUDA parity test shares: random inputs, device copies, and the comparisons that
- * print one line per checked output and count failures. The tolerance argument (TOL_C, U_F32
- * below) is in the file comment of tests/cuda/test_cuda_parity.c; each test states its bounds
- * per op.
+/* What every CUDA parity test shares besides tests/lib/test_util.h (its random source, buffers
+ * and comparisons check_close, check_bits, check_fail): random inputs, device copies, activations
+ * of either type, and the layer-norm bounds. The tolerance argument (TOL_C, OT_U) is in the file
+ * comment of tests/cuda/test_parity.c; each test states its bounds per op.
  *
  * A test's main calls parity_begin() first (it prints "SKIPPED: no CUDA device" and exits 0
  * where there is no device) and returns parity_end() (1 when any check failed). */
@@ -12,18 +12,17 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
+#include "tests/lib/test_util.h"
 
-#define U_F32 (1.0 / 16777216.0) /* 2^-24: the unit roundoff of float */
 #define U_BF16 (1.0 / 256.0)      /* 2^-8: the unit roundoff of bf16 (kernels/common/bf16.h) */
-#define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_cuda_parity.c) */
+#define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_parity.c) */
 
 void parity_begin(const char *what);
 int parity_end(void);
 
 double parity_urand(void);                            /* uniform in [0, 1), fixed seed */
-float *host_rand(int64_t n, double lo, double hi);    /* malloc'ed, uniform in [lo, hi) */
+float *host_rand(int64_t n, double lo, double hi);    /* ot_alloc'ed, uniform in [lo, hi) */
 float *host_copy(const float *x, int64_t n);
-double *bounds_alloc(int64_t n);                      /* zero-filled */
 void *dev_from(const void *host, size_t bytes, const char *what);
 float *host_from(const float *dev, int64_t n);        /* a new host copy of device data */
 /* Device memory of n floats filled with NaN: an output every element of which must be written. */
@@ -58,13 +57,5 @@ void layernorm_forward_bounds(double *bo, double *bm, double *br, const float *x
 void layernorm_backward_bounds(double *bdi, double *bdw, double *bdb, const float *dy, const float *x,
                                const float *w, const float *mean, const float *rstd, const float *dinp0,
                                const float *dw0, const float *db0, int64_t n, int d, double k_d, double k_n);
-
-/* got (CUDA) against want (CPU): |got_i - want_i| <= bound_i for every i (NaN fails). */
-void check_close(const char *what, const float *got, const float *want, const double *bound,
-                 int64_t n);
-/* A failed check that is not a comparison: prints `what` and counts a failure. */
-void check_fail(const char *what);
-/* got and want must be the same bits (and not NaN). */
-void check_bits(const char *what, const float *got, const float *want, int64_t n);
 
 #endif

@@ -1,5 +1,4 @@
-# Helpers for the shell tests of tests/data (sourced). Every check prints one "ok"/"FAIL" line;
-# finish exits non-zero when any failed.
+# Helpers for the shell tests of tests/data (sourced), on top of tests/lib/checks.sh's checks.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 
@@ -11,15 +10,18 @@ no_leftovers() {
 }
 
 
-# mpi_expect_error DESCRIPTION "PATTERN..." P -- COMMAND...
+# mpi_expect_error DESCRIPTION P REGEX... -- COMMAND...
 # COMMAND on P ranks (mpirun) must end the way a bad input ends a job: exactly one "txl: error:"
-# line in its output, containing every PATTERN (fixed strings, separated by '|'), nothing of
+# line in its output, matching every REGEX (extended regular expressions), nothing of
 # MPI_Abort's ("MPI_ABORT", Open MPI's "Data unpack would read past end of buffer"), and exit
 # status 1 on every rank (each rank's status is written by a shell around it: a rank killed by an
 # abort writes none). The command's stdout is left in $WORK/mpi.stdout.
 mpi_expect_error() {
-  local what=$1 patterns=$2 np=$3
-  shift 4
+  local what=$1 np=$2
+  shift 2
+  local patterns=()
+  while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
+  shift
   local dir
   dir=$(mktemp -d "${TMPDIR:-/tmp}/txl-mpi.XXXXXX")
   # shellcheck disable=SC2016
@@ -36,11 +38,9 @@ mpi_expect_error() {
     if [ -f "$dir/rc.$r" ]; then statuses="$statuses $(cat "$dir/rc.$r")"; else statuses="$statuses none"; fi
   done
   [ "$statuses" == "$(printf ' 1%.0s' $(seq 1 "$np"))" ] || bad="$bad; exit statuses of the ranks:$statuses"
-  local line IFS='|'
+  local line
   line=$(grep '^txl: error:' "$dir/stderr" | head -n 1)
-  for p in $patterns; do
-    case "$line" in *"$p"*) ;; *) bad="$bad; no '$p' in the message" ;; esac
-  done
+  bad="$bad$(unmatched "$line" "${patterns[@]}")"
   if [ -z "$bad" ]; then
     ok "$what -> $line (every rank exit 1)"
   else

@@ -35,10 +35,10 @@ unit_error() {
   shift 3
   local t0
   t0=$(date +%s.%N)
-  expect_error "$name" "$pattern" timeout $LIMIT $RUN -n "$np" "$BIN/test_timeout" "$@"
+  expect_error_line "$name" "$pattern" -- timeout $LIMIT $RUN -n "$np" "$BIN/test_timeout" "$@"
   local s
   s=$(elapsed_since "$t0")
-  [ "$s" -le 10 ] && pass "$name: ended after ${s} s" || fail "$name: ended after ${s} s (10 at most)"
+  [ "$s" -le 10 ] && ok "$name: ended after ${s} s" || fail "$name: ended after ${s} s (10 at most)"
 }
 
 for kind in sum max equal barrier reducer agree; do
@@ -55,11 +55,11 @@ unit_error "3 ranks, rank 1 never reaches the reducer" 3 \
 unit_error "3 ranks, rank 2 waits in another collective" 3 \
   "^txl: error: \[rank 0@[^]]*\] rank 2 is waiting in collective #3 \(a receive nobody sends\) instead of collective #2 \(a sum across ranks\)$" \
   elsewhere 2
-expect_error "a failure on rank 1 under a deadline: its line only" "^txl: error: \[rank 1@[^]]*\] rank 1 failed on purpose$" \
+expect_error_line "a failure on rank 1 under a deadline: its line only" "^txl: error: \[rank 1@[^]]*\] rank 1 failed on purpose$" -- \
   timeout $LIMIT $RUN -n 3 "$BIN/test_timeout" fails 1
 for mode in late suspended idle; do
   if timeout $LIMIT $RUN -n 2 "$BIN/test_timeout" "$mode" > "$WORK/$mode.txt" 2>&1; then
-    pass "2 ranks, $mode $(grep -v PASS "$WORK/$mode.txt" | head -n 1)"
+    ok "2 ranks, $mode $(grep -v PASS "$WORK/$mode.txt" | head -n 1)"
   else
     cat "$WORK/$mode.txt"; fail "2 ranks, $mode"
   fi
@@ -117,14 +117,14 @@ stopped() {
   elif [ "$rc" -eq 0 ]; then
     fail "$name: exit status 0"
   else
-    pass "$name: exit status $rc"
+    ok "$name: exit status $rc"
   fi
-  [ "$s" -le 13 ] && pass "$name: ended ${s} s after the stop" || fail "$name: ended ${s} s after the stop (13 at most)"
+  [ "$s" -le 13 ] && ok "$name: ended ${s} s after the stop" || fail "$name: ended ${s} s after the stop (13 at most)"
   lines=$(grep -c '^txl: error:' "$out.err" || true)
   if [ "$lines" -ne 1 ]; then
     fail "$name: expected one 'txl: error:' line, got $lines: $(head -c 600 "$out.err")"
   elif grep -Eq "^txl: error: \[rank [0-9]+@[^]]*\] rank $victim did not reach collective #[0-9]+ \(.*, step [0-9]+\) within dist.timeout_s = 3 s" "$out.err"; then
-    pass "$name: $(grep '^txl: error:' "$out.err")"
+    ok "$name: $(grep '^txl: error:' "$out.err")"
   else
     fail "$name: the line does not name rank $victim: $(grep '^txl: error:' "$out.err")"
   fi
@@ -132,7 +132,7 @@ stopped() {
   for i in $(seq 0 $((np - 1))); do
     grep -qs txl-train "/proc/$(cat "$PIDS/pid.$i")/cmdline" && left="$left $i"
   done
-  [ -z "$left" ] && pass "$name: no rank left behind" || fail "$name: ranks left behind:$left"
+  [ -z "$left" ] && ok "$name: no rank left behind" || fail "$name: ranks left behind:$left"
   end_ranks
 }
 
@@ -164,7 +164,7 @@ sample_tokens = 300000
 INI
 if timeout $LIMIT $RUN -n 2 "$BIN/txl-train" "$WORK/short.ini" --set run.work_dir="$WORK/short" \
      --set dist.timeout_s=1 > "$WORK/short.out" 2> "$WORK/short.err"; then
-  pass "2 ranks, dist.timeout_s = 1: a run with checkpoints and a long sample at the end completes"
+  ok "2 ranks, dist.timeout_s = 1: a run with checkpoints and a long sample at the end completes"
 else
   cat "$WORK/short.out" "$WORK/short.err"; fail "2 ranks, dist.timeout_s = 1: the run failed"
 fi

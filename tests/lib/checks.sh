@@ -1,10 +1,16 @@
-# Check helpers shared by the shell tests of tests/data and tests/checkpoint (sourced by their
-# lib.sh). Every check prints one "ok"/"FAIL" line; finish exits non-zero when any failed.
+# The check library every shell test sources (directly, or through its folder's lib.sh). Every
+# check prints one "ok   ..." or "FAIL ..." line; finish prints the count and exits non-zero
+# when any failed. Messages are matched with extended regular expressions (grep -E): a literal
+# '.', '[', '(', '*', '+', '?', '{', '|', '^' or '$' in a pattern is written escaped ('\.'), and
+# re_quote STRING escapes a string taken as it is (a path). Safe under set -euo pipefail.
 FAILS=0
 CHECKS=0
 
 ok() { CHECKS=$((CHECKS + 1)); echo "ok   $*"; }
 fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL $*"; }
+
+# re_quote STRING: STRING as an extended regular expression matching exactly itself
+re_quote() { printf '%s' "$1" | sed 's/[][\.|$(){}?+*^]/\\&/g'; }
 
 # check DESCRIPTION COMMAND...: passes when the command succeeds (its output is shown on failure)
 check() {
@@ -19,26 +25,51 @@ check_eq() {
   if [ "$2" == "$3" ]; then ok "$1 ($2)"; else fail "$1: got '$2', expected '$3'"; fi
 }
 
-# expect_error DESCRIPTION "PATTERN..." -- COMMAND...
-# The command must exit non-zero and print exactly one line to stderr, starting "txl: error:" and
-# containing every PATTERN (fixed strings, separated by '|').
-expect_error() {
-  local what=$1 patterns=$2
-  shift 3
-  local err rc
-  err=$("$@" 2>&1 >/dev/null)
-  rc=$?
-  local lines
-  lines=$(printf '%s' "$err" | grep -c '')
-  local bad=""
+# unmatched TEXT REGEX...: "; no /REGEX/ in the message" for each REGEX no line of TEXT matches
+unmatched() {
+  local text=$1 p
+  shift
+  for p in "$@"; do printf '%s\n' "$text" | grep -Eq -- "$p" || printf '; no /%s/ in the message' "$p"; done
+}
+
+# expect_error DESCRIPTION REGEX... -- COMMAND...
+# The command must exit non-zero and print exactly one line to stderr, starting "txl: error: "
+# and matching every REGEX.
+expect_error() { error_check 1 "$@"; }
+
+# expect_error_line DESCRIPTION REGEX... -- COMMAND...
+# As expect_error, but other lines may go to stderr too (mpirun's, a tool's notices): exactly one
+# of them starts "txl: error:", and each REGEX matches a line of stderr. The command's stdout and
+# stderr are left in $WORK/out.txt and $WORK/err.txt.
+expect_error_line() { error_check 0 "$@"; }
+
+# error_check ONLY_LINE DESCRIPTION REGEX... -- COMMAND...: the two above (ONLY_LINE 1 or 0)
+error_check() {
+  local only=$1 what=$2
+  shift 2
+  local patterns=()
+  while [ "$1" != "--" ]; do patterns+=("$1"); shift; done
+  shift
+  local err rc=0
+  if [ "$only" == 1 ]; then
+    err=$("$@" 2>&1 >/dev/null) || rc=$?
+  else
+    "$@" > "$WORK/out.txt" 2> "$WORK/err.txt" || rc=$?
+    err=$(cat "$WORK/err.txt")
+  fi
+  local lines errors line bad=""
+  lines=$(printf '%s' "$err" | grep -c '' || true)
+  errors=$(printf '%s' "$err" | grep -c '^txl: error:' || true)
+  line=$(printf '%s\n' "$err" | grep '^txl: error:' || true)
   [ $rc -ne 0 ] || bad="exit status 0"
-  [ "$lines" == 1 ] || bad="$bad; $lines lines on stderr"
-  case "$err" in "txl: error: "*) ;; *) bad="$bad; not a 'txl: error:' line" ;; esac
-  local IFS='|'
-  for p in $patterns; do
-    case "$err" in *"$p"*) ;; *) bad="$bad; no '$p' in the message" ;; esac
-  done
-  if [ -z "$bad" ]; then ok "$what -> $err"; else fail "$what: ${bad#; }   [stderr: $err]"; fi
+  if [ "$only" == 1 ]; then
+    [ "$lines" == 1 ] || bad="$bad; $lines lines on stderr"
+    case "$err" in "txl: error: "*) ;; *) bad="$bad; not a 'txl: error:' line" ;; esac
+  else
+    [ "$errors" == 1 ] || bad="$bad; $errors 'txl: error:' lines"
+  fi
+  bad="$bad$(unmatched "$err" "${patterns[@]}")"
+  if [ -z "$bad" ]; then ok "$what -> $line"; else fail "$what: ${bad#; }   [stderr: $(printf '%s' "$err" | head -c 400)]"; fi
 }
 
 finish() {

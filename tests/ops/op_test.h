@@ -1,56 +1,11 @@
-/* Shared helpers of the op tests: a fixed-seed random source, float <-> double copies, and
- * checks that print one line per tensor and count failures. A comparison FAILS on NaN: every
- * check is written as !(err <= tol). */
+/* What the op tests add to tests/lib/test_util.h: central finite differences and the random
+ * projection that turns an output into a scalar. */
 #ifndef TXL_TESTS_OPS_OP_TEST_H
 #define TXL_TESTS_OPS_OP_TEST_H
 
-#include <stddef.h>
 #include <stdint.h>
 
-/* Unit roundoff of fp32 (round to nearest): |fl(x op y) - x op y| <= OT_U |x op y|. */
-#define OT_U (1.0 / 16777216.0)
-
-/* ---- random numbers (splitmix64; the same sequence on every machine) ---------------------- */
-typedef struct { uint64_t s; } OtRng;
-OtRng ot_rng(uint64_t seed);
-double ot_uniform(OtRng *r);                            /* [0, 1) */
-void ot_fill(float *x, int64_t n, float lo, float hi, OtRng *r);  /* uniform in [lo, hi) */
-void ot_fill_d(double *x, int64_t n, double lo, double hi, OtRng *r);
-int ot_randint(OtRng *r, int n);                        /* uniform in [0, n) */
-
-/* ---- buffers ------------------------------------------------------------------------------ */
-float *ot_alloc(int64_t n);   /* zeroed, 64-byte aligned; ends the test when out of memory */
-double *ot_alloc_d(int64_t n);
-void ot_to_double(double *dst, const float *src, int64_t n);
-void ot_to_float(float *dst, const double *src, int64_t n);
-
-/* ---- checks ------------------------------------------------------------------------------- */
-/* Passes when every element satisfies |got - want| <= atol + rtol * |want|. Prints the name,
- * the max abs error, the max rel error (abs error / |want| over elements with want != 0), the
- * tolerance and PASS/FAIL. Returns 1 on pass. */
-int ot_check(const char *name, const float *got, const double *want, int64_t n, double atol,
-             double rtol);
-/* Per-element tolerance: passes when |got[i] - want[i]| <= bound[i] for every i (bound from a
- * rounding-error analysis of the element). Prints the max abs and rel errors, the largest bound
- * and the largest ratio error / bound. */
-int ot_check_bound(const char *name, const float *got, const double *want, const double *bound,
-                   int64_t n);
-/* Same as ot_check, against a float reference (converted to double). */
-int ot_check_f(const char *name, const float *got, const float *want, int64_t n, double atol,
-               double rtol);
-/* Bit-identical (memcmp) comparison. */
-int ot_check_same(const char *name, const void *got, const void *want, size_t bytes);
-/* A named condition. */
-int ot_check_true(const char *name, int ok, const char *detail_fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* A double value against a double reference, |got - want| <= tol. */
-int ot_check_scalar(const char *name, double got, double want, double tol);
-
-double ot_max_abs(const double *x, int64_t n);
-double ot_max_abs_f(const float *x, int64_t n);
-
-/* Prints "<test>: N checks, F failed" and returns the process exit status (0 when all passed). */
-int ot_finish(const char *test);
+#include "tests/lib/test_util.h"
 
 /* ---- finite differences ------------------------------------------------------------------- */
 /* d/dx[k] of f by central differences with step eps, for every k < n: grad[k] = (f(x + eps e_k)

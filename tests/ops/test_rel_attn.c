@@ -11,127 +11,15 @@
 
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "tests/lib/ref_rel_attn.h"
 #include "tests/ops/op_test.h"
 
-typedef struct {
-  TxlAttnShape s;
-  TxlDropout drop;
-  int K;
-  /* inputs (double copies of the float inputs; FD perturbs them) */
-  double *q, *kv, *r, *u, *vb; /* [L,B,H,dh] [K,B,2,H,dh] [K,H,dh] [H,dh] [H,dh] */
-  double *proj;                /* [L,B,H,dh]: loss = sum(vec * proj) */
-  /* outputs of the reference forward */
-  double *vec, *prob, *drop_factor; /* [L,B,H,dh] [B,H,L,K] [B,H,L,K] */
-} Ref;
-
-static int64_t q_at(const TxlAttnShape *s, int i, int c, int h) {
-  return (((int64_t)i * s->B + c) * s->H + h) * s->dh;
-}
-static int64_t k_at(const TxlAttnShape *s, int j, int c, int h) {
-  return ((((int64_t)j * s->B + c) * 2) * s->H + h) * s->dh;
-}
-static int64_t v_at(const TxlAttnShape *s, int j, int c, int h) { return k_at(s, j, c, h) + (int64_t)s->H * s->dh; }
-static int64_t r_at(const TxlAttnShape *s, int t, int h) { return ((int64_t)t * s->H + h) * s->dh; }
-static int64_t p_at(const TxlAttnShape *s, int K, int c, int h, int i) {
-  return (((int64_t)c * s->H + h) * s->L + i) * K;
-}
-
-static int visible(const TxlAttnShape *s, int i, int j) {
-  if (j > s->M + i) return 0;                               /* the future */
-  if (s->same_length && j <= i - s->same_shift) return 0;   /* same_length */
-  return 1;
-}
-
-/* The forward of kernels/ops.h, in double, element by element. */
-static void ref_forward(Ref *a) {
-  const TxlAttnShape *s = &a->s;
-  const int K = a->K, dh = s->dh;
-  const double dscale = a->drop.p > 0.0f ? (double)txl_dropout_scale(a->drop.p) : 1.0;
-  double *sc = malloc((size_t)K * sizeof *sc);
-  for (int c = 0; c < s->B; c++)
-    for (int h = 0; h < s->H; h++)
-      for (int i = 0; i < s->L; i++) {
-        const double *qi = a->q + q_at(s, i, c, h);
-        double mx = -INFINITY;
-        for (int j = 0; j < K; j++) {
-          if (!visible(s, i, j)) continue;
-          const double *kj = a->kv + k_at(s, j, c, h);
-          const double *rt = a->r + r_at(s, K - 1 - (s->M + i - j), h); /* distance M + i - j */
-          double ac = 0.0, bd = 0.0;
-          for (int e = 0; e < dh; e++) {
-            ac += (qi[e] + a->u[h * dh + e]) * kj[e];
-            bd += (qi[e] + a->vb[h * dh + e]) * rt[e];
-          }
-          sc[j] = (ac + bd) * s->scale;
-          if (sc[j] > mx) mx = sc[j];
-        }
-        double sum = 0.0;
-        for (int j = 0; j < K; j++)
-          if (visible(s, i, j)) sum += exp(sc[j] - mx);
-        double *p = a->prob + p_at(s, K, c, h, i), *df = a->drop_factor + p_at(s, K, c, h, i);
-        for (int j = 0; j < K; j++) {
-          p[j] = visible(s, i, j) ? exp(sc[j] - mx) / sum : 0.0;
-          df[j] = a->drop.p > 0.0f
-                      ? (txl_dropout_keep(a->drop, (uint32_t)i, (uint32_t)(s->col0 + c), (uint32_t)(h * K + j)) ? dscale : 0.0)
-                      : 1.0;
-        }
-        double *o = a->vec + q_at(s, i, c, h);
-        for (int e = 0; e < dh; e++) {
-          double acc = 0.0;
-          for (int j = 0; j < K; j++) acc += p[j] * df[j] * a->kv[v_at(s, j, c, h) + e];
-          o[e] = acc;
-        }
-      }
-  free(sc);
-}
-
+/* The loss whose gradients the backward computes: sum(vec * dvec). */
 static double ref_loss(void *ctx) {
-  Ref *a = ctx;
-  ref_forward(a);
+  RefAttn *a = ctx;
+  ref_attn_forward(a);
   const TxlAttnShape *s = &a->s;
-  return ot_dot(a->vec, a->proj, (int64_t)s->L * s->B * s->H * s->dh);
-}
-
-/* Analytic backward of the reference (run after ref_forward). With absolute = 1 every input and
- * intermediate is replaced by its absolute value and differences by sums: the result bounds
- * the magnitude of every term that enters each gradient element (for the error bounds). */
-static void ref_backward(double *dq, double *dkv, double *dr, double *du, double *dvb, const Ref *a,
-                         int absolute) {
-  const TxlAttnShape *s = &a->s;
-  const int K = a->K, dh = s->dh;
-#define A(x) (absolute ? fabs(x) : (x))
-  double *dp = malloc((size_t)K * sizeof *dp);
-  for (int c = 0; c < s->B; c++)
-    for (int h = 0; h < s->H; h++)
-      for (int i = 0; i < s->L; i++) {
-        const double *p = a->prob + p_at(s, K, c, h, i), *df = a->drop_factor + p_at(s, K, c, h, i);
-        const double *g = a->proj + q_at(s, i, c, h), *qi = a->q + q_at(s, i, c, h);
-        double dot = 0.0;
-        for (int j = 0; j < K; j++) {
-          double t = 0.0;
-          for (int e = 0; e < dh; e++) {
-            t += A(g[e]) * A(a->kv[v_at(s, j, c, h) + e]);
-            dkv[v_at(s, j, c, h) + e] += p[j] * df[j] * A(g[e]);
-          }
-          dp[j] = t * df[j];
-          dot += p[j] * dp[j];
-        }
-        for (int j = 0; j < K; j++) {
-          if (!visible(s, i, j)) continue;
-          const double ds = p[j] * (absolute ? dp[j] + dot : dp[j] - dot) * s->scale;
-          const int t = K - 1 - (s->M + i - j);
-          for (int e = 0; e < dh; e++) {
-            const double kj = A(a->kv[k_at(s, j, c, h) + e]), rt = A(a->r[r_at(s, t, h) + e]);
-            dq[q_at(s, i, c, h) + e] += ds * (kj + rt);
-            du[h * dh + e] += ds * kj;
-            dvb[h * dh + e] += ds * rt;
-            dkv[k_at(s, j, c, h) + e] += ds * (absolute ? fabs(qi[e]) + fabs(a->u[h * dh + e]) : qi[e] + a->u[h * dh + e]);
-            dr[r_at(s, t, h) + e] += ds * (absolute ? fabs(qi[e]) + fabs(a->vb[h * dh + e]) : qi[e] + a->vb[h * dh + e]);
-          }
-        }
-      }
-#undef A
-  free(dp);
+  return ot_dot(a->vec, a->dvec, (int64_t)s->L * s->B * s->H * s->dh);
 }
 
 typedef struct {
@@ -163,11 +51,12 @@ static void run_case(const Case *cs, OtRng *rng) {
   for (int64_t k = 0; k < np; k++) prob[k] = NAN;
   for (int64_t k = 0; k < nq; k++) vec[k] = NAN;
 
-  Ref a = {s, drop, K, ot_alloc_d(nq), ot_alloc_d(nkv), ot_alloc_d(nr), ot_alloc_d(HD), ot_alloc_d(HD),
-           ot_alloc_d(nq), ot_alloc_d(nq), ot_alloc_d(np), ot_alloc_d(np)};
+  RefAttn a = {.s = s, .drop = drop, .K = K, .q = ot_alloc_d(nq), .kv = ot_alloc_d(nkv), .r = ot_alloc_d(nr),
+               .u = ot_alloc_d(HD), .vb = ot_alloc_d(HD), .dvec = ot_alloc_d(nq), .vec = ot_alloc_d(nq),
+               .prob = ot_alloc_d(np), .drop_factor = ot_alloc_d(np)};
   ot_to_double(a.q, q, nq), ot_to_double(a.kv, kv, nkv), ot_to_double(a.r, r, nr);
-  ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.proj, dvec, nq);
-  ref_forward(&a);
+  ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.dvec, dvec, nq);
+  ref_attn_forward(&a);
 
   const size_t wbytes = txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh, 1);
   void *work = ot_alloc((int64_t)(wbytes + 3) / 4);
@@ -185,7 +74,7 @@ static void run_case(const Case *cs, OtRng *rng) {
     for (int h = 0; h < s.H; h++)
       for (int i = 0; i < s.L; i++)
         for (int j = 0; j < K; j++) {
-          if (!visible(&s, i, j)) continue;
+          if (!attn_visible(&s, i, j)) continue;
           const int t = K - 1 - (s.M + i - j);
           double A = 0.0;
           for (int e = 0; e < dh; e++)
@@ -203,7 +92,7 @@ static void run_case(const Case *cs, OtRng *rng) {
         for (int e = 0; e < dh; e++) {
           double sa = 0.0, sp = 0.0;
           for (int j = 0; j < K; j++) {
-            const int64_t pk = p_at(&s, K, c, h, i) + j;
+            const int64_t pk = row_at(&s, c, h, i) * K + j;
             const double vj = fabs(a.kv[v_at(&s, j, c, h) + e]);
             sa += a.prob[pk] * a.drop_factor[pk] * vj;
             sp += a.drop_factor[pk] * bp[pk] * vj;
@@ -217,7 +106,7 @@ static void run_case(const Case *cs, OtRng *rng) {
   double *gq = ot_alloc_d(nq), *gkv = ot_alloc_d(nkv), *gr = ot_alloc_d(nr), *gu = ot_alloc_d(HD), *gvb = ot_alloc_d(HD);
   double *aq = ot_alloc_d(nq), *akv = ot_alloc_d(nkv), *ar = ot_alloc_d(nr), *au = ot_alloc_d(HD), *avb = ot_alloc_d(HD);
   /* The gradients of the double reference: analytic, and (small cases) finite differences. */
-  ref_backward(aq, akv, ar, au, avb, &a, 0);
+  ref_attn_backward(aq, akv, ar, au, avb, &a, 0, NULL);
   const double eps = 1e-6;
   if (cs->use_fd) {
     ot_fd_grad(gq, a.q, nq, eps, ref_loss, &a);
@@ -225,7 +114,7 @@ static void run_case(const Case *cs, OtRng *rng) {
     ot_fd_grad(gr, a.r, nr, eps, ref_loss, &a);
     ot_fd_grad(gu, a.u, HD, eps, ref_loss, &a);
     ot_fd_grad(gvb, a.vb, HD, eps, ref_loss, &a);
-    ref_forward(&a);
+    ref_attn_forward(&a);
   } else {
     memcpy(gq, aq, (size_t)nq * sizeof(double)), memcpy(gkv, akv, (size_t)nkv * sizeof(double));
     memcpy(gr, ar, (size_t)nr * sizeof(double)), memcpy(gu, au, (size_t)HD * sizeof(double));
@@ -233,7 +122,7 @@ static void run_case(const Case *cs, OtRng *rng) {
   }
   /* Magnitudes of the terms of every gradient element (the reference backward on |.|). */
   double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr), *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
-  ref_backward(mq, mkv, mr, mu, mvb, &a, 1);
+  ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
   /* Bound per element (first-order running error analysis): a computed sum/product chain with
    * at most N roundings on any path is within N u of the exact value relative to the sum of the
    * absolute values of its terms, which is what the |.| backward computes. The longest chains:
@@ -279,7 +168,7 @@ static void run_case(const Case *cs, OtRng *rng) {
 
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(vec), free(prob), free(work);
   free(dq), free(dkv), free(dr), free(du), free(dvb);
-  free(a.q), free(a.kv), free(a.r), free(a.u), free(a.vb), free(a.proj), free(a.vec), free(a.prob), free(a.drop_factor);
+  free(a.q), free(a.kv), free(a.r), free(a.u), free(a.vb), free(a.dvec), free(a.vec), free(a.prob), free(a.drop_factor);
   free(bp), free(bvec), free(gq), free(gkv), free(gr), free(gu), free(gvb), free(aq), free(akv), free(ar), free(au), free(avb);
   free(mq), free(mkv), free(mr), free(mu), free(mvb), free(bq), free(bkv), free(br), free(bu), free(bvb);
 }

@@ -80,7 +80,7 @@ for _ in $(seq 60); do
   [ "$state" = idle ] && break
   sleep 0.5
 done
-[ "$state" = idle ] && pass "private SLURM up: node localhost idle" || die "node not idle after 30 s (state '$state')"
+[ "$state" = idle ] && ok "private SLURM up: node localhost idle" || die "node not idle after 30 s (state '$state')"
 
 make_corpus "$WORK/c.h5" 4000 300
 cat > "$WORK/r.ini" <<INI
@@ -120,7 +120,7 @@ job=$(cd "$WORK" && TXL_ROOT=$SRC TXL_BIN=$BIN TXL_LAUNCHER=mpirun sbatch --pars
   "$SRC/slurm/txl-1node.sbatch" "$WORK/r.ini" --set run.work_dir="$WORK/job" 2> "$WORK/sbatch.err") \
   || die "sbatch failed: $(cat "$WORK/sbatch.err")"
 job=${job%%;*}
-pass "submitted job $job"
+ok "submitted job $job"
 for _ in $(seq 600); do grep -q "^step  *[1-9][0-9]/200" "$WORK/job.out" 2>/dev/null && break; sleep 0.1; done
 grep -q "^step  *[1-9][0-9]/200" "$WORK/job.out" 2>/dev/null || { cat "$WORK/job.out" 2>/dev/null; die "job did not reach step 10 in 60 s"; }
 scancel --signal=USR1 --batch "$job" || die "scancel --signal=USR1 --batch failed"
@@ -131,17 +131,17 @@ for _ in $(seq 880); do   # a requeued job waits about 3 minutes before it may s
   sleep 0.5
 done
 restarts=$(scontrol show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
-[ "$jstate" = COMPLETED ] && pass "job $job completed" || { cat "$WORK/job.out"; die "job state '$jstate'"; }
+[ "$jstate" = COMPLETED ] && ok "job $job completed" || { cat "$WORK/job.out"; die "job state '$jstate'"; }
 grep -q "txl-train exited with status 75" "$WORK/job.out" && grep -q "requeueing job $job" "$WORK/job.out" \
   && [ "${restarts:-0}" -ge 1 ] \
-  && pass "SIGUSR1: checkpoint, exit status 75, job requeued (Restarts=$restarts)" \
+  && ok "SIGUSR1: checkpoint, exit status 75, job requeued (Restarts=$restarts)" \
   || { cat "$WORK/job.out"; fail "no requeue (Restarts=$restarts)"; }
 stopped=$(grep -o "stopped after step [0-9]*" "$WORK/job.out" | head -1)
 grep -q "resumed from .*ckpt-.*: step" "$WORK/job.out" \
-  && pass "the requeued run resumed ($stopped; $(grep -o 'resumed from .*: step [0-9]*' "$WORK/job.out" | sed "s|$WORK/||"))" \
+  && ok "the requeued run resumed ($stopped; $(grep -o 'resumed from .*: step [0-9]*' "$WORK/job.out" | sed "s|$WORK/||"))" \
   || { cat "$WORK/job.out"; fail "no 'resumed from' in the job's output"; }
 last=$(python3 -c 'import json,sys; print(max(r["step"] for r in map(json.loads, open(sys.argv[1])) if r["kind"]=="train"))' "$WORK/job/metrics.jsonl" 2>/dev/null)
-[ "$last" = 200 ] && pass "metrics reach step 200" || fail "last step in metrics: '$last'"
+[ "$last" = 200 ] && ok "metrics reach step 200" || fail "last step in metrics: '$last'"
 
 # the same run uninterrupted, under mpirun directly; compare final parameters
 timeout 300 mpirun -n 2 --oversubscribe --bind-to none "$BIN/txl-train" "$WORK/r.ini" \
@@ -150,10 +150,10 @@ if command -v h5diff >/dev/null; then
   h5diff -q "$WORK/straight/ckpt-00000200.h5" "$WORK/job/ckpt-00000200.h5" /params /params \
     && h5diff -q "$WORK/straight/ckpt-00000200.h5" "$WORK/job/ckpt-00000200.h5" /adam_m /adam_m \
     && h5diff -q "$WORK/straight/ckpt-00000200.h5" "$WORK/job/ckpt-00000200.h5" /adam_v /adam_v \
-    && pass "final parameters and Adam moments bit-identical to the uninterrupted run" \
+    && ok "final parameters and Adam moments bit-identical to the uninterrupted run" \
     || fail "final checkpoints differ from the uninterrupted run"
 fi
 a=$(grep -o "test at step 200 | loss [0-9.]*" "$WORK/straight.out")
 b=$(grep -o "test at step 200 | loss [0-9.]*" "$WORK/job.out")
-[ -n "$a" ] && [ "$a" = "$b" ] && pass "final test loss identical ($a)" || fail "test loss: '$a' vs '$b'"
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "final test loss identical ($a)" || fail "test loss: '$a' vs '$b'"
 finish

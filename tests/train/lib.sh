@@ -1,16 +1,12 @@
-# Shared by the txl-train tests: paths, a scratch folder, a small corpus, and checks that fail
-# loudly. Usage: source lib.sh BIN_DIR SOURCE_DIR
+# Shared by the txl-train tests: paths, a scratch folder, a small corpus and INI files; the checks
+# are tests/lib/checks.sh's. Usage: source lib.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 BIN=$1
 SRC=$2
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/checks.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-PASSED=0
-FAILED=0
-
-pass() { echo "PASS: $*"; PASSED=$((PASSED + 1)); }
-fail() { echo "FAIL: $*"; FAILED=$((FAILED + 1)); }
 
 # A character-level corpus from the bundled demo text: the first N lines of each split.
 make_corpus() { # OUT TRAIN_LINES VALID_LINES
@@ -66,28 +62,3 @@ PY
 }
 
 MPI="timeout 300 mpirun --oversubscribe --bind-to none"
-
-# expect_error NAME PATTERN CMD...: CMD must exit non-zero and print exactly one line to stderr,
-# matching PATTERN (extended regex), starting with "txl: error:".
-expect_error() {
-  local name=$1 pattern=$2
-  shift 2
-  local rc=0
-  "$@" > "$WORK/out.txt" 2> "$WORK/err.txt" || rc=$?
-  local lines
-  lines=$(grep -c '^txl: error:' "$WORK/err.txt" || true)
-  if [ "$rc" -eq 0 ]; then
-    fail "$name: exit status 0"
-  elif [ "$lines" -ne 1 ]; then
-    fail "$name: expected one 'txl: error:' line, got $lines: $(head -c 400 "$WORK/err.txt")"
-  elif ! grep -Eq -- "$pattern" "$WORK/err.txt"; then
-    fail "$name: message does not match /$pattern/: $(cat "$WORK/err.txt")"
-  else
-    pass "$name ($(grep '^txl: error:' "$WORK/err.txt"))"
-  fi
-}
-
-finish() {
-  echo "$PASSED passed, $FAILED failed"
-  [ "$FAILED" -eq 0 ]
-}

@@ -35,32 +35,32 @@ for conf in "$SRC"/configs/*.ini "$SRC"/configs/*/*.ini; do
     done
   done
 done
-pass "--check passes for $n config x rank count x device cases"
+ok "--check passes for $n config x rank count x device cases"
 grep -q "^corpus: $WORK/demo.h5 (char level, vocabulary" <("$BIN/txl-train" "$SRC/configs/demo.ini" --check \
-  --set data.corpus="$WORK/demo.h5") && pass "--check reads the corpus header when the file is here" \
+  --set data.corpus="$WORK/demo.h5") && ok "--check reads the corpus header when the file is here" \
   || fail "--check did not read the demo corpus"
 "$BIN/txl-train" "$SRC/configs/wt103_base.ini" --check --ranks 8 --set data.n_token=267735 > "$WORK/w.out"
 grep -q "columns: 60 global, 7 or 8 on each rank; evaluation 10, 1 or 2 on each rank" "$WORK/w.out" \
-  && pass "the README's wt103_base command on 8 ranks: 7 or 8 columns each" || { cat "$WORK/w.out"; fail "wt103_base on 8 ranks"; }
+  && ok "the README's wt103_base command on 8 ranks: 7 or 8 columns each" || { cat "$WORK/w.out"; fail "wt103_base on 8 ranks"; }
 
-expect_error "--check: more ranks than columns" "train.batch_size = 8 is fewer columns than the 16 ranks" \
+expect_error_line "--check: more ranks than columns" "train.batch_size = 8 is fewer columns than the 16 ranks" -- \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --ranks 16 --set eval.eval_batch_size=16
-expect_error "--check: more ranks than evaluation columns" "eval.eval_batch_size = 10 is fewer columns than the 16 ranks" \
+expect_error_line "--check: more ranks than evaluation columns" "eval.eval_batch_size = 10 is fewer columns than the 16 ranks" -- \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --ranks 16
-expect_error "--check: no corpus and no n_token" "data.corpus = 'data/wt2.h5' is not here; give the vocabulary size" \
+expect_error_line "--check: no corpus and no n_token" "data.corpus = 'data/wt2.h5' is not here; give the vocabulary size" -- \
   "$BIN/txl-train" "$SRC/configs/wt2_small.ini" --check
-expect_error "--check: bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" \
+expect_error_line "--check: bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" -- \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set run.precision=bf16
-expect_error "--check: a bad key" "no_such_key" \
+expect_error_line "--check: a bad key" "no_such_key" -- \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set train.no_such_key=1
 
 # The memory estimate. 1024 heads of 4096 (the issue's case): terabytes, more than any machine
 # here has; refused at once, with the estimate printed first, and nothing allocated (the
 # process's peak resident memory stays small).
 big=(--set model.n_head=1024 --set model.d_head=4096 --set run.work_dir="$WORK/big")
-expect_error "a model larger than the memory" "not enough memory: this run needs about [0-9.]+ GiB of host memory" \
+expect_error_line "a model larger than the memory" "not enough memory: this run needs about [0-9.]+ GiB of host memory" -- \
   "$BIN/txl-train" "$SRC/configs/demo.ini" --set data.corpus="$WORK/demo.h5" "${big[@]}"
-grep -q "^memory per rank (estimate): " "$WORK/out.txt" && pass "the estimate is printed before the refusal" \
+grep -q "^memory per rank (estimate): " "$WORK/out.txt" && ok "the estimate is printed before the refusal" \
   || fail "no estimate printed: $(head -c 300 "$WORK/out.txt")"
 peak_kb=$(python3 - "$BIN/txl-train" "$SRC/configs/demo.ini" "$WORK/demo.h5" "$WORK/big" <<'PY'
 import resource, subprocess, sys
@@ -70,12 +70,12 @@ subprocess.run([b, conf, "--set", "data.corpus=" + corpus, "--set", "model.n_hea
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 PY
 )
-[ "$peak_kb" -lt 262144 ] && pass "refused before allocating: peak resident memory ${peak_kb} KiB" \
+[ "$peak_kb" -lt 262144 ] && ok "refused before allocating: peak resident memory ${peak_kb} KiB" \
   || fail "peak resident memory ${peak_kb} KiB before the refusal"
 $MPI -n 2 "$BIN/txl-train" "$SRC/configs/demo.ini" --set data.corpus="$WORK/demo.h5" "${big[@]}" \
   > "$WORK/out.txt" 2> "$WORK/err.txt" && fail "2 ranks: the run started" || true
 [ "$(grep -c '^txl: error: .*not enough memory: the 2 ranks on' "$WORK/err.txt")" -eq 1 ] \
-  && pass "2 ranks: one line for the node's ranks together" || fail "2 ranks: $(cat "$WORK/err.txt")"
+  && ok "2 ranks: one line for the node's ranks together" || fail "2 ranks: $(cat "$WORK/err.txt")"
 
 # Under a cgroup's memory limit of 3 GiB (cgroup v1 or v2, where this process may make one): a
 # model of about 4 GiB fits the machine but not the limit, and is refused by the limit's figure
@@ -100,7 +100,7 @@ if [ -z "$cg" ]; then
 else
   mid=(--set model.n_layer=8 --set model.d_model=1024 --set model.n_head=16 --set model.d_head=64
        --set model.d_inner=4096 --set run.work_dir="$WORK/mid")
-  expect_error "a model larger than a 3 GiB cgroup" "not enough memory: .* available \(the cgroup's memory limit\)" \
+  expect_error_line "a model larger than a 3 GiB cgroup" "not enough memory: .* available \(the cgroup's memory limit\)" -- \
     cg_run "$cg" "$BIN/txl-train" "$SRC/configs/demo.ini" --set data.corpus="$WORK/demo.h5" "${mid[@]}"
   rmdir "$cg" 2>/dev/null || true
 fi

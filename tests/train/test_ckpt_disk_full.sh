@@ -45,21 +45,21 @@ full_disk_checks() {
   elif ! grep -Eq '^txl: error: (\[rank 0@[^]]*\] )?checkpoint not written \(the previous one is intact\): .*ckpt-00000010\.h5: .*No space left on device' "$WORK/$name.err"; then
     fail "$what: unexpected message: $(grep '^txl: error:' "$WORK/$name.err")"
   else
-    pass "$what: one line, status 1 ($(grep '^txl: error:' "$WORK/$name.err"))"
+    ok "$what: one line, status 1 ($(grep '^txl: error:' "$WORK/$name.err"))"
   fi
   # HDF5 must not have met the full disk: a write failing inside it is what hung or crashed
   if grep -Eq 'mca_fbtl|Segmentation|signal 11|MPI_ABORT' "$WORK/$name.err"; then
     fail "$what: the write reached the full disk inside HDF5: $(grep -E 'mca_fbtl|Segm|signal|ABORT' "$WORK/$name.err" | head -2)"
   else
-    pass "$what: no write failed inside HDF5, no crash"
+    ok "$what: no write failed inside HDF5, no crash"
   fi
   local left
   left=$(ls -a "$run" | grep -E 'tmp' || true)
-  [ -z "$left" ] && pass "$what: no temporary left" || fail "$what: left behind: $left"
+  [ -z "$left" ] && ok "$what: no temporary left" || fail "$what: left behind: $left"
   [ "$(cat "$run/latest")" = "ckpt-00000005.h5" ] && [ ! -e "$run/ckpt-00000010.h5" ] \
-    && pass "$what: latest still names ckpt-00000005.h5" || fail "$what: latest is '$(cat "$run/latest")'"
+    && ok "$what: latest still names ckpt-00000005.h5" || fail "$what: latest is '$(cat "$run/latest")'"
   "$BIN/txl-inspect" --verify "$run/ckpt-00000005.h5" > "$WORK/$name.inspect" 2>&1 \
-    && pass "$what: ckpt-00000005.h5 verifies" || fail "$what: ckpt-00000005.h5: $(tail -1 "$WORK/$name.inspect")"
+    && ok "$what: ckpt-00000005.h5 verifies" || fail "$what: ckpt-00000005.h5: $(tail -1 "$WORK/$name.inspect")"
 }
 
 for P in 1 2; do
@@ -68,11 +68,11 @@ for P in 1 2; do
   mount -t tmpfs -o size=30m tmpfs "$DISK" || { fail "P=$P: mount"; continue; }
   rc=0; train small$P "$P" || rc=$?
   grep -q "^checkpoint .*ckpt-00000005.h5" "$WORK/small$P.out" \
-    && pass "P=$P, too small: the first checkpoint is written" || fail "P=$P, too small: no first checkpoint"
+    && ok "P=$P, too small: the first checkpoint is written" || fail "P=$P, too small: no first checkpoint"
   # the reservation beyond the file's end is given back once the file is complete: it occupies
   # its size rounded up to whole 4 KiB pages
   used=$(du -B1 "$run/ckpt-00000005.h5" | cut -f1); size=$(stat -c %s "$run/ckpt-00000005.h5")
-  [ "$used" -le $(((size + 4095) / 4096 * 4096)) ] && pass "P=$P: the checkpoint occupies its size ($used bytes for $size)" \
+  [ "$used" -le $(((size + 4095) / 4096 * 4096)) ] && ok "P=$P: the checkpoint occupies its size ($used bytes for $size)" \
     || fail "P=$P: the checkpoint occupies $used bytes for a size of $size"
   full_disk_checks "P=$P, too small" small$P "$rc"
 
@@ -83,10 +83,10 @@ for P in 1 2; do
   fallocate -n -l 64K "$run/metrics.jsonl"
   dd if=/dev/zero of="$DISK/filler" bs=4k 2>/dev/null || true
   avail=$(df -B1 --output=avail "$DISK" | tail -1 | tr -d ' ')
-  [ "$avail" -eq 0 ] && pass "P=$P: the disk is 100% full" || fail "P=$P: $avail bytes still free"
+  [ "$avail" -eq 0 ] && ok "P=$P: the disk is 100% full" || fail "P=$P: $avail bytes still free"
   rc=0; train full$P "$P" || rc=$?
   grep -q "resumed from .*ckpt-00000005.h5: step 5" "$WORK/full$P.out" \
-    && pass "P=$P, 100% full: resumed at step 5" || fail "P=$P, 100% full: did not resume: $(tail -2 "$WORK/full$P.err")"
+    && ok "P=$P, 100% full: resumed at step 5" || fail "P=$P, 100% full: did not resume: $(tail -2 "$WORK/full$P.err")"
   full_disk_checks "P=$P, 100% full" full$P "$rc"
 
   # room again: the run continues from the intact checkpoint and writes step 10
@@ -94,7 +94,7 @@ for P in 1 2; do
   mount -o remount,size=64m "$DISK"
   rc=0; train again$P "$P" || rc=$?
   [ $rc -eq 0 ] && [ "$(cat "$run/latest")" = "ckpt-00000010.h5" ] \
-    && pass "P=$P: with room again the run resumes and writes step 10" \
+    && ok "P=$P: with room again the run resumes and writes step 10" \
     || fail "P=$P: resume with room again: status $rc: $(tail -2 "$WORK/again$P.err")"
   umount "$DISK"
 done

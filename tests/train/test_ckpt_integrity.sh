@@ -23,7 +23,7 @@ small_run_ini "$WORK/c.h5" train.max_step=6 train.log_interval=3 eval.max_eval_s
 $MPI -n 1 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/run" > "$WORK/train.out" 2>&1 \
   || { cat "$WORK/train.out"; fail "training failed"; finish; }
 [ -e "$WORK/run/ckpt-00000003.h5" ] && [ "$(cat "$WORK/run/latest")" = "ckpt-00000006.h5" ] \
-  && pass "the run wrote ckpt-00000003.h5 and ckpt-00000006.h5 (latest)" || { ls "$WORK/run"; fail "checkpoints of the run"; finish; }
+  && ok "the run wrote ckpt-00000003.h5 and ckpt-00000006.h5 (latest)" || { ls "$WORK/run"; fail "checkpoints of the run"; finish; }
 good=$WORK/run/ckpt-00000006.h5
 vocab() { "$BIN/txl-inspect" "$1" | sed -n 's/^vocab digest *//p'; }
 
@@ -48,7 +48,7 @@ ok_with_notice() {
   elif [ "$here" -ne 1 ] || [ "$there" -ne 0 ]; then
     fail "$name: expected one line /$pattern/ on std$stream, got $here (and $there on std$other): $(grep -v '^step' "$WORK/n.$stream" | head -5)"
   else
-    pass "$name ($(grep -E -- "$pattern" "$WORK/n.$stream"))"
+    ok "$name ($(grep -E -- "$pattern" "$WORK/n.$stream"))"
   fi
 }
 
@@ -56,15 +56,15 @@ echo "== the vocabulary: same size, other tokens"
 c_digest=$(vocab "$good")
 n_c=$(sed -n 's/.*vocabulary \([0-9]*\),.*/\1/p' "$WORK/train.out" | head -1)
 # (a vocabulary of another size would be refused as another model shape, and fail the patterns)
-[ -n "$c_digest" ] && [ "$c_digest" != "(empty)" ] && pass "the checkpoint stores a vocabulary digest ($c_digest)" || fail "no digest in $good"
+[ -n "$c_digest" ] && [ "$c_digest" != "(empty)" ] && ok "the checkpoint stores a vocabulary digest ($c_digest)" || fail "no digest in $good"
 for P in 1 2; do
-  expect_error "P=$P: resume on a corpus of another vocabulary of $n_c tokens" \
-    "ckpt-00000006\.h5 was trained on another vocabulary than that of the corpus .*x\.h5" \
+  expect_error_line "P=$P: resume on a corpus of another vocabulary of $n_c tokens" \
+    "ckpt-00000006\.h5 was trained on another vocabulary than that of the corpus .*x\.h5" -- \
     train "$P" --set data.corpus="$WORK/x.h5" --set run.work_dir="$WORK/wx$P" --resume "$WORK/run"
 done
-expect_error "txl-eval on a corpus of another vocabulary" "ckpt-00000006\.h5 was trained on another vocabulary than that of the corpus .*x\.h5" \
+expect_error_line "txl-eval on a corpus of another vocabulary" "ckpt-00000006\.h5 was trained on another vocabulary than that of the corpus .*x\.h5" -- \
   "$BIN/txl-eval" "$WORK/run" --corpus "$WORK/x.h5"
-expect_error "txl-generate on a corpus of another vocabulary" "ckpt-00000006\.h5 was trained on another vocabulary than that of the corpus .*x\.h5" \
+expect_error_line "txl-generate on a corpus of another vocabulary" "ckpt-00000006\.h5 was trained on another vocabulary than that of the corpus .*x\.h5" -- \
   "$BIN/txl-generate" "$WORK/run" --corpus "$WORK/x.h5" --length 5
 # a version 1 file has no digest: used, with a notice that only the size could be checked
 cp "$good" "$WORK/v1.h5" && "$CKPT_TOOL" set-attr "$WORK/v1.h5" format_version 1
@@ -75,7 +75,7 @@ ok_with_notice "txl-eval of a version 1 checkpoint" out "^checkpoint: $v1_notice
 ok_with_notice "txl-generate of a version 1 checkpoint (the notice on stderr: stdout is the text)" err \
   "^checkpoint: $v1_notice" "$BIN/txl-generate" "$WORK/v1.h5" --length 5
 "$BIN/txl-eval" "$WORK/run" > "$WORK/e.out" 2>&1 && ! grep -q "^checkpoint:" "$WORK/e.out" \
-  && pass "txl-eval on its own corpus: no notice" || fail "txl-eval on its own corpus: $(tail -2 "$WORK/e.out")"
+  && ok "txl-eval on its own corpus: no notice" || fail "txl-eval on its own corpus: $(tail -2 "$WORK/e.out")"
 
 echo "== values no checkpoint may hold (written with a matching checksum)"
 # mem_rows is 24 (6 steps of 16 rows, mem_len 24): every row of /mems is valid
@@ -84,32 +84,32 @@ poke() { # NAME DATASET INDEX VALUE: a copy of the good checkpoint with one valu
 }
 poke p_nan /params/word_emb 40 nan
 for P in 1 2; do
-  expect_error "P=$P: resume from NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN at element 40: the checkpoint is unusable" \
+  expect_error_line "P=$P: resume from NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN at element 40: the checkpoint is unusable" -- \
     train "$P" --set run.work_dir="$WORK/wn$P" --resume "$WORK/p_nan.h5"
 done
-expect_error "txl-eval of NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN" "$BIN/txl-eval" "$WORK/p_nan.h5"
-expect_error "txl-generate of NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN" "$BIN/txl-generate" "$WORK/p_nan.h5" --length 5
-expect_error "txl-inspect --verify of NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN" "$BIN/txl-inspect" --verify "$WORK/p_nan.h5"
+expect_error_line "txl-eval of NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN" -- "$BIN/txl-eval" "$WORK/p_nan.h5"
+expect_error_line "txl-generate of NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN" -- "$BIN/txl-generate" "$WORK/p_nan.h5" --length 5
+expect_error_line "txl-inspect --verify of NaN in a parameter" "p_nan\.h5: dataset '/params/word_emb' holds NaN" -- "$BIN/txl-inspect" --verify "$WORK/p_nan.h5"
 poke p_inf /params/layers.1.w_ff2 3 -inf
-expect_error "txl-eval of -Inf in a parameter" "p_inf\.h5: dataset '/params/layers\.1\.w_ff2' holds -Inf at element 3" "$BIN/txl-eval" "$WORK/p_inf.h5"
-expect_error "txl-generate of -Inf in a parameter" "p_inf\.h5: dataset '/params/layers\.1\.w_ff2' holds -Inf" "$BIN/txl-generate" "$WORK/p_inf.h5" --length 5
+expect_error_line "txl-eval of -Inf in a parameter" "p_inf\.h5: dataset '/params/layers\.1\.w_ff2' holds -Inf at element 3" -- "$BIN/txl-eval" "$WORK/p_inf.h5"
+expect_error_line "txl-generate of -Inf in a parameter" "p_inf\.h5: dataset '/params/layers\.1\.w_ff2' holds -Inf" -- "$BIN/txl-generate" "$WORK/p_inf.h5" --length 5
 poke v_inf /adam_v/layers.0.w_qkv 100 inf
 poke v_neg /adam_v/out_bias 2 -0.5
 poke m_nan /adam_m/r_w_bias 1 nan
 poke mem_nan /mems 5 nan
 for P in 1 2; do
-  expect_error "P=$P: resume from +Inf in adam_v" "v_inf\.h5: dataset '/adam_v/layers\.0\.w_qkv' holds \+Inf at element 100" \
+  expect_error_line "P=$P: resume from +Inf in adam_v" "v_inf\.h5: dataset '/adam_v/layers\.0\.w_qkv' holds \+Inf at element 100" -- \
     train "$P" --set run.work_dir="$WORK/wvi$P" --resume "$WORK/v_inf.h5"
-  expect_error "P=$P: resume from a negative second moment" "v_neg\.h5: dataset '/adam_v/out_bias' holds -0\.5 at element 2, a negative second moment" \
+  expect_error_line "P=$P: resume from a negative second moment" "v_neg\.h5: dataset '/adam_v/out_bias' holds -0\.5 at element 2, a negative second moment" -- \
     train "$P" --set run.work_dir="$WORK/wvn$P" --resume "$WORK/v_neg.h5"
-  expect_error "P=$P: resume from NaN in adam_m" "m_nan\.h5: dataset '/adam_m/r_w_bias' holds NaN" \
+  expect_error_line "P=$P: resume from NaN in adam_m" "m_nan\.h5: dataset '/adam_m/r_w_bias' holds NaN" -- \
     train "$P" --set run.work_dir="$WORK/wmn$P" --resume "$WORK/m_nan.h5"
-  expect_error "P=$P: resume from NaN in the memory" "mem_nan\.h5: dataset '/mems' holds NaN at element 5" \
+  expect_error_line "P=$P: resume from NaN in the memory" "mem_nan\.h5: dataset '/mems' holds NaN at element 5" -- \
     train "$P" --set run.work_dir="$WORK/wmem$P" --resume "$WORK/mem_nan.h5"
 done
-expect_error "txl-inspect --verify of +Inf in adam_v" "v_inf\.h5: dataset '/adam_v/layers\.0\.w_qkv' holds \+Inf" "$BIN/txl-inspect" --verify "$WORK/v_inf.h5"
+expect_error_line "txl-inspect --verify of +Inf in adam_v" "v_inf\.h5: dataset '/adam_v/layers\.0\.w_qkv' holds \+Inf" -- "$BIN/txl-inspect" --verify "$WORK/v_inf.h5"
 # txl-eval and txl-generate read only the parameters: the moments do not matter to them
-"$BIN/txl-eval" "$WORK/v_inf.h5" > "$WORK/e.out" 2>&1 && pass "txl-eval does not read adam_v" || fail "txl-eval of v_inf.h5: $(tail -1 "$WORK/e.out")"
+"$BIN/txl-eval" "$WORK/v_inf.h5" > "$WORK/e.out" 2>&1 && ok "txl-eval does not read adam_v" || fail "txl-eval of v_inf.h5: $(tail -1 "$WORK/e.out")"
 
 echo "== a damaged 'latest': the newest checkpoint that opens"
 # copy DIR: a copy of the run folder
@@ -120,7 +120,7 @@ fallback="'latest' names .*trunc/ckpt-00000006\.h5, which cannot be used \(the c
 for P in 1 2; do
   ok_with_notice "P=$P: --resume DIR whose latest file is truncated" out "^resume: .*trunc: $fallback" \
     train "$P" --set run.work_dir="$WORK/wt$P" --resume "$WORK/trunc"
-  grep -q "resumed from .*trunc/ckpt-00000003.h5: step 3" "$WORK/n.out" && pass "P=$P: resumed from step 3" || fail "P=$P: did not resume from step 3"
+  grep -q "resumed from .*trunc/ckpt-00000003.h5: step 3" "$WORK/n.out" && ok "P=$P: resumed from step 3" || fail "P=$P: did not resume from step 3"
 done
 ok_with_notice "txl-eval of a folder whose latest file is truncated" out "^checkpoint: .*trunc: $fallback" "$BIN/txl-eval" "$WORK/trunc"
 ok_with_notice "txl-generate of a folder whose latest file is truncated" err "^checkpoint: .*trunc: $fallback" \
@@ -128,7 +128,7 @@ ok_with_notice "txl-generate of a folder whose latest file is truncated" err "^c
 copy auto && truncate_half "$WORK/auto/ckpt-00000006.h5"
 ok_with_notice "run.resume = auto whose latest file is truncated" out "^resume: .*auto: 'latest' names .*auto/ckpt-00000006\.h5, which cannot be used .*; using .*auto/ckpt-00000003\.h5" \
   train 2 --set run.work_dir="$WORK/auto" --set run.resume=auto
-grep -q "resumed from .*auto/ckpt-00000003.h5: step 3" "$WORK/n.out" && pass "auto: resumed from step 3" || fail "auto: did not resume from step 3"
+grep -q "resumed from .*auto/ckpt-00000003.h5: step 3" "$WORK/n.out" && ok "auto: resumed from step 3" || fail "auto: did not resume from step 3"
 copy nowhere && echo "ckpt-00000099.h5" > "$WORK/nowhere/latest"
 ok_with_notice "--resume DIR whose latest names a missing file" out \
   "^resume: .*nowhere: 'latest' names .*nowhere/ckpt-00000099\.h5, which does not exist; using .*nowhere/ckpt-00000006\.h5" \
@@ -143,14 +143,14 @@ ok_with_notice "--resume DIR whose latest is empty" out \
 # nothing usable at all: one error line
 copy none && truncate_half "$WORK/none/ckpt-00000006.h5" && truncate_half "$WORK/none/ckpt-00000003.h5"
 for P in 1 2; do
-  expect_error "P=$P: --resume DIR without a checkpoint that opens" \
-    "none: no usable checkpoint: 'latest' names .*ckpt-00000006\.h5, which cannot be used \(the checkpoint is truncated.*\); 1 more cannot be used either" \
+  expect_error_line "P=$P: --resume DIR without a checkpoint that opens" \
+    "none: no usable checkpoint: 'latest' names .*ckpt-00000006\.h5, which cannot be used \(the checkpoint is truncated.*\); 1 more cannot be used either" -- \
     train "$P" --set run.work_dir="$WORK/wno$P" --resume "$WORK/none"
 done
-expect_error "txl-eval of a folder without a checkpoint that opens" "none: no usable checkpoint" "$BIN/txl-eval" "$WORK/none"
-expect_error "run.resume = auto without a checkpoint that opens" "none: no usable checkpoint" \
+expect_error_line "txl-eval of a folder without a checkpoint that opens" "none: no usable checkpoint" -- "$BIN/txl-eval" "$WORK/none"
+expect_error_line "run.resume = auto without a checkpoint that opens" "none: no usable checkpoint" -- \
   train 1 --set run.work_dir="$WORK/none" --set run.resume=auto
 mkdir -p "$WORK/empty"
-expect_error "--resume DIR of an empty folder" "empty: no checkpoint to resume from \(there is no 'latest' pointer, and no ckpt-<step>\.h5 file\)" \
+expect_error_line "--resume DIR of an empty folder" "empty: no checkpoint to resume from \(there is no 'latest' pointer, and no ckpt-<step>\.h5 file\)" -- \
   train 1 --set run.work_dir="$WORK/wem" --resume "$WORK/empty"
 finish

@@ -23,11 +23,11 @@ max_eval_steps = 1
 [run]
 work_dir = $WORK/run
 INI
-"$BIN/txl-train" "$good" > "$WORK/good.out" 2>&1 && pass "the good config trains" || { cat "$WORK/good.out"; fail "the good config fails"; }
+"$BIN/txl-train" "$good" > "$WORK/good.out" 2>&1 && ok "the good config trains" || { cat "$WORK/good.out"; fail "the good config fails"; }
 
 bad() { # NAME PATTERN INI-TEXT
   printf '%s\n' "$3" > "$WORK/bad.ini"
-  expect_error "$1" "$2" "$BIN/txl-train" "$WORK/bad.ini"
+  expect_error_line "$1" "$2" -- "$BIN/txl-train" "$WORK/bad.ini"
 }
 bad "unknown key" "bad.ini:2: unknown key 'n_layers' in section \[model\]" $'[model]\nn_layers = 3'
 bad "unknown section" "bad.ini:1: unknown section \[modle\]" $'[modle]\nn_layer = 3'
@@ -42,11 +42,11 @@ bad "missing corpus key" "data.corpus is not set" $'[model]\nn_layer = 1'
 bad "missing corpus file" "nope.h5" $'[data]\ncorpus = '"$WORK"$'/nope.h5'
 printf 'not an hdf5 file\n' > "$WORK/text.h5"
 bad "corpus that is not HDF5" "text.h5" $'[data]\ncorpus = '"$WORK"$'/text.h5'
-expect_error "missing config file" "nothere.ini: cannot open config" "$BIN/txl-train" "$WORK/nothere.ini"
+expect_error_line "missing config file" "nothere.ini: cannot open config" -- "$BIN/txl-train" "$WORK/nothere.ini"
 # the parser: nothing read silently otherwise than written
 bad "a key given twice" "bad.ini:3: model.n_layer is set twice, on lines 2 and 3" $'[model]\nn_layer = 3\nn_layer = 5'
 printf '[data]\ncorpus = %s/c.h5\0.bak\n' "$WORK" > "$WORK/nul.ini"
-expect_error "a NUL byte in a value" "nul.ini:2: NUL byte" "$BIN/txl-train" "$WORK/nul.ini"
+expect_error_line "a NUL byte in a value" "nul.ini:2: NUL byte" -- "$BIN/txl-train" "$WORK/nul.ini"
 bad "text after a section header" "bad.ini:1: malformed section header" $'[model] x\nn_layer = 3'
 bad "trailing text after a number" "model.n_layer: '3x' is not an integer" $'[model]\nn_layer = 3x'
 bad "a hex float" "train.lr: '0x1p-10' is not a decimal number" $'[train]\nlr = 0x1p-10'
@@ -55,7 +55,7 @@ bad "1e999" "train.clip = 1e999 is out of range" $'[train]\nclip = 1e999'
 bad "an unterminated quote" "bad.ini:2: run.sample_prompt: unterminated quote" $'[run]\nsample_prompt = "ROMEO'
 { printf '\xef\xbb\xbf'; sed 's/$/\r/' "$good"; } > "$WORK/crlf.ini"
 if "$BIN/txl-train" "$WORK/crlf.ini" --print-config > "$WORK/crlf.out" 2>&1 && grep -q '^n_layer *= 1 ' "$WORK/crlf.out"; then
-  pass "a UTF-8 byte-order mark and CRLF line ends"
+  ok "a UTF-8 byte-order mark and CRLF line ends"
 else
   fail "BOM + CRLF: $(head -c 300 "$WORK/crlf.out")"
 fi
@@ -70,55 +70,55 @@ bad "d_embed = 0" "model.d_embed = 0: an embedding needs a width" $'[model]\nd_e
 bad "segment rows beyond an int" "bad.ini:3: train.tgt_len 1048576 \+ train.mem_len 150 rows x 4096 columns on a rank = 4295581696 rows" \
   $'[train]\ntgt_len = 1048576\nbatch_size = 4096'
 # beta2 = 0.99999999 is 1 in single precision: every parameter was NaN after the first step
-expect_error "beta2 that is 1 as a float" "--set train.beta2=0.99999999: train.beta2 = 0.99999999 is out of range \[0, 0.9999999\]" \
+expect_error_line "beta2 that is 1 as a float" "--set train.beta2=0.99999999: train.beta2 = 0.99999999 is out of range \[0, 0.9999999\]" -- \
   "$BIN/txl-train" "$good" --set train.beta2=0.99999999 --set run.work_dir="$WORK/beta2"
 # --set errors name the --set, not the file
-expect_error "a bad --set value names the --set" "^txl: error: --set train.lr=abc: train.lr: 'abc' is not a decimal number" \
+expect_error_line "a bad --set value names the --set" "^txl: error: --set train.lr=abc: train.lr: 'abc' is not a decimal number" -- \
   "$BIN/txl-train" "$good" --set train.lr=abc
-expect_error "a combination a --set made bad names the --set" \
-  "^txl: error: --set train.warmup_step=5: train.warmup_step = 5 exceeds train.max_step = 2" \
+expect_error_line "a combination a --set made bad names the --set" \
+  "^txl: error: --set train.warmup_step=5: train.warmup_step = 5 exceeds train.max_step = 2" -- \
   "$BIN/txl-train" "$good" --set train.warmup_step=5
 printf '[train]\nmax_step = 10\nwarmup_step = 20\n' > "$WORK/bad.ini"
-expect_error "one made bad by the file names its line" "^txl: error: [^ ]*bad.ini:3: train.warmup_step = 20 exceeds" \
+expect_error_line "one made bad by the file names its line" "^txl: error: [^ ]*bad.ini:3: train.warmup_step = 20 exceeds" -- \
   "$BIN/txl-train" "$WORK/bad.ini"
-expect_error "bad --set key" "--set model.n_layerz=2: unknown key" "$BIN/txl-train" "$good" --set model.n_layerz=2
-expect_error "bad --set value" "model.n_layer = 0 is out of range" "$BIN/txl-train" "$good" --set model.n_layer=0
-expect_error "unknown option" "unknown option '--frobnicate'" "$BIN/txl-train" "$good" --frobnicate
-expect_error "vocabulary mismatch" "vocabulary of [0-9]+ tokens, but data.n_token = 7" "$BIN/txl-train" "$good" --set data.n_token=7
-expect_error "corpus too short" "the train split \([0-9]+ tokens\) is too short for 4 columns of 100000\+1 tokens" \
+expect_error_line "bad --set key" "--set model.n_layerz=2: unknown key" -- "$BIN/txl-train" "$good" --set model.n_layerz=2
+expect_error_line "bad --set value" "model.n_layer = 0 is out of range" -- "$BIN/txl-train" "$good" --set model.n_layer=0
+expect_error_line "unknown option" "unknown option '--frobnicate'" -- "$BIN/txl-train" "$good" --frobnicate
+expect_error_line "vocabulary mismatch" "vocabulary of [0-9]+ tokens, but data.n_token = 7" -- "$BIN/txl-train" "$good" --set data.n_token=7
+expect_error_line "corpus too short" "the train split \([0-9]+ tokens\) is too short for 4 columns of 100000\+1 tokens" -- \
   "$BIN/txl-train" "$good" --set train.tgt_len=100000
-expect_error "same_length without memory" "same_length needs train.mem_len > 0" \
+expect_error_line "same_length without memory" "same_length needs train.mem_len > 0" -- \
   "$BIN/txl-train" "$good" --set model.same_length=true --set train.mem_len=0
 # every rank exits non-zero, nobody hangs: one column cannot be split over 2 ranks
 if command -v mpirun >/dev/null; then
-  expect_error "more ranks than columns" "batch_size = 1 is fewer columns than the 2 ranks" \
+  expect_error_line "more ranks than columns" "batch_size = 1 is fewer columns than the 2 ranks" -- \
     timeout 120 mpirun -n 2 "$BIN/txl-train" "$good" --set train.batch_size=1
 fi
 # run.device = cuda where it cannot be had: a build without the CUDA backend, or no GPU visible
 if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  expect_error "run.device = cuda without a GPU" \
-    "run.device = cuda: (this txl was built without the CUDA backend|.*no CUDA device visible)" \
+  expect_error_line "run.device = cuda without a GPU" \
+    "run.device = cuda: (this txl was built without the CUDA backend|.*no CUDA device visible)" -- \
     "$BIN/txl-train" "$good" --set run.device=cuda
 fi
-expect_error "bad run.precision" "run.precision: 'fp16' is not one of fp32.tf32.bf16" "$BIN/txl-train" "$good" --set run.precision=fp16
-expect_error "bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" "$BIN/txl-train" "$good" --set run.precision=bf16
+expect_error_line "bad run.precision" "run.precision: 'fp16' is not one of fp32.tf32.bf16" -- "$BIN/txl-train" "$good" --set run.precision=fp16
+expect_error_line "bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" -- "$BIN/txl-train" "$good" --set run.precision=bf16
 if [ -x "$BIN/txl-train-emu" ] && command -v mpirun >/dev/null; then
-  expect_error "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" \
+  expect_error_line "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" -- \
     timeout 120 mpirun -n 2 "$BIN/txl-train-emu" "$good" --set run.device=cuda --set train.batch_size=2
 fi
 # txl-eval's options take their keys' ranges (config.def): -2 is a clamp_len, -3 is not
 if "$BIN/txl-eval" "$WORK/run" --clamp-len -2 --mem-len -1 --threads 0 --max-segments 1 > "$WORK/eval.out" 2>&1 \
   && grep -q "mem_len 8 clamp_len -1 " "$WORK/eval.out"; then
-  pass "txl-eval --clamp-len -2 --mem-len -1 --threads 0: the training's clamp_len and mem_len, threads as txl-train"
+  ok "txl-eval --clamp-len -2 --mem-len -1 --threads 0: the training's clamp_len and mem_len, threads as txl-train"
 else
   fail "txl-eval --clamp-len -2 --mem-len -1 --threads 0: $(tail -c 300 "$WORK/eval.out")"
 fi
-expect_error "txl-eval --clamp-len -3" "^txl: error: --clamp-len -3: eval.eval_clamp_len = -3 is out of range \[-2, 1073741824\]" \
+expect_error_line "txl-eval --clamp-len -3" "^txl: error: --clamp-len -3: eval.eval_clamp_len = -3 is out of range \[-2, 1073741824\]" -- \
   "$BIN/txl-eval" "$WORK/run" --clamp-len -3
-expect_error "txl-eval --max-segments 0" "^txl: error: --max-segments 0: eval.max_eval_steps = 0" \
+expect_error_line "txl-eval --max-segments 0" "^txl: error: --max-segments 0: eval.max_eval_steps = 0" -- \
   "$BIN/txl-eval" "$WORK/run" --max-segments 0
-expect_error "txl-eval --mem-len 0 --same-length names the option" \
-  "^txl: error: --mem-len 0: eval.eval_same_length needs an evaluation memory" \
+expect_error_line "txl-eval --mem-len 0 --same-length names the option" \
+  "^txl: error: --mem-len 0: eval.eval_same_length needs an evaluation memory" -- \
   "$BIN/txl-eval" "$WORK/run" --mem-len 8,0 --same-length
-[ ! -e "$WORK/run/metrics.jsonl" ] || [ -s "$WORK/run/metrics.jsonl" ] && pass "no empty metrics file left" || fail "empty metrics file"
+[ ! -e "$WORK/run/metrics.jsonl" ] || [ -s "$WORK/run/metrics.jsonl" ] && ok "no empty metrics file left" || fail "empty metrics file"
 finish

@@ -49,10 +49,10 @@ for P in 1 2; do
   # full at start: room for the lock file and the first metrics line (a page each), none for
   # config.ini
   fill "$MNT" 2
-  expect_error "P=$P: a full disk at start: an error naming config.ini" \
-    "mnt/run/config.ini: cannot write: No space left on device" \
+  expect_error_line "P=$P: a full disk at start: an error naming config.ini" \
+    "mnt/run/config.ini: cannot write: No space left on device" -- \
     $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$MNT/run"
-  [ ! -e "$MNT/run/config.ini" ] && ! ls "$MNT/run" | grep -q tmp && pass "P=$P: no config.ini and no temporary left" \
+  [ ! -e "$MNT/run/config.ini" ] && ! ls "$MNT/run" | grep -q tmp && ok "P=$P: no config.ini and no temporary left" \
     || { ls -l "$MNT/run"; fail "P=$P: a config.ini or a temporary was left"; }
 
   # metrics.jsonl fills its disk (2 pages: about 35 lines); work_dir has room for the lock file,
@@ -64,17 +64,17 @@ for P in 1 2; do
   $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$MNT/run" > "$WORK/full$P.out" 2> "$WORK/full$P.err" || rc=$?
   step=$(sed -n 's/.*mnt\/run\/metrics.jsonl: cannot write: No space left on device; stopped after step \([0-9]*\), no checkpoint of it either: checkpoint not written (the previous one is intact): .*No space left on device$/\1/p' "$WORK/full$P.err")
   if [ $rc -eq 1 ] && [ "$(grep -c '^txl: error:' "$WORK/full$P.err")" -eq 1 ] && [ -n "$step" ]; then
-    pass "P=$P: metrics.jsonl on a full disk: one error ($(cat "$WORK/full$P.err"))"
+    ok "P=$P: metrics.jsonl on a full disk: one error ($(cat "$WORK/full$P.err"))"
   else
     cat "$WORK/full$P.err"; tail -3 "$WORK/full$P.out"; fail "P=$P: full disk while training (status $rc)"
   fi
-  steps=$(metrics_ok "$LOGS/metrics.jsonl") && pass "P=$P: metrics.jsonl ends in a complete line, all strict JSON" \
+  steps=$(metrics_ok "$LOGS/metrics.jsonl") && ok "P=$P: metrics.jsonl ends in a complete line, all strict JSON" \
     || fail "P=$P: metrics.jsonl is damaged"
   # the step whose line failed is the last one trained: the run did not go on without its record
   [ -n "$step" ] && [ "$steps" = "$(seq -s ' ' 1 $((step - 1)))" ] \
-    && pass "P=$P: stopped at step $step, whose line failed; steps 1 to $((step - 1)) are logged" \
+    && ok "P=$P: stopped at step $step, whose line failed; steps 1 to $((step - 1)) are logged" \
     || fail "P=$P: logged steps ${steps##* } vs stopped after step $step"
-  ! ls "$MNT/run" | grep -Eq 'tmp|ckpt' && pass "P=$P: no checkpoint and no temporary left" || { ls "$MNT/run"; fail "P=$P: junk left"; }
+  ! ls "$MNT/run" | grep -Eq 'tmp|ckpt' && ok "P=$P: no checkpoint and no temporary left" || { ls "$MNT/run"; fail "P=$P: junk left"; }
 
   # the same with room for the checkpoint (work_dir on the scratch disk): the stop writes it, and
   # the run resumes from it
@@ -86,13 +86,13 @@ for P in 1 2; do
   step=$(sed -n 's/.*metrics.jsonl: cannot write: No space left on device; stopped after step \([0-9]*\), the checkpoint of step \1 is written: resume from it once the file can be written$/\1/p' "$WORK/room$P.err")
   [ $rc -eq 1 ] && [ -n "$step" ] && [ "$(grep -c '^txl: error:' "$WORK/room$P.err")" -eq 1 ] \
     && [ "$(cat "$w/latest")" = "$(printf 'ckpt-%08d.h5' "$step")" ] \
-    && pass "P=$P: with room for it, the checkpoint of step $step is written ($(cat "$WORK/room$P.err"))" \
+    && ok "P=$P: with room for it, the checkpoint of step $step is written ($(cat "$WORK/room$P.err"))" \
     || { cat "$WORK/room$P.err"; ls "$w"; fail "P=$P: checkpoint on a log failure (status $rc)"; }
   steps=$(metrics_ok "$LOGS/metrics.jsonl") && [ "$steps" = "$(seq -s ' ' 1 $((step - 1)))" ] \
-    && pass "P=$P: metrics.jsonl complete up to step $((step - 1))" || fail "P=$P: metrics.jsonl with room for the checkpoint"
+    && ok "P=$P: metrics.jsonl complete up to step $((step - 1))" || fail "P=$P: metrics.jsonl with room for the checkpoint"
   rm "$w/metrics.jsonl"
   $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$w" --resume "$w" --set train.max_step=$((step + 2)) \
     > "$WORK/room$P.out" 2>&1 && grep -q "resumed from .*ckpt-0*$step.h5: step $step" "$WORK/room$P.out" \
-    && pass "P=$P: with room again the run resumes from step $step" || { cat "$WORK/room$P.out"; fail "P=$P: resume"; }
+    && ok "P=$P: with room again the run resumes from step $step" || { cat "$WORK/room$P.out"; fail "P=$P: resume"; }
 done
 finish

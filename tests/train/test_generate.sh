@@ -26,10 +26,10 @@ text_of() { sed -n '1,/^with memory\|^recomputing/p' "$1" | sed '$d'; }
 
 gen --length 80 --seed 5 > "$WORK/a.out" && gen --length 80 --seed 5 > "$WORK/b.out" || { cat "$WORK/gen.err"; fail "txl-generate failed"; finish; }
 head -c 300 "$WORK/a.out"; echo
-[ "$(text_of "$WORK/a.out")" = "$(text_of "$WORK/b.out")" ] && pass "same seed, same text" || fail "same seed, other text"
+[ "$(text_of "$WORK/a.out")" = "$(text_of "$WORK/b.out")" ] && ok "same seed, same text" || fail "same seed, other text"
 gen --length 80 --seed 6 > "$WORK/c.out"
-[ "$(text_of "$WORK/a.out")" != "$(text_of "$WORK/c.out")" ] && pass "another seed, another text" || fail "seed ignored"
-case "$(text_of "$WORK/a.out")" in ROMEO:*) pass "the text starts with the prompt" ;; *) fail "prompt not printed" ;; esac
+[ "$(text_of "$WORK/a.out")" != "$(text_of "$WORK/c.out")" ] && ok "another seed, another text" || fail "seed ignored"
+case "$(text_of "$WORK/a.out")" in ROMEO:*) ok "the text starts with the prompt" ;; *) fail "prompt not printed" ;; esac
 
 # prompt (6) + 60 tokens < 100: the memory holds every earlier token and the recomputation sees
 # them all, so both compute the same logits (up to rounding: other product shapes) and pick the
@@ -39,25 +39,25 @@ for mode in "--top-k 1" "--temperature 1 --seed 9"; do
   gen --length 60 $mode --mem-len 100 --clamp-len 0 > "$WORK/mem.out"
   gen --length 60 $mode --mem-len 100 --clamp-len 0 --recompute 100 > "$WORK/re.out"
   if body "$WORK/mem.out" | cmp -s - <(body "$WORK/re.out") && [ "$(body "$WORK/mem.out" | wc -c)" -ge 66 ]; then
-    pass "$mode: memory = recomputing the context ($(body "$WORK/mem.out" | tr '\n' '|' | head -c 70))"
+    ok "$mode: memory = recomputing the context ($(body "$WORK/mem.out" | tr '\n' '|' | head -c 70))"
   else
     fail "$mode: memory and recomputation differ: $(body "$WORK/mem.out" | head -c 200) --- $(body "$WORK/re.out" | head -c 200)"
   fi
 done
 gen --length 60 --top-k 1 --mem-len 100 --clamp-len 0 > "$WORK/greedy.out"
 gen --length 60 --top-p 1e-9 --mem-len 100 --clamp-len 0 > "$WORK/topp.out"
-body "$WORK/topp.out" | cmp -s - <(body "$WORK/greedy.out") && pass "top-p 1e-9 = top-k 1 (greedy)" \
+body "$WORK/topp.out" | cmp -s - <(body "$WORK/greedy.out") && ok "top-p 1e-9 = top-k 1 (greedy)" \
   || fail "top-p 1e-9 differs from greedy"
 
 gen --length 40 --quiet --compare > "$WORK/cmp.out" || { cat "$WORK/gen.err"; fail "--compare failed"; }
 cat "$WORK/cmp.out"
-grep -Eq "^speed-up of the memory: [0-9.]+x$" "$WORK/cmp.out" && pass "--compare prints the speed-up" || fail "--compare"
+grep -Eq "^speed-up of the memory: [0-9.]+x$" "$WORK/cmp.out" && ok "--compare prints the speed-up" || fail "--compare"
 
-expect_error "missing checkpoint" "nope.h5" "$BIN/txl-generate" "$WORK/nope.h5"
-expect_error "bad temperature" "--temperature 0" "$BIN/txl-generate" "$WORK/run" --temperature 0
-expect_error "bad top-p" "--top-p 1.5" "$BIN/txl-generate" "$WORK/run" --top-p 1.5
-expect_error "character outside the vocabulary" "character '#' is not in the vocabulary" \
+expect_error_line "missing checkpoint" "nope.h5" -- "$BIN/txl-generate" "$WORK/nope.h5"
+expect_error_line "bad temperature" "--temperature 0" -- "$BIN/txl-generate" "$WORK/run" --temperature 0
+expect_error_line "bad top-p" "--top-p 1.5" -- "$BIN/txl-generate" "$WORK/run" --top-p 1.5
+expect_error_line "character outside the vocabulary" "character '#' is not in the vocabulary" -- \
   "$BIN/txl-generate" "$WORK/run" --prompt "a#b"
-expect_error "more than one rank" "runs on one rank" $MPI -n 2 "$BIN/txl-generate" "$WORK/run"
-"$BIN/txl-generate" --help | grep -q -- "--top-p P" && pass "--help lists the options" || fail "--help"
+expect_error_line "more than one rank" "runs on one rank" -- $MPI -n 2 "$BIN/txl-generate" "$WORK/run"
+"$BIN/txl-generate" --help | grep -q -- "--top-p P" && ok "--help lists the options" || fail "--help"
 finish

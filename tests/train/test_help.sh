@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh" "$1" "$2"
 keys=$(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\),.*/\1/p' "$SRC/src/config/config.def")
 [ -n "$keys" ] || fail "no keys parsed from config.def"
 for k in $keys; do
-  if grep -Eq "^ +$k +(int|float|bool|string|enum) " "$WORK/help.txt"; then pass "--help lists $k"; else fail "--help lacks $k"; fi
+  if grep -Eq "^ +$k +(int|float|bool|string|enum) " "$WORK/help.txt"; then ok "--help lists $k"; else fail "--help lacks $k"; fi
 done
 # ranges as config.def writes them (0.999999999 printed with %g was "1", 1e30 "1e+30")
 ranges=$(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\), *\(INT\|FLOAT\), *"[^"]*", *\([^,]*\), *\([^,]*\),.*/\1 \3 \4/p' \
@@ -13,7 +13,7 @@ ranges=$(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\), *\(INT\|FLOAT\), *"[^"]*", *\([^,
 [ -n "$ranges" ] || fail "no ranges parsed from config.def"
 while read -r k lo hi; do
   if grep -E "^ +$k +(int|float) " "$WORK/help.txt" | grep -qF " range [$lo, $hi]"; then
-    pass "--help: $k range [$lo, $hi]"
+    ok "--help: $k range [$lo, $hi]"
   else
     fail "--help: $k: $(grep -E "^ +$k " "$WORK/help.txt"), config.def [$lo, $hi]"
   fi
@@ -31,7 +31,7 @@ done < <(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\),.*, *\(FIXED\|FREE\), *".*/\1 \2/p
 # every shipped config is valid (checked without a corpus: --print-config validates and exits)
 for cfg in "$SRC"/configs/*.ini "$SRC"/configs/bench/*.ini; do
   if "$BIN/txl-train" "$cfg" --print-config > /dev/null 2> "$WORK/err.txt"; then
-    pass "config $(basename "$cfg") is valid"
+    ok "config $(basename "$cfg") is valid"
   else
     fail "config $(basename "$cfg"): $(cat "$WORK/err.txt")"
   fi

@@ -102,7 +102,7 @@ for split in valid test; do
   elif [ "$STEP" != "$vstep" ]; then
     fail "$split: the checkpoint is of step $STEP, txl evaluated at step $vstep"
   elif [ "$rc" -eq 0 ]; then
-    pass "$split: reference float32 loss $REF = txl's $expect within $RTOL relative"
+    ok "$split: reference float32 loss $REF = txl's $expect within $RTOL relative"
   else
     fail "$split: reference float32 loss $REF differs from txl's $expect by more than $RTOL relative"
   fi

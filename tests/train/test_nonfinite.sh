@@ -15,13 +15,13 @@ for P in 1 2; do
   # step 3, which is also the --stop-at step: before the fix Adam turned it into NaN parameters
   # and --stop-at wrote them as ckpt-00000003.h5, the new latest
   w=$WORK/inf$P
-  expect_error "P=$P: an infinite gradient in step 3 stops the run, naming the step and the tensor" \
-    "step 3: the loss is [0-9.]+ and the gradient norm inf \(first non-finite gradient: layers.1.w_ff2\[0\]\); the parameters were not updated and the last checkpoint, .*inf$P/ckpt-00000002.h5, stays latest" \
+  expect_error_line "P=$P: an infinite gradient in step 3 stops the run, naming the step and the tensor" \
+    "step 3: the loss is [0-9.]+ and the gradient norm inf \(first non-finite gradient: layers.1.w_ff2\[0\]\); the parameters were not updated and the last checkpoint, .*inf$P/ckpt-00000002.h5, stays latest" -- \
     env TXL_TRAIN_FAULT=inf_grad:3:layers.1.w_ff2 $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" \
     --set run.work_dir="$w" --stop-at 3
   [ "$(cat "$w/latest")" = "ckpt-00000002.h5" ] && [ ! -e "$w/ckpt-00000003.h5" ] \
-    && pass "P=$P: no checkpoint of step 3; latest still names step 2" || { ls "$w"; fail "P=$P: a checkpoint of the broken state"; }
-  [ "$(train_steps "$w/metrics.jsonl")" = "1 2" ] && pass "P=$P: metrics.jsonl holds steps 1 and 2 only" \
+    && ok "P=$P: no checkpoint of step 3; latest still names step 2" || { ls "$w"; fail "P=$P: a checkpoint of the broken state"; }
+  [ "$(train_steps "$w/metrics.jsonl")" = "1 2" ] && ok "P=$P: metrics.jsonl holds steps 1 and 2 only" \
     || { cat "$w/metrics.jsonl"; fail "P=$P: step 3 was logged"; }
   # the last good checkpoint goes on to the same end as a run that never met the fault
   $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$w" --resume "$w" --dump-params "$WORK/inf$P.bin" \
@@ -29,7 +29,7 @@ for P in 1 2; do
   $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/straight$P" --dump-params "$WORK/straight$P.bin" \
     > "$WORK/straight$P.out" 2>&1 || fail "P=$P: the straight run"
   cmp -s "$WORK/inf$P.bin" "$WORK/straight$P.bin" \
-    && pass "P=$P: resumed from step 2, the run ends with the parameters of a run without the fault" \
+    && ok "P=$P: resumed from step 2, the run ends with the parameters of a run without the fault" \
     || fail "P=$P: the resumed run differs from the straight run"
 
   # (a run that diverges by itself is no longer at hand: the one known, Adam with adam_eps = 0

@@ -26,7 +26,7 @@ for f in loss lr throughput; do
   png="$WORK/plots/$f.png"
   if [ -f "$png" ] && [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
      [ "$(stat -c %s "$png")" -gt 10000 ]; then
-    pass "$f.png: a PNG of $(stat -c %s "$png") bytes"
+    ok "$f.png: a PNG of $(stat -c %s "$png") bytes"
   else
     fail "$f.png missing or not a PNG"
   fi
@@ -45,7 +45,7 @@ with open(sys.argv[2], "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in rows)
 PY
 if "$PY" "$PLOT" "$WORK/nulls" > "$WORK/nulls.out" 2>&1 && [ -s "$WORK/nulls/loss.png" ] && [ -s "$WORK/nulls/throughput.png" ]; then
-  pass "null figures: the plots are written"
+  ok "null figures: the plots are written"
 else
   tail -3 "$WORK/nulls.out"; fail "null figures"
 fi
@@ -54,7 +54,7 @@ perr() { # NAME PATTERN ARGS...: plot-metrics must fail with one error line matc
   if "$PY" "$PLOT" "$@" > /dev/null 2> "$WORK/err.txt"; then fail "$name: exit status 0"
   elif [ "$(grep -c '^plot-metrics: error:' "$WORK/err.txt")" -ne 1 ] || ! grep -Eq "$pattern" "$WORK/err.txt"; then
     fail "$name: $(cat "$WORK/err.txt")"
-  else pass "$name ($(cat "$WORK/err.txt"))"; fi
+  else ok "$name ($(cat "$WORK/err.txt"))"; fi
 }
 perr "missing folder" "nowhere/metrics.jsonl: No such file" "$WORK/nowhere"
 mkdir -p "$WORK/bad" && { head -n 3 "$WORK/run/metrics.jsonl"; echo '{"kind": "train", "step": 1'; } > "$WORK/bad/metrics.jsonl"

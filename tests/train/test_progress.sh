@@ -45,13 +45,13 @@ for P in 1 2; do
   # a factor 2. Counting 5 steps over the time of the last one (the defect) made the figures of the
   # checkpointing run 5 times too fast, well outside.
   if python3 -c "import sys; r = $tps1 / $tps0; q = $ms1 / $ms0; sys.exit(0 if 0.5 <= r <= 2 and 0.5 <= q <= 2 else 1)"; then
-    pass "P=$P: checkpoints after every step: tok/s and ms/step within a factor 2 of the run without"
+    ok "P=$P: checkpoints after every step: tok/s and ms/step within a factor 2 of the run without"
   else
     fail "P=$P: checkpoints after every step: $tps1 tok/s, $ms1 ms/step vs $tps0 tok/s, $ms0 ms/step"
   fi
-  [ "$ok0" = 1 ] && [ "$ok1" = 1 ] && pass "P=$P: tok/s x ms/step is the 2048 tokens of a step on every line" \
+  [ "$ok0" = 1 ] && [ "$ok1" = 1 ] && ok "P=$P: tok/s x ms/step is the 2048 tokens of a step on every line" \
     || fail "P=$P: tok/s and ms/step count different steps"
   python3 -c "import sys; sys.exit(0 if $wait0 <= 1 and $wait1 <= 1 else 1)" \
-    && pass "P=$P: comm wait at most 1 ($wait0, $wait1)" || fail "P=$P: comm wait above 1 ($wait0, $wait1)"
+    && ok "P=$P: comm wait at most 1 ($wait0, $wait1)" || fail "P=$P: comm wait above 1 ($wait0, $wait1)"
 done
 finish

@@ -28,7 +28,7 @@ INI
 for P in 1 2 4; do
   if $MPI -n $P "$BIN/txl-train" "$WORK/eq.ini" --set run.work_dir="$WORK/run$P" \
        --dump-params "$WORK/p$P.bin" > "$WORK/o$P.txt" 2>&1; then
-    pass "$P rank(s): 30 steps with the replica check after every step"
+    ok "$P rank(s): 30 steps with the replica check after every step"
   else
     cat "$WORK/o$P.txt"; fail "$P rank(s): the run failed"
   fi
@@ -43,11 +43,11 @@ done
 for P in 2 4; do
   python3 "$SRC/tests/lib/compare_runs.py" "$WORK/run$P" "$WORK/run1" 2e-5 --train-steps 30 \
     --params "$WORK/p$P.bin" "$WORK/p1.bin" 1e-5 \
-    && pass "P = $P matches P = 1 (losses of 30 steps, evaluations, final parameters)" || fail "P = $P and P = 1 disagree"
+    && ok "P = $P matches P = 1 (losses of 30 steps, evaluations, final parameters)" || fail "P = $P and P = 1 disagree"
 done
 
 # a split too short for the columns, with 2 ranks: every rank stops with the message
-expect_error "corpus too short for 2 ranks" "too short for 4 columns of 100000\+1 tokens" \
+expect_error_line "corpus too short for 2 ranks" "too short for 4 columns of 100000\+1 tokens" -- \
   $MPI -n 2 "$BIN/txl-train" "$WORK/eq.ini" --set train.tgt_len=100000
 # one rank cannot read its part of the file: a damaged chunk that only rank 1 reads (in its share of
 # the start-up check of the corpus; tests/data/ranks_bad_corpus.sh covers a damage met while training)
@@ -77,9 +77,9 @@ data[at + 7] ^= 0x01  # still a valid id: only the checksum can tell
 open(path, "wb").write(bytes(data))
 PY
 start=$(date +%s)
-expect_error "one rank cannot read its columns" "rank 1@.*damaged.h5" \
+expect_error_line "one rank cannot read its columns" "rank 1@.*damaged.h5" -- \
   $MPI -n 2 "$BIN/txl-train" "$WORK/eq.ini" --set data.corpus="$WORK/damaged.h5" --set train.max_step=5 \
   --set run.work_dir="$WORK/rund"
 elapsed=$(( $(date +%s) - start ))
-[ "$elapsed" -lt 120 ] && pass "nobody hung (${elapsed} s)" || fail "took ${elapsed} s"
+[ "$elapsed" -lt 120 ] && ok "nobody hung (${elapsed} s)" || fail "took ${elapsed} s"
 finish

@@ -46,11 +46,11 @@ PY
 # "well below": at most 75% of the unigram entropy (a character model that learned which
 # letters follow which is far below it: bigram statistics alone give about 80%).
 if python3 -c "import sys; sys.exit(0 if $valid < 0.75 * $unigram else 1)"; then
-  pass "validation loss $valid nats < 0.75 x unigram entropy $unigram"
+  ok "validation loss $valid nats < 0.75 x unigram entropy $unigram"
 else
   fail "validation loss $valid nats is not below 0.75 x unigram entropy $unigram"
 fi
-grep -q -- "--- end of sample ---" "$WORK/train.out" && pass "a sample was generated" || fail "no sample"
+grep -q -- "--- end of sample ---" "$WORK/train.out" && ok "a sample was generated" || fail "no sample"
 
 # determinism: the same short run twice, every figure but the timings identical
 strip() { python3 -c '
@@ -66,7 +66,7 @@ for i in 1 2; do
   strip "$WORK/det$i/metrics.jsonl" > "$WORK/det$i.txt"
 done
 if cmp -s "$WORK/det1.txt" "$WORK/det2.txt" && [ "$(grep -c '"train"' "$WORK/det1.txt")" -eq 20 ]; then
-  pass "two identical runs give identical losses, gradient norms and evaluations (20 steps)"
+  ok "two identical runs give identical losses, gradient norms and evaluations (20 steps)"
 else
   diff "$WORK/det1.txt" "$WORK/det2.txt" | head; fail "two identical runs differ"
 fi

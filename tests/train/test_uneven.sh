@@ -43,15 +43,15 @@ for case in "6 4" "5 2"; do
   read -r B P <<<"$case"
   train one_b$B "$WORK/b$B.ini" 1 --dump-params "$WORK/one_b$B.bin" || { cat "$WORK/one_b$B.out"; fail "B=$B on 1 rank failed"; continue; }
   if train uneven_b$B "$WORK/b$B.ini" "$P" --dump-params "$WORK/uneven_b$B.bin"; then
-    pass "B=$B on $P ranks: 30 steps, replicas bit-identical after every step"
+    ok "B=$B on $P ranks: 30 steps, replicas bit-identical after every step"
   else
     cat "$WORK/uneven_b$B.out"; fail "B=$B on $P ranks failed"; continue
   fi
   grep -q "columns: $B global, $((B / P)) or $(((B + P - 1) / P)) on each rank" "$WORK/uneven_b$B.out" \
-    && pass "B=$B on $P ranks: the start lines name the uneven split" || fail "B=$B on $P ranks: no uneven split in the start lines"
+    && ok "B=$B on $P ranks: the start lines name the uneven split" || fail "B=$B on $P ranks: no uneven split in the start lines"
   python3 "$SRC/tests/lib/compare_runs.py" "$WORK/uneven_b$B" "$WORK/one_b$B" 2e-5 --train-steps 30 \
     --params "$WORK/uneven_b$B.bin" "$WORK/one_b$B.bin" 1e-5 \
-    && pass "B=$B: $P ranks = 1 rank (losses, validations, test, final parameters)" || fail "B=$B: $P ranks and 1 rank differ"
+    && ok "B=$B: $P ranks = 1 rank (losses, validations, test, final parameters)" || fail "B=$B: $P ranks and 1 rank differ"
 done
 
 # resume across the rank counts: stopped on P ranks, continued on 1, and the other way round
@@ -62,9 +62,9 @@ rc=0; train p1to2 "$WORK/b5.ini" 1 --stop-at 12 || rc=$?
 train p1to2 "$WORK/b5.ini" 2 --resume "$WORK/p1to2" || rc=1
 [ "$rc" -eq 75 ] || { cat "$WORK/p1to2.out"; fail "B=5: stop on 1 rank and resume on 2 (status $rc)"; }
 python3 "$SRC/tests/lib/compare_runs.py" "$WORK/p4to1" "$WORK/one_b6" 2e-5 --train-steps 30 \
-  && pass "B=6: 12 steps on 4 ranks + 18 on 1 = the 1-rank run" || fail "B=6: the resumed run differs"
+  && ok "B=6: 12 steps on 4 ranks + 18 on 1 = the 1-rank run" || fail "B=6: the resumed run differs"
 python3 "$SRC/tests/lib/compare_runs.py" "$WORK/p1to2" "$WORK/one_b5" 2e-5 --train-steps 30 \
-  && pass "B=5: 12 steps on 1 rank + 18 on 2 = the 1-rank run" || fail "B=5: the resumed run differs"
+  && ok "B=5: 12 steps on 1 rank + 18 on 2 = the 1-rank run" || fail "B=5: the resumed run differs"
 
 # evaluation alone: txl-eval with 5 and 6 columns on 2, 3 and 4 ranks against 1 rank (the
 # tolerance of tests/train/test_eval.sh: 2e-5 relative)
@@ -75,13 +75,13 @@ for case in "5 2" "5 3" "6 4"; do
   $MPI -n "$P" "$BIN/txl-eval" "$WORK/one_b6" --split valid --batch-size "$B" > "$WORK/ep.out" 2>&1
   e1=$(loss_of "$WORK/e1.out") ep=$(loss_of "$WORK/ep.out")
   python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 2e-5 * b else 1)" \
-    "$ep" "$e1" 2>/dev/null && pass "txl-eval, $B columns on $P ranks: loss $ep, 1 rank: $e1" \
+    "$ep" "$e1" 2>/dev/null && ok "txl-eval, $B columns on $P ranks: loss $ep, 1 rank: $e1" \
     || { cat "$WORK/ep.out"; fail "txl-eval, $B columns on $P ranks: loss '$ep', 1 rank: '$e1'"; }
 done
 
 # more ranks than columns: one line, every rank exits 1
-expect_error "more ranks than columns" "train.batch_size = 2 is fewer columns than the 4 ranks" \
+expect_error_line "more ranks than columns" "train.batch_size = 2 is fewer columns than the 4 ranks" -- \
   $MPI -n 4 "$BIN/txl-train" "$WORK/b6.ini" --set train.batch_size=2 --set run.work_dir="$WORK/bad"
-expect_error "more ranks than evaluation columns" "eval.eval_batch_size = 3 is fewer columns than the 4 ranks" \
+expect_error_line "more ranks than evaluation columns" "eval.eval_batch_size = 3 is fewer columns than the 4 ranks" -- \
   $MPI -n 4 "$BIN/txl-eval" "$WORK/one_b6" --batch-size 3
 finish

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_ops.h"
+#include "tests/cuda/parity.h"
 
 typedef struct {
   const char *name;
@@ -39,15 +40,8 @@ static double g_peak_bw, g_peak_flops; /* bytes/s, FLOP/s */
 static int g_iters;
 
 static float *dev_rand(int64_t n, float lo, float hi) {
-  float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
-  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  uint64_t s = 0x2545F4914F6CDD1Dull ^ (uint64_t)n;
-  for (int64_t i = 0; i < n; i++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    h[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
-  }
-  float *d = txl_cuda_alloc((size_t)n * sizeof(float), "bench");
-  txl_cuda_to_device(d, h, (size_t)n * sizeof(float));
+  float *h = host_rand(n, lo, hi);
+  float *d = dev_from(h, (size_t)n * sizeof(float), "bench");
   free(h);
   return d;
 }

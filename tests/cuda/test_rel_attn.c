@@ -13,7 +13,7 @@
  * softmaxes. The workspace is poisoned too (the kernels must not rely on its contents).
  * Determinism: forward and backward run twice on the same inputs must give the same bits.
  *
- * Tolerances (see test_cuda_parity.c for the general argument: u = 2^-24, a float sum of k
+ * Tolerances (see test_parity.c for the general argument: u = 2^-24, a float sum of k
  * terms in any order is within ~k u of the exact sum relative to the sum of |terms|, the two
  * backends are each within that of the exact value, TOL_C = 4 = 2 backends x 2 of slack).
  * Everything below is computed in double from the float inputs, per row i of (c, h):
@@ -53,7 +53,7 @@
  *           by at most dD_i = u8 sum_e |dvec_ie| |vec_ie|, |vec_ie| <= sum_j p~_ij |v_je| (to
  *           first order). It enters dS_ij = P_ij (dP_ij - D_i) scale linearly: every gradient but
  *           dv moves by at most the backward on absolute values with dS_ij = P_ij scale dD_i
- *           (ref_magnitudes with dD), eD. The CPU takes D from its probabilities (no bf16 in it):
+ *           (ref_attn_backward with dD), eD. The CPU takes D from its probabilities (no bf16 in it):
  *           this term is the device's alone; a factor 2 covers what was left at first order
  *           (the p_rel of the device's P, the fp32 error of vec, the fp32 sums of the extra
  *           terms, all << 1). So dq, dkv, dr: (1 + u8)(b32 + 2 eD) + u8 |ref|; du, dvb (float,
@@ -69,7 +69,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "src/model/model.h"
 #include "tests/cuda/parity.h"
+#include "tests/lib/ref_rel_attn.h"
 
 /* The largest err/bound of the bf16 checks (printed by main). */
 static double g_bf16_ratio = 0.0;
@@ -79,21 +81,6 @@ typedef struct {
   float p;
   double qmax; /* q uniform in [-qmax, qmax]: 3 makes the softmax peaked, 1 flat */
 } Case;
-
-/* Tensor offsets (kernels/ops.h): q, vec [L,B,H,dh]; kv [K,B,2,H,dh]; r [K,H,dh]; rows [B,H,L]. */
-static int64_t q_at(const TxlAttnShape *s, int i, int c, int h) {
-  return (((int64_t)i * s->B + c) * s->H + h) * s->dh;
-}
-static int64_t k_at(const TxlAttnShape *s, int j, int c, int h) {
-  return ((((int64_t)j * s->B + c) * 2) * s->H + h) * s->dh;
-}
-static int64_t v_at(const TxlAttnShape *s, int j, int c, int h) {
-  return k_at(s, j, c, h) + (int64_t)s->H * s->dh;
-}
-static int64_t r_at(const TxlAttnShape *s, int p, int h) { return ((int64_t)p * s->H + h) * s->dh; }
-static int64_t row_at(const TxlAttnShape *s, int c, int h, int i) {
-  return ((int64_t)c * s->H + h) * s->L + i;
-}
 
 /* check_close, and for the bf16 runs the largest err/bound kept for the summary (a NaN fails in
  * check_close and makes the summary NaN). */
@@ -105,116 +92,6 @@ static void check_act(const char *what, const float *got, const float *want, con
     const double q = fabs((double)got[i] - (double)want[i]) / fmax(bound[i], 1e-300);
     if (q > g_bf16_ratio || isnan(q)) g_bf16_ratio = q;
   }
-}
-
-static int visible(const TxlAttnShape *s, int i, int j) {
-  if (j > s->M + i) return 0;                             /* the future */
-  if (s->same_length && j <= i - s->same_shift) return 0; /* too far back */
-  return 1;
-}
-
-/* The double reference of the forward: probabilities, dropatt factors, lse and the score error
- * terms of every row (see the file comment). */
-typedef struct {
-  TxlAttnShape s;
-  int K;
-  TxlDropout drop;
-  const float *q, *kv, *r, *u, *vb, *dvec;
-  double *p, *df;          /* [B, H, L, K]: probability, dropatt factor (1 without dropatt) */
-  double *lse, *serr, *sabs; /* [B, H, L] (lse -inf where no key is visible) */
-  int *any;                /* [B, H, L]: the row sees at least one key */
-} Ref;
-
-static void ref_forward(Ref *a) {
-  const TxlAttnShape *s = &a->s;
-  const int K = a->K, dh = s->dh;
-  const double dscale = a->drop.p > 0.0f ? (double)txl_dropout_scale(a->drop.p) : 1.0;
-  double *sc = malloc((size_t)K * sizeof *sc);
-  for (int c = 0; c < s->B; c++)
-    for (int h = 0; h < s->H; h++)
-      for (int i = 0; i < s->L; i++) {
-        const int64_t row = row_at(s, c, h, i);
-        const float *qi = a->q + q_at(s, i, c, h);
-        double mx = -INFINITY, serr = 0.0, sabs = 0.0;
-        for (int j = 0; j < K; j++) {
-          if (!visible(s, i, j)) continue;
-          const float *kj = a->kv + k_at(s, j, c, h);
-          const float *rp = a->r + r_at(s, s->L - 1 - i + j, h);
-          double acc = 0.0, mag = 0.0;
-          for (int e = 0; e < dh; e++) {
-            const double qu = (double)qi[e] + a->u[h * dh + e], qv = (double)qi[e] + a->vb[h * dh + e];
-            acc += qu * kj[e] + qv * rp[e];
-            mag += fabs(qu) * fabs((double)kj[e]) + fabs(qv) * fabs((double)rp[e]);
-          }
-          sc[j] = acc * s->scale;
-          serr = fmax(serr, (2.0 * dh + 4.0) * U_F32 * mag * s->scale);
-          sabs = fmax(sabs, fabs(sc[j]));
-          mx = fmax(mx, sc[j]);
-        }
-        double sum = 0.0;
-        for (int j = 0; j < K; j++)
-          if (visible(s, i, j)) sum += exp(sc[j] - mx);
-        a->any[row] = sum > 0.0;
-        a->lse[row] = sum > 0.0 ? mx + log(sum) : -INFINITY;
-        a->serr[row] = serr;
-        a->sabs[row] = sabs;
-        double *p = a->p + row * K, *df = a->df + row * K;
-        for (int j = 0; j < K; j++) {
-          p[j] = visible(s, i, j) ? exp(sc[j] - mx) / sum : 0.0;
-          df[j] = a->drop.p > 0.0f ? (txl_dropout_keep(a->drop, (uint32_t)i, (uint32_t)(s->col0 + c),
-                                                       (uint32_t)(h * K + j))
-                                          ? dscale
-                                          : 0.0)
-                                   : 1.0;
-        }
-      }
-  free(sc);
-}
-
-/* With dD NULL, the backward on absolute values (tests/ops/test_rel_attn.c, ref_backward with
- * absolute = 1): for every gradient element, the sum of the magnitudes of the terms that enter
- * it. With dD [B, H, L], what an error dD_i of D_i alone makes of every gradient: the same sums
- * with |dS_ij| = P_ij scale dD_i (dv does not depend on D: nothing added to it). */
-static void ref_magnitudes(double *mq, double *mkv, double *mr, double *mu, double *mvb,
-                           const Ref *a, const double *dD) {
-  const TxlAttnShape *s = &a->s;
-  const int K = a->K, dh = s->dh;
-  double *dp = malloc((size_t)K * sizeof *dp);
-  for (int c = 0; c < s->B; c++)
-    for (int h = 0; h < s->H; h++)
-      for (int i = 0; i < s->L; i++) {
-        const int64_t row = row_at(s, c, h, i);
-        const double *p = a->p + row * K, *df = a->df + row * K;
-        const float *g = a->dvec + q_at(s, i, c, h), *qi = a->q + q_at(s, i, c, h);
-        double dot = 0.0;
-        if (!dD) /* dP and D on absolute values, and dv */
-          for (int j = 0; j < K; j++) {
-            double t = 0.0;
-            for (int e = 0; e < dh; e++) {
-              const double ge = fabs((double)g[e]);
-              t += ge * fabs((double)a->kv[v_at(s, j, c, h) + e]);
-              mkv[v_at(s, j, c, h) + e] += p[j] * df[j] * ge;
-            }
-            dp[j] = t * df[j];
-            dot += p[j] * dp[j];
-          }
-        for (int j = 0; j < K; j++) {
-          if (!visible(s, i, j)) continue;
-          const double ds = p[j] * (dD ? dD[row] : dp[j] + dot) * s->scale;
-          const int pr = s->L - 1 - i + j;
-          for (int e = 0; e < dh; e++) {
-            const double kj = fabs((double)a->kv[k_at(s, j, c, h) + e]);
-            const double rp = fabs((double)a->r[r_at(s, pr, h) + e]);
-            const double qe = fabs((double)qi[e]);
-            mq[q_at(s, i, c, h) + e] += ds * (kj + rp);
-            mu[h * dh + e] += ds * kj;
-            mvb[h * dh + e] += ds * rp;
-            mkv[k_at(s, j, c, h) + e] += ds * (qe + fabs((double)a->u[h * dh + e]));
-            mr[r_at(s, pr, h) + e] += ds * (qe + fabs((double)a->vb[h * dh + e]));
-          }
-        }
-      }
-  free(dp);
 }
 
 /* One case with activations of type act: TXL_F32 (txl_cuda_rel_attn_forward / _backward) or
@@ -229,8 +106,7 @@ static void run_case(const Case *cs, TxlDtype act) {
   s.col0 = cs->col0;
   s.same_length = cs->same_length;
   const int K = s.M + s.L;
-  /* as src/model: the original's tril(ones, -s) with s = L - (K - mem_len) when K > mem_len */
-  s.same_shift = K > cs->mem_len ? s.L - (K - cs->mem_len) : s.L;
+  s.same_shift = txl_attn_same_shift(s.L, K, cs->mem_len); /* as the model computes it */
   s.scale = (float)(1.0 / sqrt((double)s.dh));
   const TxlDropout drop = {cs->p, 77u, txl_layer_site(3, TXL_LSITE_ATTN_PROB), 11u};
   const int dh = s.dh, HD = s.H * dh;
@@ -285,24 +161,22 @@ static void run_case(const Case *cs, TxlDtype act) {
   }
 
   /* ---- reference and bounds ------------------------------------------------------------ */
-  Ref a;
-  a.s = s;
-  a.K = K;
-  a.drop = drop;
-  a.q = q, a.kv = kv, a.r = r, a.u = u, a.vb = vb, a.dvec = dvec;
-  a.p = bounds_alloc(nrow * K), a.df = bounds_alloc(nrow * K);
-  a.lse = bounds_alloc(nrow), a.serr = bounds_alloc(nrow), a.sabs = bounds_alloc(nrow);
-  a.any = calloc((size_t)nrow, sizeof(int));
-  ref_forward(&a);
+  RefAttn a = {.s = s, .drop = drop, .K = K, .q = ot_alloc_d(nq), .kv = ot_alloc_d(nkv), .r = ot_alloc_d(nr),
+               .u = ot_alloc_d(HD), .vb = ot_alloc_d(HD), .dvec = ot_alloc_d(nq), .prob = ot_alloc_d(nrow * K),
+               .drop_factor = ot_alloc_d(nrow * K), .lse = ot_alloc_d(nrow), .serr = ot_alloc_d(nrow),
+               .sabs = ot_alloc_d(nrow), .any = calloc((size_t)nrow, sizeof(int))};
+  ot_to_double(a.q, q, nq), ot_to_double(a.kv, kv, nkv), ot_to_double(a.r, r, nr);
+  ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.dvec, dvec, nq);
+  ref_attn_forward(&a);
 
-  double *p_rel = bounds_alloc(nrow), p_rel_max = 0.0;
+  double *p_rel = ot_alloc_d(nrow), p_rel_max = 0.0;
   for (int64_t w = 0; w < nrow; w++) {
-    p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * U_F32 + 8.0 * U_F32 * (a.sabs[w] + log((double)K) + 1.0);
+    p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * OT_U + 8.0 * OT_U * (a.sabs[w] + log((double)K) + 1.0);
     p_rel_max = fmax(p_rel_max, p_rel[w]);
   }
 
   /* vec; vmag = sum_j p~_j |v_j| per element of vec */
-  double *bvec = bounds_alloc(nq), *vmag = bounds_alloc(nq);
+  double *bvec = ot_alloc_d(nq), *vmag = ot_alloc_d(nq);
   for (int c = 0; c < s.B; c++)
     for (int h = 0; h < s.H; h++)
       for (int i = 0; i < s.L; i++) {
@@ -310,8 +184,8 @@ static void run_case(const Case *cs, TxlDtype act) {
         for (int e = 0; e < dh; e++) {
           const int64_t o = q_at(&s, i, c, h) + e;
           for (int j = 0; j < K; j++)
-            vmag[o] += a.p[row * K + j] * a.df[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
-          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * U_F32) * vmag[o];
+            vmag[o] += a.prob[row * K + j] * a.drop_factor[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
+          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U) * vmag[o];
         }
       }
   bounds_act(bvec, vec_c, nq, act); /* the rounding of the store */
@@ -322,16 +196,16 @@ static void run_case(const Case *cs, TxlDtype act) {
   {
     float *got = malloc((size_t)nrow * sizeof(float)), *want = malloc((size_t)nrow * sizeof(float));
     float *got_none = malloc((size_t)nrow * sizeof(float)), *want_none = malloc((size_t)nrow * sizeof(float));
-    double *blse = bounds_alloc(nrow);
+    double *blse = ot_alloc_d(nrow);
     int64_t n = 0, n_none = 0;
     for (int64_t w = 0; w < nrow; w++) {
       if (a.any[w]) {
         got[n] = out[0][1][w];
         want[n] = (float)a.lse[w];
         /* + the rounding of the double value to float */
-        blse[n] = TOL_C * (a.serr[w] + (2.0 * K + 8.0) * U_F32 + 4.0 * U_F32 * a.sabs[w] +
-                           U_F32 * fabs(a.lse[w]) + U_F32 * log((double)K)) +
-                  U_F32 * fabs(a.lse[w]);
+        blse[n] = TOL_C * (a.serr[w] + (2.0 * K + 8.0) * OT_U + 4.0 * OT_U * a.sabs[w] +
+                           OT_U * fabs(a.lse[w]) + OT_U * log((double)K)) +
+                  OT_U * fabs(a.lse[w]);
         n++;
       } else {
         got_none[n_none] = out[0][1][w];
@@ -347,27 +221,27 @@ static void run_case(const Case *cs, TxlDtype act) {
   }
 
   /* backward */
-  double *mq = bounds_alloc(nq), *mkv = bounds_alloc(nkv), *mr = bounds_alloc(nr);
-  double *mu = bounds_alloc(HD), *mvb = bounds_alloc(HD);
-  ref_magnitudes(mq, mkv, mr, mu, mvb, &a, NULL);
-  const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 32.0) * U_F32 + 2.0 * p_rel_max;
+  double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr);
+  double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
+  ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
+  const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 32.0) * OT_U + 2.0 * p_rel_max;
   for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nr; k++) mr[k] *= TOL_C * rel;
   for (int e = 0; e < HD; e++) {
-    mu[e] = TOL_C * (rel * mu[e] + U_F32 * (fabs((double)du0[e]) + fabs((double)du_c[e])));
-    mvb[e] = TOL_C * (rel * mvb[e] + U_F32 * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
+    mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e])));
+    mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
   }
   if (bf16) { /* D from the bf16 vec (2 eD), then the rounding of the stores of dq, dkv, dr */
-    double *dD = bounds_alloc(nrow), *eq = bounds_alloc(nq), *ekv = bounds_alloc(nkv), *er = bounds_alloc(nr);
-    double *eu = bounds_alloc(HD), *evb = bounds_alloc(HD);
+    double *dD = ot_alloc_d(nrow), *eq = ot_alloc_d(nq), *ekv = ot_alloc_d(nkv), *er = ot_alloc_d(nr);
+    double *eu = ot_alloc_d(HD), *evb = ot_alloc_d(HD);
     for (int c = 0; c < s.B; c++)
       for (int h = 0; h < s.H; h++)
         for (int i = 0; i < s.L; i++) {
           const int64_t row = row_at(&s, c, h, i), o = q_at(&s, i, c, h);
           for (int e = 0; e < dh; e++) dD[row] += U_BF16 * fabs((double)dvec[o + e]) * vmag[o + e];
         }
-    ref_magnitudes(eq, ekv, er, eu, evb, &a, dD);
+    ref_attn_backward(eq, ekv, er, eu, evb, &a, 1, dD);
     for (int64_t k = 0; k < nq; k++) mq[k] += 2.0 * eq[k];
     for (int64_t k = 0; k < nkv; k++) mkv[k] += 2.0 * ekv[k];
     for (int64_t k = 0; k < nr; k++) mr[k] += 2.0 * er[k];
@@ -402,7 +276,8 @@ static void run_case(const Case *cs, TxlDtype act) {
   txl_cuda_free(d_vb), txl_cuda_free(d_dvec), txl_cuda_free(d_work);
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(du0), free(dvb0);
   free(vec_c), free(prob), free(dq_c), free(dkv_c), free(dr_c), free(du_c), free(dvb_c), free(work_c);
-  free(a.p), free(a.df), free(a.lse), free(a.serr), free(a.sabs), free(a.any);
+  free(a.q), free(a.kv), free(a.r), free(a.u), free(a.vb), free(a.dvec), free(a.prob), free(a.drop_factor);
+  free(a.lse), free(a.serr), free(a.sabs), free(a.any);
   free(p_rel), free(bvec), free(vmag), free(mq), free(mkv), free(mr), free(mu), free(mvb);
 }
 

@@ -115,7 +115,7 @@ static void test_gemm_case_math(TxlDtype act, TxlDtype c_type, int ta, int tb, i
 
   /* compare the M x N window only (the padding columns are not part of C) */
   float *got = malloc((size_t)M * N * sizeof(float)), *want = malloc((size_t)M * N * sizeof(float));
-  double *bound = bounds_alloc((int64_t)M * N);
+  double *bound = ot_alloc_d((int64_t)M * N);
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
       double mag = nan_c ? 0.0 : fabs((double)beta) * fabs((double)C[(int64_t)i * ldc + j]);
@@ -126,7 +126,7 @@ static void test_gemm_case_math(TxlDtype act, TxlDtype c_type, int ta, int tb, i
       }
       got[(int64_t)i * N + j] = Cg[(int64_t)i * ldc + j];
       want[(int64_t)i * N + j] = Cc[(int64_t)i * ldc + j];
-      bound[(int64_t)i * N + j] = TOL_C * ((K + 3) * U_F32 + 2.0 * u_in) * mag;
+      bound[(int64_t)i * N + j] = TOL_C * ((K + 3) * OT_U + 2.0 * u_in) * mag;
     }
   bounds_act(bound, want, (int64_t)M * N, c_type);
   char what[96];
@@ -268,7 +268,7 @@ static void test_dropout(TxlDtype act) {
 static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   const TxlOps *o = txl_ops_cuda(act);
   const float eps = 1e-5f;
-  const double k_d = TOL_C * (d + 6) * U_F32, k_n = TOL_C * ((double)n + 6) * U_F32;
+  const double k_d = TOL_C * (d + 6) * OT_U, k_n = TOL_C * ((double)n + 6) * OT_U;
   float *x = host_rand(n * d, -1.0, 1.0);
   for (int64_t r = 0; r < n; r++) /* a per-row offset: exercises the mean subtraction */
     for (int j = 0; j < d; j++) x[r * d + j] += (float)(r % 7) - 3.0f;
@@ -286,7 +286,7 @@ static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   o->layernorm_forward(dout, dmean, drstd, dx, dw_, db_, n, d, eps);
   float *gout = host_from_act(dout, n * d, act), *gmean = host_from(dmean, n), *grstd = host_from(drstd, n);
 
-  double *bo = bounds_alloc(n * d), *bm = bounds_alloc(n), *br = bounds_alloc(n);
+  double *bo = ot_alloc_d(n * d), *bm = ot_alloc_d(n), *br = ot_alloc_d(n);
   layernorm_forward_bounds(bo, bm, br, x, w, b, rstd, n, d, k_d);
   bounds_act(bo, out, n * d, act);
   char what[96];
@@ -313,7 +313,7 @@ static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
   float *g_dinp = host_from_act(d_dinp, n * d, act), *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
-  double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
+  double *bdi = ot_alloc_d(n * d), *bdw = ot_alloc_d(d), *bdb = ot_alloc_d(d);
   layernorm_backward_bounds(bdi, bdw, bdb, dy, x, w, mean, rstd, dinp0, dw0, db0, n, d, k_d, k_n);
   bounds_act(bdi, dinp, n * d, act);
   snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: dinp (+=)", act_name(act), (long long)n, d);
@@ -378,17 +378,17 @@ static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, dou
   o->xent_forward_backward(dx, dloss, dtg, grad_scale, n, V);
   float *gx = host_from_act(dx, n * V, act), *gloss = host_from(dloss, n);
 
-  double *bl = bounds_alloc(n), *bg = bounds_alloc(n * V);
+  double *bl = ot_alloc_d(n), *bg = ot_alloc_d(n * V);
   for (int64_t t = 0; t < n; t++) {
     const float *xr = x0 + t * V;
     double m = xr[0];
     for (int j = 0; j < V; j++) m = fmax(m, xr[j]);
     double s = 0.0;
     for (int j = 0; j < V; j++) s += exp((double)xr[j] - m);
-    bl[t] = TOL_C * (V + 8) * U_F32 * (1.0 + fabs(log(s)) + fabs(m - xr[tg[t]]));
+    bl[t] = TOL_C * (V + 8) * OT_U * (1.0 + fabs(log(s)) + fabs(m - xr[tg[t]]));
     for (int j = 0; j < V; j++) {
       const double p = exp((double)xr[j] - m) / s;
-      bg[t * V + j] = TOL_C * (V + 8 + fabs((double)xr[j] - m)) * U_F32 * fabs((double)grad_scale) *
+      bg[t * V + j] = TOL_C * (V + 8 + fabs((double)xr[j] - m)) * OT_U * fabs((double)grad_scale) *
                       (p + (j == tg[t] ? 1.0 : 0.0));
     }
   }
@@ -438,8 +438,8 @@ static void test_adam_case(int64_t n, int step) {
   txl_cuda_adam_update(dp, dg, dm, dv, n, lr, b1, b2, eps, step, gs);
   float *gp = host_from(dp, n), *gm = host_from(dm, n), *gv = host_from(dv, n);
 
-  const double k = TOL_C * 8 * U_F32;
-  double *bp = bounds_alloc(n), *bm = bounds_alloc(n), *bv = bounds_alloc(n);
+  const double k = TOL_C * 8 * OT_U;
+  double *bp = ot_alloc_d(n), *bm = ot_alloc_d(n), *bv = ot_alloc_d(n);
   for (int64_t i = 0; i < n; i++) {
     const double gi = (double)g[i] * gs;
     bm[i] = k * (b1 * fabs((double)m0[i]) + (1.0 - b1) * fabs(gi));

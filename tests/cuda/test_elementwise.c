@@ -10,7 +10,7 @@
  * call (every element must be written); outputs that it accumulates into (+=) start from random
  * values.
  *
- * Tolerances (see tests/cuda/test_cuda_parity.c for the argument): u = 2^-24, and a float sum of
+ * Tolerances (see tests/cuda/test_parity.c for the argument): u = 2^-24, and a float sum of
  * k terms is within about k u of the exact sum relative to the sum of the absolute values of its
  * terms, whatever the order, so each check bounds element i by c (k + a) u mag_i with c = TOL_C
  * (2 backends x 2 of slack), a the few extra roundings, mag_i the sum of absolute values (in
@@ -137,11 +137,11 @@ static void test_bias_case(TxlDtype act, int64_t rows, int n) {
   txl_cuda_to_device(db_dev, acc0, (size_t)n * sizeof(float));
   o->bias_backward(db_dev, dx, rows, n);
   got = host_from(db_dev, n);
-  double *bound = bounds_alloc(n);
+  double *bound = ot_alloc_d(n);
   for (int j = 0; j < n; j++) bound[j] = fabs((double)acc0[j]);
   for (int64_t r = 0; r < rows; r++)
     for (int j = 0; j < n; j++) bound[j] += fabs((double)dy[r * n + j]);
-  const double k = TOL_C * (3.0 + (double)rows * U_F64 / U_F32) * U_F32;
+  const double k = TOL_C * (3.0 + (double)rows * U_F64 / OT_U) * OT_U;
   for (int j = 0; j < n; j++) bound[j] *= k;
   snprintf(what, sizeof what, "bias_backward %s rows=%lld n=%d (+=)", act_name(act), (long long)rows, n);
   check_close(what, got, acc, bound, n);
@@ -303,7 +303,7 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
     round_act(want, (int64_t)V * d, demb_type);
     check_bits(what, got, want, (int64_t)V * d);
   } else {
-    double *bound = bounds_alloc((int64_t)V * d);
+    double *bound = ot_alloc_d((int64_t)V * d);
     int64_t *count = calloc((size_t)V, sizeof(int64_t));
     for (int64_t i = 0; i < (int64_t)V * d; i++) bound[i] = fabs((double)e0[i]);
     for (int64_t t = 0; t < n; t++) {
@@ -312,7 +312,7 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
         bound[(int64_t)tok[t] * d + j] += fabs((double)scale) * fabs((double)dout[t * d + j]);
     }
     for (int v = 0; v < V; v++)
-      for (int j = 0; j < d; j++) bound[(int64_t)v * d + j] *= TOL_C * ((double)count[v] + 2.0) * U_F32;
+      for (int j = 0; j < d; j++) bound[(int64_t)v * d + j] *= TOL_C * ((double)count[v] + 2.0) * OT_U;
     bounds_act(bound, want, (int64_t)V * d, demb_type);
     check_close(what, got, want, bound, (int64_t)V * d);
     free(bound);
@@ -364,7 +364,7 @@ static void test_posemb_case(TxlDtype act, int K, int d, int clamp) {
   void *dR = dev_poison_act(n, act, "test: R");
   o->posemb_forward(dR, K, d, clamp);
   float *got = host_from_act(dR, n, act);
-  double *bound = bounds_alloc(n);
+  double *bound = ot_alloc_d(n);
   int64_t differ = 0;
   for (int64_t i = 0; i < n; i++) {
     const float a = fabsf(want[i]);
@@ -457,7 +457,7 @@ static void test_ffn(TxlDtype act) {
 /* ---- fused layer norm ----------------------------------------------------------------------- */
 
 /* add_layernorm_forward: res = x + y is one float add on both sides (bits); mean, rstd and out
- * are those of layernorm_forward on res, bounded as in test_cuda_parity.c (k = d, a = 6):
+ * are those of layernorm_forward on res, bounded as in test_parity.c (k = d, a = 6):
  *   mean:  c (d + a) u mean|res|,   rstd:  c (d + a) u rstd,
  *   out:   c (d + a) u ((|res_i| + mean|res|) rstd |w_i| + |b_i|).
  * The GPU's add_layernorm_forward and its add + layernorm_forward run the same code: bits.
@@ -469,7 +469,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
   const TxlOps *o = txl_ops_cuda(act);
   char what[128];
   const float eps = 1e-5f;
-  const double k_d = TOL_C * (d + 6) * U_F32;
+  const double k_d = TOL_C * (d + 6) * OT_U;
   const char *an = act_name(act);
   float *x = host_rand_nz(n * d, -1.0, 1.0), *y = host_rand_nz(n * d, -1.0, 1.0);
   for (int64_t r = 0; r < n; r++) /* a per-row offset: exercises the mean subtraction */
@@ -493,7 +493,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
   float *gres = host_from_act(d_res, n * d, act), *gout = host_from_act(d_out, n * d, act);
   float *gmean = host_from(d_mean, n), *grstd = host_from(d_rstd, n);
 
-  double *bo = bounds_alloc(n * d), *bm = bounds_alloc(n), *br = bounds_alloc(n);
+  double *bo = ot_alloc_d(n * d), *bm = ot_alloc_d(n), *br = ot_alloc_d(n);
   layernorm_forward_bounds(bo, bm, br, res, w, b, rstd, n, d, k_d);
   bounds_act(bo, out, n * d, act);
   snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: res", an, (long long)n, d);
@@ -538,7 +538,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
 }
 
 /* layernorm_backward_dropout from the same mean and rstd on both sides. dinp is OVERWRITTEN (it
- * starts as NaN); per row it is a sum of d terms, bounded as in test_cuda_parity.c with no
+ * starts as NaN); per row it is a sum of d terms, bounded as in test_parity.c with no
  * initial value:  c (d + a) u rstd (|g_i| + mean|g| + |xhat_i| mean|g xhat|),  g = dout w.
  * dbranch = dropout(dinp): bits against the CPU's dropout op applied to the GPU's own dinp (one
  * multiply by the mask; bf16: the dinp as stored, the product rounded once). dw, db (+=) are
@@ -551,7 +551,7 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
   char what[128];
   const int64_t n = (int64_t)rows * cols;
   const float eps = 1e-5f;
-  const double k_d = TOL_C * (d + 6) * U_F32, k_n = TOL_C * ((double)n + 6) * U_F32;
+  const double k_d = TOL_C * (d + 6) * OT_U, k_n = TOL_C * ((double)n + 6) * OT_U;
   const char *an = act_name(act);
   float *x = host_rand_nz(n * d, -1.0, 1.0);
   for (int64_t r = 0; r < n; r++)
@@ -579,7 +579,7 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
   float *g_dinp = host_from_act(d_dinp, n * d, act), *g_dbr = host_from_act(d_dbr, n * d, act);
   float *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
-  double *bdi = bounds_alloc(n * d), *bdw = bounds_alloc(d), *bdb = bounds_alloc(d);
+  double *bdi = ot_alloc_d(n * d), *bdw = ot_alloc_d(d), *bdb = ot_alloc_d(d);
   layernorm_backward_bounds(bdi, bdw, bdb, dy, x, w, mean, rstd, NULL, dw0, db0, n, d, k_d, k_n);
   bounds_act(bdi, dinp, n * d, act);
   snprintf(what, sizeof what, "layernorm_backward_dropout %s %dx%dx%d p=%g: dinp (=)", an, rows, cols, d,

@@ -101,10 +101,8 @@ static void side_destroy(Side *s) {
 }
 
 static float *to_host(const Side *s, const float *dev) {
-  const size_t bytes = (size_t)s->m.table.total * sizeof(float);
-  float *h = malloc(bytes);
-  if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  s->m.ops->to_host(h, dev, bytes);
+  float *h = ot_alloc(s->m.table.total);
+  s->m.ops->to_host(h, dev, (size_t)s->m.table.total * sizeof(float));
   return h;
 }
 
@@ -123,6 +121,7 @@ static double rel_norm(const float *a, const float *b, int64_t n) {
 static void check_rel(const char *what, double rel, double tol) {
   printf("%-60s rel err %.3e  (tol %.2e)%s\n", what, rel, tol, rel <= tol ? "  ok" : "  FAIL");
   if (!(rel <= tol)) check_fail(what);
+  else ot_record(1);
 }
 
 /* Every tensor of two buffers laid out by the same table. */
@@ -143,6 +142,7 @@ static void check_tensors(const char *what, const TxlParamTable *t, const float 
   char line[160];
   snprintf(line, sizeof line, "%s: %d tensors, worst %s", what, t->n_tensors, worst_name);
   printf("%-60s rel err %.3e  (tol %.2e)%s\n", line, worst, tol, worst <= tol ? "  ok" : "  FAIL");
+  if (worst <= tol) ot_record(1); /* each tensor out of tolerance counted a failure above */
 }
 
 /* The largest share, over the layers, of the FFN's ReLU units of the last training forward that
@@ -150,8 +150,7 @@ static void check_tensors(const char *what, const TxlParamTable *t, const float 
  * flips and active units of that layer in *flips, *active. */
 static double relu_flips(const Side *cpu, const Side *gpu, const Case *c, int64_t LB, int *flips, int *active) {
   const int64_t n = LB * c->spec.dims.d_inner;
-  float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
-  if (!a || !b) { fprintf(stderr, "out of host memory\n"); exit(1); }
+  float *a = ot_alloc(n), *b = ot_alloc(n);
   double worst = 0.0;
   *flips = *active = 0;
   for (int l = 0; l < c->spec.dims.n_layer; l++) {

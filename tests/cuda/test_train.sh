@@ -4,7 +4,7 @@
 # from a checkpoint, TF32 GEMMs close to fp32, bf16 mixed precision close to fp32 and itself
 # bit-identical when repeated and resumed, and with two GPUs, two ranks through NCCL equal to
 # one. Prints "SKIPPED: no CUDA device" and passes where there is no GPU.
-# usage: test_cuda_train.sh BIN_DIR SOURCE_DIR [emu]: with "emu", the tools built on the
+# usage: test_train.sh BIN_DIR SOURCE_DIR [emu]: with "emu", the tools built on the
 # kernels' CPU emulator (txl-train-emu, txl-eval-emu, txl-generate-emu) take the tools' place.
 source "$2/tests/train/lib.sh" "$1" "$2"
 EMU=${3:-}
@@ -38,7 +38,7 @@ run() { # NAME RANKS ARGS...
   shift 2
   if $MPI -n "$p" "$TRAIN" "$WORK/t.ini" --set run.work_dir="$WORK/$name" --dump-params "$WORK/$name.bin" \
        "$@" > "$WORK/$name.txt" 2>&1; then
-    pass "$name: trained"
+    ok "$name: trained"
   else
     cat "$WORK/$name.txt"
     fail "$name: the run failed"
@@ -53,20 +53,20 @@ run bf16_again 1 --set run.device=cuda --set run.precision=bf16
 rc=0
 $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$WORK/stop" --stop-at 9 \
   > "$WORK/stop.txt" 2>&1 || rc=$?
-[ "$rc" -eq 75 ] && pass "--stop-at 9 on the GPU: checkpoint, exit 75" || { cat "$WORK/stop.txt"; fail "--stop-at: status $rc"; }
+[ "$rc" -eq 75 ] && ok "--stop-at 9 on the GPU: checkpoint, exit 75" || { cat "$WORK/stop.txt"; fail "--stop-at: status $rc"; }
 if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$WORK/stop" \
      --resume "$WORK/stop" --dump-params "$WORK/resumed.bin" > "$WORK/resumed.txt" 2>&1; then
-  pass "resumed on the GPU"
+  ok "resumed on the GPU"
 else
   cat "$WORK/resumed.txt"; fail "resume on the GPU failed"
 fi
 rc=0
 $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/stop16" \
   --stop-at 9 > "$WORK/stop16.txt" 2>&1 || rc=$?
-[ "$rc" -eq 75 ] && pass "bf16: --stop-at 9, exit 75" || { cat "$WORK/stop16.txt"; fail "bf16 --stop-at: status $rc"; }
+[ "$rc" -eq 75 ] && ok "bf16: --stop-at 9, exit 75" || { cat "$WORK/stop16.txt"; fail "bf16 --stop-at: status $rc"; }
 if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/stop16" \
      --resume "$WORK/stop16" --dump-params "$WORK/resumed16.bin" > "$WORK/resumed16.txt" 2>&1; then
-  pass "bf16: resumed"
+  ok "bf16: resumed"
 else
   cat "$WORK/resumed16.txt"; fail "bf16: resume failed"
 fi
@@ -83,26 +83,26 @@ done
 # the sampled text: the lines that are not figures (timings differ)
 text() { grep -v "tok/s\|tokens/s\|txl-generate:" "$1" | grep -v '^$' || true; }
 if [ "$(text "$WORK/gen_cpu.txt" | wc -c)" -gt 20 ] && diff <(text "$WORK/gen_cpu.txt") <(text "$WORK/gen_cuda.txt") > /dev/null; then
-  pass "txl-generate: the same text from the checkpoint on both devices ($(text "$WORK/gen_cuda.txt" | wc -c) bytes)"
+  ok "txl-generate: the same text from the checkpoint on both devices ($(text "$WORK/gen_cuda.txt" | wc -c) bytes)"
 else
   diff "$WORK/gen_cpu.txt" "$WORK/gen_cuda.txt"; fail "txl-generate: different text on the two devices"
 fi
-cmp -s "$WORK/cuda.bin" "$WORK/cuda_again.bin" && pass "the GPU run repeats bit for bit (final parameters)" \
+cmp -s "$WORK/cuda.bin" "$WORK/cuda_again.bin" && ok "the GPU run repeats bit for bit (final parameters)" \
   || fail "two identical GPU runs ended with different parameters"
-cmp -s "$WORK/cuda.bin" "$WORK/resumed.bin" && pass "stopped at step 9 and resumed = uninterrupted, bit for bit" \
+cmp -s "$WORK/cuda.bin" "$WORK/resumed.bin" && ok "stopped at step 9 and resumed = uninterrupted, bit for bit" \
   || fail "the resumed GPU run differs from the uninterrupted one"
-cmp -s "$WORK/bf16.bin" "$WORK/bf16_again.bin" && pass "bf16: the run repeats bit for bit (final parameters)" \
+cmp -s "$WORK/bf16.bin" "$WORK/bf16_again.bin" && ok "bf16: the run repeats bit for bit (final parameters)" \
   || fail "bf16: two identical runs ended with different parameters"
-cmp -s "$WORK/bf16.bin" "$WORK/resumed16.bin" && pass "bf16: stopped at step 9 and resumed = uninterrupted, bit for bit" \
+cmp -s "$WORK/bf16.bin" "$WORK/resumed16.bin" && ok "bf16: stopped at step 9 and resumed = uninterrupted, bit for bit" \
   || fail "bf16: the resumed run differs from the uninterrupted one"
 # the bf16 checkpoint: evaluated in bf16 on the GPU, and in fp32 on the CPU (txl-eval's default
 # there) with the same result up to the activations' rounding
 "$EVAL" "$WORK/bf16" --split test > "$WORK/eval_16_cuda.txt" 2>&1 || { cat "$WORK/eval_16_cuda.txt"; fail "txl-eval of the bf16 run failed"; }
 "$EVAL" "$WORK/bf16" --split test --device cpu > "$WORK/eval_16_cpu.txt" 2>&1 || { cat "$WORK/eval_16_cpu.txt"; fail "txl-eval --device cpu of the bf16 run failed"; }
 "$GEN" "$WORK/bf16" --length 40 --seed 5 > "$WORK/gen16.txt" 2>&1 && [ "$(text "$WORK/gen16.txt" | wc -c)" -gt 20 ] \
-  && pass "bf16: txl-generate samples ($(text "$WORK/gen16.txt" | wc -c) bytes)" || { cat "$WORK/gen16.txt"; fail "bf16: txl-generate failed"; }
+  && ok "bf16: txl-generate samples ($(text "$WORK/gen16.txt" | wc -c) bytes)" || { cat "$WORK/gen16.txt"; fail "bf16: txl-generate failed"; }
 
-# Tolerances (relative, per printed loss). CPU against GPU: the step test (test_cuda_step.c)
+# Tolerances (relative, per printed loss). CPU against GPU: the step test (test_step.c)
 # bounds one step's loss and gradients at 1e-3 relative by the ops' rounding; over 30 Adam steps
 # the two runs drift apart by the accumulated parameter differences, each step adding at most
 # lr * (relative gradient error) ~ 3e-3 * 1e-3 to parameters of scale ~0.1: 30 * 3e-6 / 0.1 ~ 1e-3
@@ -122,7 +122,7 @@ cmp -s "$WORK/bf16.bin" "$WORK/resumed16.bin" && pass "bf16: stopped at step 9 a
 # the same parameters).
 # Two ranks against one: only the order of the gradient sums changes (see tests/train/test_ranks.sh),
 # TOL_RANKS = 2e-5 as there.
-python3 - "$WORK" "$gpus" <<'PY' && pass "GPU = CPU run, TF32 close, ranks equal" || fail "runs disagree"
+python3 - "$WORK" "$gpus" <<'PY' && ok "GPU = CPU run, TF32 close, ranks equal" || fail "runs disagree"
 import json, sys
 w, gpus = sys.argv[1], int(sys.argv[2])
 def losses(name):
@@ -156,7 +156,7 @@ if len(e_cpu) != 3 or len(e_gpu) != 3:
 else:
     rel = max(abs(g - c) / c for g, c in zip(e_gpu, e_cpu))
     print(f"txl-eval losses (test; valid at memory 20, 40): cuda {e_gpu}, cpu {e_cpu}: largest relative "
-          f"difference {rel:.2e} (tolerance 1e-3, one forward: see test_cuda_step.c)")
+          f"difference {rel:.2e} (tolerance 1e-3, one forward: see test_step.c)")
     ok = ok and rel <= 1e-3
 if gpus >= 2:
     ok = compare("cuda2", "cuda", 2e-5) and ok
@@ -164,5 +164,4 @@ else:
     print("one GPU: the two-rank NCCL comparison needs two (not run)")
 sys.exit(0 if ok else 1)
 PY
-echo "passed: $PASSED, failed: $FAILED"
-[ "$FAILED" -eq 0 ]
+finish
