@@ -64,7 +64,7 @@
  * the dr partials) are float in both, so the partial sums of dr reach bf16 only in the final
  * reduction. The one bf16 value read back is vec itself: D_i = dvec_i . vec_i takes the vec
  * the forward stored, which moves D by at most 2^-8 sum_e |dvec_ie vec_ie| (the tolerance of
- * tests/cuda/test_cuda_rel_attn.c counts it). With T = float the code is the fp32 kernel as it
+ * tests/cuda/test_rel_attn.c counts it). With T = float the code is the fp32 kernel as it
  * was (txl_ld / txl_st are plain loads and stores). */
 #include <math.h>
 

@@ -53,7 +53,6 @@ static inline const void *txl_model_w(const TxlModel *m, const float *master) {
 static inline void *txl_act_at(const TxlModel *m, const void *p, int64_t elems) {
   return (char *)p + (size_t)elems * txl_dtype_size(m->ops->act);
 }
-static inline int txl_attn_same_shift(int L, int K, int mem_len) { return K > mem_len ? L - (K - mem_len) : L; }
 /* n activation-type values of the device at src to fp32 host values (dst [n]), and back. */
 void txl_act_to_host(const TxlModel *m, float *dst, const void *src, int64_t n);
 void txl_act_to_device(const TxlModel *m, void *dst, const float *src, int64_t n);

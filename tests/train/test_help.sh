@@ -23,7 +23,7 @@ while read -r k resume; do
   line=$(grep -E "^ +$k +(int|float|bool|string|enum) " "$WORK/help.txt")
   marked=no; case "$line" in *", fixed on resume"*) marked=yes ;; esac
   if [ "$resume:$marked" = FIXED:yes ] || [ "$resume:$marked" = FREE:no ]; then
-    pass "--help: $k $resume"
+    ok "--help: $k $resume"
   else
     fail "--help: $k is $resume in config.def, marked fixed on resume: $marked"
   fi
