@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 /* A tool's options as one table: each row names an option, its value, the config key it sets
- * (when it stands for one: src/train/options.h) and its --help text. The tool's parser looks
+ * (when it stands for one: src/tools/options.h) and its --help text. The tool's parser looks
  * options up in it and its --help lists every row. */
 typedef struct {
   const char *name;  /* "--clamp-len" */

@@ -7,10 +7,10 @@
 #include "data/corpus.h"
 #include "dist/shard.h"
 #include "src/base/error.h"
-#include "src/train/backend.h"
+#include "src/device/backend.h"
 #include "src/train/estimate.h"
 #include "src/train/report.h"
-#include "src/train/stream.h"
+#include "data/stream.h"
 
 /* The vocabulary size: the corpus's when the file is here (its splits checked against the
  * columns, its vocabulary and every chunk of every split read as txl-train does at start), else

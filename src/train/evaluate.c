@@ -1,7 +1,7 @@
 #include "src/train/evaluate.h"
 
 #include "dist/shard.h"
-#include "src/train/stream.h"
+#include "data/stream.h"
 
 double txl_evaluate(TxlModel *m, TxlCorpus *c, const char *split, const TxlEvalShape *s, const TxlDist *d,
                     int max_segments, double *tokens_out) {

@@ -14,7 +14,7 @@
 #include "src/train/estimate.h"
 #include "src/train/evaluate.h"
 #include "src/train/step.h"
-#include "src/train/stream.h"
+#include "data/stream.h"
 #include "src/train/workdir.h"
 
 /* ---- setup -------------------------------------------------------------------------------- */

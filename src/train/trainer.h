@@ -11,7 +11,7 @@
 #include "src/model/model.h"
 #include "src/optim/adam.h"
 #include "src/optim/schedule.h"
-#include "src/train/backend.h"
+#include "src/device/backend.h"
 #include "src/train/estimate.h"
 #include "src/train/report.h"
 

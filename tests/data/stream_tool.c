@@ -1,4 +1,4 @@
-/* Test helper: the collective reads of src/train/stream.h on P ranks, without the start-up check
+/* Test helper: the collective reads of data/stream.h on P ranks, without the start-up check
  * of the splits (so that a read during the walk meets a damage, as when a file changes under a
  * running job).
  *
@@ -12,7 +12,7 @@
 
 #include "dist/dist.h"
 #include "dist/shard.h"
-#include "src/train/stream.h"
+#include "data/stream.h"
 
 int main(int argc, char **argv) {
   TxlDist d;

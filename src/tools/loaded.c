@@ -1,4 +1,4 @@
-#include "src/train/loaded.h"
+#include "src/tools/loaded.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,8 +6,8 @@
 #include <sys/stat.h>
 
 #include "src/base/error.h"
-#include "src/train/options.h"
-#include "src/train/stream.h"
+#include "src/tools/options.h"
+#include "data/stream.h"
 #include "src/train/trainer.h"
 
 const char *txl_key_option(const char *opt, const char *v, const char *key) {

@@ -3,8 +3,8 @@
  * The only file of src/ that knows whether the build has CUDA: it is compiled into its own
  * library, txl_backend (CPU only, or with the CUDA backend and NCCL), or txl_backend_emu (the
  * CUDA backend on the kernels' CPU emulator, tests/cuda/emu). */
-#ifndef TXL_TRAIN_BACKEND_H
-#define TXL_TRAIN_BACKEND_H
+#ifndef TXL_DEVICE_BACKEND_H
+#define TXL_DEVICE_BACKEND_H
 
 #include "dist/dist.h"
 #include "dist/reduce.h"

@@ -1,4 +1,4 @@
-#include "src/train/backend.h"
+#include "src/device/backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>

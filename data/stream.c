@@ -1,4 +1,4 @@
-#include "src/train/stream.h"
+#include "data/stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* The tools' options that set config keys (TxlToolOption rows with a key, src/base/cli.h): each is
  * checked as that key's values are (type and range from config.def) and recorded to be applied
  * over the checkpoint's config. */
-#ifndef TXL_TRAIN_OPTIONS_H
-#define TXL_TRAIN_OPTIONS_H
+#ifndef TXL_TOOLS_OPTIONS_H
+#define TXL_TOOLS_OPTIONS_H
 
 #include <stdio.h>
 

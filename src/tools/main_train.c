@@ -8,7 +8,7 @@
 #include "src/base/cli.h"
 #include "src/config/config.h"
 #include "src/train/check.h"
-#include "src/train/options.h"
+#include "src/tools/options.h"
 #include "src/train/trainer.h"
 
 /* Exit status: 0 done; 1 an error (a message on stderr); TXL_EXIT_REQUEUE (75) stopped by SIGTERM or

@@ -7,8 +7,8 @@
 
 #include "src/base/cli.h"
 #include "src/base/error.h"
-#include "src/train/loaded.h"
-#include "src/train/options.h"
+#include "src/tools/loaded.h"
+#include "src/tools/options.h"
 #include "src/config/config.h"
 #include "src/train/generate.h"
 #include "src/train/trainer.h"

@@ -1,12 +1,12 @@
 /* A tool's start (--help or MPI) and its options that set config keys: checked as they are read,
  * applied in order. */
-#include "src/train/options.h"
+#include "src/tools/options.h"
 
 
 #include <stdlib.h>
 
 #include "src/base/error.h"
-#include "src/train/loaded.h"
+#include "src/tools/loaded.h"
 
 void txl_tool_begin(TxlDist *dist, int *argc, char ***argv, void (*usage)(FILE *f)) {
   if (txl_cli_wants_help(*argc, *argv)) {

@@ -5,8 +5,8 @@
  * The corpus's errors reach the user here as on every rank: the ranks agree on them
  * (txl_fatal_if_any), the lowest failing rank prints its one line, and every rank exits with
  * status 1. */
-#ifndef TXL_TRAIN_STREAM_H
-#define TXL_TRAIN_STREAM_H
+#ifndef TXL_DATA_STREAM_H
+#define TXL_DATA_STREAM_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* A trained model loaded from a checkpoint, for the tools that use one without training it
  * (txl-eval, txl-generate): the checkpoint's config, its corpus and its parameters. */
-#ifndef TXL_TRAIN_LOADED_H
-#define TXL_TRAIN_LOADED_H
+#ifndef TXL_TOOLS_LOADED_H
+#define TXL_TOOLS_LOADED_H
 
 #include <stdio.h>
 
@@ -11,7 +11,7 @@
 #include "src/checkpoint/checkpoint.h"
 #include "src/config/config.h"
 #include "src/model/model.h"
-#include "src/train/backend.h"
+#include "src/device/backend.h"
 
 typedef struct {
   char path[1200];  /* the checkpoint file */
