@@ -239,6 +239,24 @@ static hid_t open_model_file(CkptCtx *c, int n_layer, int d_model, TxlCkptState 
   return file;
 }
 
+/* Transfer properties for reads each rank makes on its own (-1 after ckpt_fail). */
+static hid_t independent_reads(CkptCtx *c) {
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0) ckpt_fail_h5(c, "transfer properties");
+  return dxpl;
+}
+
+/* The end of a reader: closes what it opened, agrees, hands out the state when every rank read
+ * it. collective */
+static int end_read(CkptCtx *c, hid_t dxpl, hid_t file, const TxlCkptState *st, TxlCkptState *st_out, char *err,
+                    size_t errlen) {
+  if (dxpl >= 0) H5Pclose(dxpl);
+  if (file >= 0) ckpt_close_file(c, &file);
+  ckpt_agree(c);
+  if (c->ok && st_out) *st_out = *st;
+  return ckpt_ctx_end(c, err, errlen);
+}
+
 int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *b, char *err,
                   size_t errlen) {
   CkptCtx c;
@@ -270,9 +288,7 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
   }
   if (!ckpt_agree(&c)) goto out;
 
-  dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0)
-    ckpt_fail_h5(&c, "transfer properties");
+  dxpl = independent_reads(&c);
   if (!ckpt_agree(&c)) goto out;
   float *dst[3] = {b->params, b->adam_m, b->adam_v};
   for (int k = 0; k < 3 && c.ok; k++) read_group(&c, file, CKPT_GROUPS[k], b->table, dst[k], dxpl);
@@ -302,11 +318,7 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
   ckpt_agree(&c);
 
 out:
-  if (dxpl >= 0) H5Pclose(dxpl);
-  if (file >= 0) ckpt_close_file(&c, &file);
-  ckpt_agree(&c);
-  if (c.ok && st_out) *st_out = st;
-  return ckpt_ctx_end(&c, err, errlen);
+  return end_read(&c, dxpl, file, &st, st_out, err, errlen);
 }
 
 int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_layer, int d_model, float *params,
@@ -324,15 +336,10 @@ int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_lay
   if (file < 0) goto out;
   check_group(&c, file, CKPT_GROUPS[0], table);
   if (!ckpt_agree(&c)) goto out;
-  dxpl = H5Pcreate(H5P_DATASET_XFER);
-  if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT) < 0) ckpt_fail_h5(&c, "transfer properties");
+  dxpl = independent_reads(&c);
   if (ckpt_agree(&c)) read_group(&c, file, CKPT_GROUPS[0], table, params, dxpl);
 out:
-  if (dxpl >= 0) H5Pclose(dxpl);
-  if (file >= 0) ckpt_close_file(&c, &file);
-  ckpt_agree(&c);
-  if (c.ok && st_out) *st_out = st;
-  return ckpt_ctx_end(&c, err, errlen);
+  return end_read(&c, dxpl, file, &st, st_out, err, errlen);
 }
 
 int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *err, size_t errlen) {
