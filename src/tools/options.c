@@ -2,7 +2,6 @@
  * applied in order. */
 #include "src/tools/options.h"
 
-
 #include <stdlib.h>
 
 #include "src/base/error.h"
