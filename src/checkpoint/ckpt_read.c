@@ -261,10 +261,8 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
                   size_t errlen) {
   CkptCtx c;
   ckpt_ctx_begin(&c, path);
-  TxlCkptState st;
-  CkptGeometry g;
-  memset(&st, 0, sizeof st);
-  memset(&g, 0, sizeof g);
+  TxlCkptState st = {0};
+  CkptGeometry g = {0};
   hid_t file = -1, dxpl = -1;
   ckpt_check_buffers(&c, b, 0, 0);
   if (!c.ok) goto out;
@@ -325,10 +323,8 @@ int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_lay
                          TxlCkptState *st_out, char *err, size_t errlen) {
   CkptCtx c;
   ckpt_ctx_begin(&c, path);
-  TxlCkptState st;
-  CkptGeometry g;
-  memset(&st, 0, sizeof st);
-  memset(&g, 0, sizeof g);
+  TxlCkptState st = {0};
+  CkptGeometry g = {0};
   hid_t file = -1, dxpl = -1;
   if (!table || !params) ckpt_fail(&c, "internal error: no parameter table or buffer");
   if (!ckpt_agree(&c)) goto out;

@@ -772,3 +772,5 @@ void txl_config_print_help(FILE *f) {
 }
 
 const char *txl_config_choice_name(int key, int v) { return KEYS[key].names[v]; }
+
+int txl_config_choice_value(int key, const char *name) { return choice_of(&KEYS[key], name); }

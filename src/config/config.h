@@ -100,6 +100,9 @@ void txl_config_print_help(FILE *f);
 /* The name of value v of ENUM key `key` (TXL_CFG_KEY_device, TXL_DEVICE_CUDA -> "cuda"), as the
  * INI text writes it. */
 const char *txl_config_choice_name(int key, int v);
+/* The value of ENUM key `key` that the INI text writes as `name` ("inv_sqrt" ->
+ * TXL_SCHEDULER_INV_SQRT), or -1 when it is none of its choices. */
+int txl_config_choice_value(int key, const char *name);
 
 /* Values derived from the keys (the -1 / -2 "same as training" conventions resolved). */
 int txl_config_eval_mem_len(const TxlConfig *c);

@@ -1,16 +1,6 @@
 #include "src/optim/schedule.h"
 
 #include <math.h>
-#include <string.h>
-
-int txl_schedule_kind(const char *name) {
-#define NAME_TEXT(constant, name) #name,
-  static const char *const names[] = {TXL_CFG_CHOICES_scheduler(NAME_TEXT)};
-#undef NAME_TEXT
-  for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-    if (!strcmp(name, names[i])) return i;
-  return -1;
-}
 
 double txl_schedule_lr(const TxlSchedule *s, int step) {
   if (step < s->warmup_step) return s->lr * (double)(step + 1) / (double)s->warmup_step;

@@ -14,9 +14,6 @@ typedef struct {
   int max_step;
 } TxlSchedule;
 
-/* A train.scheduler name as the config writes it ("cosine", ...) -> kind; -1 when unknown. */
-int txl_schedule_kind(const char *name);
-
 /* Learning rate of update s (0-based):
  *   s < warmup_step:  lr * (s + 1) / warmup_step
  *   cosine:           eta_min + (lr - eta_min) * (1 + cos(pi * s / max_step)) / 2
