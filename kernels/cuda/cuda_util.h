@@ -65,6 +65,14 @@ static inline void txl_cuda_require_dtype(TxlDtype t, bool bf16_table, const cha
             bf16_table ? "cuda-bf16" : "cuda", (int)t, bf16_table ? "bf16 or fp32" : "fp32 only");
 }
 
+/* batch row-major GEMMs (gemm.cu), as the gemm op (kernels/ops.def) with A and B of type ab
+ * (TXL_F32: the arithmetic of txl_cuda_set_gemm_math, exact fp32 or TF32; TXL_BF16: fp32 sums
+ * of exact products) and C of type c_type; batch b reads A + b sA, B + b sB and writes
+ * C + b sC (strides in elements). K >= 1. Host only. */
+void txl_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+                           int64_t sA, const void *B, int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC,
+                           int batch, TxlDtype ab, TxlDtype c_type);
+
 /* A device buffer of a reduction's partials, made by the op reserve (txl_cuda_reserve) with the
  * size of the largest call to come. memory.cu. */
 struct TxlCudaScratch {

@@ -108,3 +108,29 @@ extern "C" void txl_cuda_gemm_bf16(int trans_a, int trans_b, int M, int N, int K
   gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_16BF, beta, C, ldc, c_type,
        CUBLAS_COMPUTE_32F);
 }
+
+/* Row-major strided-batched GEMM (kernels/cuda/cuda_util.h), the same operand swap as gemm():
+ * batch b takes A + b sA, B + b sB, C + b sC. cuBLAS launches at most 65,535 batches per call on
+ * some architectures (the grid's z extent), so larger batches go in chunks of that many, in
+ * batch order (each batch's result does not depend on the chunking). */
+void txl_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+                           int64_t sA, const void *B, int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC,
+                           int batch, TxlDtype ab, TxlDtype c_type) {
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  if (K <= 0) txl_fatal("internal: batched GEMM with K = %d", K);
+  const cudaDataType at = ab == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType ct = c_type == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute = ab == TXL_BF16 ? CUBLAS_COMPUTE_32F : g_compute;
+  const size_t ea = ab == TXL_BF16 ? 2 : 4, ec = c_type == TXL_BF16 ? 2 : 4;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int chunk = 65535;
+  for (int b0 = 0; b0 < batch; b0 += chunk) {
+    const int nb = batch - b0 < chunk ? batch - b0 : chunk;
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle(), op_b, op_a, N, M, K, &alpha, static_cast<const char *>(B) + (size_t)b0 * sB * ea, at, ldb,
+        (long long)sB, static_cast<const char *>(A) + (size_t)b0 * sA * ea, at, lda, (long long)sA, &beta,
+        static_cast<char *>(C) + (size_t)b0 * sC * ec, ct, ldc, (long long)sC, nb, compute, CUBLAS_GEMM_DEFAULT));
+  }
+}
+

@@ -1,515 +1,130 @@
-/* Relative multi-head attention of Transformer-XL (attn_type 0) as fused tiled kernels, the
- * CUDA counterpart of kernels/cpu/rel_attn.c (same math, masks and dropatt masks; see
- * kernels/ops.h). Per column c, head h, query i and key j (K = M + L keys):
- *   s_ij  = ((q_i + u) . k_j + (q_i + vb) . r_p) * scale,   p = L-1-i+j  (distance M+i-j)
+/* Relative multi-head attention of Transformer-XL (attn_type 0): the products on cuBLAS
+ * strided-batched GEMMs (tensor cores in the tf32 and bf16 modes), the relative shift, masks,
+ * softmax and dropatt in one row kernel per direction. The CUDA counterpart of
+ * kernels/cpu/rel_attn.c (same math, masks and dropatt masks; see kernels/ops.def). Per column
+ * c, head h, query i and key j (K = M + L keys):
+ *   s_ij  = AC_ij + BD_i,p,   AC = scale (q + u) k^T,  BD = scale (q + vb) r^T,  p = L-1-i+j
  *   visible: lo(i) <= j <= hi(i),  hi(i) = M + i,  lo(i) = same_length ? max(0, i-same_shift+1) : 0
  *   P_ij  = exp(s_ij - lse_i) over the visible j,  lse_i = log sum_j exp(s_ij)
  *   P~_ij = P_ij * keep_ij * dscale  (dropatt: row i, column col0 + c, feature h*K + j)
  *   vec_i = sum_j P~_ij v_j
- * The score tensor never reaches global memory: the forward keeps only lse [B, H, L] (`saved`),
- * the backward recomputes the scores from q, k, r and lse.
+ * The relative shift is a gather (BD's row i read from column L-1-i on), so BD is one GEMM per
+ * head over all B L query rows: r does not depend on the column.
  *
- * Tiles. A block has 256 threads as a 16 x 16 grid (ty = tid / 16, tx = tid % 16); the 16
- * threads of one ty are one half-warp. A (BQ query rows) x (BK keys) tile of scores is computed
- * by thread (ty, tx) for rows a = ty*RA + alpha (RA = BQ/16) and keys b = tx*CB + beta
- * (CB = BK/16), so every score row lives in one half-warp and its max / sum are half-warp
- * shuffles. The operands are staged in shared memory as rows of `ld` floats (ld = dh rounded
- * up to odd, which spreads consecutive rows over the banks): q+u, q+vb [BQ], k, v [BK] and the
- * band of BQ+BK-1 consecutive rows of r the tile needs (t = b - a + BQ - 1 is row p0 + t,
- * p0 = L - i0 - BQ + j0). Outputs that run over the head dimension (vec, dq, dk, dv) are held
- * in registers by thread (ty, tx) for e = tx + 16 m, m < DHP/16, where DHP is dh rounded up to
- * 16, 32, 64 or 128 (a template argument; any dh from 1 to 128 works, e >= dh is skipped).
- * Tile sizes: BQ = BK = 64 for dh <= 64, BQ = BK = 32 for dh in (64, 128]. Shared memory at
- * the largest dh of each (64 / 128): forward 114 / 100 KiB, dkv 147 / 121 KiB, dq 138 /
- * 133 KiB, within the 163 KiB a block may have on sm_80 (raised with cudaFuncSetAttribute
- * above the 48 KiB default); less for smaller dh.
+ * Layouts. The model's tensors (q [L, B, H, dh], kv [K, B, 2, H, dh], r [K, H, dh]) give no
+ * uniform stride between the (h, c) products, and leading dimensions such as H dh = 410 are off
+ * cuBLAS's aligned path. So the operands are first gathered, per head and column, into the
+ * workspace with the head size padded to dhp (a multiple of 8, zeros beyond dh: the padded
+ * products add exact zeros) and score rows padded to Kp (a multiple of 8):
+ *   qu, qv [H, B, L, dhp] (q + u, q + vb, rounded once to the act type)   kt, vt [H, B, K, dhp]
+ *   rt [H, K, dhp]        AC, BD, dP~ [H, B, L, Kp] fp32                   P~, dS, dBD [H, B, L, Kp] act
+ * Every leading dimension and batch stride is then a multiple of 8 elements, and every buffer
+ * starts 256-byte aligned.
  *
- * Forward (grid: (c,h) x query tiles): loops over the key tiles of the visible range of its
- * rows with an online softmax (running max and sum per row, the accumulator rescaled when the
- * max grows); dropatt multiplies the probability when it is accumulated into P v, while the
- * normalisation uses the undropped sum, exactly as the CPU. Writes vec and lse.
+ * Forward: gather; AC (batch H B: [L, dhp] x [K, dhp]^T) and BD (batch H: [B L, dhp] x
+ * [K, dhp]^T), both with alpha = scale; the row kernel (one warp per score row): the visible
+ * scores, their max and sum (online, per lane, then a fixed butterfly), lse into `saved`
+ * [B, H, L], P~ to the workspace; P~ v (batch H B: [L, K] x [K, dhp]); vec scattered back.
+ * Backward (the forward's lse only is kept; AC and BD are recomputed by the same GEMMs, so the
+ * same bits): dP~ = dvec v^T; the row kernel: P, P~ (again), D_i = sum_j P~_ij dP~_ij (fp32, from
+ * the fp32 dP~), dS_ij = P_ij (keep dscale dP~_ij - D_i), and dBD, dS shifted back to the
+ * positions (zeros where no key maps); then dv = P~^T dvec, dq = scale (dS k + dBD r),
+ * dk = scale dS^T (q + u), dr = scale dBD^T (q + vb) (one GEMM per head, summing all B L rows),
+ * every gradient GEMM writing fp32; a scatter kernel adds the two halves of dq and rounds each
+ * gradient once to the act type; du += and dvb += the column sums of the fp32 halves of dq.
+ * Only O(L K) work (the row kernels) runs on the CUDA cores; all O(L K dh) work is in the GEMMs
+ * (txl_cuda_rel_attn_cost counts both).
  *
- * Backward, with dP~_ij = dvec_i . v_j, dP = dP~ keep dscale, D_i = dvec_i . vec_i (= sum_j
- * P_ij dP_ij, since vec_i = sum_j P~_ij v_j), dS_ij = P_ij (dP_ij - D_i) scale:
- *   1. delta:   D [B, H, L], one warp per row.
- *   2. dkv:     grid (c,h) x key tiles; loops over the query tiles that see the key tile and
- *               accumulates dk_j = sum_i dS_ij (q_i + u), dv_j = sum_i P~_ij dvec_i in
- *               registers; writes every row of dkv (zeros where no query sees the key).
- *   3. dq:      grid (h, column group g) x query tiles; for each column c = g, g+G, ... loops
- *               over the key tiles and accumulates dq_i = sum_j dS_ij k_j + sum_j dS_ij r_p
- *               (the two halves kept apart: their sums over i are the du and dvb parts of
- *               this (c, h, query tile), reduced in a fixed order inside the block), and adds
- *               the dr band of every key tile, sum over the diagonal t of dS (q + vb), to a
- *               partial of its own in the workspace: [(K + BQ - 1) positions, dh] per
- *               (h, query tile, g), summed over the columns of the group.
- *   4. reductions: dr[p] = sum over query tiles, then groups, of the partials (OVERWRITES
- *               every element of dr: zero where nothing contributes); du += and dvb += the
- *               sums over columns, then query tiles, of the per-block parts.
- * No float atomics: every output element and every partial sum is accumulated in an order
- * fixed by the shapes alone (block-private partials, barriers between the key tiles that add
- * to the same dr partial), so the results are the same bits on every run.
+ * Determinism: no atomics. cuBLAS gives the same bits for the same call on one architecture
+ * (tests/cuda/emu/README.md for what the emulator shows), the row kernels reduce in a fixed
+ * butterfly, and the column sums of du / dvb in a fixed order of row groups.
+ *
+ * Precision (what the parity test's bounds count, tests/cuda/test_rel_attn.c): fp32 table,
+ * exact fp32 GEMMs: every product in fp32, as the CPU. TF32 (txl_cuda_set_gemm_math): the GEMM
+ * operands are rounded to 10-bit mantissas inside the tensor cores. bf16 table: q + u, q + vb,
+ * P~ and dS, dBD are rounded to bf16 once (they are GEMM operands); AC, BD, dP~, the gradient
+ * GEMMs' results and every sum are fp32; each output rounded once when stored.
  *
  * Rows without any visible key (only same_length with same_shift = 0 and M = 0): the CPU gives
- * them probabilities 0, so vec = 0 and zero gradients; so does this code (lse = -inf, no P is
- * ever evaluated for a masked pair).
- *
- * Workspace (backward only): D, the du/dvb parts and the dr partials; see
- * txl_cuda_rel_attn_workspace. The forward uses none.
- *
- * Storage types (kernels/ops.h). Every kernel is a template on T, the type of the activations
- * q, kv, r, vec and of their gradients dvec, dq, dkv, dr: float (txl_cuda_rel_attn_forward /
- * _backward) or txl_bf16 (the _bf16 pair). Loads widen to float (txl_ld) and the shared tiles,
- * the registers and every sum are float; each output element is rounded once, when it is
- * stored (txl_st). u, vb, du, dvb, the saved lse and the whole workspace (D, the du / dvb parts,
- * the dr partials) are float in both, so the partial sums of dr reach bf16 only in the final
- * reduction. The one bf16 value read back is vec itself: D_i = dvec_i . vec_i takes the vec
- * the forward stored, which moves D by at most 2^-8 sum_e |dvec_ie vec_ie| (the tolerance of
- * tests/cuda/test_rel_attn.c counts it). With T = float the code is the fp32 kernel as it
- * was (txl_ld / txl_st are plain loads and stores). */
+ * them probabilities 0, so vec = 0 and zero gradients; so does this code (lse = -inf, every P 0). */
 #include <math.h>
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/dropout.h"
+#include "kernels/cuda/cost.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
-#include "kernels/cuda/rel_attn_tiles.cuh"
 
-/* ---- forward ----------------------------------------------------------------------------- */
+namespace {
 
-/* grid (B*H, query tiles); block 256. vec [L, B, H, dh]; lse [B, H, L].
- * shared: sQU, sQV [BQ][ld]; sK, sV [BK][ld]; sR [BQ+BK-1][ld]; sP [BQ][BK+1] */
-template <typename T, int BQ, int BK, int DHP>
-static __global__ void rel_attn_forward_kernel(T *vec, float *lse, const T *q, const T *kv,
-                                               const T *r, const float *u, const float *vb,
-                                               AttnGeo g) {
-  constexpr int RA = BQ / 16, CB = BK / 16, EM = DHP / 16, NR = BQ + BK - 1, LP = BK + 1;
-  TXL_DYNAMIC_SHARED(float, sm);
-  const int ld = g.ld, dh = g.dh, HD = g.H * g.dh;
-  float *sQU = sm, *sQV = sQU + BQ * ld, *sK = sQV + BQ * ld, *sV = sK + BK * ld;
-  float *sR = sV + BK * ld, *sP = sR + NR * ld;
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int ch = blockIdx.x, c = ch / g.H, h = ch - c * g.H;
-  const int i0 = blockIdx.y * BQ;
-  const int i_last = (i0 + BQ < g.L ? i0 + BQ : g.L) - 1;
-  const int64_t qstride = (int64_t)g.B * HD, kstride = (int64_t)g.B * 2 * HD;
-  const T *qb = q + (int64_t)c * HD + h * dh;
-  const T *kb = kv + (int64_t)c * 2 * HD + h * dh, *vbase = kb + HD;
-  const T *rb = r + h * dh;
+/* Everything a kernel needs to know about the call (by value). */
+struct Geo {
+  int L, M, K, B, H, dh;
+  int dhp, Kp; /* dh and K rounded up to multiples of 8 */
+  int col0, same_length, same_shift;
+  float scale;
+  int dropout;        /* 1 when dropatt applies (p > 0) */
+  uint32_t threshold; /* txl_dropout_threshold(p)       */
+  float dscale;       /* txl_dropout_scale(p)           */
+  TxlDropout drop;
+};
 
-  load_rows(sQU, ld, qb, qstride, i0, g.L, BQ, dh, u + h * dh);
-  load_rows(sQV, ld, qb, qstride, i0, g.L, BQ, dh, vb + h * dh);
+int round8(int n) { return (n + 7) / 8 * 8; }
+size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
-  float m_run[RA], l_run[RA], O[RA][EM];
-#pragma unroll
-  for (int alpha = 0; alpha < RA; alpha++) {
-    m_run[alpha] = -INFINITY;
-    l_run[alpha] = 0.0f; /* this thread's part of the row sum (its CB columns per tile) */
-#pragma unroll
-    for (int m = 0; m < EM; m++) O[alpha][m] = 0.0f;
+/* The workspace of one call: byte offsets of its buffers (each 256-byte aligned), from the shapes
+ * alone, so that txl_cuda_rel_attn_workspace, the calls and the cost count agree. */
+struct Plan {
+  size_t qu, qv, kt, vt, rt, ac, bd, pd; /* forward (the backward too)                     */
+  size_t o;                              /* forward: P~ v [H, B, L, dhp]; backward: dvec^T */
+  size_t dp, ds, dbd, dqu, dqv, dkt, dvt, drt; /* backward only                            */
+  size_t bytes;
+};
+
+Plan make_plan(int L, int K, int B, int H, int dh, size_t act, int backward) {
+  const size_t dhp = (size_t)round8(dh), Kp = (size_t)round8(K);
+  const size_t nq = (size_t)H * B * L * dhp, nk = (size_t)H * B * K * dhp, nr = (size_t)H * K * dhp;
+  const size_t ns = (size_t)H * B * L * Kp;
+  Plan p = {};
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t here = at;
+    at += round256(bytes);
+    return here;
+  };
+  p.qu = take(nq * act);
+  p.qv = take(nq * act);
+  p.kt = take(nk * act);
+  p.vt = take(nk * act);
+  p.rt = take(nr * act);
+  p.ac = take(ns * 4);
+  p.bd = take(ns * 4);
+  p.pd = take(ns * act);
+  p.o = take(nq * act);
+  if (backward) {
+    p.dp = take(ns * 4);
+    p.ds = take(ns * act);
+    p.dbd = take(ns * act);
+    p.dqu = take(nq * 4);
+    p.dqv = take(nq * 4);
+    p.dkt = take(nk * 4);
+    p.dvt = take(nk * 4);
+    p.drt = take(nr * 4);
   }
-
-  const int lo_t = visible_lo(g, i0), hi_t = g.M + i_last;
-  for (int j0 = lo_t; j0 <= hi_t; j0 += BK) {
-    __syncthreads(); /* the previous tile's readers are done */
-    load_rows(sK, ld, kb, kstride, j0, g.K, BK, dh, nullptr);
-    load_rows(sV, ld, vbase, kstride, j0, g.K, BK, dh, nullptr);
-    load_rows(sR, ld, rb, HD, g.L - i0 - BQ + j0, g.K, NR, dh, nullptr);
-    __syncthreads();
-
-    float s[RA][CB];
-    tile_scores<RA, CB, BQ, false>(s, nullptr, sQU, sQV, nullptr, sK, nullptr, sR, ld, dh,
-                                   ty * RA, tx * CB);
-#pragma unroll
-    for (int alpha = 0; alpha < RA; alpha++) {
-      const int a = ty * RA + alpha, i = i0 + a;
-      const int lo = visible_lo(g, i), hi = g.M + i;
-      float mt = -INFINITY;
-#pragma unroll
-      for (int beta = 0; beta < CB; beta++) {
-        const int j = j0 + tx * CB + beta;
-        const bool vis = i < g.L && j >= lo && j <= hi;
-        s[alpha][beta] = vis ? s[alpha][beta] * g.scale : -INFINITY;
-        mt = fmaxf(mt, s[alpha][beta]);
-      }
-      mt = half_warp_max(mt);
-      const float m_new = fmaxf(m_run[alpha], mt);
-      /* both -inf (nothing visible yet): keep the zero accumulators as they are */
-      const float resc = m_run[alpha] == m_new ? 1.0f : expf(m_run[alpha] - m_new);
-      float km[CB];
-      if (g.dropout) dropatt_factors<CB>(km, g, i, c, h, j0 + tx * CB);
-      float psum = 0.0f;
-#pragma unroll
-      for (int beta = 0; beta < CB; beta++) {
-        const float p = s[alpha][beta] == -INFINITY ? 0.0f : expf(s[alpha][beta] - m_new);
-        psum += p;
-        sP[a * LP + tx * CB + beta] = g.dropout ? p * km[beta] : p;
-      }
-      l_run[alpha] = l_run[alpha] * resc + psum;
-      m_run[alpha] = m_new;
-#pragma unroll
-      for (int m = 0; m < EM; m++) O[alpha][m] *= resc;
-    }
-    __syncwarp(); /* sP rows of this half-warp are read only by it */
-
-    for (int b = 0; b < BK; b++) {
-      float vv[EM];
-#pragma unroll
-      for (int m = 0; m < EM; m++) {
-        const int e = tx + 16 * m;
-        vv[m] = e < dh ? sV[b * ld + e] : 0.0f;
-      }
-#pragma unroll
-      for (int alpha = 0; alpha < RA; alpha++) {
-        const float pa = sP[(ty * RA + alpha) * LP + b];
-#pragma unroll
-        for (int m = 0; m < EM; m++) O[alpha][m] += pa * vv[m];
-      }
-    }
-  }
-
-#pragma unroll
-  for (int alpha = 0; alpha < RA; alpha++) {
-    const float l = half_warp_sum(l_run[alpha]);
-    const int i = i0 + ty * RA + alpha;
-    if (i < g.L) {
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      T *out = vec + ((int64_t)i * g.B + c) * HD + h * dh;
-#pragma unroll
-      for (int m = 0; m < EM; m++) {
-        const int e = tx + 16 * m;
-        if (e < dh) txl_st(out + e, O[alpha][m] * inv);
-      }
-      if (tx == 0) lse[(int64_t)ch * g.L + i] = l > 0.0f ? m_run[alpha] + logf(l) : -INFINITY;
-    }
-  }
+  p.bytes = at;
+  return p;
 }
 
-/* ---- backward ---------------------------------------------------------------------------- */
-
-/* D[c, h, i] = dvec[i, c, h, :] . vec[i, c, h, :]: one warp per row.   D [B, H, L] */
-template <typename T>
-static __global__ void rel_attn_delta_kernel(float *D, const T *dvec, const T *vec, AttnGeo g) {
-  const int lane = threadIdx.x & 31;
-  const int64_t rows = (int64_t)g.B * g.H * g.L;
-  const int64_t nwarps = (int64_t)gridDim.x * (blockDim.x / 32);
-  for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < rows; w += nwarps) {
-    const int64_t ch = w / g.L, i = w - ch * g.L; /* ch = c * H + h */
-    const int64_t off = (i * g.B * g.H + ch) * g.dh;
-    float acc = 0.0f;
-    for (int e = lane; e < g.dh; e += 32) acc += txl_ld(dvec + off + e) * txl_ld(vec + off + e);
-    acc = txl_warp_sum(acc);
-    if (lane == 0) D[w] = acc;
-  }
-}
-
-/* Recomputes one score tile and turns it into P~ (when sP) and dS, written to shared:
- *   sP[a][b] = P~_ab, sS[a][b] = dS_ab = P_ab (dP_ab - D_a) scale (0 where masked). */
-template <int BQ, int BK>
-static __device__ __forceinline__ void tile_dscores(float *sP, float *sS, const float *sQU,
-                                                    const float *sQV, const float *sDO,
-                                                    const float *sK, const float *sV,
-                                                    const float *sR, const float *sL,
-                                                    const float *sD, const AttnGeo &g, int c,
-                                                    int h, int i0, int j0) {
-  constexpr int RA = BQ / 16, CB = BK / 16, LP = BK + 1;
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  float s[RA][CB], dp[RA][CB];
-  tile_scores<RA, CB, BQ, true>(s, dp, sQU, sQV, sDO, sK, sV, sR, g.ld, g.dh, ty * RA, tx * CB);
-#pragma unroll
-  for (int alpha = 0; alpha < RA; alpha++) {
-    const int a = ty * RA + alpha, i = i0 + a;
-    const int lo = visible_lo(g, i), hi = g.M + i;
-    const float lse_i = sL[a], D_i = sD[a];
-    float km[CB];
-    if (g.dropout) dropatt_factors<CB>(km, g, i, c, h, j0 + tx * CB);
-#pragma unroll
-    for (int beta = 0; beta < CB; beta++) {
-      const int b = tx * CB + beta, j = j0 + b;
-      const bool vis = i < g.L && j >= lo && j <= hi;
-      const float P = vis ? expf(s[alpha][beta] * g.scale - lse_i) : 0.0f;
-      const float f = g.dropout ? km[beta] : 1.0f;
-      const float dS = vis ? P * (dp[alpha][beta] * f - D_i) * g.scale : 0.0f;
-      if (sP) sP[a * LP + b] = P * f;
-      sS[a * LP + b] = dS;
-    }
-  }
-}
-
-/* Loads the query side of a tile: q+u, q+vb, dvec rows i0.. and their lse and D. */
-template <typename T, int BQ>
-static __device__ __forceinline__ void load_query_side(float *sQU, float *sQV, float *sDO,
-                                                       float *sL, float *sD, const T *q,
-                                                       const T *dvec, const float *u,
-                                                       const float *vb, const float *lse,
-                                                       const float *Dv, const AttnGeo &g, int c,
-                                                       int h, int i0) {
-  const int HD = g.H * g.dh;
-  const int64_t qstride = (int64_t)g.B * HD, off = (int64_t)c * HD + h * g.dh;
-  load_rows(sQU, g.ld, q + off, qstride, i0, g.L, BQ, g.dh, u + h * g.dh);
-  load_rows(sQV, g.ld, q + off, qstride, i0, g.L, BQ, g.dh, vb + h * g.dh);
-  load_rows(sDO, g.ld, dvec + off, qstride, i0, g.L, BQ, g.dh, nullptr);
-  const int64_t row0 = ((int64_t)c * g.H + h) * g.L;
-  for (int a = threadIdx.x; a < BQ; a += blockDim.x) {
-    const int i = i0 + a;
-    sL[a] = i < g.L ? lse[row0 + i] : 0.0f;
-    sD[a] = i < g.L ? Dv[row0 + i] : 0.0f;
-  }
-}
-
-/* dk, dv of one key tile: grid (B*H, key tiles); block 256.   dkv [K, B, 2, H, dh]
- * shared: sK, sV [BK][ld]; sQU, sQV, sDO [BQ][ld]; sR [BQ+BK-1][ld]; sP, sS [BQ][BK+1];
- *         sL, sD [BQ] */
-template <typename T, int BQ, int BK, int DHP>
-static __global__ void rel_attn_dkv_kernel(T *dkv, const T *dvec, const T *q, const T *kv,
-                                           const T *r, const float *u, const float *vb,
-                                           const float *lse, const float *Dv, AttnGeo g) {
-  constexpr int RB = BK / 16, EM = DHP / 16, NR = BQ + BK - 1, LP = BK + 1;
-  TXL_DYNAMIC_SHARED(float, sm);
-  const int ld = g.ld, dh = g.dh, HD = g.H * g.dh;
-  float *sK = sm, *sV = sK + BK * ld, *sQU = sV + BK * ld, *sQV = sQU + BQ * ld;
-  float *sDO = sQV + BQ * ld, *sR = sDO + BQ * ld, *sP = sR + NR * ld, *sS = sP + BQ * LP;
-  float *sL = sS + BQ * LP, *sD = sL + BQ;
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int ch = blockIdx.x, c = ch / g.H, h = ch - c * g.H;
-  const int j0 = blockIdx.y * BK;
-  const int j_last = (j0 + BK < g.K ? j0 + BK : g.K) - 1;
-  const int64_t kstride = (int64_t)g.B * 2 * HD;
-  const T *kb = kv + (int64_t)c * 2 * HD + h * dh;
-  load_rows(sK, ld, kb, kstride, j0, g.K, BK, dh, nullptr);
-  load_rows(sV, ld, kb + HD, kstride, j0, g.K, BK, dh, nullptr);
-
-  float dK[RB][EM], dV[RB][EM];
-#pragma unroll
-  for (int beta = 0; beta < RB; beta++)
-#pragma unroll
-    for (int m = 0; m < EM; m++) dK[beta][m] = dV[beta][m] = 0.0f;
-
-  /* queries that see a key of [j0, j_last]: M + i >= j0 and (same_length) i - shift + 1 <= j_last */
-  const int i_begin = j0 - g.M > 0 ? j0 - g.M : 0;
-  int i_end = g.L - 1;
-  if (g.same_length && j_last + g.same_shift - 1 < i_end) i_end = j_last + g.same_shift - 1;
-  for (int i0 = i_begin; i0 <= i_end; i0 += BQ) {
-    __syncthreads(); /* the previous query tile's readers are done */
-    load_query_side<T, BQ>(sQU, sQV, sDO, sL, sD, q, dvec, u, vb, lse, Dv, g, c, h, i0);
-    load_rows(sR, ld, r + h * dh, HD, g.L - i0 - BQ + j0, g.K, NR, dh, nullptr);
-    __syncthreads();
-    tile_dscores<BQ, BK>(sP, sS, sQU, sQV, sDO, sK, sV, sR, sL, sD, g, c, h, i0, j0);
-    __syncthreads();
-    /* dv_b += sum_a P~_ab dvec_a;  dk_b += sum_a dS_ab (q_a + u), for b = ty*RB + beta */
-    const int a_end = g.L - i0 < BQ ? g.L - i0 : BQ; /* rows past L are all zero */
-    for (int a = 0; a < a_end; a++) {
-      float dov[EM], quv[EM];
-#pragma unroll
-      for (int m = 0; m < EM; m++) {
-        const int e = tx + 16 * m;
-        dov[m] = e < dh ? sDO[a * ld + e] : 0.0f;
-        quv[m] = e < dh ? sQU[a * ld + e] : 0.0f;
-      }
-#pragma unroll
-      for (int beta = 0; beta < RB; beta++) {
-        const float pd = sP[a * LP + ty * RB + beta], ds = sS[a * LP + ty * RB + beta];
-#pragma unroll
-        for (int m = 0; m < EM; m++) {
-          dV[beta][m] += pd * dov[m];
-          dK[beta][m] += ds * quv[m];
-        }
-      }
-    }
-  }
-
-#pragma unroll
-  for (int beta = 0; beta < RB; beta++) {
-    const int j = j0 + ty * RB + beta;
-    if (j < g.K) {
-      T *dk = dkv + ((int64_t)j * g.B + c) * 2 * HD + h * dh, *dv = dk + HD;
-#pragma unroll
-      for (int m = 0; m < EM; m++) {
-        const int e = tx + 16 * m;
-        if (e < dh) {
-          txl_st(dk + e, dK[beta][m]);
-          txl_st(dv + e, dV[beta][m]);
-        }
-      }
-    }
-  }
-}
-
-/* dq of one query tile for the columns of group gi, and the partials of dr, du, dvb:
- * grid (H * G, query tiles); block 256.
- *   dq [L, B, H, dh]
- *   part_dr  [H, nqt, G, K + BQ - 1, dh]: local position pl = p - (L - i0 - BQ)
- *   part_du, part_dvb [B, H, nqt, dh]
- * shared: sQU, sQV, sDO [BQ][ld]; sK, sV [BK][ld]; sR [BQ+BK-1][ld]; sS [BQ][BK+1];
- *         sL, sD [BQ]; sRed [2][16][DHP] */
-template <typename T, int BQ, int BK, int DHP>
-static __global__ void rel_attn_dq_kernel(T *dq, float *part_dr, float *part_du, float *part_dvb,
-                                          const T *dvec, const T *q, const T *kv, const T *r,
-                                          const float *u, const float *vb, const float *lse,
-                                          const float *Dv, AttnGeo g, int G, int nqt) {
-  constexpr int RA = BQ / 16, EM = DHP / 16, NR = BQ + BK - 1, LP = BK + 1;
-  TXL_DYNAMIC_SHARED(float, sm);
-  const int ld = g.ld, dh = g.dh, HD = g.H * g.dh;
-  float *sQU = sm, *sQV = sQU + BQ * ld, *sDO = sQV + BQ * ld, *sK = sDO + BQ * ld;
-  float *sV = sK + BK * ld, *sR = sV + BK * ld, *sS = sR + NR * ld, *sL = sS + BQ * LP;
-  float *sD = sL + BQ, *sRed = sD + BQ;
-  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-  const int h = blockIdx.x / G, gi = blockIdx.x - h * G;
-  const int qt = blockIdx.y, i0 = qt * BQ;
-  const int i_last = (i0 + BQ < g.L ? i0 + BQ : g.L) - 1;
-  const int lo_t = visible_lo(g, i0), hi_t = g.M + i_last;
-  const int64_t band = (int64_t)g.K + BQ - 1, kstride = (int64_t)g.B * 2 * HD;
-
-  float *pr = part_dr + (((int64_t)h * nqt + qt) * G + gi) * band * dh;
-  for (int64_t idx = threadIdx.x; idx < band * dh; idx += blockDim.x) pr[idx] = 0.0f;
-
-  for (int c = gi; c < g.B; c += G) {
-    __syncthreads(); /* the previous column's readers (and the zeroing above) are done */
-    load_query_side<T, BQ>(sQU, sQV, sDO, sL, sD, q, dvec, u, vb, lse, Dv, g, c, h, i0);
-    const T *kb = kv + (int64_t)c * 2 * HD + h * dh;
-    float dqk[RA][EM], dqr[RA][EM];
-#pragma unroll
-    for (int alpha = 0; alpha < RA; alpha++)
-#pragma unroll
-      for (int m = 0; m < EM; m++) dqk[alpha][m] = dqr[alpha][m] = 0.0f;
-
-    for (int j0 = lo_t; j0 <= hi_t; j0 += BK) {
-      __syncthreads(); /* the previous key tile's readers are done */
-      load_rows(sK, ld, kb, kstride, j0, g.K, BK, dh, nullptr);
-      load_rows(sV, ld, kb + HD, kstride, j0, g.K, BK, dh, nullptr);
-      load_rows(sR, ld, r + h * dh, HD, g.L - i0 - BQ + j0, g.K, NR, dh, nullptr);
-      __syncthreads();
-      tile_dscores<BQ, BK>(nullptr, sS, sQU, sQV, sDO, sK, sV, sR, sL, sD, g, c, h, i0, j0);
-      __syncthreads();
-      /* dq_a += sum_b dS_ab k_b (dqk) + sum_b dS_ab r_t (dqr), a = ty*RA + alpha */
-      for (int b = 0; b < BK; b++) {
-        float kk[EM];
-#pragma unroll
-        for (int m = 0; m < EM; m++) {
-          const int e = tx + 16 * m;
-          kk[m] = e < dh ? sK[b * ld + e] : 0.0f;
-        }
-#pragma unroll
-        for (int alpha = 0; alpha < RA; alpha++) {
-          const int a = ty * RA + alpha;
-          const float ds = sS[a * LP + b];
-          const float *rt = sR + (b - a + BQ - 1) * ld;
-#pragma unroll
-          for (int m = 0; m < EM; m++) {
-            const int e = tx + 16 * m;
-            dqk[alpha][m] += ds * kk[m];
-            dqr[alpha][m] += ds * (e < dh ? rt[e] : 0.0f);
-          }
-        }
-      }
-      /* dr band: position p = p0 + t gets sum_a dS[a][t - (BQ-1) + a] (q_a + vb) */
-      const int p0 = g.L - i0 - BQ + j0;
-      for (int idx = threadIdx.x; idx < NR * dh; idx += blockDim.x) {
-        const int t = idx / dh, e = idx - t * dh, p = p0 + t;
-        if (p < 0 || p >= g.K) continue;
-        const int a_lo = BQ - 1 - t > 0 ? BQ - 1 - t : 0;
-        const int a_hi = NR - 1 - t < BQ - 1 ? NR - 1 - t : BQ - 1;
-        float acc = 0.0f;
-        for (int a = a_lo; a <= a_hi; a++) acc += sS[a * LP + t - (BQ - 1) + a] * sQV[a * ld + e];
-        pr[(int64_t)(j0 + t) * dh + e] += acc; /* pl = p - (L - i0 - BQ) = j0 + t */
-      }
-    }
-
-    /* dq, and this block's du / dvb parts: sums over its rows, first per thread (alpha in
-     * order), then over ty in order */
-#pragma unroll
-    for (int alpha = 0; alpha < RA; alpha++) {
-      const int i = i0 + ty * RA + alpha;
-      if (i < g.L) {
-        T *out = dq + ((int64_t)i * g.B + c) * HD + h * dh;
-#pragma unroll
-        for (int m = 0; m < EM; m++) {
-          const int e = tx + 16 * m;
-          if (e < dh) txl_st(out + e, dqk[alpha][m] + dqr[alpha][m]);
-        }
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < EM; m++) {
-      float su = 0.0f, sv = 0.0f;
-#pragma unroll
-      for (int alpha = 0; alpha < RA; alpha++) { /* rows past L hold zeros */
-        su += dqk[alpha][m];
-        sv += dqr[alpha][m];
-      }
-      sRed[ty * DHP + tx + 16 * m] = su;
-      sRed[16 * DHP + ty * DHP + tx + 16 * m] = sv;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < dh; e += blockDim.x) {
-      float su = 0.0f, sv = 0.0f;
-      for (int y = 0; y < 16; y++) {
-        su += sRed[y * DHP + e];
-        sv += sRed[16 * DHP + y * DHP + e];
-      }
-      const int64_t o = (((int64_t)c * g.H + h) * nqt + qt) * dh + e;
-      part_du[o] = su;
-      part_dvb[o] = sv;
-    }
-  }
-}
-
-/* dr[p, h, e] = sum over query tiles qt, then groups gi, of the partials (0 where none).
- * dr [K, H, dh] */
-template <typename T>
-static __global__ void rel_attn_dr_reduce_kernel(T *dr, const float *part_dr, AttnGeo g, int G,
-                                                 int nqt, int BQ) {
-  const int HD = g.H * g.dh;
-  const int64_t total = (int64_t)g.K * HD, band = (int64_t)g.K + BQ - 1;
-  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
-       idx += (int64_t)gridDim.x * blockDim.x) {
-    const int p = (int)(idx / HD), rem = (int)(idx - (int64_t)p * HD);
-    const int h = rem / g.dh, e = rem - h * g.dh;
-    float sum = 0.0f;
-    for (int qt = 0; qt < nqt; qt++) {
-      const int64_t pl = (int64_t)p - (g.L - qt * BQ - BQ);
-      if (pl < 0 || pl >= band) continue;
-      for (int gi = 0; gi < G; gi++)
-        sum += part_dr[((((int64_t)h * nqt + qt) * G + gi) * band + pl) * g.dh + e];
-    }
-    txl_st(dr + idx, sum);
-  }
-}
-
-/* du[h, e] += sum over c, then query tiles, of part_du; the same for dvb.   du, dvb [H, dh] */
-static __global__ void rel_attn_dudvb_reduce_kernel(float *du, float *dvb, const float *part_du,
-                                                    const float *part_dvb, AttnGeo g, int nqt) {
-  const int HD = g.H * g.dh;
-  for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < HD; idx += gridDim.x * blockDim.x) {
-    const int h = idx / g.dh, e = idx - h * g.dh;
-    float su = 0.0f, sv = 0.0f;
-    for (int c = 0; c < g.B; c++)
-      for (int qt = 0; qt < nqt; qt++) {
-        const int64_t o = (((int64_t)c * g.H + h) * nqt + qt) * g.dh + e;
-        su += part_du[o];
-        sv += part_dvb[o];
-      }
-    du[idx] += su;
-    dvb[idx] += sv;
-  }
-}
-
-/* ---- host -------------------------------------------------------------------------------- */
-
-/* dh rounded up to the register width of a template instance: 16, 32, 64 or 128. */
-static int head_pad(int dh) {
-  if (dh < 1 || dh > 128) txl_fatal("rel_attn (CUDA): head size %d is not in [1, 128]", dh);
-  return dh <= 16 ? 16 : dh <= 32 ? 32 : dh <= 64 ? 64 : 128;
-}
-
-static AttnGeo make_geo(const TxlAttnShape &s, const TxlDropout &drop) {
-  AttnGeo g;
+Geo make_geo(const TxlAttnShape &s, const TxlDropout &drop) {
+  Geo g;
   g.L = s.L;
   g.M = s.M;
   g.K = s.M + s.L;
   g.B = s.B;
   g.H = s.H;
   g.dh = s.dh;
-  g.ld = s.dh % 2 ? s.dh : s.dh + 1;
+  g.dhp = round8(s.dh);
+  g.Kp = round8(g.K);
   g.col0 = s.col0;
   g.same_length = s.same_length;
   g.same_shift = s.same_shift;
@@ -521,169 +136,472 @@ static AttnGeo make_geo(const TxlAttnShape &s, const TxlDropout &drop) {
   return g;
 }
 
-/* Raises the kernel's dynamic shared-memory limit when it needs more than the default 48 KiB. */
-template <typename Kernel>
-static void shared_limit(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+/* ---- gathers and scatters between the model's layouts and the per-head ones --------------- */
+
+/* dst[h, b, x, e] = src[x * xs + b * bs + h * dh + e] (+ bias[h * dh + e]) for e < dh, 0 for
+ * dh <= e < dhp; x < X, b < nb, h < H. Rounded once to D.   dst [H, nb, X, dhp] */
+template <typename D, typename S>
+__global__ void gather_heads_kernel(D *dst, const S *src, const float *bias, int X, int nb, int H, int dh,
+                                    int dhp, int64_t xs, int64_t bs) {
+  const int64_t total = (int64_t)H * nb * X * dhp;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int e = (int)(t % dhp);
+    const int64_t hbx = t / dhp;
+    const int x = (int)(hbx % X);
+    const int64_t hb = hbx / X;
+    const int b = (int)(hb % nb), h = (int)(hb / nb);
+    float v = 0.0f;
+    if (e < dh) {
+      v = txl_ld(src + x * xs + b * bs + (int64_t)h * dh + e);
+      if (bias) v += bias[h * dh + e];
+    }
+    txl_st(dst + t, v);
+  }
 }
 
-static int cdiv(int a, int b) { return (a + b - 1) / b; }
-static size_t round64(size_t n) { return (n + 63) / 64 * 64; }
-
-/* Column groups of the dq kernel: enough blocks to fill the GPU, at most ATTN_MAX_GROUPS. */
-static int column_groups(int nqt, int B, int H) {
-  int G = cdiv(ATTN_BLOCK_GOAL, nqt * H);
-  if (G > ATTN_MAX_GROUPS) G = ATTN_MAX_GROUPS;
-  if (G > B) G = B;
-  return G < 1 ? 1 : G;
+/* The inverse: dst[x * xs + b * bs + h * dh + e] = a[h, b, x, e] (+ b2[h, b, x, e]) for e < dh,
+ * summed in fp32 and rounded once to D. */
+template <typename D, typename S>
+__global__ void scatter_heads_kernel(D *dst, const S *a, const S *a2, int X, int nb, int H, int dh, int dhp,
+                                     int64_t xs, int64_t bs) {
+  const int64_t total = (int64_t)H * nb * X * dh;
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
+       t += (int64_t)gridDim.x * blockDim.x) {
+    const int e = (int)(t % dh);
+    const int64_t hbx = t / dh;
+    const int x = (int)(hbx % X);
+    const int64_t hb = hbx / X;
+    const int b = (int)(hb % nb), h = (int)(hb / nb);
+    const int64_t at = hbx * dhp + e;
+    float v = txl_ld(a + at);
+    if (a2) v += txl_ld(a2 + at);
+    txl_st(dst + x * xs + b * bs + (int64_t)h * dh + e, v);
+  }
 }
 
-template <typename T, int BQ, int BK, int DHP>
-static void forward_launch(T *vec, float *lse, const T *q, const T *kv, const T *r, const float *u,
-                           const float *vb, const AttnGeo &g) {
-  const size_t bytes =
-      ((size_t)(2 * BQ + 2 * BK + BQ + BK - 1) * g.ld + (size_t)BQ * (BK + 1)) * sizeof(float);
-  auto forward_kernel = rel_attn_forward_kernel<T, BQ, BK, DHP>;
-  shared_limit(forward_kernel, bytes);
-  const dim3 grid((unsigned int)(g.B * g.H), (unsigned int)cdiv(g.L, BQ));
-  TXL_LAUNCH(forward_kernel, grid, ATTN_THREADS, bytes)(vec, lse, q, kv, r, u, vb, g);
-  CUDA_LAUNCH_CHECK();
+/* du[h dh + e] += sum over rows of dqu[h, row, e], dvb likewise from dqv (rows = B L). Block
+ * (h, group of 32 e) with 256 threads: thread (g = tid / 32, lane) sums rows g, g + 8, ... in
+ * order; the 8 group sums are then added in group order. Deterministic. */
+__global__ void head_colsum_kernel(float *du, float *dvb, const float *dqu, const float *dqv, int64_t rows,
+                                   int dh, int dhp) {
+  __shared__ float part[2][8][32];
+  const int lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
+  const int h = blockIdx.x, e = blockIdx.y * 32 + lane;
+  float su = 0.0f, sv = 0.0f;
+  if (e < dh) {
+    const float *pu = dqu + (int64_t)h * rows * dhp + e, *pv = dqv + (int64_t)h * rows * dhp + e;
+    for (int64_t r = grp; r < rows; r += 8) {
+      su += pu[r * dhp];
+      sv += pv[r * dhp];
+    }
+  }
+  part[0][grp][lane] = su;
+  part[1][grp][lane] = sv;
+  __syncthreads();
+  if (grp == 0 && e < dh) {
+    float tu = 0.0f, tv = 0.0f;
+    for (int g = 0; g < 8; g++) {
+      tu += part[0][g][lane];
+      tv += part[1][g][lane];
+    }
+    du[h * dh + e] += tu;
+    dvb[h * dh + e] += tv;
+  }
 }
 
-template <typename T, int BQ, int BK, int DHP>
-static void backward_launch(T *dq, T *dkv, T *dr, float *du, float *dvb, const T *dvec,
-                            const T *vec, const T *q, const T *kv, const T *r, const float *u,
-                            const float *vb, const float *lse, const AttnGeo &g, float *ws) {
-  const int nqt = cdiv(g.L, BQ), nkt = cdiv(g.K, BK);
-  const int G = column_groups(nqt, g.B, g.H);
-  float *Dv = ws;
-  float *part_du = Dv + round64((size_t)g.B * g.H * g.L);
-  float *part_dvb = part_du + round64((size_t)g.B * g.H * nqt * g.dh);
-  float *part_dr = part_dvb + round64((size_t)g.B * g.H * nqt * g.dh);
+/* ---- the row kernels: one warp per score row (h, c, i) ---------------------------------------- */
 
-  const int64_t rows = (int64_t)g.B * g.H * g.L;
-  auto delta_kernel = rel_attn_delta_kernel<T>;
-  TXL_LAUNCH(delta_kernel, txl_cuda_blocks(rows * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-      Dv, dvec, vec, g);
-  CUDA_LAUNCH_CHECK();
+struct Row {
+  int i, b, h;
+  int64_t at; /* the row's first element in the [H, B, L, Kp] buffers */
+  int lo, hi, off;
+};
 
-  const size_t kv_bytes = ((size_t)(2 * BK + 3 * BQ + BQ + BK - 1) * g.ld +
-                           (size_t)2 * BQ * (BK + 1) + 2 * BQ) * sizeof(float);
-  auto dkv_kernel = rel_attn_dkv_kernel<T, BQ, BK, DHP>;
-  shared_limit(dkv_kernel, kv_bytes);
-  TXL_LAUNCH(dkv_kernel, dim3((unsigned int)(g.B * g.H), (unsigned int)nkt), ATTN_THREADS, kv_bytes)(
-      dkv, dvec, q, kv, r, u, vb, lse, Dv, g);
-  CUDA_LAUNCH_CHECK();
-
-  const size_t q_bytes = ((size_t)(3 * BQ + 2 * BK + BQ + BK - 1) * g.ld +
-                          (size_t)BQ * (BK + 1) + 2 * BQ + 2 * 16 * DHP) * sizeof(float);
-  auto dq_kernel = rel_attn_dq_kernel<T, BQ, BK, DHP>;
-  shared_limit(dq_kernel, q_bytes);
-  TXL_LAUNCH(dq_kernel, dim3((unsigned int)(g.H * G), (unsigned int)nqt), ATTN_THREADS, q_bytes)(
-      dq, part_dr, part_du, part_dvb, dvec, q, kv, r, u, vb, lse, Dv, g, G, nqt);
-  CUDA_LAUNCH_CHECK();
-
-  auto dr_reduce_kernel = rel_attn_dr_reduce_kernel<T>;
-  TXL_LAUNCH(dr_reduce_kernel, txl_cuda_blocks((int64_t)g.K * g.H * g.dh, TXL_CUDA_THREADS),
-             TXL_CUDA_THREADS, 0)(dr, part_dr, g, G, nqt, BQ);
-  CUDA_LAUNCH_CHECK();
-  TXL_LAUNCH(rel_attn_dudvb_reduce_kernel, txl_cuda_blocks((int64_t)g.H * g.dh, TXL_CUDA_THREADS),
-             TXL_CUDA_THREADS, 0)(du, dvb, part_du, part_dvb, g, nqt);
-  CUDA_LAUNCH_CHECK();
+__device__ __forceinline__ Row row_of(const Geo &g, int64_t row) {
+  Row r;
+  r.i = (int)(row % g.L);
+  const int64_t hb = row / g.L;
+  r.b = (int)(hb % g.B);
+  r.h = (int)(hb / g.B);
+  r.at = row * g.Kp;
+  r.hi = g.M + r.i;
+  r.lo = g.same_length ? r.i - g.same_shift + 1 : 0;
+  if (r.lo < 0) r.lo = 0;
+  r.off = g.L - 1 - r.i;
+  return r;
 }
+
+/* The keys j of a row in groups of the 4 features one Philox call gives (features h K + j):
+ * lane takes groups q = q0 + lane, q0 + lane + 32, ...; group q holds j = 4 q - h K + t, t < 4
+ * (those in [0, K)). factors[t] = the dropatt factor (dscale or 0) of each, 1 without dropatt. */
+__device__ __forceinline__ void group_factors(float f[4], const Geo &g, const Row &r, uint32_t q) {
+  if (!g.dropout) {
+    f[0] = f[1] = f[2] = f[3] = 1.0f;
+    return;
+  }
+  const TxlPhilox4 w = txl_dropout_words(g.drop, (uint32_t)r.i, (uint32_t)(g.col0 + r.b), q * 4u);
+  for (int t = 0; t < 4; t++) f[t] = (w.v[t] >> 8) >= g.threshold ? g.dscale : 0.0f;
+}
+
+/* Forward: lse (saved [B, H, L]) and P~ [H, B, L, Kp] (zeros where not visible). */
+template <typename T>
+__global__ void softmax_forward_kernel(T *pd, float *lse, const float *ac, const float *bd, Geo g) {
+  const int64_t rows = (int64_t)g.H * g.B * g.L, warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  /* every lane of a warp takes the same rows: the warp operations below see full warps */
+  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {
+  const Row r = row_of(g, row);
+  const float *a = ac + r.at, *d = bd + r.at + r.off;
+  const uint32_t f0 = (uint32_t)r.h * (uint32_t)g.K;
+  const uint32_t q_first = f0 >> 2, q_last = (f0 + (uint32_t)g.K - 1u) >> 2;
+  /* online max and sum over this lane's visible scores */
+  float m = -INFINITY, l = 0.0f;
+  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
+    for (int t = 0; t < 4; t++) {
+      const int j = (int)(4u * q + (uint32_t)t - f0);
+      if (j < r.lo || j > r.hi) continue;
+      const float s = a[j] + d[j];
+      if (s > m) {
+        l = l * expf(m - s) + 1.0f;
+        m = s;
+      } else {
+        l += expf(s - m);
+      }
+    }
+  }
+  float mx = m;
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const float sum = txl_warp_sum(m == -INFINITY ? 0.0f : l * expf(m - mx));
+  const float ls = mx == -INFINITY ? -INFINITY : mx + logf(sum);
+  if (lane == 0) lse[((int64_t)r.b * g.H + r.h) * g.L + r.i] = ls;
+  T *out = pd + r.at;
+  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
+    float f[4];
+    group_factors(f, g, r, q);
+    for (int t = 0; t < 4; t++) {
+      const int j = (int)(4u * q + (uint32_t)t - f0);
+      if (j < 0 || j >= g.K) continue;
+      const bool vis = j >= r.lo && j <= r.hi;
+      txl_st(out + j, vis ? expf(a[j] + d[j] - ls) * f[t] : 0.0f);
+    }
+  }
+  }
+}
+
+/* Backward: P~ (again), dS [H, B, L, Kp] and dBD (dS at the positions p = j + L-1-i, zeros for
+ * p < L-1-i), from the recomputed AC, BD, the saved lse and dP~ = dvec v^T. */
+template <typename T>
+__global__ void softmax_backward_kernel(T *pd, T *ds, T *dbd, const float *ac, const float *bd, const float *dp,
+                                        const float *lse, Geo g) {
+  const int64_t rows = (int64_t)g.H * g.B * g.L, warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  /* every lane of a warp takes the same rows: the warp operations below see full warps */
+  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {
+  const Row r = row_of(g, row);
+  const float *a = ac + r.at, *d = bd + r.at + r.off, *dpr = dp + r.at;
+  const float ls = lse[((int64_t)r.b * g.H + r.h) * g.L + r.i];
+  const uint32_t f0 = (uint32_t)r.h * (uint32_t)g.K;
+  const uint32_t q_first = f0 >> 2, q_last = (f0 + (uint32_t)g.K - 1u) >> 2;
+  T *pdr = pd + r.at, *dsr = ds + r.at, *dbr = dbd + r.at;
+  float dot = 0.0f; /* this lane's part of D_i = sum_j P~_ij dP~_ij */
+  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
+    float f[4];
+    group_factors(f, g, r, q);
+    for (int t = 0; t < 4; t++) {
+      const int j = (int)(4u * q + (uint32_t)t - f0);
+      if (j < 0 || j >= g.K) continue;
+      float pt = 0.0f;
+      if (j >= r.lo && j <= r.hi) {
+        pt = expf(a[j] + d[j] - ls) * f[t];
+        dot += pt * dpr[j];
+      }
+      txl_st(pdr + j, pt);
+    }
+  }
+  dot = txl_warp_sum(dot);
+  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
+    float f[4];
+    group_factors(f, g, r, q);
+    for (int t = 0; t < 4; t++) {
+      const int j = (int)(4u * q + (uint32_t)t - f0);
+      if (j < 0 || j >= g.K) continue;
+      float gs = 0.0f;
+      if (j >= r.lo && j <= r.hi) gs = expf(a[j] + d[j] - ls) * (f[t] * dpr[j] - dot);
+      txl_st(dsr + j, gs);
+      if (j + r.off < g.K) txl_st(dbr + j + r.off, gs);
+    }
+  }
+  for (int p = lane; p < r.off && p < g.K; p += 32) txl_st(dbr + p, 0.0f);
+  }
+}
+
+/* ---- the plan, executed or counted ------------------------------------------------------------ */
+
+/* Runs the plan's steps (Run) or adds their cost (Count): one source for both, so the count is
+ * that of the calls. A step is a GEMM or a kernel with its bytes and FLOPs. */
+struct Run {
+  void gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, int64_t sA, const void *B,
+            int ldb, int64_t sB, void *C, int ldc, int64_t sC, int batch, TxlDtype ab, TxlDtype ct) {
+    txl_cuda_gemm_batched(ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, 0.0f, C, ldc, sC, batch, ab, ct);
+  }
+  template <typename Launch>
+  void kernel(double bytes, double flops, Launch launch) {
+    (void)bytes;
+    (void)flops;
+    launch();
+    CUDA_LAUNCH_CHECK();
+  }
+};
+
+struct Count {
+  TxlCudaCost *c;
+  bool tensor; /* the GEMMs run on tensor cores (tf32 or bf16) */
+  void gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, int64_t sA, const void *B,
+            int ldb, int64_t sB, void *C, int ldc, int64_t sC, int batch, TxlDtype ab, TxlDtype ct) {
+    (void)ta, (void)tb, (void)alpha, (void)A, (void)lda, (void)sA, (void)B, (void)ldb, (void)sB, (void)C;
+    (void)ldc, (void)sC;
+    const double flops = 2.0 * M * N * K * batch, e = ab == TXL_BF16 ? 2.0 : 4.0;
+    (tensor ? c->tensor_flops : c->core_flops) += flops;
+    c->bytes += (double)batch * ((double)M * K * e + (double)K * N * e + (double)M * N * (ct == TXL_BF16 ? 2 : 4));
+    c->launches += 1.0;
+  }
+  template <typename Launch>
+  void kernel(double bytes, double flops, Launch launch) {
+    (void)launch;
+    c->bytes += bytes;
+    c->core_flops += flops;
+    c->launches += 1.0;
+  }
+};
+
+/* Costs of the element kernels, per element: the row kernels' scores (one add, the exp, the
+ * online max / sum: ~6 FLOPs forward, ~8 per pass backward), the gathers one add. */
+constexpr double ROW_FWD_FLOPS = 8.0, ROW_BWD_FLOPS = 16.0;
+
+template <typename T>
+T *at(void *work, size_t off) {
+  return reinterpret_cast<T *>(static_cast<char *>(work) + off);
+}
+
+/* Gathers q (+ u, + vb), k, v, r (and, backward, dvec) into the per-head layouts. */
+template <typename T, typename Exec>
+void gather_all(Exec &x, const Geo &g, const Plan &p, void *w, const T *q, const T *kv, const T *r,
+                const float *u, const float *vb, const T *dvec) {
+  const int HD = g.H * g.dh;
+  const double e = sizeof(T);
+  const double nq = (double)g.H * g.B * g.L * g.dhp, nk = (double)g.H * g.B * g.K * g.dhp;
+  const double nr = (double)g.H * g.K * g.dhp;
+  const int64_t qx = (int64_t)g.B * HD, kx = (int64_t)g.B * 2 * HD;
+  auto gather = [&](T *dst, const T *src, const float *bias, int X, int nb, int64_t xs, int64_t bs, double n) {
+    x.kernel(2.0 * n * e, bias ? n : 0.0, [&] {
+      auto k = gather_heads_kernel<T, T>;
+      TXL_LAUNCH(k, txl_cuda_blocks((int64_t)n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+          dst, src, bias, X, nb, g.H, g.dh, g.dhp, xs, bs);
+    });
+  };
+  gather(at<T>(w, p.qu), q, u, g.L, g.B, qx, HD, nq);
+  gather(at<T>(w, p.qv), q, vb, g.L, g.B, qx, HD, nq);
+  gather(at<T>(w, p.kt), kv, nullptr, g.K, g.B, kx, 2 * HD, nk);
+  gather(at<T>(w, p.vt), kv + HD, nullptr, g.K, g.B, kx, 2 * HD, nk);
+  gather(at<T>(w, p.rt), r, nullptr, g.K, 1, HD, 0, nr);
+  if (dvec) gather(at<T>(w, p.o), dvec, nullptr, g.L, g.B, qx, HD, nq);
+}
+
+/* AC and BD (fp32, alpha = scale). */
+template <typename T, typename Exec>
+void scores(Exec &x, const Geo &g, const Plan &p, void *w, TxlDtype act) {
+  const int64_t sq = (int64_t)g.L * g.dhp, sk = (int64_t)g.K * g.dhp, ss = (int64_t)g.L * g.Kp;
+  x.gemm(0, 1, g.L, g.K, g.dhp, g.scale, at<T>(w, p.qu), g.dhp, sq, at<T>(w, p.kt), g.dhp, sk, at<float>(w, p.ac),
+         g.Kp, ss, g.H * g.B, act, TXL_F32);
+  x.gemm(0, 1, g.B * g.L, g.K, g.dhp, g.scale, at<T>(w, p.qv), g.dhp, sq * g.B, at<T>(w, p.rt), g.dhp, sk,
+         at<float>(w, p.bd), g.Kp, ss * g.B, g.H, act, TXL_F32);
+}
+
+unsigned int row_blocks(const Geo &g) {
+  return txl_cuda_blocks((int64_t)g.H * g.B * g.L * 32, TXL_CUDA_THREADS);
+}
+
+template <typename T, typename Exec>
+void forward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *vec, float *lse, const T *q, const T *kv,
+                  const T *r, const float *u, const float *vb, TxlDtype act) {
+  const int HD = g.H * g.dh;
+  const double e = sizeof(T), ns = (double)g.H * g.B * g.L * g.K;
+  gather_all<T>(x, g, p, w, q, kv, r, u, vb, (const T *)nullptr);
+  scores<T>(x, g, p, w, act);
+  x.kernel(ns * (8.0 + e), ns * ROW_FWD_FLOPS, [&] {
+    auto k = softmax_forward_kernel<T>;
+    TXL_LAUNCH(k, row_blocks(g), TXL_CUDA_THREADS, 0)(at<T>(w, p.pd), lse, at<float>(w, p.ac), at<float>(w, p.bd), g);
+  });
+  const int64_t sq = (int64_t)g.L * g.dhp, sk = (int64_t)g.K * g.dhp, ss = (int64_t)g.L * g.Kp;
+  x.gemm(0, 0, g.L, g.dhp, g.K, 1.0f, at<T>(w, p.pd), g.Kp, ss, at<T>(w, p.vt), g.dhp, sk, at<T>(w, p.o), g.dhp, sq,
+         g.H * g.B, act, act);
+  const double nv = (double)g.L * g.B * HD;
+  x.kernel(2.0 * nv * e, 0.0, [&] {
+    auto k = scatter_heads_kernel<T, T>;
+    TXL_LAUNCH(k, txl_cuda_blocks((int64_t)nv, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+        vec, at<T>(w, p.o), (const T *)nullptr, g.L, g.B, g.H, g.dh, g.dhp, (int64_t)g.B * HD, (int64_t)HD);
+  });
+}
+
+template <typename T, typename Exec>
+void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv, T *dr, float *du, float *dvb,
+                   const T *dvec, const T *q, const T *kv, const T *r, const float *u, const float *vb,
+                   const float *lse, TxlDtype act) {
+  const int HD = g.H * g.dh;
+  const double e = sizeof(T), ns = (double)g.H * g.B * g.L * g.K;
+  gather_all<T>(x, g, p, w, q, kv, r, u, vb, dvec);
+  scores<T>(x, g, p, w, act);
+  const int64_t sq = (int64_t)g.L * g.dhp, sk = (int64_t)g.K * g.dhp, ss = (int64_t)g.L * g.Kp;
+  const int HB = g.H * g.B;
+  /* dP~ = dvec v^T */
+  x.gemm(0, 1, g.L, g.K, g.dhp, 1.0f, at<T>(w, p.o), g.dhp, sq, at<T>(w, p.vt), g.dhp, sk, at<float>(w, p.dp), g.Kp,
+         ss, HB, act, TXL_F32);
+  x.kernel(ns * (12.0 + 3.0 * e), ns * ROW_BWD_FLOPS, [&] {
+    auto k = softmax_backward_kernel<T>;
+    TXL_LAUNCH(k, row_blocks(g), TXL_CUDA_THREADS, 0)(at<T>(w, p.pd), at<T>(w, p.ds), at<T>(w, p.dbd),
+                                                      at<float>(w, p.ac), at<float>(w, p.bd), at<float>(w, p.dp),
+                                                      lse, g);
+  });
+  /* dv = P~^T dvec;  dq halves;  dk = scale dS^T (q + u);  dr = scale dBD^T (q + vb) */
+  x.gemm(1, 0, g.K, g.dhp, g.L, 1.0f, at<T>(w, p.pd), g.Kp, ss, at<T>(w, p.o), g.dhp, sq, at<float>(w, p.dvt), g.dhp,
+         sk, HB, act, TXL_F32);
+  x.gemm(0, 0, g.L, g.dhp, g.K, g.scale, at<T>(w, p.ds), g.Kp, ss, at<T>(w, p.kt), g.dhp, sk, at<float>(w, p.dqu),
+         g.dhp, sq, HB, act, TXL_F32);
+  x.gemm(1, 0, g.K, g.dhp, g.L, g.scale, at<T>(w, p.ds), g.Kp, ss, at<T>(w, p.qu), g.dhp, sq, at<float>(w, p.dkt),
+         g.dhp, sk, HB, act, TXL_F32);
+  x.gemm(0, 0, g.B * g.L, g.dhp, g.K, g.scale, at<T>(w, p.dbd), g.Kp, ss * g.B, at<T>(w, p.rt), g.dhp, sk,
+         at<float>(w, p.dqv), g.dhp, sq * g.B, g.H, act, TXL_F32);
+  x.gemm(1, 0, g.K, g.dhp, g.B * g.L, g.scale, at<T>(w, p.dbd), g.Kp, ss * g.B, at<T>(w, p.qv), g.dhp, sq * g.B,
+         at<float>(w, p.drt), g.dhp, sk, g.H, act, TXL_F32);
+  /* back to the model's layouts, each rounded once */
+  auto scatter = [&](T *dst, const float *a, const float *a2, int X, int nb, int64_t xs, int64_t bs) {
+    const double n = (double)X * nb * HD;
+    x.kernel(n * ((a2 ? 8.0 : 4.0) + e), a2 ? n : 0.0, [&] {
+      auto k = scatter_heads_kernel<T, float>;
+      TXL_LAUNCH(k, txl_cuda_blocks((int64_t)n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(dst, a, a2, X, nb, g.H,
+                                                                                      g.dh, g.dhp, xs, bs);
+    });
+  };
+  const int64_t qx = (int64_t)g.B * HD, kx = (int64_t)g.B * 2 * HD;
+  scatter(dq, at<float>(w, p.dqu), at<float>(w, p.dqv), g.L, g.B, qx, HD);
+  scatter(dkv, at<float>(w, p.dkt), nullptr, g.K, g.B, kx, 2 * HD);
+  scatter(dkv + HD, at<float>(w, p.dvt), nullptr, g.K, g.B, kx, 2 * HD);
+  scatter(dr, at<float>(w, p.drt), nullptr, g.K, 1, HD, 0);
+  const double nq = (double)g.B * g.L * HD;
+  x.kernel(2.0 * nq * 4.0, 2.0 * nq, [&] {
+    TXL_LAUNCH(head_colsum_kernel, dim3((unsigned int)g.H, (unsigned int)((g.dh + 31) / 32)), TXL_CUDA_THREADS, 0)(
+        du, dvb, at<float>(w, p.dqu), at<float>(w, p.dqv), (int64_t)g.B * g.L, g.dh, g.dhp);
+  });
+}
+
+/* ---- entry points ------------------------------------------------------------------------------ */
+
+bool no_query(const TxlAttnShape &s) { return s.L <= 0 || s.B <= 0 || s.H <= 0 || s.dh <= 0; }
+
+template <typename T>
+void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r, const float *u, const float *vb,
+                      const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
+  if (no_query(s)) return;
+  const Geo g = make_geo(s, drop);
+  const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, sizeof(T), 0);
+  Run x;
+  forward_plan<T>(x, g, p, work, vec, saved, q, kv, r, u, vb, act);
+}
+
+template <typename T>
+void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, const T *dvec, const T *q, const T *kv,
+                       const T *r, const float *u, const float *vb, const float *saved, const TxlAttnShape &s,
+                       const TxlDropout &drop, void *work, TxlDtype act) {
+  const int K = s.M + s.L, HD = s.H * s.dh;
+  if (no_query(s)) { /* no query: zero gradients of the inputs */
+    if (K > 0 && HD > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(T));
+    if (K > 0 && s.B > 0 && HD > 0) txl_cuda_zero(dkv, (size_t)K * s.B * 2 * HD * sizeof(T));
+    return;
+  }
+  const Geo g = make_geo(s, drop);
+  const Plan p = make_plan(s.L, K, s.B, s.H, s.dh, sizeof(T), 1);
+  Run x;
+  backward_plan<T>(x, g, p, work, dq, dkv, dr, du, dvb, dvec, q, kv, r, u, vb, saved, act);
+}
+
+/* The plan walked with a Count: nothing is launched and no memory touched, so every pointer is
+ * one fake address (not null: the plan does arithmetic on them). */
+template <typename T>
+void count_plan(Count &x, const Geo &g, const Plan &p, int backward, TxlDtype act) {
+  static char mark[1];
+  void *w = mark;
+  T *t = reinterpret_cast<T *>(mark);
+  float *f = reinterpret_cast<float *>(mark);
+  if (backward)
+    backward_plan<T>(x, g, p, w, t, t, t, f, f, t, t, t, t, f, f, f, act);
+  else
+    forward_plan<T>(x, g, p, w, t, f, t, t, t, f, f, act);
+}
+
+size_t workspace(int L, int K, int B, int H, int dh, int backward, size_t act) {
+  if (L <= 0 || K <= 0 || B <= 0 || H <= 0 || dh <= 0) return 0;
+  return make_plan(L, K, B, H, dh, act, backward).bytes;
+}
+
+} // namespace
 
 extern "C" size_t txl_cuda_rel_attn_saved_floats(int L, int K, int B, int H) {
   (void)K;
   return (size_t)B * H * L;
 }
 
-/* D [B, H, L]; the du and dvb parts [B, H, nqt, dh] each; the dr partials
- * [H, nqt, G, K + BQ - 1, dh], bounded with K + 63 positions and H nqt G <= min(B H nqt,
- * ATTN_BLOCK_GOAL + H nqt, ATTN_MAX_GROUPS H nqt). nqt is counted with the tile of dh (64 rows
- * up to dh = 64, then 32: more tiles), so the size only grows with each argument and covers
- * every smaller shape. The forward needs none of it. */
+/* Every buffer of the plan grows with each argument, so the size covers all smaller shapes. */
 extern "C" size_t txl_cuda_rel_attn_workspace(int L, int K, int B, int H, int dh, int backward) {
-  if (!backward || L <= 0 || K <= 0 || B <= 0 || H <= 0 || dh <= 0) return 0;
-  const size_t nq = (size_t)cdiv(L, head_pad(dh) <= 64 ? 64 : 32);
-  size_t blocks = (size_t)B * H * nq;
-  if (blocks > ATTN_BLOCK_GOAL + (size_t)H * nq) blocks = ATTN_BLOCK_GOAL + (size_t)H * nq;
-  if (blocks > (size_t)ATTN_MAX_GROUPS * H * nq) blocks = (size_t)ATTN_MAX_GROUPS * H * nq;
-  const size_t floats = round64((size_t)B * H * L) + 2 * round64((size_t)B * H * nq * dh) +
-                        round64(blocks * ((size_t)K + 63) * dh);
-  return floats * sizeof(float);
+  return workspace(L, K, B, H, dh, backward, sizeof(float));
 }
 
-/* The forward and backward on activations of type T (the entry points below name T). */
-template <typename T>
-static void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r,
-                             const float *u, const float *vb, const TxlAttnShape &s,
-                             const TxlDropout &drop) {
-  if (s.L <= 0 || s.B <= 0 || s.H <= 0) return;
-  const AttnGeo g = make_geo(s, drop);
-  switch (head_pad(s.dh)) {
-    case 16: forward_launch<T, 64, 64, 16>(vec, saved, q, kv, r, u, vb, g); break;
-    case 32: forward_launch<T, 64, 64, 32>(vec, saved, q, kv, r, u, vb, g); break;
-    case 64: forward_launch<T, 64, 64, 64>(vec, saved, q, kv, r, u, vb, g); break;
-    default: forward_launch<T, 32, 32, 128>(vec, saved, q, kv, r, u, vb, g); break;
-  }
+extern "C" size_t txl_cuda_rel_attn_workspace_bf16(int L, int K, int B, int H, int dh, int backward) {
+  return workspace(L, K, B, H, dh, backward, sizeof(txl_bf16));
 }
 
-template <typename T>
-static void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, const T *dvec,
-                              const T *vec, const T *q, const T *kv, const T *r, const float *u,
-                              const float *vb, const float *saved, const TxlAttnShape &s,
-                              const TxlDropout &drop, void *work) {
-  const int K = s.M + s.L, HD = s.H * s.dh;
-  if (s.L <= 0 || s.B <= 0 || s.H <= 0) { /* no query: zero gradients of the inputs */
-    if (K > 0 && s.H > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(T));
-    if (K > 0 && s.B > 0 && s.H > 0) txl_cuda_zero(dkv, (size_t)K * s.B * 2 * HD * sizeof(T));
-    return;
-  }
-  const AttnGeo g = make_geo(s, drop);
-  float *ws = (float *)work;
-  switch (head_pad(s.dh)) {
-    case 16: backward_launch<T, 64, 64, 16>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-    case 32: backward_launch<T, 64, 64, 32>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-    case 64: backward_launch<T, 64, 64, 64>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-    default: backward_launch<T, 32, 32, 128>(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, saved, g, ws); break;
-  }
+extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, TxlCudaCost *c) {
+  if (no_query(s)) return;
+  const TxlDropout none = {0.0f, 0u, 0u, 0u};
+  const Geo g = make_geo(s, none);
+  const size_t e = act == TXL_BF16 ? sizeof(txl_bf16) : sizeof(float);
+  const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, e, backward);
+  Count x = {c, act == TXL_BF16 || tf32 != 0};
+  if (act == TXL_BF16)
+    count_plan<txl_bf16>(x, g, p, backward, act);
+  else
+    count_plan<float>(x, g, p, backward, act);
 }
 
-extern "C" void txl_cuda_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv,
-                                          const void *r, const float *u, const float *vb,
-                                          TxlAttnShape s, TxlDropout drop, void *work) {
-  (void)work;
-  rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u,
-                   vb, s, drop);
+extern "C" void txl_cuda_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r,
+                                          const float *u, const float *vb, TxlAttnShape s, TxlDropout drop,
+                                          void *work) {
+  rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u, vb, s, drop, work,
+                   TXL_F32);
 }
 
-extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const void *q,
-                                               const void *kv, const void *r, const float *u,
-                                               const float *vb, TxlAttnShape s, TxlDropout drop,
-                                               void *work) {
-  (void)work;
-  rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv,
-                   (const txl_bf16 *)r, u, vb, s, drop);
+extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const void *q, const void *kv,
+                                               const void *r, const float *u, const float *vb, TxlAttnShape s,
+                                               TxlDropout drop, void *work) {
+  rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, s,
+                   drop, work, TXL_BF16);
 }
 
-extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb,
-                                           const void *dvec, const void *vec, const void *q,
-                                           const void *kv, const void *r, const float *u,
-                                           const float *vb, const float *saved, TxlAttnShape s,
+extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, const void *dvec,
+                                           const void *vec, const void *q, const void *kv, const void *r,
+                                           const float *u, const float *vb, const float *saved, TxlAttnShape s,
                                            TxlDropout drop, void *work) {
-  rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, (const float *)dvec,
-                    (const float *)vec, (const float *)q, (const float *)kv, (const float *)r, u,
-                    vb, saved, s, drop, work);
+  (void)vec; /* D_i comes from the fp32 dP~ and P~, not from the stored vec */
+  rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, (const float *)dvec, (const float *)q,
+                    (const float *)kv, (const float *)r, u, vb, saved, s, drop, work, TXL_F32);
 }
 
-extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, float *du,
-                                                float *dvb, const void *dvec, const void *vec,
-                                                const void *q, const void *kv, const void *r,
-                                                const float *u, const float *vb,
-                                                const float *saved, TxlAttnShape s,
-                                                TxlDropout drop, void *work) {
-  rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb,
-                    (const txl_bf16 *)dvec, (const txl_bf16 *)vec, (const txl_bf16 *)q,
-                    (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, saved, s, drop, work);
+extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, float *du, float *dvb,
+                                                const void *dvec, const void *vec, const void *q, const void *kv,
+                                                const void *r, const float *u, const float *vb,
+                                                const float *saved, TxlAttnShape s, TxlDropout drop, void *work) {
+  (void)vec;
+  rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb, (const txl_bf16 *)dvec,
+                    (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, saved, s, drop, work,
+                    TXL_BF16);
 }

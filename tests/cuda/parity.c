@@ -156,3 +156,14 @@ int parity_end(void) {
   txl_cuda_release();
   return ot_finish(g_what);
 }
+
+int parity_mode_supported(TxlDtype act, int tf32) {
+  if (act != TXL_BF16 && !tf32) return 1;
+  TxlCudaDevice info;
+  txl_cuda_set_device(0, &info);
+  if (info.major >= 8) return 1;
+  printf("SKIPPED: the %s cases: %s (sm_%d%d) has no %s arithmetic\n", act == TXL_BF16 ? "bf16" : "tf32", info.name,
+         info.major, info.minor, act == TXL_BF16 ? "bf16" : "TF32");
+  return 0;
+}
+

@@ -19,6 +19,9 @@
 
 void parity_begin(const char *what);
 int parity_end(void);
+/* 1 when the device computes in this mode (bf16 activations, or TF32 GEMMs): tensor cores of
+ * sm_80 or newer; otherwise prints which cases are skipped and why, and gives 0. */
+int parity_mode_supported(TxlDtype act, int tf32);
 
 double parity_urand(void);                            /* uniform in [0, 1), fixed seed */
 float *host_rand(int64_t n, double lo, double hi);    /* ot_alloc'ed, uniform in [lo, hi) */

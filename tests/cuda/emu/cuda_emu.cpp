@@ -1054,3 +1054,26 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   return gemm(handle, transa, transb, m, n, k, (const float *)alpha, A, lda, B, ldb,
               (const float *)beta, C, ldc, o, Ctype == CUDA_R_16BF);
 }
+
+static size_t type_bytes(cudaDataType t) { return t == CUDA_R_16BF ? 2 : 4; }
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void *B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (batchCount < 0 || strideA < 0 || strideB < 0 || strideC < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  for (int b = 0; b < batchCount; b++) {
+    const cublasStatus_t st = cublasGemmEx(
+        handle, transa, transb, m, n, k, alpha,
+        static_cast<const char *>(A) + (size_t)b * (size_t)strideA * type_bytes(Atype), Atype, lda,
+        static_cast<const char *>(B) + (size_t)b * (size_t)strideB * type_bytes(Btype), Btype, ldb, beta,
+        static_cast<char *>(C) + (size_t)b * (size_t)strideC * type_bytes(Ctype), Ctype, ldc, computeType, algo);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

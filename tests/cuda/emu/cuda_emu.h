@@ -310,6 +310,17 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Btype, int ldb, const void *beta, void *C,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo);
+/* batchCount GEMMs as cublasGemmEx, the b-th on A + b strideA, B + b strideB, C + b strideC
+ * (strides in elements of each operand's type), one after the other in batch order. A negative
+ * batchCount or stride is refused (CUBLAS_STATUS_INVALID_VALUE); batchCount 0 does nothing. */
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                          cublasOperation_t transb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void *B,
+                                          cudaDataType Btype, int ldb, long long int strideB,
+                                          const void *beta, void *C, cudaDataType Ctype, int ldc,
+                                          long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 
 /* ---- launches ------------------------------------------------------------------------------ */
 /* What the scheduler needs of one launch; `run` calls the kernel with this thread's copy of the
