@@ -259,6 +259,11 @@ int txl_count_main(int argc, char **argv) {
     ranks = (int)v;
     first = 2;
   }
+  for (int i = first; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "bench_cuda_kernels: --count [--ranks P] [CONFIG.ini ...]: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
   printf("counts from the launch shapes of the real model code on the counting backend (not measurements): FLOPs "
          "on tensor cores and on CUDA cores, global-memory bytes (each operand read once, each result written once: a "
          "lower bound), launches, of one rank\n");
