@@ -1,7 +1,9 @@
 /* bench_cuda_kernels --count (count_step.h). For each recipe and precision: the model made from
  * the config file as txl-train makes it, training steps (txl_train_grad + txl_train_update, the
- * trainer's own step) on the counting table until the memory is full, then one more counted; then
- * an evaluation run at the [eval] lengths, forwards until its memory is full, then one counted. */
+ * trainer's own step) on the counting table until a step has found the memory full after another
+ * that did (the steady state: what one step keeps for the next, such as the evaluation's R W_r and
+ * keys and values of the memory, is as in a long run), and that last step counted; then an
+ * evaluation run at the [eval] lengths, its forwards likewise. */
 #include "tests/cuda/count_step.h"
 
 #include <stdio.h>
@@ -192,14 +194,16 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     TxlAdam adam;
     txl_adam_create(&adam, o, m.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps, (float)c->clip);
     const TxlSchedule sched = {c->scheduler, c->lr, c->eta_min, c->warmup_step, c->max_step};
-    int step = 0;
+    int step = 0, full = 0; /* full: consecutive steps with the memory full */
     do {
       zipf_tokens(&z, tok, L, B, step);
       txl_count_reset();
       double norm = 0.0;
       txl_train_grad(&m, &run, step + 1, c->batch_size, NULL, tok, tok + B, L, &norm);
       txl_train_update(&m, &adam, &sched, step, norm);
-    } while (step++ == 0 || run.last_M < c->mem_len);
+      step++;
+      full = run.last_M == c->mem_len ? full + 1 : 0;
+    } while (full < 2);
     char what[256];
     snprintf(what, sizeof what, "training step: %d rows, memory %d, %d columns (%d tokens), forward + backward + "
              "clipping + Adam", L, run.last_M, B, L * B);
@@ -210,12 +214,14 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     /* evaluation: forwards until the memory is full, then the counted one */
     TxlRunShape es = {Le, Be, 0, Me, txl_config_eval_clamp_len(c), c->eval_same_length, 0};
     txl_run_create(&run, &m, &es);
-    step = 0;
+    step = full = 0;
     do {
       zipf_tokens(&z, tok, Le, Be, step);
       txl_count_reset();
       txl_model_forward(&m, &run, tok, tok + Be, Le, 0, 0, 0.0f);
-    } while (step++ == 0 || run.last_M < Me);
+      step++;
+      full = run.last_M == Me ? full + 1 : 0;
+    } while (full < 2);
     snprintf(what, sizeof what, "evaluation step: %d rows, memory %d, %d columns (%d tokens), forward", Le,
              run.last_M, Be, Le * Be);
     print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what);
