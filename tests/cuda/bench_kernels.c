@@ -11,6 +11,11 @@
  * optimizer's state are fp32 in both.
  *
  *   bench_cuda_kernels [wt103_base | enwik8_base | tiny] [columns per GPU] [iterations]
+ *   bench_cuda_kernels --count [--ranks P] [CONFIG.ini ...]
+ *
+ * --count times nothing and needs no GPU: it prints what one training step and one evaluation
+ * step of each recipe execute, per kernel family, counted from the launch shapes of the real
+ * model code (count_step.h).
  *
  * Shapes: wt103_base d 410, 10 heads of 41, d_inner 2100, L = mem = 150, adaptive head of 20,003
  * logits; enwik8_base d 512, 8 heads of 64, d_inner 2048, L = mem = 512, 204 logits; tiny is for
@@ -22,6 +27,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_ops.h"
+#include "tests/cuda/count_step.h"
 #include "tests/cuda/parity.h"
 
 typedef struct {
@@ -191,6 +197,7 @@ typedef struct {
 } Bench;
 
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--count")) return txl_count_main(argc - 2, argv + 2);
   if (txl_cuda_device_count() == 0) {
     printf("SKIPPED: no CUDA device\n");
     return 0;

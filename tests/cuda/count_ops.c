@@ -1,0 +1,311 @@
+/* The counting backend (count_ops.h). Each op below has its TxlOps member's signature and adds
+ * what the CUDA backend's kernel of the same name executes with these arguments: bytes are each
+ * operand read once and each result written once, at its storage size (A: the activation type,
+ * 4: fp32); FLOPs of the element-wise kernels are the per-element count stated beside each op
+ * (integer work such as the Philox keys of dropout, and index arithmetic, is not counted).
+ * The attention's count is the kernels' own (txl_cuda_rel_attn_cost, kernels/cuda/rel_attn.cu). */
+#define _DEFAULT_SOURCE /* MAP_NORESERVE, MAP_ANONYMOUS */
+#include "tests/cuda/count_ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "src/base/error.h"
+
+static const char *const k_family_names[TXL_COUNT_FAMILIES] = {
+    "gemm_ffn",  "gemm_attn_proj", "gemm_io",      "attention", "layernorm", "ffn_elementwise",
+    "embedding", "softmax_xent",   "dropout",      "optimizer", "other",
+};
+
+const char *txl_count_family_name(int family) {
+  if (family < 0 || family >= TXL_COUNT_FAMILIES) txl_fatal("internal: count family %d", family);
+  return k_family_names[family];
+}
+
+/* ---- the counting state -------------------------------------------------------------------- */
+
+static struct {
+  TxlDtype act;
+  int tf32;
+  TxlCudaCost cost[TXL_COUNT_FAMILIES];
+  TxlCountGemmFamily gemm_family;
+  void *gemm_ctx;
+  /* the live mappings, for munmap's length */
+  void **maps;
+  size_t *map_bytes;
+  int n_maps, cap_maps;
+} g;
+
+void txl_count_reset(void) { memset(g.cost, 0, sizeof g.cost); }
+const TxlCudaCost *txl_count_costs(void) { return g.cost; }
+
+void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx) {
+  g.gemm_family = fn;
+  g.gemm_ctx = ctx;
+}
+
+/* One launch of family f: FLOPs on the CUDA cores, bytes moved. */
+static void add(TxlCountFamily f, double core_flops, double bytes) {
+  g.cost[f].core_flops += core_flops;
+  g.cost[f].bytes += bytes;
+  g.cost[f].launches += 1.0;
+}
+
+static double act_bytes(void) { return (double)txl_dtype_size(g.act); }
+
+/* ---- memory -------------------------------------------------------------------------------- */
+
+/* Address space only: never touched, so no page is ever made. */
+static void *count_alloc(size_t bytes, const char *what) {
+  const size_t len = bytes ? bytes : 1;
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) txl_fatal("count: no address space for %s (%zu bytes)", what, bytes);
+  if (g.n_maps == g.cap_maps) {
+    g.cap_maps = g.cap_maps ? 2 * g.cap_maps : 256;
+    g.maps = realloc(g.maps, (size_t)g.cap_maps * sizeof *g.maps);
+    g.map_bytes = realloc(g.map_bytes, (size_t)g.cap_maps * sizeof *g.map_bytes);
+    ALLOC_CHECK(g.maps);
+    ALLOC_CHECK(g.map_bytes);
+  }
+  g.maps[g.n_maps] = p;
+  g.map_bytes[g.n_maps++] = len;
+  return p;
+}
+
+static void count_free(void *p) {
+  if (!p) return;
+  for (int i = 0; i < g.n_maps; i++)
+    if (g.maps[i] == p) {
+      munmap(p, g.map_bytes[i]);
+      g.maps[i] = g.maps[--g.n_maps];
+      g.map_bytes[i] = g.map_bytes[g.n_maps];
+      return;
+    }
+  txl_fatal("internal: count: free of %p, which alloc did not give", p);
+}
+
+/* read + write */
+static void count_copy(void *dst, const void *src, size_t bytes) {
+  (void)dst, (void)src;
+  add(TXL_COUNT_OTHER, 0.0, 2.0 * (double)bytes);
+}
+/* host <-> device: the bytes cross once (PCIe, counted as device-memory bytes) */
+static void count_to_device(void *dst, const void *host_src, size_t bytes) {
+  (void)dst, (void)host_src;
+  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+}
+static void count_to_host(void *host_dst, const void *src, size_t bytes) {
+  (void)src;
+  memset(host_dst, 0, bytes);
+  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+}
+static void count_zero(void *p, size_t bytes) {
+  (void)p;
+  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+}
+/* scratch of the CUDA backend: nothing to count */
+static void count_reserve(int64_t rows, int bias_n, int norm_d) { (void)rows, (void)bias_n, (void)norm_d; }
+/* the bf16 copy of the weights after each update: read fp32, write act; one rounding (1 FLOP) */
+static void count_to_act(void *dst, const float *src, int64_t n) {
+  (void)dst, (void)src;
+  add(TXL_COUNT_OPTIMIZER, (double)n, (double)n * (4.0 + act_bytes()));
+}
+
+/* ---- dense algebra ------------------------------------------------------------------------- */
+
+/* 2 M N K on the tensor cores (bf16 operands, or TF32) or the CUDA cores (fp32); A and B read,
+ * C read when beta != 0 (and scaled when K = 0, 1 FLOP each), C written. */
+static void count_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+                       const void *B, int ldb, float beta, void *C, int ldc, TxlDtype c_type) {
+  (void)trans_a, (void)trans_b, (void)alpha, (void)lda, (void)ldb, (void)ldc;
+  const TxlCountFamily f = g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C) : TXL_COUNT_GEMM_IO;
+  const double mn = (double)M * N, c = (double)txl_dtype_size(c_type);
+  const double bytes = ((double)M * K + (double)K * N) * act_bytes() + mn * c * (beta != 0.0f ? 2.0 : 1.0);
+  const double flops = K > 0 ? 2.0 * mn * K : (beta != 0.0f ? mn : 0.0);
+  if (K > 0 && (g.act == TXL_BF16 || g.tf32)) {
+    g.cost[f].tensor_flops += flops;
+    add(f, 0.0, bytes);
+  } else {
+    add(f, flops, bytes);
+  }
+}
+/* writes rows x n, reads b */
+static void count_bias_fill(void *x, const float *b, int64_t rows, int n) {
+  (void)x, (void)b;
+  add(TXL_COUNT_OTHER, 0.0, (double)rows * n * act_bytes() + 4.0 * n);
+}
+/* reads dy, db read and written; 1 FLOP (an addition) per element of dy */
+static void count_bias_backward(float *db, const void *dy, int64_t rows, int n) {
+  (void)db, (void)dy;
+  add(TXL_COUNT_OTHER, (double)rows * n, (double)rows * n * act_bytes() + 8.0 * n);
+}
+/* reads a and b, writes out; 1 FLOP per element */
+static void count_add(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
+  (void)out, (void)a, (void)b;
+  add(TXL_COUNT_OTHER, (double)n, 3.0 * (double)n * (double)txl_dtype_size(t));
+}
+/* reads x; 2 FLOPs (a multiply and an addition) per element */
+static double count_sumsq(const float *x, int64_t n) {
+  (void)x;
+  add(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 4.0 * (double)n);
+  return 0.0;
+}
+
+/* ---- embedding and positions --------------------------------------------------------------- */
+
+/* reads the tokens and n rows of the table, writes out; 1 FLOP (the scale) per element */
+static void count_embedding_forward(void *out, const int32_t *tok, const void *emb, float scale, int64_t n, int d) {
+  (void)out, (void)tok, (void)emb, (void)scale;
+  add(TXL_COUNT_EMBEDDING, (double)n * d, 4.0 * (double)n + 2.0 * (double)n * d * act_bytes());
+}
+/* reads dout and the tokens, the gradient rows read and written; the sort of the positions by
+ * token reads and writes n (key, position) pairs once (16 n bytes); 2 FLOPs (scale, add) per
+ * element */
+static void count_embedding_backward(void *demb, TxlDtype demb_type, const void *dout, const int32_t *tok, float scale,
+                                     int64_t n, int d) {
+  (void)demb, (void)dout, (void)tok, (void)scale;
+  const double nd = (double)n * d;
+  add(TXL_COUNT_EMBEDDING, 2.0 * nd,
+      nd * act_bytes() + 2.0 * nd * (double)txl_dtype_size(demb_type) + 4.0 * (double)n + 16.0 * (double)n);
+}
+/* writes R; a sine or cosine (counted as 1 FLOP, computed in double) and 2 FLOPs for its argument
+ * per element */
+static void count_posemb_forward(void *R, int K, int d, int clamp_len) {
+  (void)R, (void)clamp_len;
+  add(TXL_COUNT_EMBEDDING, 3.0 * (double)K * d, (double)K * d * act_bytes());
+}
+
+/* ---- dropout ------------------------------------------------------------------------------- */
+
+/* nothing when p = 0 (no launch); else x read and written, 1 FLOP (the keep x scale) per element */
+static void count_dropout(void *x, int rows, int cols, int feats, int col0, TxlDropout d) {
+  (void)x, (void)col0;
+  if (d.p == 0.0f || rows <= 0 || cols <= 0 || feats <= 0) return;
+  const double n = (double)rows * cols * feats;
+  add(TXL_COUNT_DROPOUT, n, 2.0 * n * act_bytes());
+}
+
+/* ---- fused FFN hidden layer ---------------------------------------------------------------- */
+
+/* a read and written, ad written when p > 0, b read; 2 FLOPs (add, max) per element, 1 more for
+ * the dropout */
+static void count_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows, int cols, int feats, int col0,
+                                            TxlDropout drop) {
+  (void)a, (void)ad, (void)b, (void)col0;
+  const double n = (double)rows * cols * feats, dr = drop.p > 0.0f ? 1.0 : 0.0;
+  add(TXL_COUNT_FFN_ELEMENTWISE, (2.0 + dr) * n, (2.0 + dr) * n * act_bytes() + 4.0 * feats);
+}
+/* dx read and written, a read; 1 FLOP (the ReLU's select) per element, 1 more for the dropout */
+static void count_relu_dropout_backward(void *dx, const void *a, int rows, int cols, int feats, int col0,
+                                        TxlDropout drop) {
+  (void)dx, (void)a, (void)col0;
+  const double n = (double)rows * cols * feats, dr = drop.p > 0.0f ? 1.0 : 0.0;
+  add(TXL_COUNT_FFN_ELEMENTWISE, (1.0 + dr) * n, 3.0 * n * act_bytes());
+}
+
+/* ---- layer norm ---------------------------------------------------------------------------- */
+/* Per element: forward 7 FLOPs (mean: 1; variance: 2; normalise, scale, shift: 4), one more for
+ * the residual addition; backward 10 (the two row sums: 4; dinp: 4; dw, db: 2), 1 more for the
+ * dropout of the branch gradient and 1 for a += into dinp. Row statistics are fp32 [n]; w, b, dw,
+ * db fp32 [d] (dw and db read and written). */
+
+static void count_layernorm_forward(void *out, float *mean, float *rstd, const void *inp, const float *w,
+                                    const float *b, int64_t n, int d, float eps) {
+  (void)out, (void)mean, (void)rstd, (void)inp, (void)w, (void)b, (void)eps;
+  const double nd = (double)n * d;
+  add(TXL_COUNT_LAYERNORM, 7.0 * nd, 2.0 * nd * act_bytes() + 8.0 * (double)n + 8.0 * d);
+}
+static void count_layernorm_backward(void *dinp, float *dw, float *db, const void *dout, const void *inp,
+                                     const float *w, const float *mean, const float *rstd, int64_t n, int d) {
+  (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd;
+  const double nd = (double)n * d, acc = dinp ? 1.0 : 0.0; /* dinp read and written (+=) */
+  add(TXL_COUNT_LAYERNORM, (10.0 + acc) * nd, (2.0 + 2.0 * acc) * nd * act_bytes() + 8.0 * (double)n + 20.0 * d);
+}
+static void count_add_layernorm_forward(void *res, void *out, float *mean, float *rstd, const void *x, const void *y,
+                                        const float *w, const float *b, int64_t n, int d, float eps) {
+  (void)res, (void)out, (void)mean, (void)rstd, (void)x, (void)y, (void)w, (void)b, (void)eps;
+  const double nd = (double)n * d;
+  add(TXL_COUNT_LAYERNORM, 8.0 * nd, 4.0 * nd * act_bytes() + 8.0 * (double)n + 8.0 * d);
+}
+static void count_layernorm_backward_dropout(void *dinp, void *dbranch, float *dw, float *db, const void *dout,
+                                             const void *inp, const float *w, const float *mean, const float *rstd,
+                                             int rows, int cols, int d, int col0, TxlDropout drop) {
+  (void)dinp, (void)dbranch, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)col0;
+  const double n = (double)rows * cols, nd = n * d, dr = drop.p > 0.0f ? 1.0 : 0.0;
+  add(TXL_COUNT_LAYERNORM, (10.0 + dr) * nd, 4.0 * nd * act_bytes() + 8.0 * n + 20.0 * d);
+}
+
+/* ---- relative multi-head attention: the kernels' own count --------------------------------- */
+
+static void count_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r,
+                                   const float *u, const float *vb, TxlAttnShape s, TxlDropout drop, void *work) {
+  (void)vec, (void)saved, (void)q, (void)kv, (void)r, (void)u, (void)vb, (void)drop, (void)work;
+  txl_cuda_rel_attn_cost(s, g.act, g.tf32, 0, &g.cost[TXL_COUNT_ATTENTION]);
+}
+static void count_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, const void *dvec,
+                                    const void *vec, const void *q, const void *kv, const void *r, const float *u,
+                                    const float *vb, const float *saved, TxlAttnShape s, TxlDropout drop,
+                                    void *work) {
+  (void)dq, (void)dkv, (void)dr, (void)du, (void)dvb, (void)dvec, (void)vec, (void)q, (void)kv, (void)r, (void)u,
+      (void)vb, (void)saved, (void)drop, (void)work;
+  txl_cuda_rel_attn_cost(s, g.act, g.tf32, 1, &g.cost[TXL_COUNT_ATTENTION]);
+}
+/* the buffers the CUDA backend asks for, so that the model lays out what it would on a GPU */
+static size_t count_rel_attn_saved_floats(int L, int K, int B, int H) {
+  return txl_cuda_rel_attn_saved_floats(L, K, B, H);
+}
+static size_t count_rel_attn_workspace(int L, int K, int B, int H, int dh, int backward) {
+  return txl_cuda_rel_attn_workspace(L, K, B, H, dh, backward);
+}
+
+/* ---- loss ---------------------------------------------------------------------------------- */
+
+/* logits read, and written as the gradient when grad_scale != 0; targets read, losses written.
+ * 4 FLOPs per logit (max, subtract, exp, sum), 2 more for the gradient (divide, scale). */
+static void count_xent_forward_backward(void *logits, float *loss, const int32_t *target, float grad_scale, int64_t n,
+                                        int V) {
+  (void)logits, (void)loss, (void)target;
+  const double nv = (double)n * V, gr = grad_scale != 0.0f ? 1.0 : 0.0;
+  add(TXL_COUNT_SOFTMAX_XENT, (4.0 + 2.0 * gr) * nv, (1.0 + gr) * nv * act_bytes() + 8.0 * (double)n);
+}
+
+/* ---- optimizer ----------------------------------------------------------------------------- */
+
+/* p, g, m, v read; p, m, v written (fp32); 12 FLOPs per element (the scale of g, two moment
+ * updates of 3, the square root, the division, the step's 3) */
+static void count_adam_update(float *p, const float *gr, float *m, float *v, int64_t n, float lr, float beta1,
+                              float beta2, float eps, int step, float grad_scale) {
+  (void)p, (void)gr, (void)m, (void)v, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)step, (void)grad_scale;
+  add(TXL_COUNT_OPTIMIZER, 12.0 * (double)n, 28.0 * (double)n);
+}
+
+/* ---- the tables ---------------------------------------------------------------------------- */
+
+/* Every op of kernels/ops.def: an op without its count_ function above does not compile. */
+static TxlOps make_table(TxlDtype act) {
+  TxlOps t;
+  memset(&t, 0, sizeof t);
+  t.name = act == TXL_BF16 ? "count-bf16" : "count";
+  t.act = act;
+#define TXL_OP(kind, ret, name, params) t.name = count_##name;
+#include "kernels/ops.def"
+#undef TXL_OP
+  return t;
+}
+
+const TxlOps *txl_count_ops(TxlDtype act, int tf32) {
+  static TxlOps f32, bf16;
+  static int made = 0;
+  if (!made) {
+    f32 = make_table(TXL_F32);
+    bf16 = make_table(TXL_BF16);
+    made = 1;
+  }
+  if (act != TXL_F32 && act != TXL_BF16) txl_fatal("internal: no counting table for activations of type %d", (int)act);
+  g.act = act;
+  g.tf32 = act == TXL_F32 && tf32;
+  txl_count_reset();
+  return act == TXL_BF16 ? &bf16 : &f32;
+}

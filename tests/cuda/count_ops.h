@@ -1,0 +1,50 @@
+/* A backend that computes nothing and counts: every op of kernels/ops.def adds what the CUDA
+ * backend's call with the same arguments would execute (kernels/cuda/cost.h: tensor-core and
+ * CUDA-core FLOPs, global-memory bytes, launches) to the cost of its kernel family. Running the
+ * real model code over this table gives the counts of a training or evaluation step from the
+ * launch shapes themselves (bench_cuda_kernels --count). Counts, not measurements.
+ *
+ * Memory is address space only (mmap without reserve, never touched): the largest recipes'
+ * buffers cost nothing. to_host fills the host buffer with zeros; to_device, copies and the like
+ * only count their bytes. One counting state per process (the table is a plain TxlOps). */
+#ifndef TXL_TESTS_CUDA_COUNT_OPS_H
+#define TXL_TESTS_CUDA_COUNT_OPS_H
+
+#include "kernels/cuda/cost.h"
+#include "kernels/ops.h"
+
+/* The kernel families a step's cost is split into. GEMMs are split by the parameter tensor they
+ * multiply by or accumulate into (txl_count_set_gemm_family); the rest by op. */
+typedef enum {
+  TXL_COUNT_GEMM_FFN,       /* w_ff1, w_ff2 */
+  TXL_COUNT_GEMM_ATTN_PROJ, /* w_qkv, w_r, w_o */
+  TXL_COUNT_GEMM_IO,        /* the input and output layers: embeddings, adaptive projections, softmax */
+  TXL_COUNT_ATTENTION,      /* rel_attn_forward / _backward: the O(L K dh) work */
+  TXL_COUNT_LAYERNORM,
+  TXL_COUNT_FFN_ELEMENTWISE, /* bias + ReLU + dropout and its backward */
+  TXL_COUNT_EMBEDDING,      /* gathers, their scatter-add backward, the sinusoid positions */
+  TXL_COUNT_SOFTMAX_XENT,
+  TXL_COUNT_DROPOUT,
+  TXL_COUNT_OPTIMIZER,      /* Adam, the gradient's sum of squares, the bf16 weight copy */
+  TXL_COUNT_OTHER,          /* biases, additions, zeroing, copies, host <-> device transfers */
+  TXL_COUNT_FAMILIES
+} TxlCountFamily;
+
+/* "gemm_ffn", "attention", ... (one word each: the printout is parsed by tests). */
+const char *txl_count_family_name(int family);
+
+/* The counting table with activations of type act; tf32: its fp32 GEMMs (and the attention's
+ * products) count as TF32 on tensor cores (run.precision = tf32). Resets the counts. */
+const TxlOps *txl_count_ops(TxlDtype act, int tf32);
+
+/* Which GEMM family a gemm call belongs to, from its operands (A, B, C as passed); NULL (the
+ * default) puts every GEMM into TXL_COUNT_GEMM_IO. */
+typedef TxlCountFamily (*TxlCountGemmFamily)(void *ctx, const void *A, const void *B, const void *C);
+void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx);
+
+/* Sets every family's count to zero. */
+void txl_count_reset(void);
+/* The counts since the last reset, [TXL_COUNT_FAMILIES]. */
+const TxlCudaCost *txl_count_costs(void);
+
+#endif

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench_cuda_kernels --count on a small config: the output parses (a table per precision and
+# step), every table's total is the sum of its families, the GEMMs sit on the CUDA cores in fp32
+# and on the tensor cores in tf32 and bf16, and the FFN's GEMM FLOPs equal the formula
+#   training:   12 n_layer tokens d_model d_inner   (forward x W1, h W2: 2 x 2 T d di; backward:
+#                                                    the weight and the input gradient of each: 4 x 2 T d di)
+#   evaluation:  4 n_layer tokens d_model d_inner
+#   test_count.sh BENCH_PROGRAM CONFIG.ini
+set -euo pipefail
+prog=$1
+cfg=$2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+out=$("$prog" --count "$cfg") || fail "$prog --count $cfg exited with status $?"
+
+# the training shapes from the config itself (one rank: every column)
+key() { sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p" "$cfg" | head -n 1; }
+n_layer=$(key n_layer) d=$(key d_model) di=$(key d_inner) L=$(key tgt_len) B=$(key batch_size)
+[[ -n $n_layer && -n $d && -n $di && -n $L && -n $B ]] || fail "$cfg lacks n_layer, d_model, d_inner, tgt_len or batch_size"
+
+echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
+  function abs(x) { return x < 0 ? -x : x }
+  function bad(msg) { print "FAIL: " msg > "/dev/stderr"; failed = 1; exit 1 }
+  function close_table() {
+    if (!in_table) return
+    if (nfam != 11) bad(title ": " nfam " families, expected 11")
+    if (!have_total) bad(title ": no total row")
+    if (!have_attn) bad(title ": no attention line")
+    if (!have_est) bad(title ": no ESTIMATE line")
+    in_table = 0
+  }
+  /^-- / {
+    close_table()
+    title = $0; in_table = 1; nfam = 0; have_total = 0; have_attn = 0; have_est = 0
+    split($0, f, "|"); prec = f[2]; gsub(/ /, "", prec)
+    train = index($0, "training step") > 0
+    if (!match($0, /: [0-9]+ rows/)) bad(title ": no rows")
+    rows = substr($0, RSTART + 2, RLENGTH - 7) + 0
+    if (!match($0, /, [0-9]+ columns/)) bad(title ": no columns")
+    cols = substr($0, RSTART + 2, RLENGTH - 10) + 0
+    if (train && (rows != L || cols != B)) bad(title ": training shape " rows " x " cols ", the config says " L " x " B)
+    for (i = 2; i <= 6; i++) sum[i] = 0
+    tables++
+    next
+  }
+  in_table && $1 == "family" { next }
+  in_table && NF == 6 && $1 != "total" {
+    if ($2 !~ /^[0-9]+$/) bad(title ": unparsable row: " $0)
+    nfam++
+    for (i = 2; i <= 6; i++) sum[i] += $i
+    if ($1 ~ /^gemm_/ && $2 > 0) {
+      if (prec == "fp32" && $3 != 0) bad(title ": " $1 " on tensor cores in fp32")
+      if (prec != "fp32" && $4 != 0) bad(title ": " $1 " on CUDA cores in " prec)
+    }
+    if ($1 == "gemm_ffn") {
+      want = (train ? 12 : 4) * nl * rows * cols * d * di / 1e9
+      got = $3 + $4
+      if (abs(got - want) > 2e-6 + 1e-9 * want) bad(title ": gemm_ffn " got " GFLOP, the formula gives " want)
+      ffn_checked++
+    }
+    next
+  }
+  in_table && $1 == "total" {
+    have_total = 1
+    if ($2 != sum[2]) bad(title ": total launches " $2 " != the families sum " sum[2])
+    for (i = 3; i <= 5; i++) if (abs($i - sum[i]) > 1e-5) bad(title ": total column " i " " $i " != the families sum " sum[i])
+    if (abs($6 - sum[6]) > 1e-3) bad(title ": total estimate " $6 " != the families sum " sum[6])
+    next
+  }
+  in_table && /^attention: [0-9.]+% of the step/ { have_attn = 1; next }
+  in_table && /^ESTIMATE \(not measured\)/ { have_est = 1; next }
+  END {
+    if (failed) exit 1
+    close_table()
+    if (tables != 6) bad(tables " tables, expected 6 (fp32, tf32, bf16; training, evaluation)")
+    if (ffn_checked != 6) bad("gemm_ffn checked in " ffn_checked " tables")
+    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each"
+  }'
