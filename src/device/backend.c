@@ -41,7 +41,9 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   const int bf16 = c->precision == TXL_PRECISION_BF16;
   txl_cuda_set_gemm_math(c->precision == TXL_PRECISION_TF32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   b->gpu = gpu;
-  b->peak_flops = info.fp32_peak;
+  const TxlPeakKind kind = bf16 ? TXL_PEAK_BF16 : c->precision == TXL_PRECISION_TF32 ? TXL_PEAK_TF32 : TXL_PEAK_FP32;
+  b->peak_flops = info.peak[kind];
+  b->peak_of = txl_peak_kind_name(kind);
   b->free_bytes = (double)info.free_memory;
   snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
            info.minor, (double)info.memory / 1073741824.0,
