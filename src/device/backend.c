@@ -36,6 +36,11 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   txl_fatal_if_any(gpu < 0, "run.device = cuda: %s", err);
   TxlCudaDevice info;
   txl_cuda_set_device(gpu, &info);
+  /* TF32 and bf16 tensor arithmetic came with sm_80 (Ampere); cuBLAS has no such GEMMs before */
+  const int tensor_ok = c->precision == TXL_PRECISION_FP32 || info.major >= 8;
+  txl_fatal_if_any(!tensor_ok, "run.precision = %s needs compute capability 8.0 or newer; cuda:%d (%s) is sm_%d%d: use "
+                   "run.precision = fp32",
+                   txl_config_choice_name(TXL_CFG_KEY_precision, c->precision), gpu, info.name, info.major, info.minor);
   /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16: the table that stores the
    * activations in bf16 (its GEMMs take bf16 operands; the TF32 setting does not apply to them) */
   const int bf16 = c->precision == TXL_PRECISION_BF16;
