@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cuda/peaks.h"
 #include "kernels/ops.h"
 
 #ifdef __cplusplus
@@ -27,16 +28,18 @@ extern "C" {
  * driver, or the driver is too old for the runtime. */
 int txl_cuda_device_count(void);
 
-/* Makes `gpu` this host thread's device and describes it: name (into name[0, len)), memory in
- * bytes, streaming multiprocessors, the fp32 peak of its CUDA cores in FLOP/s (SMs x clock x
- * 128 FMA per SM and cycle, the figure of sm_80 / sm_90) and its compute capability. */
+/* Makes `gpu` this host thread's device and describes it: name, memory in bytes, streaming
+ * multiprocessors, compute capability, and its peaks from the table of kernels/cuda/peaks.c
+ * (SMs x clock x FMAs per SM and clock of that architecture and part x 2). */
 typedef struct {
   char name[256]; /* as cudaDeviceProp.name */
   size_t memory;
   size_t free_memory; /* free when set: what this process may still allocate (cudaMemGetInfo) */
   int sms, major, minor;
-  double fp32_peak;  /* FLOP/s */
-  double dram_peak;  /* bytes/s: 2 x memory clock x bus width (double data rate) */
+  double peak[TXL_PEAK_KINDS]; /* FLOP/s of the fp32 CUDA cores, TF32 and bf16 tensor cores
+                                * (dense); 0 where the part has no such arithmetic or the
+                                * capability is not in the table */
+  double dram_peak;  /* bytes/s: the part's datasheet figure, else 2 x memory clock x bus width */
 } TxlCudaDevice;
 void txl_cuda_set_device(int gpu, TxlCudaDevice *info);
 

@@ -35,11 +35,13 @@ extern "C" void txl_cuda_set_device(int gpu, TxlCudaDevice *info) {
   info->sms = p.multiProcessorCount;
   info->major = p.major;
   info->minor = p.minor;
-  info->fp32_peak = (double)p.multiProcessorCount * clock_khz * 1e3 * 128.0 * 2.0;
+  const TxlGpuPeaks *row = txl_gpu_peaks_find(p.major, p.minor, p.name);
+  for (int k = 0; k < TXL_PEAK_KINDS; k++)
+    info->peak[k] = txl_gpu_peak_flops(row, (TxlPeakKind)k, p.multiProcessorCount, clock_khz * 1e3);
   int mem_khz = 0, bus_bits = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, gpu));
   CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, gpu));
-  info->dram_peak = 2.0 * mem_khz * 1e3 * bus_bits / 8.0;
+  info->dram_peak = row && row->dram_gbs > 0.0 ? row->dram_gbs * 1e9 : 2.0 * mem_khz * 1e3 * bus_bits / 8.0;
 }
 
 extern "C" double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup, int iters) {

@@ -36,12 +36,19 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   txl_fatal_if_any(gpu < 0, "run.device = cuda: %s", err);
   TxlCudaDevice info;
   txl_cuda_set_device(gpu, &info);
+  /* TF32 and bf16 tensor arithmetic came with sm_80 (Ampere); cuBLAS has no such GEMMs before */
+  const int tensor_ok = c->precision == TXL_PRECISION_FP32 || info.major >= 8;
+  txl_fatal_if_any(!tensor_ok, "run.precision = %s needs compute capability 8.0 or newer; cuda:%d (%s) is sm_%d%d: use "
+                   "run.precision = fp32",
+                   txl_config_choice_name(TXL_CFG_KEY_precision, c->precision), gpu, info.name, info.major, info.minor);
   /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16: the table that stores the
    * activations in bf16 (its GEMMs take bf16 operands; the TF32 setting does not apply to them) */
   const int bf16 = c->precision == TXL_PRECISION_BF16;
   txl_cuda_set_gemm_math(c->precision == TXL_PRECISION_TF32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   b->gpu = gpu;
-  b->peak_flops = info.fp32_peak;
+  const TxlPeakKind kind = bf16 ? TXL_PEAK_BF16 : c->precision == TXL_PRECISION_TF32 ? TXL_PEAK_TF32 : TXL_PEAK_FP32;
+  b->peak_flops = info.peak[kind];
+  b->peak_of = txl_peak_kind_name(kind);
   b->free_bytes = (double)info.free_memory;
   snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
            info.minor, (double)info.memory / 1073741824.0,

@@ -16,7 +16,9 @@ typedef struct {
   int threads;       /* CPU threads of the rank (the CPU backend's compute threads)            */
   int gpu;           /* the rank's GPU, -1 on the CPU                                           */
   char device[384];  /* what the start-up summary prints: "cpu" or "cuda:0 (name, memory)"     */
-  double peak_flops; /* the device's fp32 peak in FLOP/s (GPU), 0 on the CPU (measured instead) */
+  double peak_flops; /* the device's peak in FLOP/s of the arithmetic run.precision uses (GPU; 0
+                      * on the CPU, where it is measured instead, or for an unknown GPU) */
+  const char *peak_of; /* that arithmetic: "fp32 CUDA cores", "TF32 tensor cores", ... */
   double free_bytes; /* the GPU's free memory when opened; 0 on the CPU (host memory is asked elsewhere) */
   void *nccl;        /* the NCCL communicator (GPU runs of several ranks), else NULL            */
 } TxlBackend;

@@ -77,8 +77,9 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
          steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, precision, peak,
          t->backend.device, t->threads, t->threads > 1 ? "s" : "");
   if (t->backend.peak_flops > 0.0)
-    printf("bench: MFU %.1f%% of the device's fp32 peak (CUDA cores) of %.1f TFLOP/s\n",
-           100.0 * gflops_rank * 1e9 / t->backend.peak_flops, t->backend.peak_flops / 1e12);
+    printf("bench: MFU %.1f%% of the device's %s peak (%s) of %.1f TFLOP/s\n",
+           100.0 * gflops_rank * 1e9 / t->backend.peak_flops, precision, t->backend.peak_of,
+           t->backend.peak_flops / 1e12);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);

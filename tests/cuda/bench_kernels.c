@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
   TxlCudaDevice dev;
   txl_cuda_set_device(0, &dev);
   g_peak_bw = dev.dram_peak;
-  g_peak_flops = dev.fp32_peak;
+  g_peak_flops = dev.peak[TXL_PEAK_FP32];
   printf("device: %s, sm_%d%d, %d SMs, %.1f GiB; peaks: DRAM %.0f GB/s, fp32 %.1f TFLOP/s\n", dev.name, dev.major,
          dev.minor, dev.sms, (double)dev.memory / 1073741824.0, g_peak_bw / 1e9, g_peak_flops / 1e12);
   printf("shape %s: d %d, %d heads of %d, d_inner %d, L %d, memory %d, %d logits, %d columns; %d calls each\n",

@@ -152,18 +152,15 @@ void parity_begin(const char *what) {
   printf("%s: CUDA devices: %d\n", what, devices);
 }
 
+int parity_has_tf32_bf16(const char *what) {
+  TxlCudaDevice dev;
+  txl_cuda_set_device(0, &dev);
+  if (dev.major >= 8) return 1;
+  printf("SKIPPED on sm_%d%d (%s): %s needs sm_80 or newer\n", dev.major, dev.minor, dev.name, what);
+  return 0;
+}
+
 int parity_end(void) {
   txl_cuda_release();
   return ot_finish(g_what);
 }
-
-int parity_mode_supported(TxlDtype act, int tf32) {
-  if (act != TXL_BF16 && !tf32) return 1;
-  TxlCudaDevice info;
-  txl_cuda_set_device(0, &info);
-  if (info.major >= 8) return 1;
-  printf("SKIPPED: the %s cases: %s (sm_%d%d) has no %s arithmetic\n", act == TXL_BF16 ? "bf16" : "tf32", info.name,
-         info.major, info.minor, act == TXL_BF16 ? "bf16" : "TF32");
-  return 0;
-}
-

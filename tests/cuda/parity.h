@@ -19,9 +19,10 @@
 
 void parity_begin(const char *what);
 int parity_end(void);
-/* 1 when the device computes in this mode (bf16 activations, or TF32 GEMMs): tensor cores of
- * sm_80 or newer; otherwise prints which cases are skipped and why, and gives 0. */
-int parity_mode_supported(TxlDtype act, int tf32);
+/* 1 when the device has TF32 and bf16 tensor arithmetic (compute capability 8.0 or newer, read
+ * through txl_cuda_set_device); else prints "SKIPPED on sm_XY (NAME): WHAT needs sm_80 or newer"
+ * and returns 0, and the test leaves those cases out (sm_75: TXL_EMU_ARCH=sm_75, a T4). */
+int parity_has_tf32_bf16(const char *what);
 
 double parity_urand(void);                            /* uniform in [0, 1), fixed seed */
 float *host_rand(int64_t n, double lo, double hi);    /* ot_alloc'ed, uniform in [lo, hi) */

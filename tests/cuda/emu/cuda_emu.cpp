@@ -45,6 +45,7 @@
 #include <cblas.h>
 
 #include "kernels/common/bf16.h"
+#include "tests/cuda/emu/emu_arch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TXL_EMU_ASAN 1
@@ -67,11 +68,8 @@ uint3 blockIdx = {0, 0, 0};
 dim3 blockDim;
 dim3 gridDim;
 
-/* ---- limits of the emulated device (those of an H100 SXM, sm_90) --------------------------- */
+/* ---- the emulated device: the limits of TXL_EMU_ARCH's architecture (emu_arch.cpp) -------- */
 enum {
-  MAX_THREADS = 1024,
-  SHARED_DEFAULT = 48 * 1024,  /* a launch's limit unless raised by cudaFuncSetAttribute */
-  SHARED_OPTIN = 227 * 1024,   /* the most it can be raised to                          */
   STACK_BYTES = 256 * 1024,    /* per fiber; only the pages a kernel touches are committed */
   WARP = 32,
 };
@@ -223,6 +221,7 @@ static bool shadow_stack_enabled(void) {
 #endif
 
 static void read_environment(void) {
+  (void)txl_emu_arch(); /* an unknown TXL_EMU_ARCH ends here, before any launch */
   const char *order = getenv("TXL_EMU_ORDER");
   if (order && order[0] && strcmp(order, "forward") != 0 && strcmp(order, "reverse") != 0)
     die("TXL_EMU_ORDER=%s: expected forward or reverse", order);
@@ -497,11 +496,11 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
   const dim3 b = d.block, g = d.grid;
   const uint64_t threads = (uint64_t)b.x * b.y * b.z;
   const bool block_ok = b.x >= 1 && b.y >= 1 && b.z >= 1 && b.x <= 1024 && b.y <= 1024 &&
-                        b.z <= 64 && threads <= MAX_THREADS;
+                        b.z <= 64 && threads <= (uint64_t)txl_emu_arch().threads_per_block;
   const bool grid_ok = g.x >= 1 && g.y >= 1 && g.z >= 1 && g.x <= 2147483647u && g.y <= 65535 &&
                        g.z <= 65535;
   const auto attr = g_max_dynamic_shared.find(d.kernel);
-  const size_t shared_limit = attr == g_max_dynamic_shared.end() ? (size_t)SHARED_DEFAULT
+  const size_t shared_limit = attr == g_max_dynamic_shared.end() ? (size_t)txl_emu_arch().shared_per_block
                                                                  : (size_t)attr->second;
   if (!block_ok || !grid_ok) {
     set_error(cudaErrorInvalidConfiguration);
@@ -699,39 +698,50 @@ static size_t host_memory(bool available) {
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
   if (!prop) return set_error(cudaErrorInvalidValue);
   if (device != 0) return set_error(cudaErrorInvalidDevice);
+  const TxlEmuArch &a = txl_emu_arch();
   memset(prop, 0, sizeof *prop);
-  snprintf(prop->name, sizeof prop->name, "txl CPU emulator");
-  prop->totalGlobalMem = host_memory(false);
-  prop->sharedMemPerBlock = SHARED_DEFAULT;
-  prop->sharedMemPerBlockOptin = SHARED_OPTIN;
+  snprintf(prop->name, sizeof prop->name, "%s", a.name);
+  prop->totalGlobalMem = a.memory;
+  prop->sharedMemPerBlock = (size_t)a.shared_per_block;
+  prop->sharedMemPerBlockOptin = (size_t)a.shared_optin;
+  prop->sharedMemPerMultiprocessor = (size_t)a.shared_per_sm;
+  prop->regsPerBlock = a.regs_per_block;
+  prop->regsPerMultiprocessor = a.regs_per_sm;
   prop->warpSize = WARP;
-  prop->maxThreadsPerBlock = MAX_THREADS;
+  prop->maxThreadsPerBlock = a.threads_per_block;
+  prop->maxThreadsPerMultiProcessor = a.threads_per_sm;
   prop->maxThreadsDim[0] = 1024;
   prop->maxThreadsDim[1] = 1024;
   prop->maxThreadsDim[2] = 64;
   prop->maxGridSize[0] = 2147483647;
   prop->maxGridSize[1] = 65535;
   prop->maxGridSize[2] = 65535;
-  prop->major = 9;
-  prop->minor = 0;
-  prop->multiProcessorCount = 132;
+  prop->major = a.major;
+  prop->minor = a.minor;
+  prop->multiProcessorCount = a.sms;
+  prop->memoryBusWidth = a.bus_bits;
   return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
   if (!value) return set_error(cudaErrorInvalidValue);
   if (device != 0) return set_error(cudaErrorInvalidDevice);
+  const TxlEmuArch &a = txl_emu_arch();
   switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: *value = MAX_THREADS; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = SHARED_DEFAULT; break;
+    case cudaDevAttrMaxThreadsPerBlock: *value = a.threads_per_block; break;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = a.shared_per_block; break;
+    case cudaDevAttrMaxRegistersPerBlock: *value = a.regs_per_block; break;
     case cudaDevAttrWarpSize: *value = WARP; break;
-    case cudaDevAttrClockRate: *value = 1980000; break; /* kHz, an H100 SXM's boost clock */
-    case cudaDevAttrMultiProcessorCount: *value = 132; break;
-    case cudaDevAttrMemoryClockRate: *value = 2619000; break; /* kHz: an H100 SXM's HBM3 */
-    case cudaDevAttrGlobalMemoryBusWidth: *value = 5120; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = SHARED_OPTIN; break;
+    case cudaDevAttrClockRate: *value = a.clock_khz; break;
+    case cudaDevAttrMultiProcessorCount: *value = a.sms; break;
+    case cudaDevAttrMemoryClockRate: *value = a.mem_clock_khz; break;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = a.bus_bits; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = a.threads_per_sm; break;
+    case cudaDevAttrComputeCapabilityMajor: *value = a.major; break;
+    case cudaDevAttrComputeCapabilityMinor: *value = a.minor; break;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = a.shared_per_sm; break;
+    case cudaDevAttrMaxRegistersPerMultiprocessor: *value = a.regs_per_sm; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = a.shared_optin; break;
     default: return set_error(cudaErrorInvalidValue);
   }
   return cudaSuccess;
@@ -742,7 +752,8 @@ cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value) {
   if (!kernel) return set_error(cudaErrorInvalidValue);
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return set_error(cudaErrorInvalidValue);
-  if (value < 0 || value > SHARED_OPTIN) return set_error(cudaErrorInvalidValue);
+  /* above the architecture's opt-in limit the CUDA runtime answers cudaErrorInvalidValue */
+  if (value < 0 || value > txl_emu_arch().shared_optin) return set_error(cudaErrorInvalidValue);
   g_max_dynamic_shared[kernel] = value;
   return cudaSuccess;
 }
@@ -789,8 +800,10 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   if (!free_bytes || !total_bytes) return set_error(cudaErrorInvalidValue);
-  *free_bytes = host_memory(true);
-  *total_bytes = host_memory(false);
+  /* the part's memory; what can be allocated is the host's, so free is the smaller of the two */
+  const size_t host_free = host_memory(true), total = txl_emu_arch().memory;
+  *free_bytes = host_free < total ? host_free : total;
+  *total_bytes = total;
   return cudaSuccess;
 }
 

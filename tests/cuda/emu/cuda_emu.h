@@ -175,13 +175,17 @@ enum cudaFuncAttribute {
 enum cudaDeviceAttr {
   cudaDevAttrMaxThreadsPerBlock = 1,
   cudaDevAttrMaxSharedMemoryPerBlock = 8,
+  cudaDevAttrMaxRegistersPerBlock = 12,
   cudaDevAttrWarpSize = 10,
   cudaDevAttrClockRate = 13,
   cudaDevAttrMemoryClockRate = 36,
   cudaDevAttrGlobalMemoryBusWidth = 37,
+  cudaDevAttrMaxThreadsPerMultiProcessor = 39,
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrComputeCapabilityMajor = 75,
   cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+  cudaDevAttrMaxRegistersPerMultiprocessor = 82,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 
@@ -189,10 +193,13 @@ enum cudaDeviceAttr {
 struct cudaDeviceProp {
   char name[256];
   size_t totalGlobalMem;
-  size_t sharedMemPerBlock;      /* 48 KiB: the default limit of a launch  */
-  size_t sharedMemPerBlockOptin; /* 227 KiB: with cudaFuncSetAttribute      */
+  size_t sharedMemPerBlock;      /* 48 KiB: the default limit of a launch          */
+  size_t sharedMemPerBlockOptin; /* with cudaFuncSetAttribute: 64 KiB to 227 KiB   */
+  size_t sharedMemPerMultiprocessor;
+  int regsPerBlock, regsPerMultiprocessor;
   int warpSize;
-  int maxThreadsPerBlock;
+  int maxThreadsPerBlock, maxThreadsPerMultiProcessor;
+  int memoryBusWidth;
   int maxThreadsDim[3];
   int maxGridSize[3];
   int major, minor;
@@ -245,7 +252,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 
-/* Per-kernel limit of the dynamic shared memory (default 48 KiB, at most 227 KiB). */
+/* Per-kernel limit of the dynamic shared memory (default 48 KiB, at most the architecture's
+ * opt-in limit: 64 KiB on sm_75 ... 227 KiB on sm_90). */
 cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
 template <class F>
 static inline cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {

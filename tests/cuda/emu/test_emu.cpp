@@ -234,27 +234,22 @@ static void test_shared(void) {
   e = cudaGetLastError();
   check(e == cudaErrorInvalidValue && *ran == 1,
         "48 KiB + 16 without the attribute: %s, kernel did not run", cudaGetErrorName(e));
+  /* 60 KiB: within the opt-in limit of every architecture (64 KiB on sm_75) */
   e = cudaFuncSetAttribute(touch_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           100 * 1024);
-  check(e == cudaSuccess, "cudaFuncSetAttribute 100 KiB: %s", cudaGetErrorName(e));
-  TXL_LAUNCH(touch_shared_kernel, 1, 32, 64 * 1024)(ran, 64 * 1024);
+                           60 * 1024);
+  check(e == cudaSuccess, "cudaFuncSetAttribute 60 KiB: %s", cudaGetErrorName(e));
+  TXL_LAUNCH(touch_shared_kernel, 1, 32, 56 * 1024)(ran, 56 * 1024);
   e = cudaGetLastError();
-  check(e == cudaSuccess && *ran == 2, "64 KiB after raising the limit to 100 KiB: %s, ran %d",
+  check(e == cudaSuccess && *ran == 2, "56 KiB after raising the limit to 60 KiB: %s, ran %d",
         cudaGetErrorName(e), *ran);
-  TXL_LAUNCH(touch_shared_kernel, 1, 32, 100 * 1024 + 1)(ran, 100 * 1024 + 1);
+  TXL_LAUNCH(touch_shared_kernel, 1, 32, 60 * 1024 + 1)(ran, 60 * 1024 + 1);
   e = cudaGetLastError();
-  check(e == cudaErrorInvalidValue && *ran == 2, "100 KiB + 1 over the raised limit: %s",
+  check(e == cudaErrorInvalidValue && *ran == 2, "60 KiB + 1 over the raised limit: %s",
         cudaGetErrorName(e));
-  TXL_LAUNCH(poison_kernel, 1, 32, 64 * 1024)(seen);
+  TXL_LAUNCH(poison_kernel, 1, 32, 56 * 1024)(seen);
   e = cudaGetLastError();
   check(e == cudaErrorInvalidValue,
-        "the limit is per kernel: another kernel with 64 KiB: %s", cudaGetErrorName(e));
-  e = cudaFuncSetAttribute(touch_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           227 * 1024 + 1);
-  const cudaError_t last = cudaGetLastError(), after = cudaGetLastError();
-  check(e == cudaErrorInvalidValue && last == cudaErrorInvalidValue && after == cudaSuccess,
-        "cudaFuncSetAttribute over 227 KiB: %s; cudaGetLastError %s then %s", cudaGetErrorName(e),
-        cudaGetErrorName(last), cudaGetErrorName(after));
+        "the limit is per kernel: another kernel with 56 KiB: %s", cudaGetErrorName(e));
   CUDA_CHECK(cudaFree(ran));
 }
 
@@ -325,19 +320,145 @@ static void test_config(void) {
   CUDA_CHECK(cudaFree(ran));
 }
 
+/* ---- the architecture of TXL_EMU_ARCH ------------------------------------------------------ */
+
+/* What each architecture must report and enforce, from the CUDA C++ Programming Guide's table of
+ * technical specifications per compute capability (the test's own copy: emu_arch.cpp is what
+ * it checks). */
+struct ArchWant {
+  const char *id, *part;
+  int major, minor, optin_kib, per_sm_kib, threads_per_sm;
+};
+static const ArchWant kArchWant[] = {
+    {"sm_75", "T4", 7, 5, 64, 64, 1024},     {"sm_80", "A100", 8, 0, 163, 164, 2048},
+    {"sm_86", "A10", 8, 6, 99, 100, 1536},   {"sm_89", "L4", 8, 9, 99, 100, 1536},
+    {"sm_90", "H100", 9, 0, 227, 228, 2048},
+};
+
+static __global__ void optin_kernel(int *ran, size_t bytes) {
+  TXL_DYNAMIC_SHARED(unsigned char, sm);
+  if (threadIdx.x == 0) {
+    sm[0] = 1;
+    sm[bytes - 1] = 1;
+    *ran += 1;
+  }
+}
+
+static void test_arch(void) {
+  const char *env = getenv("TXL_EMU_ARCH");
+  const char *id = env && env[0] ? env : "sm_90";
+  const ArchWant *w = NULL;
+  for (const ArchWant &a : kArchWant)
+    if (strcmp(a.id, id) == 0) w = &a;
+  if (!w) {
+    check(false, "TXL_EMU_ARCH=%s is not one this test knows", id);
+    return;
+  }
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  int optin = 0, per_sm = 0, major = 0, regs = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&regs, cudaDevAttrMaxRegistersPerBlock, 0));
+  check(prop.major == w->major && prop.minor == w->minor && major == w->major &&
+            strstr(prop.name, w->part) != NULL && strstr(prop.name, w->id) != NULL &&
+            prop.sharedMemPerBlock == 48 * 1024 &&
+            prop.sharedMemPerBlockOptin == (size_t)w->optin_kib * 1024 &&
+            optin == w->optin_kib * 1024 &&
+            prop.sharedMemPerMultiprocessor == (size_t)w->per_sm_kib * 1024 &&
+            per_sm == w->per_sm_kib * 1024 && prop.maxThreadsPerBlock == 1024 &&
+            prop.maxThreadsPerMultiProcessor == w->threads_per_sm && prop.regsPerBlock == 65536 &&
+            regs == 65536 && prop.multiProcessorCount > 0,
+        "%s: \"%s\", sm %d.%d, %d SMs, shared %zu / %zu opt-in / %zu per SM, threads %d / %d "
+        "per SM, registers %d per block",
+        id, prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.sharedMemPerBlock,
+        prop.sharedMemPerBlockOptin, prop.sharedMemPerMultiprocessor, prop.maxThreadsPerBlock,
+        prop.maxThreadsPerMultiProcessor, prop.regsPerBlock);
+
+  int *ran;
+  CUDA_CHECK(cudaMalloc(&ran, sizeof(int)));
+  *ran = 0;
+  /* 100 KiB: within the opt-in limit of sm_80 and sm_90 only */
+  const bool big = w->optin_kib >= 100;
+  cudaError_t e = cudaFuncSetAttribute(optin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       100 * 1024);
+  const cudaError_t last = cudaGetLastError();
+  check(big ? e == cudaSuccess : e == cudaErrorInvalidValue && last == cudaErrorInvalidValue,
+        "%s: cudaFuncSetAttribute 100 KiB %s: %s", id, big ? "accepted" : "refused",
+        cudaGetErrorName(e));
+  TXL_LAUNCH(optin_kernel, 1, 32, 100 * 1024)(ran, 100 * 1024);
+  e = cudaGetLastError();
+  check(big ? e == cudaSuccess && *ran == 1 : e == cudaErrorInvalidValue && *ran == 0,
+        "%s: a launch with 100 KiB %s: %s", id, big ? "runs" : "is refused", cudaGetErrorName(e));
+  /* the opt-in limit itself is accepted and a launch of it runs; one byte more is refused */
+  const size_t limit = (size_t)w->optin_kib * 1024;
+  e = cudaFuncSetAttribute(optin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
+  const int before = *ran;
+  TXL_LAUNCH(optin_kernel, 1, 32, limit)(ran, limit);
+  const cudaError_t launch = cudaGetLastError();
+  check(e == cudaSuccess && launch == cudaSuccess && *ran == before + 1,
+        "%s: opt-in to %d KiB: %s, a launch of it: %s", id, w->optin_kib, cudaGetErrorName(e),
+        cudaGetErrorName(launch));
+  e = cudaFuncSetAttribute(optin_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)limit + 1);
+  const cudaError_t last2 = cudaGetLastError(), after = cudaGetLastError();
+  check(e == cudaErrorInvalidValue && last2 == cudaErrorInvalidValue && after == cudaSuccess,
+        "%s: cudaFuncSetAttribute over %d KiB: %s; cudaGetLastError %s then %s", id,
+        w->optin_kib, cudaGetErrorName(e), cudaGetErrorName(last2), cudaGetErrorName(after));
+  TXL_LAUNCH(optin_kernel, 1, 32, limit + 1)(ran, limit + 1);
+  e = cudaGetLastError();
+  check(e == cudaErrorInvalidValue && *ran == before + 1,
+        "%s: a launch over the kernel's limit is refused: %s", id, cudaGetErrorName(e));
+  CUDA_CHECK(cudaFree(ran));
+}
+
+/* An unknown TXL_EMU_ARCH: this program again (--device), which must end with one line naming
+ * the variable and the accepted values. */
+static void test_unknown_arch(void) {
+  int fd[2];
+  if (pipe(fd) != 0) {
+    perror("pipe");
+    exit(1);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    perror("fork");
+    exit(1);
+  }
+  if (pid == 0) {
+    close(fd[0]);
+    dup2(fd[1], 2);
+    dup2(fd[1], 1);
+    setenv("TXL_EMU_ARCH", "sm_70", 1);
+    execl("/proc/self/exe", "test_emu", "--device", (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  std::string err;
+  char buf[512];
+  ssize_t got;
+  while ((got = read(fd[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)got);
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  const bool exit1 = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+  check(exit1 && err.find('\n') == std::string::npos &&
+            err == "txl: error: cuda emulator: TXL_EMU_ARCH=sm_70: expected sm_75, sm_80, sm_86, "
+                   "sm_89 or sm_90",
+        "TXL_EMU_ARCH=sm_70: exit %d, \"%s\"", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+        err.c_str());
+}
+
 /* ---- runtime and cuBLAS -------------------------------------------------------------------- */
 
 static void test_runtime(void) {
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  check(count == 1 && strcmp(prop.name, "txl CPU emulator") == 0 && prop.major == 9 &&
-            prop.multiProcessorCount == 132 && prop.sharedMemPerBlock == 48 * 1024 &&
-            prop.sharedMemPerBlockOptin == 227 * 1024,
-        "one device \"%s\", sm %d.%d, %d SMs, shared %zu / %zu bytes", prop.name, prop.major,
-        prop.minor, prop.multiProcessorCount, prop.sharedMemPerBlock,
-        prop.sharedMemPerBlockOptin);
+  check(count == 1, "one device: %d", count);
   cudaError_t e = cudaSetDevice(1);
   check(e == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice &&
             cudaPeekAtLastError() == cudaSuccess,
@@ -686,7 +807,13 @@ static void test_fatal(void) {
   CUDA_CHECK(cudaFree(g_scratch));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--device") == 0) { /* test_unknown_arch's child */
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s\n", prop.name);
+    return 0;
+  }
   const char *env = getenv("TXL_EMU_FIBERS");
   const char *backend = txl_emu_fiber_backend();
   printf("cuda emulator self-test, fibers: %s, thread order: %s\n", backend, txl_emu_order());
@@ -697,6 +824,8 @@ int main(void) {
   test_order();
   test_config();
   test_runtime();
+  test_arch();
+  test_unknown_arch();
   test_cublas();
   test_cublas_bf16();
   test_fatal();
