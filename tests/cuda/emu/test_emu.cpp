@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/cuda_util.h"
 
@@ -807,6 +808,69 @@ static void test_fatal(void) {
   CUDA_CHECK(cudaFree(g_scratch));
 }
 
+/* cublasGemmStridedBatchedEx against a double loop per batch: 3 batches of column-major
+ * C_b = alpha op(A_b) op(B_b) + beta C_b at strides wider than a matrix (the gaps must stay
+ * untouched), bf16 operands with a bf16 or fp32 C, and fp32 operands. Exactness as in
+ * test_cublas / test_cublas_bf16: the inputs are multiples of 1/128 (bf16) or 1/4 (fp32) below 1,
+ * so every product and partial sum of k = 7 terms is exact in float; a bf16 C is rounded once
+ * when stored, so it is compared with the bf16 rounding of the exact value. A negative
+ * batchCount is refused. */
+static void test_cublas_batched(void) {
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  const int m = 4, n = 3, k = 7, ld = 8, batch = 3;
+  const long long sa = ld * k + 5, sb = ld * n + 3, sc = ld * n + 7; /* A: m x k (N), B: k x n (N) */
+  const int na = (int)(sa * batch), nb = (int)(sb * batch), nc = (int)(sc * batch);
+  std::vector<float> Af(na), Bf(nb), C0(nc), Cf(nc);
+  std::vector<txl_bf16> Ab(na), Bb(nb), Cb(nc);
+  for (int i = 0; i < na; i++) Af[i] = (float)((i * 37) % 255 - 127) / 128.0f;
+  for (int i = 0; i < nb; i++) Bf[i] = (float)((i * 53) % 255 - 127) / 128.0f;
+  for (int i = 0; i < nc; i++) C0[i] = (float)(i % 15 - 7) / 8.0f;
+  for (int i = 0; i < na; i++) Ab[i] = txl_bf16_from_float(Af[i]);
+  for (int i = 0; i < nb; i++) Bb[i] = txl_bf16_from_float(Bf[i]);
+  const float alpha = 2.0f, beta = 0.5f;
+  for (int mode = 0; mode < 3; mode++) { /* 0: bf16 -> bf16 C, 1: bf16 -> fp32 C, 2: fp32 */
+    Cf = C0;
+    for (int i = 0; i < nc; i++) Cb[i] = txl_bf16_from_float(C0[i]);
+    const bool bf = mode < 2, cbf = mode == 0;
+    const cudaDataType ab = bf ? CUDA_R_16BF : CUDA_R_32F;
+    const void *A = bf ? (const void *)Ab.data() : (const void *)Af.data();
+    const void *B = bf ? (const void *)Bb.data() : (const void *)Bf.data();
+    void *C = cbf ? (void *)Cb.data() : (void *)Cf.data();
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, A, ab, ld, sa, B, ab, ld, sb,
+                                            &beta, C, cbf ? CUDA_R_16BF : CUDA_R_32F, ld, sc, batch,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    int wrong = 0;
+    for (int b = 0; b < batch; b++)
+      for (int j = 0; j < n; j++)
+        for (int i = 0; i < ld; i++) {
+          const long long at = b * sc + (long long)j * ld + i;
+          const float got = cbf ? txl_bf16_to_float(Cb[at]) : Cf[at];
+          float want = C0[at]; /* rows i >= m are outside C: untouched */
+          if (i < m) {
+            double sum = 0.0;
+            for (int p = 0; p < k; p++)
+              sum += (double)Af[b * sa + (long long)p * ld + i] * Bf[b * sb + (long long)j * ld + p];
+            want = (float)(alpha * sum + beta * C0[at]);
+          }
+          if (cbf) want = txl_bf16_to_float(txl_bf16_from_float(want));
+          wrong += got != want;
+        }
+    for (int b = 0; b + 1 < batch; b++) /* the gaps between the batches' C */
+      for (long long at = b * sc + (long long)ld * n; at < (b + 1) * sc; at++)
+        wrong += (cbf ? txl_bf16_to_float(Cb[at]) : Cf[at]) != C0[at];
+    check(wrong == 0, "cublasGemmStridedBatchedEx %s operands, %s C, %d batches: %d elements wrong",
+          bf ? "bf16" : "fp32", cbf ? "bf16" : "fp32", batch, wrong);
+  }
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, Af.data(),
+                                                       CUDA_R_32F, ld, sa, Bf.data(), CUDA_R_32F, ld, sb, &beta,
+                                                       Cf.data(), CUDA_R_32F, ld, sc, -1, CUBLAS_COMPUTE_32F,
+                                                       CUBLAS_GEMM_DEFAULT);
+  check(st == CUBLAS_STATUS_INVALID_VALUE, "cublasGemmStridedBatchedEx with batchCount -1: %s",
+        cublasGetStatusName(st));
+  CUBLAS_CHECK(cublasDestroy(h));
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--device") == 0) { /* test_unknown_arch's child */
     cudaDeviceProp prop;
@@ -828,6 +892,7 @@ int main(int argc, char **argv) {
   test_unknown_arch();
   test_cublas();
   test_cublas_bf16();
+  test_cublas_batched();
   test_fatal();
   if (g_failures) {
     printf("FAILED: %d check(s)\n", g_failures);
