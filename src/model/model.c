@@ -25,8 +25,8 @@ void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec) 
   m->grad_buf = ops->alloc(bytes, "gradients");
   m->param_act = ops->act == TXL_F32 ? (void *)m->param_buf
                                      : ops->alloc((size_t)m->table.total * txl_dtype_size(ops->act), "weights (compute copy)");
-  txl_params_bind(&m->p, m->param_buf, &spec->dims);
-  txl_params_bind(&m->g, m->grad_buf, &spec->dims);
+  txl_params_bind(&m->p, m->param_buf, &m->table);
+  txl_params_bind(&m->g, m->grad_buf, &m->table);
 }
 
 void txl_model_destroy(TxlModel *m) {

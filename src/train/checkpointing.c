@@ -103,9 +103,10 @@ static void host_buffers(TxlTrainer *t, TxlCkptBuffers *b) {
   const size_t mfloats = (size_t)c->n_layer * c->mem_len * t->B_local * c->d_model;
   memset(b, 0, sizeof *b);
   b->table = &t->model.table;
-  b->params = txl_malloc(pbytes, "checkpoint parameters");
-  b->adam_m = txl_malloc(pbytes, "checkpoint Adam m");
-  b->adam_v = txl_malloc(pbytes, "checkpoint Adam v");
+  /* zeroed: a checkpoint read fills the tensors, the padding between them stays zero */
+  b->params = txl_calloc(pbytes, 1, "checkpoint parameters");
+  b->adam_m = txl_calloc(pbytes, 1, "checkpoint Adam m");
+  b->adam_v = txl_calloc(pbytes, 1, "checkpoint Adam v");
   b->mems = txl_malloc(mfloats * sizeof(float) + sizeof(float), "checkpoint memory");
   b->n_layer = c->n_layer;
   b->mem_len = c->mem_len;

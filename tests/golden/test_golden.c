@@ -163,7 +163,7 @@ static void run_case(hid_t file, const char *case_name) {
   TxlModel m;
   txl_model_create(&m, ops, &spec);
   const size_t total = (size_t)m.table.total;
-  float *init = malloc(total * sizeof(float));
+  float *init = calloc(total, sizeof(float)); /* the padding between the tensors stays zero */
   char path[256];
   for (int k = 0; k < m.table.n_tensors; k++) {
     const TxlTensorInfo *ti = &m.table.tensors[k];
