@@ -1,9 +1,11 @@
 /* Element-wise ops and column sums. Parameter gradients accumulate (+=); see kernels/ops.h. */
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
+#include "src/base/error.h"
 
 void txl_cpu_bias_fill(void *x_, const float *b, int64_t rows, int n) {
   float *x = x_;
@@ -57,15 +59,54 @@ void txl_cpu_add(void *out_, const void *a_, const void *b_, int64_t n, TxlDtype
  * the same (vectorised) code, and the chunk sums are added in chunk order. */
 #define TXL_SUMSQ_CHUNKS 64
 
+/* One chunk's sum: the only loop that sums squares, so sumsq and sumsq_segments agree. */
+static double chunk_sumsq(const float *x, int64_t n) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}
+
 double txl_cpu_sumsq(const float *x, int64_t n) {
   double part[TXL_SUMSQ_CHUNKS];
 #pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
   for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) {
     const int64_t i0 = n * c / TXL_SUMSQ_CHUNKS, i1 = n * (c + 1) / TXL_SUMSQ_CHUNKS;
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = i0; i < i1; i++) s += (double)x[i] * (double)x[i];
-    part[c] = s;
+    part[c] = chunk_sumsq(x + i0, i1 - i0);
+  }
+  double total = 0.0;
+  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) total += part[c];
+  return total;
+}
+
+/* sumsq's chunks of the packed view (n values, the segments end to end): a chunk inside one
+ * segment is summed where it lies, one spanning segments is first gathered (host scratch of the
+ * chunk's length, at most n / 64 + 1 values), so every chunk sees the values sumsq would. */
+double txl_cpu_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
+  int64_t n = 0;
+  for (int s = 0; s < n_seg; s++) n += seg[2 * s + 1];
+  double part[TXL_SUMSQ_CHUNKS];
+#pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) {
+    const int64_t i0 = n * c / TXL_SUMSQ_CHUNKS, i1 = n * (c + 1) / TXL_SUMSQ_CHUNKS;
+    /* the segment holding packed index i0 (lengths may be 0), and its packed start */
+    int s = 0;
+    int64_t start = 0;
+    while (s < n_seg - 1 && start + seg[2 * s + 1] <= i0) start += seg[2 * s++ + 1];
+    if (i1 - i0 == 0 || i1 <= start + seg[2 * s + 1]) {
+      part[c] = i1 > i0 ? chunk_sumsq(x + seg[2 * s] + (i0 - start), i1 - i0) : 0.0;
+      continue;
+    }
+    float *tmp = txl_malloc((size_t)(i1 - i0) * sizeof(float), "sum of squares (gathered chunk)");
+    int64_t got = 0;
+    for (int64_t from = i0 - start; got < i1 - i0; s++, from = 0) {
+      int64_t take = seg[2 * s + 1] - from;
+      if (take > i1 - i0 - got) take = i1 - i0 - got;
+      if (take > 0) memcpy(tmp + got, x + seg[2 * s] + from, (size_t)take * sizeof(float));
+      got += take > 0 ? take : 0;
+    }
+    part[c] = chunk_sumsq(tmp, i1 - i0);
+    free(tmp);
   }
   double total = 0.0;
   for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) total += part[c];

@@ -1,11 +1,13 @@
-/* Memory of the CPU backend: host memory, 64-byte aligned (one cache line, one AVX-512 vector). */
+/* Memory of the CPU backend: host memory, 256-byte aligned like cudaMalloc's (at least a cache
+ * line, an AVX-512 vector): the model's layouts (the parameter table's padding, the per-layer
+ * memory slices) align their tensors relative to a buffer start of that alignment. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "src/base/error.h"
 
-#define TXL_CPU_ALIGN 64
+#define TXL_CPU_ALIGN 256
 
 void *txl_cpu_alloc(size_t bytes, const char *what) {
   size_t rounded = (bytes + TXL_CPU_ALIGN - 1) / TXL_CPU_ALIGN * TXL_CPU_ALIGN;

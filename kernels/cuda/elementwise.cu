@@ -4,6 +4,7 @@
  *   bias_backward  db += sum_r dy[r, :]  (+=)        db [n], dy [rows, n]
  *   add            out = a + b (out may alias a, b)  [n]
  *   sumsq          sum x^2 in double, to the host    [n]
+ *   sumsq_segments sumsq over the span of segments whose gaps are zero (the padded gradient)
  * The element-wise ops are one thread per element (grid-stride loops) doing the same single
  * float operation as the CPU, so their fp32 results are the same bits; their bf16 results are
  * those bits rounded once (kernels are templates on the storage type, see cuda_util.h). db and
@@ -239,4 +240,12 @@ extern "C" double txl_cuda_sumsq(const float *x, int64_t n) {
   double host = 0.0;
   txl_cuda_to_host(&host, total, sizeof host); /* waits for the two kernels */
   return host;
+}
+
+/* The gaps between the segments hold zeros: sumsq over the span from the first to the end of the
+ * last (the same sum as over the segments alone, in sumsq's order of that span). */
+extern "C" double txl_cuda_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
+  if (n_seg <= 0) return 0.0;
+  const int64_t begin = seg[0], end = seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1];
+  return txl_cuda_sumsq(x + begin, end - begin);
 }

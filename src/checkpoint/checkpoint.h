@@ -45,7 +45,10 @@ typedef struct {
 /* What a rank hands to txl_ckpt_write or gets from txl_ckpt_read. Host memory. */
 typedef struct {
   const TxlParamTable *table;
-  float *params, *adam_m, *adam_v; /* [table->total] each, identical on every rank */
+  float *params, *adam_m, *adam_v; /* [table->total] each, identical on every rank, laid out by
+                                      the table (padded); each tensor is written and read at its
+                                      offset, the padding is neither written nor read (the
+                                      caller keeps it zero) */
   float *mems;                     /* this rank's [n_layer, mem_len, B_local, d_model]; may be
                                       NULL when mem_len == 0 */
   int n_layer, mem_len, d_model;

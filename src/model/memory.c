@@ -19,7 +19,7 @@ void txl_memory_concat(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const int B = r->B, d = m->spec.dims.d_model, M = sg->M, Mnew = sg->Mnew;
   const size_t AS = txl_dtype_size(o->act); /* bytes of an activation */
   TxlLayerActs *a = txl_slot(r, l);
-  void *mem = txl_act_at(m, r->mems, (int64_t)l * r->mem_len * B * d); /* [mem_len, B, d] */
+  void *mem = txl_act_at(m, r->mems, l * r->mem_stride); /* [mem_len, B, d] */
   if (M) o->copy(a->cat, mem, (size_t)M * B * d * AS);
   if (Mnew) o->copy(mem, txl_act_at(m, a->cat, (int64_t)(sg->K - Mnew) * B * d), (size_t)Mnew * B * d * AS);
 }
@@ -32,7 +32,7 @@ void txl_memory_kv_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, 
   TxlLayerActs *a = txl_slot(r, l);
   const void *w_kv = txl_model_w(m, m->p.layers[l].w_qkv + HD); /* [d, 2*HD] in W_qkv [d, 3*HD] */
   const int64_t kv_row = (int64_t)B * 2 * HD;
-  void *kv_cache = r->kv_cache ? txl_act_at(m, r->kv_cache, (int64_t)l * r->mem_len * kv_row) : NULL;
+  void *kv_cache = r->kv_cache ? txl_act_at(m, r->kv_cache, l * r->kv_stride) : NULL;
   if (sg->cached_kv) { /* the memory rows' from the cache, the new rows' computed */
     if (M) o->copy(a->kv, kv_cache, (size_t)(M * kv_row) * AS);
     txl_linear_forward(o, txl_act_at(m, a->kv, M * kv_row), txl_act_at(m, in, (int64_t)M * B * d), w_kv, sg->LB, d,
@@ -52,7 +52,7 @@ const void *txl_memory_rw_forward(TxlModel *m, TxlRun *r, int l, const TxlSegmen
     txl_linear_forward(o, a->r, r->R, w_r, sg->K, d, HD, HD);
     return a->r;
   }
-  void *rl = txl_act_at(m, r->r_cache, (int64_t)l * (r->L_max + r->mem_len) * HD); /* kept while K stays */
+  void *rl = txl_act_at(m, r->r_cache, l * r->r_stride); /* [K, HD], kept while K stays */
   if (!sg->R_kept) txl_linear_forward(o, rl, r->R, w_r, sg->K, d, HD, HD);
   return rl;
 }

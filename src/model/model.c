@@ -25,8 +25,8 @@ void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec) 
   m->grad_buf = ops->alloc(bytes, "gradients");
   m->param_act = ops->act == TXL_F32 ? (void *)m->param_buf
                                      : ops->alloc((size_t)m->table.total * txl_dtype_size(ops->act), "weights (compute copy)");
-  txl_params_bind(&m->p, m->param_buf, &spec->dims);
-  txl_params_bind(&m->g, m->grad_buf, &spec->dims);
+  txl_params_bind(&m->p, m->param_buf, &m->table);
+  txl_params_bind(&m->g, m->grad_buf, &m->table);
 }
 
 void txl_model_destroy(TxlModel *m) {
@@ -171,9 +171,12 @@ static void walk_run(Alloc *a) {
   TxlRun tmp;
   TxlRun *r = a->r ? a->r : &tmp;
   r->n_slots = s->training ? dm->n_layer : 1;
+  r->mem_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * d));
+  r->kv_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * 2 * HD));
+  r->r_stride = txl_act_padded(a->m, (int64_t)(K * HD));
   r->tokens = take(a, L * B * sizeof(int32_t), "tokens");
   r->targets = take(a, L * B * sizeof(int32_t), "targets");
-  r->mems = take(a, (size_t)dm->n_layer * (size_t)s->mem_len * B * d * A + F, "memory");
+  r->mems = take(a, (size_t)dm->n_layer * (size_t)r->mem_stride * A + F, "memory");
   r->R = take(a, K * d * A, "relative positions");
   if (a->r) r->acts = txl_calloc((size_t)r->n_slots, sizeof(TxlLayerActs), "activation slots");
   for (int l = 0; l < r->n_slots; l++) {
@@ -190,8 +193,8 @@ static void walk_run(Alloc *a) {
   r->attn_work = take(a, a->m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head, s->training),
                       "attention workspace");
   if (!s->training) {
-    r->kv_cache = take(a, (size_t)dm->n_layer * (size_t)s->mem_len * B * 2 * HD * A + F, "key/value cache");
-    r->r_cache = take(a, (size_t)dm->n_layer * K * HD * A, "R W_r cache");
+    r->kv_cache = take(a, (size_t)dm->n_layer * (size_t)r->kv_stride * A + F, "key/value cache");
+    r->r_cache = take(a, (size_t)dm->n_layer * (size_t)r->r_stride * A, "R W_r cache");
   }
   if (s->training) {
     r->dh = take(a, L * B * d * A, "dh");
@@ -246,6 +249,18 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
 void txl_run_reset_memory(TxlRun *r) {
   r->mem_rows = 0;
   r->kv_valid = 0;
+}
+
+void txl_run_mems_to_host(const TxlModel *m, const TxlRun *r, float *dst) {
+  const int64_t n = (int64_t)r->mem_len * r->B * m->spec.dims.d_model; /* one layer's */
+  for (int l = 0; l < m->spec.dims.n_layer; l++)
+    txl_act_to_host(m, dst + l * n, txl_act_at(m, r->mems, l * r->mem_stride), n);
+}
+
+void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src) {
+  const int64_t n = (int64_t)r->mem_len * r->B * m->spec.dims.d_model;
+  for (int l = 0; l < m->spec.dims.n_layer; l++)
+    txl_act_to_device(m, txl_act_at(m, r->mems, l * r->mem_stride), src + l * n, n);
 }
 
 /* ---- forward and backward ------------------------------------------------------------------ */

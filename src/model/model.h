@@ -48,6 +48,15 @@ static inline const void *txl_model_w(const TxlModel *m, const float *master) {
   if (!master) return NULL;
   return (const char *)m->param_act + (size_t)(master - m->param_buf) * txl_dtype_size(m->ops->act);
 }
+/* Alignment in bytes of the tensors the run state carves out of one allocation (each layer's
+ * memory, key/value cache and R W_r cache): the backend's alloc gives buffers aligned at least
+ * as much (cudaMalloc: 256 bytes; the CPU backend the same). */
+#define TXL_ACT_ALIGN 256
+/* n activation-type elements rounded up to a whole number of TXL_ACT_ALIGN bytes. */
+static inline int64_t txl_act_padded(const TxlModel *m, int64_t n) {
+  const int64_t per = TXL_ACT_ALIGN / (int64_t)txl_dtype_size(m->ops->act);
+  return (n + per - 1) / per * per;
+}
 /* An activation tensor `elems` elements further than p (activations are `void *`: their
  * element size is the backend's). */
 static inline void *txl_act_at(const TxlModel *m, const void *p, int64_t elems) {
@@ -90,7 +99,7 @@ typedef struct {
 
   int32_t *tokens;  /* [L_max, B] device */
   int32_t *targets; /* [L_max, B] device */
-  void *mems;       /* [n_layer, mem_len, B, d] */
+  void *mems;       /* [n_layer][mem_len, B, d]: layer l's at l * mem_stride */
   void *R;          /* [K_max, d] relative positions after dropout */
   TxlLayerActs *acts; /* [n_slots] */
   int n_slots;
@@ -134,8 +143,12 @@ typedef struct {
   int last_L, last_M, last_step, last_dropout_on;
   int R_rows;       /* K of the dropout-free R held in R (and R W_r in r_cache), -1 when none */
   /* inference runs only (NULL when training): per layer, the keys and values of the memory rows
-   * [n_layer, mem_len, B, 2*H*dh] and R W_r [n_layer, K_max, H*dh] */
+   * [n_layer][mem_len, B, 2*H*dh] and R W_r [n_layer][K_max, H*dh], layer l's at l * kv_stride
+   * and l * r_stride */
   void *kv_cache, *r_cache;
+  /* elements from one layer's slice of mems, kv_cache, r_cache to the next: the slice's size
+   * rounded up (txl_act_padded), so every slice starts TXL_ACT_ALIGN-byte aligned */
+  int64_t mem_stride, kv_stride, r_stride;
   int kv_valid;     /* kv_cache holds the current memory rows' keys and values */
 } TxlRun;
 
@@ -147,6 +160,10 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape);
 void txl_run_destroy(TxlRun *r, const TxlModel *m);
 /* Forget the memory (start of a stream). */
 void txl_run_reset_memory(TxlRun *r);
+/* The memory of every layer as fp32 [n_layer, mem_len, B, d], packed (a checkpoint's /mems on
+ * this rank) on the host, from the run state (dst) or into it (src). */
+void txl_run_mems_to_host(const TxlModel *m, const TxlRun *r, float *dst);
+void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src);
 /* Bytes of device memory the run state holds. */
 size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
 

@@ -1,6 +1,7 @@
 #include "src/model/params.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,21 @@ enum { SEC_HEAD, SEC_LAYER, SEC_TAIL };
 #define INIT_ID_ZERO TXL_INIT_ZERO
 #define INIT_ID_PROJ TXL_INIT_PROJ
 
-static int64_t numel_of(int rank, int64_t d0, int64_t d1) { return rank == 1 ? d0 : d0 * d1; }
+#define FIELD_OF_HEAD(name) offsetof(TxlParams, name)
+#define FIELD_OF_LAYER(name) offsetof(TxlLayerParams, name)
+#define FIELD_OF_TAIL(name) offsetof(TxlParams, name)
 
-/* Walks the table in storage order: head tensors, then each layer's, then the tail's. */
+static int64_t numel_of(int rank, int64_t d0, int64_t d1) { return rank == 1 ? d0 : d0 * d1; }
+static int64_t align_up(int64_t n) { return (n + TXL_PARAM_ALIGN - 1) / TXL_PARAM_ALIGN * TXL_PARAM_ALIGN; }
+
+/* Walks the table in storage order: head tensors, then each layer's, then the tail's. `off`
+ * runs over the padded buffer (each tensor starts aligned), `packed` over the packed view. */
 void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
   int cap = 32 + 32 * m->n_layer;
   memset(t, 0, sizeof *t);
   t->tensors = txl_calloc((size_t)cap, sizeof(TxlTensorInfo), "parameter table");
-  int64_t off = 0;
+  t->n_layer = m->n_layer;
+  int64_t off = 0, packed = 0;
   int n = 0;
   for (int pass = SEC_HEAD; pass <= SEC_TAIL; pass++) {
     int layers = pass == SEC_LAYER ? m->n_layer : 1;
@@ -40,9 +48,12 @@ void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
         ti->shape[1] = prank == 2 ? (d1) : 1;                                                 \
         ti->numel = numel_of(prank, ti->shape[0], ti->shape[1]);                              \
         ti->offset = off;                                                                    \
+        ti->packed_offset = packed;                                                          \
         ti->init = INIT_ID_##pinit;                                                           \
         ti->layer = pass == SEC_LAYER ? l : -1;                                              \
-        off += ti->numel;                                                                    \
+        ti->field = FIELD_OF_##section(pname);                                               \
+        off = align_up(off + ti->numel);                                                     \
+        packed += ti->numel;                                                                 \
       }
 #include "src/model/params.def"
 #undef X
@@ -52,6 +63,7 @@ void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
   }
   t->n_tensors = n;
   t->total = off;
+  t->packed = packed;
 }
 
 void txl_param_table_free(TxlParamTable *t) {
@@ -59,25 +71,13 @@ void txl_param_table_free(TxlParamTable *t) {
   t->tensors = NULL;
 }
 
-#define FIELD_HEAD(p, l, name) (&(p)->name)
-#define FIELD_LAYER(p, l, name) (&(p)->layers[l].name)
-#define FIELD_TAIL(p, l, name) (&(p)->name)
-
-void txl_params_bind(TxlParams *p, float *base, const TxlDims *m) {
+void txl_params_bind(TxlParams *p, float *base, const TxlParamTable *t) {
   memset(p, 0, sizeof *p);
-  p->layers = txl_calloc((size_t)m->n_layer, sizeof(TxlLayerParams), "layer parameter pointers");
-  int64_t off = 0; /* same walk as txl_param_table_build */
-  for (int pass = SEC_HEAD; pass <= SEC_TAIL; pass++) {
-    int layers = pass == SEC_LAYER ? m->n_layer : 1;
-    for (int l = 0; l < layers; l++) {
-#define X(pname, section, present, pinit, prank, d0, d1) \
-      if (SEC_ID_##section == pass && (present)) {      \
-        *FIELD_##section(p, l, pname) = base + off;     \
-        off += numel_of(prank, d0, d1);                  \
-      }
-#include "src/model/params.def"
-#undef X
-    }
+  p->layers = txl_calloc((size_t)(t->n_layer > 0 ? t->n_layer : 1), sizeof(TxlLayerParams), "layer parameter pointers");
+  for (int k = 0; k < t->n_tensors; k++) {
+    const TxlTensorInfo *ti = &t->tensors[k];
+    char *owner = ti->layer < 0 ? (char *)p : (char *)&p->layers[ti->layer];
+    *(float **)(owner + ti->field) = base + ti->offset;
   }
 }
 
@@ -88,6 +88,7 @@ void txl_params_unbind(TxlParams *p) {
 
 /* N(0, 1) from Philox via Box-Muller: element e of tensor k uses counter (e, k, 0x1417, 0). */
 void txl_params_init(float *host, const TxlParamTable *t, float init_std, float proj_std, uint32_t seed) {
+  memset(host, 0, (size_t)t->total * sizeof(float)); /* the padding */
   for (int k = 0; k < t->n_tensors; k++) {
     const TxlTensorInfo *ti = &t->tensors[k];
     float *x = host + ti->offset;
@@ -106,6 +107,21 @@ void txl_params_init(float *host, const TxlParamTable *t, float init_std, float 
       x[e] = (float)(mean + std * rad * cos(2.0 * M_PI * u2));
       if (e + 1 < ti->numel) x[e + 1] = (float)(mean + std * rad * sin(2.0 * M_PI * u2));
     }
+  }
+}
+
+void txl_params_pack(const TxlParamTable *t, const float *buf, float *packed) {
+  for (int k = 0; k < t->n_tensors; k++) {
+    const TxlTensorInfo *ti = &t->tensors[k];
+    memcpy(packed + ti->packed_offset, buf + ti->offset, (size_t)ti->numel * sizeof(float));
+  }
+}
+
+void txl_params_unpack(const TxlParamTable *t, const float *packed, float *buf) {
+  memset(buf, 0, (size_t)t->total * sizeof(float));
+  for (int k = 0; k < t->n_tensors; k++) {
+    const TxlTensorInfo *ti = &t->tensors[k];
+    memcpy(buf + ti->offset, packed + ti->packed_offset, (size_t)ti->numel * sizeof(float));
   }
 }
 

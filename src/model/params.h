@@ -1,9 +1,17 @@
 /* The model's parameters: one contiguous buffer laid out by the table in params.def.
  * The gradient buffer and Adam's two moment buffers use the identical layout, so one
- * all-reduce covers every gradient and each layer's slice is contiguous. */
+ * all-reduce covers every gradient and each layer's slice is contiguous.
+ *
+ * The buffer is padded, not packed: every tensor starts at a multiple of TXL_PARAM_ALIGN floats
+ * from the buffer start (buffers come from the backend's alloc, at least 256-byte aligned), and
+ * the gap after each tensor up to the next multiple holds zeros in every buffer (gradients are
+ * zero there, so Adam keeps parameters and moments zero there). The padding never leaves the
+ * process: checkpoints, --dump-params and txl_params_pack hold the tensors packed, in table
+ * order (TxlParamTable.packed values). */
 #ifndef TXL_MODEL_PARAMS_H
 #define TXL_MODEL_PARAMS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Clusters of the adaptive softmax at most: the head and three tails (every recipe of the paper). */
@@ -73,40 +81,59 @@ typedef struct {
   TxlLayerParams *layers; /* [n_layer] */
 } TxlParams;
 
+/* Tensor alignment in elements: 128 floats = 512 bytes in the fp32 buffers, 256 bytes in the
+ * bf16 compute copy (TxlModel.param_act), which uses the same element offsets. */
+#define TXL_PARAM_ALIGN 128
+
 typedef enum { TXL_INIT_NORMAL, TXL_INIT_NORMAL_ONE, TXL_INIT_ZERO, TXL_INIT_PROJ } TxlInit;
 
 /* One present tensor of the buffer, in storage order. */
 typedef struct {
   char name[64];     /* "word_emb", "layers.3.w_qkv", ... (also the HDF5 dataset name) */
-  int64_t offset;    /* in floats from the buffer start */
+  int64_t offset;    /* in floats from the buffer start: a multiple of TXL_PARAM_ALIGN */
+  int64_t packed_offset; /* in floats in the packed view (checkpoint order, no padding) */
   int64_t numel;
   int rank;          /* 1 or 2 */
   int64_t shape[2];
   TxlInit init;
   int layer;         /* -1 for tensors outside the layers */
+  size_t field;      /* byte offset of this tensor's pointer in TxlParams (layer -1) or in
+                        TxlLayerParams (txl_params_bind) */
 } TxlTensorInfo;
 
 typedef struct {
   TxlTensorInfo *tensors;
   int n_tensors;
-  int64_t total;                  /* floats in the buffer */
+  int n_layer;
+  int64_t total;                  /* floats in the buffer, padding included (a multiple of
+                                     TXL_PARAM_ALIGN) */
+  int64_t packed;                 /* parameter values: the sum of the tensors' numel */
   int64_t layer_begin, layer_end; /* [begin, end) of the per-layer part; layer l's slice is
-                                     layer_begin + l * layer_size ... */
+                                     layer_begin + l * layer_size ... (padding included, every
+                                     bound a multiple of TXL_PARAM_ALIGN) */
   int64_t layer_size;
 } TxlParamTable;
 
+/* The one place that lays the buffer out (offsets, padding, the layer slices). */
 void txl_param_table_build(TxlParamTable *t, const TxlDims *m);
 void txl_param_table_free(TxlParamTable *t);
-/* Points every field of p into base (a buffer of t->total floats). Allocates p->layers. */
-void txl_params_bind(TxlParams *p, float *base, const TxlDims *m);
+/* Points every field of p into base (a buffer of t->total floats) at the table's offsets.
+ * Allocates p->layers. */
+void txl_params_bind(TxlParams *p, float *base, const TxlParamTable *t);
+/* The packed view: packed [t->packed] gets buf's tensors one after the other in table order
+ * (the checkpoint's order), without the padding; unpack is the inverse and zeroes the padding. */
+void txl_params_pack(const TxlParamTable *t, const float *buf, float *packed);
+void txl_params_unpack(const TxlParamTable *t, const float *packed, float *buf);
 void txl_params_unbind(TxlParams *p);
 /* The original's initialisation into a host buffer of t->total floats: N(0, std) weights,
- * N(1, std) LayerNorm weights, zero biases; deterministic in `seed` alone. */
+ * N(1, std) LayerNorm weights, zero biases, zero padding; deterministic in `seed` alone (element
+ * e of the k-th tensor draws from Philox counter (e, k): the values do not depend on the
+ * padding). */
 void txl_params_init(float *host, const TxlParamTable *t, float init_std, float proj_std, uint32_t seed);
 /* The first tensor of `t` holding a NaN or an infinity in buf (host memory, t->total floats), or
  * NULL when every value is finite; *index gets the element's index within that tensor. */
 const TxlTensorInfo *txl_param_first_nonfinite(const TxlParamTable *t, const float *buf, int64_t *index);
-/* Non-embedding parameter count (for FLOP estimates). */
+/* Non-embedding parameter count (for FLOP estimates; padding not counted). */
 int64_t txl_param_count_non_embedding(const TxlParamTable *t);
 
 #endif

@@ -1,6 +1,9 @@
 #include "src/optim/adam.h"
 
 #include <math.h>
+#include <stdlib.h>
+
+#include "src/base/error.h"
 
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
                      float clip) {
@@ -21,7 +24,16 @@ void txl_adam_destroy(TxlAdam *a) {
   a->m = a->v = 0;
 }
 
-double txl_grad_norm(const TxlOps *ops, const float *grad, int64_t n) { return sqrt(ops->sumsq(grad, n)); }
+double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *t) {
+  int64_t *seg = txl_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * 2 * sizeof(int64_t), "gradient segments");
+  for (int k = 0; k < t->n_tensors; k++) {
+    seg[2 * k] = t->tensors[k].offset;
+    seg[2 * k + 1] = t->tensors[k].numel;
+  }
+  const double s = ops->sumsq_segments(grad, t->n_tensors, seg);
+  free(seg);
+  return sqrt(s);
+}
 
 void txl_adam_step(TxlAdam *a, float *params, const float *grad, double norm, float lr) {
   float coef = 1.0f;

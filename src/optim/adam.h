@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "kernels/ops.h"
+#include "src/model/params.h"
 
 typedef struct {
   const TxlOps *ops;
@@ -18,8 +19,9 @@ void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, floa
                      float clip);
 void txl_adam_destroy(TxlAdam *a);
 
-/* L2 norm of the whole gradient buffer (accumulated in double). */
-double txl_grad_norm(const TxlOps *ops, const float *grad, int64_t n);
+/* L2 norm of the gradient buffer laid out by t (accumulated in double): of its tensors, the
+ * padding left out; on the CPU the bits of the norm of the packed view (ops->sumsq_segments). */
+double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *t);
 
 /* One update with learning rate lr: clips the gradient to norm `clip` as
  * torch.nn.utils.clip_grad_norm_ (coef = clip / (norm + 1e-6), applied when < 1), then Adam.

@@ -110,7 +110,7 @@ void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   txl_model_spec_from_config(c, (int)V, &spec);
   txl_model_create(&ld->model, ld->backend.ops, &spec);
   const size_t bytes = (size_t)ld->model.table.total * sizeof(float);
-  float *host = txl_malloc(bytes, "checkpoint parameters");
+  float *host = txl_calloc(bytes, 1, "checkpoint parameters"); /* the padding stays zero */
   if (txl_ckpt_read_params(ld->path, &ld->model.table, c->n_layer, c->d_model, host, NULL, err, sizeof err) != 0)
     txl_fatal_all("%s", err);
   txl_model_set_params(&ld->model, host);

@@ -37,7 +37,7 @@ static const TxlToolOption OPTS[N_OPTS] = {
     [OPT_RANKS] = {"--ranks", "P", NULL, NULL, "the rank count --check checks for (default 1)"},
     [OPT_DUMP_PARAMS] = {"--dump-params", "FILE", NULL, NULL,
                          "after training, write the parameters as raw float32 (table order,\n"
-                         "host byte order) to FILE, from rank 0: for tests and debugging"},
+                         "packed as in a checkpoint, host byte order) to FILE, from rank 0: for tests and debugging"},
 };
 
 static void usage(FILE *f) {

@@ -103,9 +103,10 @@ static void host_buffers(TxlTrainer *t, TxlCkptBuffers *b) {
   const size_t mfloats = (size_t)c->n_layer * c->mem_len * t->B_local * c->d_model;
   memset(b, 0, sizeof *b);
   b->table = &t->model.table;
-  b->params = txl_malloc(pbytes, "checkpoint parameters");
-  b->adam_m = txl_malloc(pbytes, "checkpoint Adam m");
-  b->adam_v = txl_malloc(pbytes, "checkpoint Adam v");
+  /* zeroed: a checkpoint read fills the tensors, the padding between them stays zero */
+  b->params = txl_calloc(pbytes, 1, "checkpoint parameters");
+  b->adam_m = txl_calloc(pbytes, 1, "checkpoint Adam m");
+  b->adam_v = txl_calloc(pbytes, 1, "checkpoint Adam v");
   b->mems = txl_malloc(mfloats * sizeof(float) + sizeof(float), "checkpoint memory");
   b->n_layer = c->n_layer;
   b->mem_len = c->mem_len;
@@ -161,7 +162,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   t->ops->to_host(b.params, t->model.param_buf, pbytes);
   t->ops->to_host(b.adam_m, t->adam.m, pbytes);
   t->ops->to_host(b.adam_v, t->adam.v, pbytes);
-  txl_act_to_host(&t->model, b.mems, t->run.mems, (int64_t)c->n_layer * c->mem_len * t->B_local * c->d_model);
+  txl_run_mems_to_host(&t->model, &t->run, b.mems);
   TxlCkptState st;
   memset(&st, 0, sizeof st);
   st.step = t->step;
@@ -300,12 +301,11 @@ int txl_trainer_resume(TxlTrainer *t) {
   TxlCkptBuffers b;
   host_buffers(t, &b);
   if (txl_ckpt_read(path, &st, &b, err, sizeof err) != 0) txl_fatal_all("%s", err);
-  const TxlConfig *c = &t->cfg;
   const size_t pbytes = (size_t)t->model.table.total * sizeof(float);
   txl_model_set_params(&t->model, b.params);
   t->ops->to_device(t->adam.m, b.adam_m, pbytes);
   t->ops->to_device(t->adam.v, b.adam_v, pbytes);
-  txl_act_to_device(&t->model, t->run.mems, b.mems, (int64_t)c->n_layer * c->mem_len * t->B_local * c->d_model);
+  txl_run_mems_to_device(&t->model, &t->run, b.mems);
   free_buffers(&b);
   t->run.mem_rows = st.mem_rows;
   t->adam.t = st.adam_t;

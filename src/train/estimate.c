@@ -17,7 +17,7 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
   txl_model_spec_from_config(c, n_token, &shell.spec);
   txl_param_table_build(&shell.table, &shell.spec.dims);
   const double P = (double)shell.table.total;
-  e->n_params = shell.table.total;
+  e->n_params = shell.table.packed; /* P (the buffers' size) counts the padding too */
   e->n_params_ne = txl_param_count_non_embedding(&shell.table);
   e->flops_per_token = txl_model_flops_per_token(&shell, c->tgt_len, c->mem_len);
   e->on_gpu = c->device != TXL_DEVICE_CPU;

@@ -14,7 +14,7 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
     txl_reducer_finish(reducer);
     txl_dist_allreduce_sum_f64(&loss_sum, 1);
   }
-  *grad_norm = txl_grad_norm(m->ops, m->grad_buf, m->table.total);
+  *grad_norm = txl_grad_norm(m->ops, m->grad_buf, &m->table);
   return loss_sum / global_tokens;
 }
 

@@ -233,7 +233,7 @@ static void inject_fault(TxlTrainer *t, double *grad_norm) {
   const TxlParamTable *tab = &t->model.table;
   const float inf = INFINITY;
   t->ops->to_device(t->model.grad_buf + tab->tensors[t->fault_tensor].offset, &inf, sizeof inf);
-  *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab->total);
+  *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab);
 }
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
@@ -447,11 +447,15 @@ double txl_trainer_evaluate(TxlTrainer *t, const char *split, int max_segments, 
 
 void txl_trainer_dump_params(TxlTrainer *t, const char *path) {
   if (t->dist.rank == 0) {
-    const size_t bytes = (size_t)t->model.table.total * sizeof(float);
-    float *host = txl_malloc(bytes, "parameter dump");
-    t->ops->to_host(host, t->model.param_buf, bytes);
+    const TxlParamTable *tab = &t->model.table;
+    float *host = txl_malloc((size_t)tab->total * sizeof(float), "parameter dump");
+    float *packed = txl_malloc((size_t)tab->packed * sizeof(float), "parameter dump (packed)");
+    t->ops->to_host(host, t->model.param_buf, (size_t)tab->total * sizeof(float));
+    txl_params_pack(tab, host, packed); /* the tensors in table order, without the padding */
     char err[1400];
-    if (txl_write_file_atomic(path, host, bytes, err, sizeof err) != 0) txl_fatal("%s", err);
+    if (txl_write_file_atomic(path, packed, (size_t)tab->packed * sizeof(float), err, sizeof err) != 0)
+      txl_fatal("%s", err);
+    free(packed);
     free(host);
   }
   txl_dist_barrier();

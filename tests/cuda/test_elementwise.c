@@ -240,7 +240,45 @@ static void test_sumsq_case(int64_t n, double spread) {
   free(x);
 }
 
+/* sumsq_segments on a padded layout (segments of random lengths, zero gaps of up to 127 floats)
+ * against the CPU's, which is sumsq of the packed values: within the bound of test_sumsq_case,
+ * and the same bits on a second call. */
+static void test_sumsq_segments_case(int n_seg, int max_len, uint64_t seed) {
+  uint64_t s = seed;
+  int64_t *seg = (int64_t *)malloc((size_t)n_seg * 2 * sizeof(int64_t)), end = 0, n = 0;
+  for (int i = 0; i < n_seg; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    seg[2 * i] = end + (int64_t)((s >> 33) % 128);
+    seg[2 * i + 1] = 1 + (int64_t)((s >> 17) % (uint64_t)max_len);
+    end = seg[2 * i] + seg[2 * i + 1];
+    n += seg[2 * i + 1];
+  }
+  float *vals = host_rand_nz(n, -1.0, 1.0), *x = (float *)calloc((size_t)end, sizeof(float));
+  for (int i = 0, k = 0; i < n_seg; i++)
+    for (int64_t j = 0; j < seg[2 * i + 1]; j++) x[seg[2 * i] + j] = vals[k++];
+  float *dx = dev_copy_of(x, end, "test: sumsq_segments x");
+  const double want = txl_cpu_sumsq_segments(x, n_seg, seg);
+  const double got = txl_cuda_sumsq_segments(dx, n_seg, seg), again = txl_cuda_sumsq_segments(dx, n_seg, seg);
+  double exact_ish = 0.0;
+  for (int64_t i = 0; i < n; i++) exact_ish += (double)vals[i] * (double)vals[i];
+  const double bound = TOL_C * (double)n * U_F64 * exact_ish, err = fabs(got - want);
+  const int ok = err <= bound, same = memcmp(&got, &again, sizeof got) == 0;
+  char what[96];
+  snprintf(what, sizeof what, "sumsq_segments %d segments, n=%lld", n_seg, (long long)n);
+  printf("%-50s cuda %.17g cpu %.17g  err/bound %.2e  rerun %s  %s\n", what, got, want, err / bound,
+         same ? "same bits" : "OTHER BITS", ok && same ? "ok" : "FAIL");
+  if (!ok) check_fail("sumsq_segments: outside the bound");
+  if (!same) check_fail("sumsq_segments: a second call gave other bits");
+  txl_cuda_free(dx);
+  free(x);
+  free(vals);
+  free(seg);
+}
+
 static void test_sumsq(void) {
+  test_sumsq_segments_case(1, 1000, 1);
+  test_sumsq_segments_case(50, 3000, 2);
+  test_sumsq_segments_case(200, 100000, 3);
   test_sumsq_case(1, 1.0);
   test_sumsq_case(7, 3.0);
   test_sumsq_case(1000, 1.0);

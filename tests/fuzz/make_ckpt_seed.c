@@ -24,9 +24,14 @@ int main(int argc, char **argv) {
   char *ini = fuzz_ckpt_config();
   if (!ini) txl_fatal("out of memory writing the config");
 
-  const size_t n = (size_t)table.total, nm = (size_t)dims.n_layer * FUZZ_CKPT_MEM_LEN * FUZZ_CKPT_BATCH * (size_t)dims.d_model;
+  const size_t n = (size_t)table.total, np = (size_t)table.packed,
+               nm = (size_t)dims.n_layer * FUZZ_CKPT_MEM_LEN * FUZZ_CKPT_BATCH * (size_t)dims.d_model;
   float *p = txl_malloc(3 * n * sizeof(float), "parameters"), *mems = txl_malloc(nm * sizeof(float), "memory");
-  for (size_t i = 0; i < 3 * n; i++) p[i] = 0.25f * (float)(i % 7) - 0.5f;
+  float *q = txl_malloc(3 * np * sizeof(float), "parameters (packed)");
+  /* the values by index in the packed view (the file's order), laid out with the padding */
+  for (size_t i = 0; i < 3 * np; i++) q[i] = 0.25f * (float)(i % 7) - 0.5f;
+  for (int k = 0; k < 3; k++) txl_params_unpack(&table, q + k * np, p + k * n);
+  free(q);
   for (size_t i = 0; i < nm; i++) mems[i] = 0.125f * (float)(i % 5);
   TxlCkptBuffers b = {.table = &table, .params = p, .adam_m = p + n, .adam_v = p + 2 * n, .mems = mems,
                       .n_layer = dims.n_layer, .mem_len = FUZZ_CKPT_MEM_LEN, .d_model = dims.d_model,

@@ -163,7 +163,7 @@ static void run_case(hid_t file, const char *case_name) {
   TxlModel m;
   txl_model_create(&m, ops, &spec);
   const size_t total = (size_t)m.table.total;
-  float *init = malloc(total * sizeof(float));
+  float *init = calloc(total, sizeof(float)); /* the padding between the tensors stays zero */
   char path[256];
   for (int k = 0; k < m.table.n_tensors; k++) {
     const TxlTensorInfo *ti = &m.table.tensors[k];
@@ -181,14 +181,14 @@ static void run_case(hid_t file, const char *case_name) {
   const size_t mem_floats = (size_t)n_layer * mem_len * B * d;
   float *mem_save = malloc(mem_floats * sizeof(float) + 4);
   float *ref = malloc((total > (size_t)L * B * V ? total : (size_t)L * B * V) * sizeof(float));
-  float *mem_c = malloc(mem_floats * sizeof(float) + 4);
+  float *mem_c = malloc(mem_floats * sizeof(float) + 4), *mem_now = malloc(mem_floats * sizeof(float) + 4);
   float *lp = malloc((size_t)L * B * V * sizeof(float));
 
   /* ---- phase A: fixed parameters, three segments, memory carried ---- */
   for (int s = 0; s < n_seg; s++) {
     const int32_t *in = data + (size_t)s * L * B, *tg = in + B;
     int M = run.mem_rows;
-    memcpy(mem_save, run.mems, mem_floats * sizeof(float));
+    txl_run_mems_to_host(&m, &run, mem_save); /* packed: in run.mems the layers lie mem_stride apart */
     /* logits (adaptive: log-probabilities): a forward without gradient, then the memory is put back */
     double loss_sum = txl_model_forward(&m, &run, in, tg, L, s, 1, 0.0f);
     snprintf(path, sizeof path, "segA%d/logits", s);
@@ -207,15 +207,16 @@ static void run_case(hid_t file, const char *case_name) {
     read_ds(g, path, H5T_NATIVE_DOUBLE, &ref_loss, 1);
     snprintf(what, sizeof what, "segment %d loss", s);
     compare_scalar(what, loss_sum / ((double)L * B), ref_loss, TOL_FWD);
-    memcpy(run.mems, mem_save, mem_floats * sizeof(float));
+    txl_run_mems_to_device(&m, &run, mem_save);
     run.mem_rows = M;
     /* gradients */
     ops->zero(m.grad_buf, total * sizeof(float));
     txl_model_forward(&m, &run, in, tg, L, s, 1, (float)(1.0 / ((double)L * B)));
     txl_model_backward(&m, &run, NULL, NULL);
     int Mn = run.mem_rows;
+    txl_run_mems_to_host(&m, &run, mem_now);
     for (int l = 0; l < n_layer; l++)
-      memcpy(mem_c + (size_t)l * Mn * B * d, (const float *)run.mems + (size_t)l * mem_len * B * d, (size_t)Mn * B * d * sizeof(float));
+      memcpy(mem_c + (size_t)l * Mn * B * d, mem_now + (size_t)l * mem_len * B * d, (size_t)Mn * B * d * sizeof(float));
     snprintf(path, sizeof path, "segA%d/mems", s);
     read_ds(g, path, H5T_NATIVE_FLOAT, ref, (size_t)n_layer * Mn * B * d);
     snprintf(what, sizeof what, "segment %d new memory (%d rows)", s, Mn);
@@ -300,6 +301,7 @@ static void run_case(hid_t file, const char *case_name) {
   free(data);
   free(mem_save);
   free(mem_c);
+  free(mem_now);
   free(lp);
   free(ref);
   H5Gclose(g);

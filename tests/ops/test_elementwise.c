@@ -78,6 +78,37 @@ static void test_sumsq(int64_t n, OtRng *rng) {
   free(x);
 }
 
+/* sumsq_segments: n_seg segments of random lengths (some 0, some longer than a chunk) at random
+ * gaps (zeros) give the bits sumsq gives on the segments end to end, for 1 to 3 threads. */
+static void test_sumsq_segments(int n_seg, int max_len, OtRng *rng) {
+  char name[96];
+  int64_t *seg = malloc((size_t)n_seg * 2 * sizeof(int64_t));
+  int64_t end = 0, n = 0;
+  for (int s = 0; s < n_seg; s++) {
+    seg[2 * s] = end + ot_randint(rng, 200);
+    seg[2 * s + 1] = ot_randint(rng, 5) == 0 ? 0 : 1 + ot_randint(rng, max_len);
+    end = seg[2 * s] + seg[2 * s + 1];
+    n += seg[2 * s + 1];
+  }
+  float *x = ot_alloc(end + 1), *packed = ot_alloc(n + 1);
+  for (int s = 0, k = 0; s < n_seg; s++)
+    for (int64_t i = 0; i < seg[2 * s + 1]; i++, k++) packed[k] = x[seg[2 * s] + i] = 6.0f * (float)ot_uniform(rng) - 3.0f;
+  const double want = txl_cpu_sumsq(packed, n);
+  int same = 1;
+  double got = 0.0;
+  for (int t = 1; t <= 3; t++) {
+    omp_set_num_threads(t);
+    got = txl_cpu_sumsq_segments(x, n_seg, seg);
+    same &= memcmp(&got, &want, sizeof got) == 0;
+  }
+  omp_set_num_threads(2);
+  snprintf(name, sizeof name, "sumsq_segments %d segments, %lld values = sumsq packed", n_seg, (long long)n);
+  ot_check_true(name, same, "%.17g, want %.17g", got, want);
+  free(seg);
+  free(x);
+  free(packed);
+}
+
 /* The column reductions must not depend on the number of threads. */
 static void test_bias_backward_threads(int64_t rows, int n, OtRng *rng) {
   float *dy = ot_alloc(rows * n), *db1 = ot_alloc(n), *db2 = ot_alloc(n), *db3 = ot_alloc(n);
@@ -115,5 +146,10 @@ int main(void) {
   test_sumsq(1, &rng);
   test_sumsq(7, &rng);
   test_sumsq(1000003, &rng);
+  test_sumsq_segments(1, 1000, &rng);
+  test_sumsq_segments(7, 30, &rng);
+  test_sumsq_segments(40, 1000, &rng);
+  test_sumsq_segments(300, 20000, &rng);
+  test_sumsq_segments(5, 400000, &rng);
   return ot_finish("test_op_elementwise");
 }

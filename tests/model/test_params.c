@@ -1,0 +1,324 @@
+/* The padded layout of the parameter buffers (src/model/params.c) and the run state's
+ * per-layer slices (src/model/model.c):
+ *   - every tensor of the table starts 256-byte aligned in the fp32 buffers and in the bf16
+ *     compute copy, tensors do not overlap, the gaps are shorter than one alignment, the layer
+ *     slices (layer_begin, layer_size, layer_end) hold exactly their layer's tensors, and the
+ *     packed offsets are the running sum of the sizes (the checkpoint's order);
+ *   - txl_params_bind points every field at the table's offset;
+ *   - the padding is zero after initialisation and after training steps (parameters,
+ *     gradients, both Adam moments);
+ *   - the packed view is what the packed layout of before gave, bit for bit: the same model
+ *     bound to a packed copy of its table (the layout the buffer had before the padding) is
+ *     initialised and trained side by side, and the losses, gradient norms, gradients,
+ *     parameters, Adam moments and the memory are compared with memcmp;
+ *   - the run state's per-layer memory, key/value and R W_r slices are 256-byte aligned.
+ * Shapes: wt103_base (d_model 410, d_head 41, adaptive softmax; table only) and two small
+ * models with odd widths, one of them with every adaptive tensor (split tables, projections,
+ * untied output, per-layer biases). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/ops.h"
+#include "src/model/model.h"
+#include "src/optim/adam.h"
+#include "tests/lib/test_util.h"
+
+#define ALIGN_BYTES 256
+
+static const TxlTensorInfo *find(const TxlParamTable *t, const char *name) {
+  for (int k = 0; k < t->n_tensors; k++)
+    if (strcmp(t->tensors[k].name, name) == 0) return &t->tensors[k];
+  return NULL;
+}
+
+/* The table's layout rules. */
+static void check_table(const char *shape, const TxlDims *m) {
+  TxlParamTable t;
+  txl_param_table_build(&t, m);
+  int aligned = 1, apart = 1, tight = 1, packed_ok = 1, in_slice = 1, uniform = 1, outside = 1;
+  int64_t end = 0, packed = 0;
+  char bad[160] = "";
+  for (int k = 0; k < t.n_tensors; k++) {
+    const TxlTensorInfo *ti = &t.tensors[k];
+    if ((ti->offset * (int64_t)sizeof(float)) % ALIGN_BYTES || (ti->offset * 2) % ALIGN_BYTES) {
+      aligned = 0;
+      snprintf(bad, sizeof bad, "%s at %lld", ti->name, (long long)ti->offset);
+    }
+    if (ti->offset < end) apart = 0;
+    if (ti->offset - end >= TXL_PARAM_ALIGN) tight = 0;
+    if (ti->packed_offset != packed) packed_ok = 0;
+    end = ti->offset + ti->numel;
+    packed += ti->numel;
+    if (ti->layer >= 0) {
+      const int64_t lo = t.layer_begin + ti->layer * t.layer_size;
+      if (ti->offset < lo || end > lo + t.layer_size) in_slice = 0;
+      /* layer l's tensor sits where layer 0's does, l slices further */
+      const char *base = strchr(ti->name + strlen("layers."), '.') + 1;
+      char name0[80];
+      snprintf(name0, sizeof name0, "layers.0.%s", base);
+      const TxlTensorInfo *t0 = find(&t, name0);
+      if (!t0 || t0->offset + ti->layer * t.layer_size != ti->offset) uniform = 0;
+    } else if (!(end <= t.layer_begin || ti->offset >= t.layer_end)) {
+      outside = 0;
+    }
+  }
+  char what[160];
+  snprintf(what, sizeof what, "%s: %d tensors 256-byte aligned (fp32 and bf16)", shape, t.n_tensors);
+  ot_check_true(what, aligned, "%s", bad);
+  snprintf(what, sizeof what, "%s: tensors in order, apart, gaps < %d floats", shape, TXL_PARAM_ALIGN);
+  ot_check_true(what, apart && tight, "apart %d tight %d", apart, tight);
+  snprintf(what, sizeof what, "%s: packed offsets the running sum, packed = %lld", shape, (long long)packed);
+  ot_check_true(what, packed_ok && t.packed == packed, "packed %lld", (long long)t.packed);
+  snprintf(what, sizeof what, "%s: total %lld aligned, covers every tensor", shape, (long long)t.total);
+  ot_check_true(what, t.total % TXL_PARAM_ALIGN == 0 && t.total >= end && t.total - end < TXL_PARAM_ALIGN, NULL);
+  snprintf(what, sizeof what, "%s: layer slices [%lld + l * %lld, ...) aligned, uniform, end at %lld", shape,
+           (long long)t.layer_begin, (long long)t.layer_size, (long long)t.layer_end);
+  ot_check_true(what,
+                in_slice && uniform && outside && t.layer_begin % TXL_PARAM_ALIGN == 0 &&
+                    t.layer_size % TXL_PARAM_ALIGN == 0 && t.layer_end == t.layer_begin + m->n_layer * t.layer_size,
+                "in slice %d uniform %d outside %d", in_slice, uniform, outside);
+  snprintf(what, sizeof what, "%s: non-embedding count without padding", shape);
+  int64_t ne = 0;
+  for (int k = 0; k < t.n_tensors; k++)
+    if (t.tensors[k].layer >= 0 || !strncmp(t.tensors[k].name, "r_", 2)) ne += t.tensors[k].numel;
+  ot_check_true(what, txl_param_count_non_embedding(&t) == ne, "%lld, want %lld",
+                (long long)txl_param_count_non_embedding(&t), (long long)ne);
+  txl_param_table_free(&t);
+}
+
+/* Every field of p is base + its tensor's offset (NULL when absent). */
+static void check_bind(const char *shape, const TxlParams *p, const float *base, const TxlParamTable *t) {
+  int ok = 1, n = 0;
+  char name[96];
+#define CHECK_FIELD(ptr, nm)                                                \
+  do {                                                                      \
+    const TxlTensorInfo *ti = find(t, nm);                                  \
+    if ((ptr) != (ti ? base + ti->offset : NULL)) ok = 0;                   \
+    n += ti != NULL;                                                        \
+  } while (0)
+#define BIND_HEAD(pname) CHECK_FIELD(p->pname, #pname);
+#define BIND_TAIL(pname) CHECK_FIELD(p->pname, #pname);
+#define BIND_LAYER(pname)                                                   \
+  for (int l = 0; l < t->n_layer; l++) {                                    \
+    snprintf(name, sizeof name, "layers.%d.%s", l, #pname);                 \
+    CHECK_FIELD(p->layers[l].pname, name);                                  \
+  }
+#define X(pname, section, present, init, rank, d0, d1) BIND_##section(pname)
+#include "src/model/params.def"
+#undef X
+  char what[128];
+  snprintf(what, sizeof what, "%s: bind points %d fields at the table's offsets", shape, n);
+  ot_check_true(what, ok && n == t->n_tensors, "%d of %d tensors", n, t->n_tensors);
+}
+
+/* Whether every float of buf outside t's tensors is +0.0 (all bits zero). */
+static int padding_zero(const TxlParamTable *t, const float *buf) {
+  int64_t end = 0;
+  for (int k = 0; k <= t->n_tensors; k++) {
+    const int64_t begin = k < t->n_tensors ? t->tensors[k].offset : t->total;
+    for (int64_t i = end; i < begin; i++) {
+      uint32_t bits;
+      memcpy(&bits, buf + i, sizeof bits);
+      if (bits) return 0;
+    }
+    if (k < t->n_tensors) end = t->tensors[k].offset + t->tensors[k].numel;
+  }
+  return 1;
+}
+
+/* Rebinds m (made by txl_model_create) to the packed layout of before: every tensor right after
+ * the previous one, the buffers used from their start. */
+static void make_packed(TxlModel *m) {
+  TxlParamTable *t = &m->table;
+  int64_t begin = -1, end = 0;
+  for (int k = 0; k < t->n_tensors; k++) {
+    TxlTensorInfo *ti = &t->tensors[k];
+    ti->offset = ti->packed_offset;
+    if (ti->layer == 0 && begin < 0) begin = ti->offset;
+    if (ti->layer == 0) end = ti->offset + ti->numel;
+  }
+  t->layer_begin = begin;
+  t->layer_size = end - begin;
+  t->layer_end = begin + t->n_layer * t->layer_size;
+  t->total = t->packed;
+  txl_params_unbind(&m->p);
+  txl_params_unbind(&m->g);
+  txl_params_bind(&m->p, m->param_buf, t);
+  txl_params_bind(&m->g, m->grad_buf, t);
+}
+
+static int same_bits(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
+
+static void check_buffers(const char *what, const TxlModel *pad, const TxlModel *ref, const float *dp,
+                          const float *dr) {
+  const TxlParamTable *t = &pad->table;
+  float *host = ot_alloc(t->total), *want = ot_alloc(t->packed), *got = ot_alloc(t->packed);
+  pad->ops->to_host(host, dp, (size_t)t->total * sizeof(float));
+  ref->ops->to_host(want, dr, (size_t)t->packed * sizeof(float));
+  txl_params_pack(t, host, got);
+  char name[160];
+  snprintf(name, sizeof name, "%s: padding zero", what);
+  ot_check_true(name, padding_zero(t, host), NULL);
+  snprintf(name, sizeof name, "%s: packed view as the packed layout (%lld values)", what, (long long)t->packed);
+  ot_check_same(name, got, want, (size_t)t->packed * sizeof(float));
+  /* unpack is pack's inverse and writes zero padding */
+  float *back = ot_alloc(t->total);
+  memset(back, 0xA5, (size_t)t->total * sizeof(float));
+  txl_params_unpack(t, got, back);
+  snprintf(name, sizeof name, "%s: unpack(pack(buffer)) = buffer", what);
+  ot_check_same(name, back, host, (size_t)t->total * sizeof(float));
+  free(back);
+  free(host);
+  free(want);
+  free(got);
+}
+
+/* Trains the padded model and the packed one side by side for a few steps. */
+static void check_training(const char *shape, const TxlModelSpec *spec) {
+  const TxlOps *ops = txl_ops_cpu();
+  TxlModel pad, ref;
+  txl_model_create(&pad, ops, spec);
+  txl_model_create(&ref, ops, spec);
+  make_packed(&ref);
+  check_bind(shape, &pad.p, pad.param_buf, &pad.table);
+  check_bind(shape, &pad.g, pad.grad_buf, &pad.table);
+  char what[160];
+  snprintf(what, sizeof what, "%s: buffers 256-byte aligned", shape);
+  ot_check_true(what, (uintptr_t)pad.param_buf % ALIGN_BYTES == 0 && (uintptr_t)pad.grad_buf % ALIGN_BYTES == 0, NULL);
+  snprintf(what, sizeof what, "%s: padding of %lld floats", shape, (long long)(pad.table.total - pad.table.packed));
+  ot_check_true(what, pad.table.total > pad.table.packed, NULL); /* these shapes do pad */
+
+  txl_model_init_params(&pad, 0.02f, 0.01f, 1234u);
+  txl_model_init_params(&ref, 0.02f, 0.01f, 1234u);
+  snprintf(what, sizeof what, "%s init params", shape);
+  check_buffers(what, &pad, &ref, pad.param_buf, ref.param_buf);
+
+  const int L = 5, B = 3, mem_len = 4;
+  const TxlRunShape rs = {L, B, 0, mem_len, -1, 0, 1};
+  TxlRun rp, rr;
+  txl_run_create(&rp, &pad, &rs);
+  txl_run_create(&rr, &ref, &rs);
+  const int64_t A = (int64_t)txl_dtype_size(ops->act);
+  snprintf(what, sizeof what, "%s: memory slices %lld apart, 256-byte aligned", shape, (long long)rp.mem_stride);
+  ot_check_true(what, (rp.mem_stride * A) % ALIGN_BYTES == 0 && (uintptr_t)rp.mems % ALIGN_BYTES == 0 &&
+                          rp.mem_stride >= (int64_t)mem_len * B * spec->dims.d_model, NULL);
+  TxlAdam ap, ar;
+  txl_adam_create(&ap, ops, pad.table.total, 0.9f, 0.999f, 1e-8f, 0.25f);
+  txl_adam_create(&ar, ops, ref.table.total, 0.9f, 0.999f, 1e-8f, 0.25f);
+  OtRng rng = ot_rng(77);
+  int32_t tok[(5 + 1) * 3];
+  const int steps = 4;
+  for (int s = 0; s < steps; s++) {
+    for (int i = 0; i < (L + 1) * B; i++) tok[i] = ot_randint(&rng, spec->dims.n_token);
+    double loss[2], norm[2];
+    TxlModel *ms[2] = {&pad, &ref};
+    TxlRun *runs[2] = {&rp, &rr};
+    TxlAdam *ad[2] = {&ap, &ar};
+    for (int k = 0; k < 2; k++) {
+      TxlModel *m = ms[k];
+      ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
+      loss[k] = txl_model_forward(m, runs[k], tok, tok + B, L, s, 1, 1.0f / (float)(L * B));
+      txl_model_backward(m, runs[k], NULL, NULL);
+      norm[k] = txl_grad_norm(ops, m->grad_buf, &m->table);
+    }
+    snprintf(what, sizeof what, "%s step %d: loss %.6f and |g| %.6f the same bits", shape, s, loss[0], norm[0]);
+    ot_check_true(what, same_bits(&loss[0], &loss[1], sizeof loss[0]) && same_bits(&norm[0], &norm[1], sizeof norm[0]),
+                  "loss %.17g / %.17g, norm %.17g / %.17g", loss[0], loss[1], norm[0], norm[1]);
+    snprintf(what, sizeof what, "%s step %d gradients", shape, s);
+    check_buffers(what, &pad, &ref, pad.grad_buf, ref.grad_buf);
+    for (int k = 0; k < 2; k++) {
+      txl_adam_step(ad[k], ms[k]->param_buf, ms[k]->grad_buf, norm[k], 1e-3f);
+      txl_model_params_changed(ms[k]);
+    }
+    snprintf(what, sizeof what, "%s step %d params", shape, s);
+    check_buffers(what, &pad, &ref, pad.param_buf, ref.param_buf);
+  }
+  snprintf(what, sizeof what, "%s Adam m", shape);
+  check_buffers(what, &pad, &ref, ap.m, ar.m);
+  snprintf(what, sizeof what, "%s Adam v", shape);
+  check_buffers(what, &pad, &ref, ap.v, ar.v);
+  const int64_t nm = (int64_t)spec->dims.n_layer * mem_len * B * spec->dims.d_model;
+  float *mp = ot_alloc(nm + 1), *mr = ot_alloc(nm + 1);
+  txl_run_mems_to_host(&pad, &rp, mp);
+  txl_run_mems_to_host(&ref, &rr, mr);
+  snprintf(what, sizeof what, "%s memory (packed, as a checkpoint's /mems)", shape);
+  ot_check_same(what, mp, mr, (size_t)nm * sizeof(float));
+  /* the way back: into the padded run's slices, read out again */
+  for (int64_t i = 0; i < nm; i++) mp[i] = (float)i;
+  txl_run_mems_to_device(&pad, &rp, mp);
+  txl_run_mems_to_host(&pad, &rp, mr);
+  snprintf(what, sizeof what, "%s memory to the device and back", shape);
+  ot_check_same(what, mr, mp, (size_t)nm * sizeof(float));
+  free(mp);
+  free(mr);
+
+  /* an inference run's key/value and R W_r caches */
+  const TxlRunShape is = {L, B, 0, 7, -1, 0, 0};
+  TxlRun inf;
+  txl_run_create(&inf, &pad, &is);
+  snprintf(what, sizeof what, "%s: key/value and R W_r cache slices 256-byte aligned", shape);
+  ot_check_true(what, (inf.kv_stride * A) % ALIGN_BYTES == 0 && (inf.r_stride * A) % ALIGN_BYTES == 0 &&
+                          (inf.mem_stride * A) % ALIGN_BYTES == 0 && (uintptr_t)inf.kv_cache % ALIGN_BYTES == 0 &&
+                          (uintptr_t)inf.r_cache % ALIGN_BYTES == 0,
+                "strides %lld %lld %lld", (long long)inf.kv_stride, (long long)inf.r_stride, (long long)inf.mem_stride);
+  txl_run_destroy(&inf, &pad);
+
+  txl_adam_destroy(&ap);
+  txl_adam_destroy(&ar);
+  txl_run_destroy(&rp, &pad);
+  txl_run_destroy(&rr, &ref);
+  txl_model_destroy(&pad);
+  txl_model_destroy(&ref);
+}
+
+static TxlDims dims_of(int V, int n_layer, int d, int H, int dh, int di) {
+  TxlDims m;
+  memset(&m, 0, sizeof m);
+  m.n_token = V;
+  m.n_layer = n_layer;
+  m.d_model = d;
+  m.n_head = H;
+  m.d_head = dh;
+  m.d_inner = di;
+  m.tie_weight = 1;
+  txl_dims_single_softmax(&m);
+  return m;
+}
+
+int main(void) {
+  /* configs/wt103_base.ini: the table only (its buffers would take 600 MB) */
+  TxlDims wt = dims_of(267735, 16, 410, 10, 41, 2100);
+  wt.n_clusters = 3;
+  wt.cut[1] = 20000;
+  wt.cut[2] = 40000;
+  wt.cut[3] = 200000;
+  wt.cut[4] = wt.n_token;
+  check_table("wt103_base", &wt);
+
+  TxlModelSpec a;
+  memset(&a, 0, sizeof a);
+  a.dims = dims_of(61, 2, 82, 2, 41, 210);
+  a.dropout = 0.1f;
+  a.dropatt = 0.1f;
+  a.seed = 5;
+  check_table("small", &a.dims);
+  check_training("small", &a);
+
+  TxlModelSpec b = a; /* every adaptive tensor, untied, per-layer biases, pre-norm */
+  b.dims = dims_of(301, 3, 46, 3, 13, 70);
+  b.dims.untie_r = 1;
+  b.dims.tie_weight = 0;
+  b.dims.n_clusters = 2;
+  b.dims.cut[1] = 101;
+  b.dims.cut[2] = 203;
+  b.dims.cut[3] = b.dims.n_token;
+  b.dims.div_val = 2;
+  b.dims.d_embed = 38;
+  b.dims.tie_projs = 0;
+  b.pre_lnorm = 1;
+  check_table("adaptive", &b.dims);
+  check_training("adaptive", &b);
+  return ot_finish("test_params");
+}
