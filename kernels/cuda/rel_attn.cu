@@ -138,6 +138,23 @@ Geo make_geo(const TxlAttnShape &s, const TxlDropout &drop) {
 
 /* ---- gathers and scatters between the model's layouts and the per-head ones --------------- */
 
+/* Element t of an [H, nb, X, width] walk: its head, column, row, feature and the (h, b, x) row. */
+struct HeadAt {
+  int h, b, x, e;
+  int64_t hbx;
+};
+
+__device__ __forceinline__ HeadAt head_at(int64_t t, int width, int X, int nb) {
+  HeadAt p;
+  p.e = (int)(t % width);
+  p.hbx = t / width;
+  p.x = (int)(p.hbx % X);
+  const int64_t hb = p.hbx / X;
+  p.b = (int)(hb % nb);
+  p.h = (int)(hb / nb);
+  return p;
+}
+
 /* dst[h, b, x, e] = src[x * xs + b * bs + h * dh + e] (+ bias[h * dh + e]) for e < dh, 0 for
  * dh <= e < dhp; x < X, b < nb, h < H. Rounded once to D.   dst [H, nb, X, dhp] */
 template <typename D, typename S>
@@ -146,15 +163,11 @@ __global__ void gather_heads_kernel(D *dst, const S *src, const float *bias, int
   const int64_t total = (int64_t)H * nb * X * dhp;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
-    const int e = (int)(t % dhp);
-    const int64_t hbx = t / dhp;
-    const int x = (int)(hbx % X);
-    const int64_t hb = hbx / X;
-    const int b = (int)(hb % nb), h = (int)(hb / nb);
+    const HeadAt p = head_at(t, dhp, X, nb);
     float v = 0.0f;
-    if (e < dh) {
-      v = txl_ld(src + x * xs + b * bs + (int64_t)h * dh + e);
-      if (bias) v += bias[h * dh + e];
+    if (p.e < dh) {
+      v = txl_ld(src + p.x * xs + p.b * bs + (int64_t)p.h * dh + p.e);
+      if (bias) v += bias[p.h * dh + p.e];
     }
     txl_st(dst + t, v);
   }
@@ -168,15 +181,11 @@ __global__ void scatter_heads_kernel(D *dst, const S *a, const S *a2, int X, int
   const int64_t total = (int64_t)H * nb * X * dh;
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
-    const int e = (int)(t % dh);
-    const int64_t hbx = t / dh;
-    const int x = (int)(hbx % X);
-    const int64_t hb = hbx / X;
-    const int b = (int)(hb % nb), h = (int)(hb / nb);
-    const int64_t at = hbx * dhp + e;
+    const HeadAt p = head_at(t, dh, X, nb);
+    const int64_t at = p.hbx * dhp + p.e;
     float v = txl_ld(a + at);
     if (a2) v += txl_ld(a2 + at);
-    txl_st(dst + x * xs + b * bs + (int64_t)h * dh + e, v);
+    txl_st(dst + p.x * xs + p.b * bs + (int64_t)p.h * dh + p.e, v);
   }
 }
 
@@ -244,96 +253,108 @@ __device__ __forceinline__ void group_factors(float f[4], const Geo &g, const Ro
   for (int t = 0; t < 4; t++) f[t] = (w.v[t] >> 8) >= g.threshold ? g.dscale : 0.0f;
 }
 
-/* Forward: lse (saved [B, H, L]) and P~ [H, B, L, Kp] (zeros where not visible). */
-template <typename T>
-__global__ void softmax_forward_kernel(T *pd, float *lse, const float *ac, const float *bd, Geo g) {
-  const int64_t rows = (int64_t)g.H * g.B * g.L, warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  /* every lane of a warp takes the same rows: the warp operations below see full warps */
-  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {
-  const Row r = row_of(g, row);
-  const float *a = ac + r.at, *d = bd + r.at + r.off;
+/* Calls fn(j, factor) for this lane's keys j in [0, K), group after group (group_factors), in
+ * increasing j: factor is the dropatt factor when Factors, else 1. */
+template <bool Factors, typename Fn>
+__device__ __forceinline__ void row_keys(const Geo &g, const Row &r, int lane, Fn fn) {
   const uint32_t f0 = (uint32_t)r.h * (uint32_t)g.K;
   const uint32_t q_first = f0 >> 2, q_last = (f0 + (uint32_t)g.K - 1u) >> 2;
-  /* online max and sum over this lane's visible scores */
-  float m = -INFINITY, l = 0.0f;
-  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
+  for (uint32_t q = q_first + (uint32_t)lane; q <= q_last; q += 32) {
+    float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    if (Factors) group_factors(f, g, r, q);
     for (int t = 0; t < 4; t++) {
       const int j = (int)(4u * q + (uint32_t)t - f0);
-      if (j < r.lo || j > r.hi) continue;
-      const float s = a[j] + d[j];
-      if (s > m) {
-        l = l * expf(m - s) + 1.0f;
-        m = s;
-      } else {
-        l += expf(s - m);
-      }
+      if (j >= 0 && j < g.K) fn(j, f[t]);
     }
   }
+}
+
+/* Forward, one score row (every lane of the warp): lse (saved [B, H, L]) and P~ [H, B, L, Kp]
+ * (zeros where not visible). */
+template <typename T>
+__device__ void forward_row(T *pd, float *lse, const float *ac, const float *bd, const Geo &g, int64_t row,
+                            int lane) {
+  const Row r = row_of(g, row);
+  const float *a = ac + r.at, *d = bd + r.at + r.off;
+  /* online max and sum over this lane's visible scores */
+  float m = -INFINITY, l = 0.0f;
+  row_keys<false>(g, r, lane, [&](int j, float) {
+    if (j < r.lo || j > r.hi) return;
+    const float s = a[j] + d[j];
+    if (s > m) {
+      l = l * expf(m - s) + 1.0f;
+      m = s;
+    } else {
+      l += expf(s - m);
+    }
+  });
   float mx = m;
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   const float sum = txl_warp_sum(m == -INFINITY ? 0.0f : l * expf(m - mx));
   const float ls = mx == -INFINITY ? -INFINITY : mx + logf(sum);
   if (lane == 0) lse[((int64_t)r.b * g.H + r.h) * g.L + r.i] = ls;
   T *out = pd + r.at;
-  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
-    float f[4];
-    group_factors(f, g, r, q);
-    for (int t = 0; t < 4; t++) {
-      const int j = (int)(4u * q + (uint32_t)t - f0);
-      if (j < 0 || j >= g.K) continue;
-      const bool vis = j >= r.lo && j <= r.hi;
-      txl_st(out + j, vis ? expf(a[j] + d[j] - ls) * f[t] : 0.0f);
-    }
-  }
-  }
+  row_keys<true>(g, r, lane, [&](int j, float f) {
+    const bool vis = j >= r.lo && j <= r.hi;
+    txl_st(out + j, vis ? expf(a[j] + d[j] - ls) * f : 0.0f);
+  });
 }
 
-/* Backward: P~ (again), dS [H, B, L, Kp] and dBD (dS at the positions p = j + L-1-i, zeros for
+/* The rows of the forward and backward kernels: warp w of the grid takes rows w, w + warps, ...;
+ * every lane of a warp takes the same rows, so the warp operations of a row see full warps. */
+struct WarpRows {
+  int64_t first, step, end;
+  int lane;
+};
+
+__device__ __forceinline__ WarpRows warp_rows(const Geo &g) {
+  WarpRows w;
+  w.first = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+  w.step = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  w.end = (int64_t)g.H * g.B * g.L;
+  w.lane = threadIdx.x & 31;
+  return w;
+}
+
+template <typename T>
+__global__ void softmax_forward_kernel(T *pd, float *lse, const float *ac, const float *bd, Geo g) {
+  const WarpRows w = warp_rows(g);
+  for (int64_t row = w.first; row < w.end; row += w.step) forward_row(pd, lse, ac, bd, g, row, w.lane);
+}
+
+/* Backward, one score row: P~ (again), dS [H, B, L, Kp] and dBD (dS at the positions p = j + L-1-i, zeros for
  * p < L-1-i), from the recomputed AC, BD, the saved lse and dP~ = dvec v^T. */
 template <typename T>
-__global__ void softmax_backward_kernel(T *pd, T *ds, T *dbd, const float *ac, const float *bd, const float *dp,
-                                        const float *lse, Geo g) {
-  const int64_t rows = (int64_t)g.H * g.B * g.L, warps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  /* every lane of a warp takes the same rows: the warp operations below see full warps */
-  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; row < rows; row += warps) {
+__device__ void backward_row(T *pd, T *ds, T *dbd, const float *ac, const float *bd, const float *dp,
+                             const float *lse, const Geo &g, int64_t row, int lane) {
   const Row r = row_of(g, row);
   const float *a = ac + r.at, *d = bd + r.at + r.off, *dpr = dp + r.at;
   const float ls = lse[((int64_t)r.b * g.H + r.h) * g.L + r.i];
-  const uint32_t f0 = (uint32_t)r.h * (uint32_t)g.K;
-  const uint32_t q_first = f0 >> 2, q_last = (f0 + (uint32_t)g.K - 1u) >> 2;
   T *pdr = pd + r.at, *dsr = ds + r.at, *dbr = dbd + r.at;
   float dot = 0.0f; /* this lane's part of D_i = sum_j P~_ij dP~_ij */
-  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
-    float f[4];
-    group_factors(f, g, r, q);
-    for (int t = 0; t < 4; t++) {
-      const int j = (int)(4u * q + (uint32_t)t - f0);
-      if (j < 0 || j >= g.K) continue;
-      float pt = 0.0f;
-      if (j >= r.lo && j <= r.hi) {
-        pt = expf(a[j] + d[j] - ls) * f[t];
-        dot += pt * dpr[j];
-      }
-      txl_st(pdr + j, pt);
+  row_keys<true>(g, r, lane, [&](int j, float f) {
+    float pt = 0.0f;
+    if (j >= r.lo && j <= r.hi) {
+      pt = expf(a[j] + d[j] - ls) * f;
+      dot += pt * dpr[j];
     }
-  }
+    txl_st(pdr + j, pt);
+  });
   dot = txl_warp_sum(dot);
-  for (uint32_t q = q_first + lane; q <= q_last; q += 32) {
-    float f[4];
-    group_factors(f, g, r, q);
-    for (int t = 0; t < 4; t++) {
-      const int j = (int)(4u * q + (uint32_t)t - f0);
-      if (j < 0 || j >= g.K) continue;
-      float gs = 0.0f;
-      if (j >= r.lo && j <= r.hi) gs = expf(a[j] + d[j] - ls) * (f[t] * dpr[j] - dot);
-      txl_st(dsr + j, gs);
-      if (j + r.off < g.K) txl_st(dbr + j + r.off, gs);
-    }
-  }
+  row_keys<true>(g, r, lane, [&](int j, float f) {
+    float gs = 0.0f;
+    if (j >= r.lo && j <= r.hi) gs = expf(a[j] + d[j] - ls) * (f * dpr[j] - dot);
+    txl_st(dsr + j, gs);
+    if (j + r.off < g.K) txl_st(dbr + j + r.off, gs);
+  });
   for (int p = lane; p < r.off && p < g.K; p += 32) txl_st(dbr + p, 0.0f);
-  }
+}
+
+template <typename T>
+__global__ void softmax_backward_kernel(T *pd, T *ds, T *dbd, const float *ac, const float *bd, const float *dp,
+                                        const float *lse, Geo g) {
+  const WarpRows w = warp_rows(g);
+  for (int64_t row = w.first; row < w.end; row += w.step) backward_row(pd, ds, dbd, ac, bd, dp, lse, g, row, w.lane);
 }
 
 /* ---- the plan, executed or counted ------------------------------------------------------------ */

@@ -153,6 +153,12 @@ static double count_sumsq(const float *x, int64_t n) {
   return 0.0;
 }
 
+/* the CUDA backend's sum of squares over the whole span of the segments (gaps included) */
+static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
+  if (n_seg <= 0) return 0.0;
+  return count_sumsq(x, seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0]);
+}
+
 /* ---- embedding and positions --------------------------------------------------------------- */
 
 /* reads the tokens and n rows of the table, writes out; 1 FLOP (the scale) per element */

@@ -414,37 +414,21 @@ static void test_arch(void) {
   CUDA_CHECK(cudaFree(ran));
 }
 
-/* An unknown TXL_EMU_ARCH: this program again (--device), which must end with one line naming
- * the variable and the accepted values. */
+static int run_child(void (*fn)(void), std::string *err);
+
+/* The child of test_unknown_arch: this program again (--device) with an architecture the
+ * emulator does not model. */
+static void exec_unknown_arch(void) {
+  setenv("TXL_EMU_ARCH", "sm_70", 1);
+  execl("/proc/self/exe", "test_emu", "--device", (char *)NULL);
+  _exit(127);
+}
+
+/* An unknown TXL_EMU_ARCH must end the program with one line naming the variable and the
+ * accepted values. */
 static void test_unknown_arch(void) {
-  int fd[2];
-  if (pipe(fd) != 0) {
-    perror("pipe");
-    exit(1);
-  }
-  fflush(stdout);
-  fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    perror("fork");
-    exit(1);
-  }
-  if (pid == 0) {
-    close(fd[0]);
-    dup2(fd[1], 2);
-    dup2(fd[1], 1);
-    setenv("TXL_EMU_ARCH", "sm_70", 1);
-    execl("/proc/self/exe", "test_emu", "--device", (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
   std::string err;
-  char buf[512];
-  ssize_t got;
-  while ((got = read(fd[0], buf, sizeof buf)) > 0) err.append(buf, (size_t)got);
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int status = run_child(exec_unknown_arch, &err);
   while (!err.empty() && err.back() == '\n') err.pop_back();
   const bool exit1 = WIFEXITED(status) && WEXITSTATUS(status) == 1;
   check(exit1 && err.find('\n') == std::string::npos &&
