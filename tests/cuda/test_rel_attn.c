@@ -293,6 +293,9 @@ int main(void) {
       {5, 3, 3, 2, 1, 0, 0, 3, 0.2f, 3},      /* dh = 1 (padded to 8)                           */
       {7, 5, 10, 1, 8, 2, 1, 9, 0.1f, 3},     /* B = 10 columns, M < mem_len                    */
       {3, 2, 1, 2, 130, 0, 0, 2, 0.1f, 3},    /* dh = 130 > 128                                 */
+      {6, 300, 2, 2, 8, 3, 1, 302, 0.1f, 1},  /* K = 306 > 128 keys: each lane of a row walks
+                                                 three groups of 4 (the online sum across them),
+                                                 M < mem_len, a flat softmax                     */
       {4, 0, 2, 2, 8, 0, 1, 0, 0.0f, 3},      /* same_shift 0, M = 0: no query sees any key     */
   };
   /* every case in exact fp32, then in TF32, then in bf16 (file comment) */
