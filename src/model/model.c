@@ -161,11 +161,20 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   }
 }
 
+void txl_run_groups(const TxlRunShape *s, int *groups, int *group_cols) {
+  const int want = s->training && s->groups > 1 ? (s->groups < s->B ? s->groups : s->B) : 1;
+  *group_cols = (s->B + want - 1) / want;
+  *groups = (s->B + *group_cols - 1) / *group_cols;
+}
+
 static void walk_run(Alloc *a) {
   const TxlDims *dm = &a->m->spec.dims;
   const TxlRunShape *s = a->s;
   const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act); /* fp32; an activation */
-  const size_t L = (size_t)s->L_max, B = (size_t)s->B, K = (size_t)(s->L_max + s->mem_len);
+  int groups, group_cols;
+  txl_run_groups(s, &groups, &group_cols);
+  /* every activation buffer holds one group's columns */
+  const size_t L = (size_t)s->L_max, B = (size_t)group_cols, K = (size_t)(s->L_max + s->mem_len);
   const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
   const size_t V = (size_t)dm->n_token, H = (size_t)dm->n_head;
   TxlRun tmp;
@@ -176,7 +185,8 @@ static void walk_run(Alloc *a) {
   r->r_stride = txl_act_padded(a->m, (int64_t)(K * HD));
   r->tokens = take(a, L * B * sizeof(int32_t), "tokens");
   r->targets = take(a, L * B * sizeof(int32_t), "targets");
-  r->mems = take(a, (size_t)dm->n_layer * (size_t)r->mem_stride * A + F, "memory");
+  r->group_stride = txl_act_padded(a->m, (int64_t)dm->n_layer * r->mem_stride);
+  r->mems_base = take(a, (size_t)groups * (size_t)r->group_stride * A + F, "memory");
   r->R = take(a, K * d * A, "relative positions");
   if (a->r) r->acts = txl_calloc((size_t)r->n_slots, sizeof(TxlLayerActs), "activation slots");
   for (int l = 0; l < r->n_slots; l++) {
@@ -225,16 +235,32 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->same_length = shape->same_length;
   r->training = shape->training;
   r->R_rows = -1;
+  r->cols = shape->B;
+  r->col_first = shape->col0;
+  r->act_bytes = txl_dtype_size(m->ops->act);
+  txl_run_groups(shape, &r->n_groups, &r->group_cols);
   Alloc a = {m, shape, r, 0};
   walk_run(&a);
+  txl_run_use_group(r, 0);
   if (shape->training) { /* the backend's scratch for the backward: rows, widest bias_backward, LayerNorm d */
     const TxlDims *dm = &m->spec.dims;
     int wide = dm->n_token > dm->d_inner ? dm->n_token : dm->d_inner;
     if (txl_adaptive_head_size(dm) > wide) wide = txl_adaptive_head_size(dm);
-    m->ops->reserve((int64_t)shape->L_max * shape->B, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
+    m->ops->reserve((int64_t)shape->L_max * r->group_cols, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
   }
-  r->loss_host = txl_malloc((size_t)shape->L_max * shape->B * sizeof(float), "loss (host)");
-  if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * shape->B * sizeof(int32_t), "adaptive grouping");
+  r->loss_host = txl_malloc((size_t)shape->L_max * r->group_cols * sizeof(float), "loss (host)");
+  if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
+  if (r->n_groups > 1)
+    r->group_host = txl_malloc(2 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "column group tokens");
+}
+
+void txl_run_use_group(TxlRun *r, int g) {
+  if (g < 0 || g >= r->n_groups) txl_fatal("internal: column group %d of %d", g, r->n_groups);
+  const int first = g * r->group_cols;
+  r->group = g;
+  r->B = r->cols - first < r->group_cols ? r->cols - first : r->group_cols;
+  r->col0 = r->col_first + first;
+  r->mems = (char *)r->mems_base + (size_t)g * (size_t)r->group_stride * r->act_bytes;
 }
 
 void txl_run_destroy(TxlRun *r, const TxlModel *m) {
@@ -243,6 +269,7 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   free(r->acts);
   free(r->loss_host);
   free(r->ad_host);
+  free(r->group_host);
   memset(r, 0, sizeof *r);
 }
 
@@ -251,17 +278,45 @@ void txl_run_reset_memory(TxlRun *r) {
   r->kv_valid = 0;
 }
 
-void txl_run_mems_to_host(const TxlModel *m, const TxlRun *r, float *dst) {
-  const int64_t n = (int64_t)r->mem_len * r->B * m->spec.dims.d_model; /* one layer's */
-  for (int l = 0; l < m->spec.dims.n_layer; l++)
-    txl_act_to_host(m, dst + l * n, txl_act_at(m, r->mems, l * r->mem_stride), n);
+/* Each group's layer l holds [mem_len, B_g, d]; the packed host view [n_layer, mem_len, cols, d]
+ * has the group's columns at [first, first + B_g) of every row. to_host: 1 copies into host,
+ * 0 from it. */
+static void move_mems(const TxlModel *m, TxlRun *r, float *host, int to_host) {
+  const int d = m->spec.dims.d_model, n_layer = m->spec.dims.n_layer;
+  const int current = r->group;
+  float *stage = NULL;
+  for (int g = 0; g < r->n_groups; g++) {
+    txl_run_use_group(r, g);
+    const int64_t n = (int64_t)r->mem_len * r->B * d; /* one layer of this group */
+    const int first = r->col0 - r->col_first;
+    for (int l = 0; l < n_layer; l++) {
+      float *layer = host + (int64_t)l * r->mem_len * r->cols * d;
+      void *dev = txl_act_at(m, r->mems, l * r->mem_stride);
+      if (r->n_groups == 1) { /* the host layout is the group's */
+        if (to_host) txl_act_to_host(m, layer, dev, n);
+        else txl_act_to_device(m, dev, layer, n);
+        continue;
+      }
+      if (!stage) stage = txl_malloc((size_t)(n > 0 ? n : 1) * sizeof(float), "memory staging");
+      if (!to_host)
+        for (int row = 0; row < r->mem_len; row++)
+          memcpy(stage + (int64_t)row * r->B * d, layer + ((int64_t)row * r->cols + first) * d,
+                 (size_t)r->B * d * sizeof(float));
+      if (to_host) txl_act_to_host(m, stage, dev, n);
+      else txl_act_to_device(m, dev, stage, n);
+      if (to_host)
+        for (int row = 0; row < r->mem_len; row++)
+          memcpy(layer + ((int64_t)row * r->cols + first) * d, stage + (int64_t)row * r->B * d,
+                 (size_t)r->B * d * sizeof(float));
+    }
+  }
+  free(stage);
+  txl_run_use_group(r, current);
 }
 
-void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src) {
-  const int64_t n = (int64_t)r->mem_len * r->B * m->spec.dims.d_model;
-  for (int l = 0; l < m->spec.dims.n_layer; l++)
-    txl_act_to_device(m, txl_act_at(m, r->mems, l * r->mem_stride), src + l * n, n);
-}
+void txl_run_mems_to_host(const TxlModel *m, TxlRun *r, float *dst) { move_mems(m, r, dst, 1); }
+
+void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src) { move_mems(m, r, (float *)src, 0); }
 
 /* ---- forward and backward ------------------------------------------------------------------ */
 

@@ -89,13 +89,23 @@ typedef struct {
  * parameters: capacities fixed at creation, no allocation afterwards. */
 typedef struct {
   int L_max;        /* segment rows at most                                    */
-  int B;            /* columns on this rank                                    */
-  int col0;         /* global index of this rank's first column                */
+  int B;            /* columns of the current column group (txl_run_use_group) */
+  int col0;         /* global index of the current group's first column        */
   int mem_len;      /* memory rows kept per layer                              */
   int clamp_len;    /* <= 0: none                                              */
   int same_length;
   int training;     /* 1: one activation slot per layer + gradient buffers     */
   int mem_rows;     /* M: memory rows valid now (0 after a reset)              */
+
+  /* column groups (gradient accumulation, train.batch_chunk): the rank's `cols` columns, the
+   * first `col_first` globally, go through the model in n_groups groups of at most group_cols,
+   * one after the other; the activation buffers are sized for one group and shared, while each
+   * group keeps its own memory (group g's at mems_base + g * group_stride elements). */
+  int cols, col_first, n_groups, group_cols, group;
+  void *mems_base;
+  int64_t group_stride;
+  size_t act_bytes; /* bytes of an activation element (the model's backend's) */
+  int32_t *group_host; /* [2, L_max, group_cols] host: one group's tokens and targets (n_groups > 1) */
 
   int32_t *tokens;  /* [L_max, B] device */
   int32_t *targets; /* [L_max, B] device */
@@ -152,17 +162,25 @@ typedef struct {
   int kv_valid;     /* kv_cache holds the current memory rows' keys and values */
 } TxlRun;
 
+/* B: this rank's columns, col0: the global index of its first; groups: training runs may take
+ * the columns in this many groups of ceil(B / groups) (0 or 1: all at once; see TxlRun). */
 typedef struct {
-  int L_max, B, col0, mem_len, clamp_len, same_length, training;
+  int L_max, B, col0, mem_len, clamp_len, same_length, training, groups;
 } TxlRunShape;
 
+/* The column groups of a run of that shape: *groups of at most *group_cols columns (1 and B
+ * unless a training run asks for more groups; never more groups than columns). */
+void txl_run_groups(const TxlRunShape *s, int *groups, int *group_cols);
 void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape);
 void txl_run_destroy(TxlRun *r, const TxlModel *m);
 /* Forget the memory (start of a stream). */
 void txl_run_reset_memory(TxlRun *r);
-/* The memory of every layer as fp32 [n_layer, mem_len, B, d], packed (a checkpoint's /mems on
- * this rank) on the host, from the run state (dst) or into it (src). */
-void txl_run_mems_to_host(const TxlModel *m, const TxlRun *r, float *dst);
+/* Makes column group g (< r->n_groups) current: r->B, r->col0 and r->mems are its own. */
+void txl_run_use_group(TxlRun *r, int g);
+/* The memory of every layer as fp32 [n_layer, mem_len, cols, d], packed (a checkpoint's /mems on
+ * this rank: every column group's columns in their places) on the host, from the run state (dst)
+ * or into it (src). */
+void txl_run_mems_to_host(const TxlModel *m, TxlRun *r, float *dst);
 void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src);
 /* Bytes of device memory the run state holds. */
 size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);

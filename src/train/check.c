@@ -67,6 +67,7 @@ void txl_check_run(const TxlConfig *cfg, const char *config_path, int ranks) {
   shard_text(c.eval_batch_size, ranks, eval, sizeof eval);
   printf("columns: %d global, %s on each rank; evaluation %d, %s on each rank\n", c.batch_size, train,
          c.eval_batch_size, eval);
+  txl_groups_print(&c, txl_shard_max(c.batch_size, ranks), stdout);
   const char *source = "";
   const double avail = txl_memory_available(&source);
   if (!e.on_gpu && avail >= 0) {

@@ -8,6 +8,21 @@
 #include "src/model/model.h"
 #include "src/train/trainer.h"
 
+TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0) {
+  const TxlRunShape s = {c->tgt_len, B_local, col0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk};
+  return s;
+}
+
+void txl_groups_print(const TxlConfig *c, int B_local, FILE *out) {
+  const TxlRunShape s = txl_train_run_shape(c, B_local, 0);
+  int groups, group_cols;
+  txl_run_groups(&s, &groups, &group_cols);
+  if (groups > 1)
+    fprintf(out, "gradient accumulation: a rank of %d columns takes them in %d groups of at most %d, one after the "
+            "other, per step (train.batch_chunk = %d; the activations are sized for one group)\n", B_local, groups,
+            group_cols, c->batch_chunk);
+}
+
 void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, TxlMemEstimate *e) {
   memset(e, 0, sizeof *e);
   /* a model with its parameter table but no buffers: what txl_run_bytes and the FLOP count read */
@@ -24,9 +39,9 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
 
   const int B = txl_shard_max(c->batch_size, world), Be = txl_shard_max(c->eval_batch_size, world);
   /* col0 plays no part in the sizes */
-  const TxlRunShape train = {c->tgt_len, B, 0, c->mem_len, c->clamp_len, c->same_length, 1};
+  const TxlRunShape train = txl_train_run_shape(c, B, 0);
   const TxlRunShape eval = {c->eval_tgt_len, Be, 0, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
-                            c->eval_same_length, 0};
+                            c->eval_same_length, 0, 1};
   e->copy = ops->act == TXL_F32 ? 0.0 : P * (double)txl_dtype_size(ops->act);
   e->state = 4.0 * sizeof(float) * P + e->copy;
   e->train_run = (double)txl_run_bytes(&shell, &train);

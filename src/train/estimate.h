@@ -10,6 +10,7 @@
 
 #include "kernels/ops.h"
 #include "src/config/config.h"
+#include "src/model/model.h"
 
 /* Bytes, for the rank holding the most columns (dist/shard.h). */
 typedef struct {
@@ -31,6 +32,14 @@ typedef struct {
  * `ops` (txl_backend_ops). Ends with a one-line error (every rank alike) when the config's
  * adaptive cutoffs do not fit n_token. */
 void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, TxlMemEstimate *e);
+
+/* The training run's shape for a rank of B_local columns, the first col0 globally (the trainer's
+ * run and the estimate's; col0 plays no part in the sizes). */
+TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0);
+
+/* One line on the column groups of a rank of B_local columns (train.batch_chunk), when there are
+ * several; nothing otherwise. */
+void txl_groups_print(const TxlConfig *c, int B_local, FILE *out);
 
 /* Bytes this process may still allocate in host memory: the smallest of /proc/meminfo's
  * MemAvailable and the room left under any memory limit of its cgroup (v1 or v2). `source` (may

@@ -119,7 +119,7 @@ double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out
   int n = prompt_ids(c, o->prompt, ids, TXL_PROMPT_MAX);
   for (int i = 0; i < n; i++) print_token(out, c, ids[i], word);
   /* memory mode: L_max rows per pass while priming, then one; recompute: window rows, no memory */
-  TxlRunShape gs = {recompute ? o->window : o->tgt_len, 1, 0, recompute ? 0 : o->mem_len, o->clamp_len, 0, 0};
+  TxlRunShape gs = {recompute ? o->window : o->tgt_len, 1, 0, recompute ? 0 : o->mem_len, o->clamp_len, 0, 0, 1};
   TxlRun run;
   txl_run_create(&run, m, &gs);
   int last = 0;

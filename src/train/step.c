@@ -1,15 +1,40 @@
 #include "src/train/step.h"
 
+#include <string.h>
+
 #include "dist/dist.h"
 
 static void on_ready(void *ctx, int64_t begin, int64_t end) { txl_reducer_ready((TxlReducer *)ctx, begin, end); }
+
+/* The columns [first, first + B) of x [L, cols] into out [L, B]. */
+static const int32_t *group_columns(int32_t *out, const int32_t *x, int L, int cols, int first, int B) {
+  for (int i = 0; i < L; i++) memcpy(out + (size_t)i * B, x + (size_t)i * cols + first, (size_t)B * sizeof(int32_t));
+  return out;
+}
 
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
                       const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
   const double global_tokens = (double)L * batch_global;
   m->ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
-  double loss_sum = txl_model_forward(m, r, inputs, targets, L, step, 1, (float)(1.0 / global_tokens));
-  txl_model_backward(m, r, reducer ? on_ready : NULL, reducer);
+  /* the column groups one after the other (train.batch_chunk): each adds its gradient, the mean
+   * loss's share of its tokens, to grad_buf; the all-reduce starts in the last group's backward,
+   * when each part of the gradient is final */
+  const int M = r->mem_rows; /* every group's memory holds as many rows */
+  double loss_sum = 0.0;
+  for (int g = 0; g < r->n_groups; g++) {
+    txl_run_use_group(r, g);
+    r->mem_rows = M;
+    const int32_t *in = inputs, *tg = targets;
+    if (r->n_groups > 1) {
+      const int first = r->col0 - r->col_first;
+      int32_t *buf = r->group_host;
+      in = group_columns(buf, inputs, L, r->cols, first, r->B);
+      tg = group_columns(buf + (size_t)L * r->B, targets, L, r->cols, first, r->B);
+    }
+    loss_sum += txl_model_forward(m, r, in, tg, L, step, 1, (float)(1.0 / global_tokens));
+    const int last = g == r->n_groups - 1;
+    txl_model_backward(m, r, reducer && last ? on_ready : NULL, reducer);
+  }
   if (reducer) {
     txl_reducer_finish(reducer);
     txl_dist_allreduce_sum_f64(&loss_sum, 1);

@@ -9,7 +9,8 @@
 #include "src/optim/adam.h"
 #include "src/optim/schedule.h"
 
-/* Forward and backward on this rank's [L, B_local] tokens (host), the gradient summed over the
+/* Forward and backward on this rank's [L, B_local] tokens (host; in the run's column groups, one
+ * after the other: train.batch_chunk), the gradient summed over the
  * ranks by `reducer` (NULL: one rank) as the backward pass goes, so that m->grad_buf holds the
  * gradient of the mean loss over the L * batch_global tokens of the global batch.
  * Returns that global mean loss; *grad_norm the gradient's norm (the same on every rank).

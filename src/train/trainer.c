@@ -54,6 +54,7 @@ static void print_summary(const TxlTrainer *t, int bench) {
     printf("columns: %d global, %d or %d on each rank (the first %d ranks hold one more); %d rows per step, memory "
            "%d rows\n", c->batch_size, c->batch_size / t->dist.world, txl_shard_max(c->batch_size, t->dist.world),
            c->batch_size % t->dist.world, c->tgt_len, c->mem_len);
+  txl_groups_print(c, t->B_local, stdout);
   fflush(stdout);
 }
 
@@ -67,8 +68,8 @@ static void check_memory(const TxlTrainer *t) {
   const double need = e->host * t->dist.local_size;
   char msg[768] = "", a[32], b[32], each[32];
   int short_of_memory = 0;
-  const char *advice = "fewer columns per rank (train.batch_size, or more ranks on more nodes), a shorter "
-                       "train.tgt_len or train.mem_len, or a smaller model";
+  const char *advice = "fewer columns per rank at once (train.batch_chunk, or train.batch_size, or more ranks on "
+                       "more nodes), a shorter train.tgt_len or train.mem_len, or a smaller model";
   if (avail >= 0 && need > avail) {
     txl_format_bytes(need, a, sizeof a);
     txl_format_bytes(avail, b, sizeof b);
@@ -188,7 +189,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   txl_model_init_params(&t->model, (float)c->init_std, (float)c->proj_init_std, (uint32_t)c->seed);
   read_fault(t);
 
-  TxlRunShape ts = {c->tgt_len, t->B_local, t->col0, c->mem_len, c->clamp_len, c->same_length, 1};
+  const TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
   txl_run_create(&t->run, &t->model, &ts);
   t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,

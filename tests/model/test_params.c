@@ -196,7 +196,7 @@ static void check_training(const char *shape, const TxlModelSpec *spec) {
   check_buffers(what, &pad, &ref, pad.param_buf, ref.param_buf);
 
   const int L = 5, B = 3, mem_len = 4;
-  const TxlRunShape rs = {L, B, 0, mem_len, -1, 0, 1};
+  const TxlRunShape rs = {L, B, 0, mem_len, -1, 0, 1, 1};
   TxlRun rp, rr;
   txl_run_create(&rp, &pad, &rs);
   txl_run_create(&rr, &ref, &rs);
@@ -255,7 +255,7 @@ static void check_training(const char *shape, const TxlModelSpec *spec) {
   free(mr);
 
   /* an inference run's key/value and R W_r caches */
-  const TxlRunShape is = {L, B, 0, 7, -1, 0, 0};
+  const TxlRunShape is = {L, B, 0, 7, -1, 0, 0, 1};
   TxlRun inf;
   txl_run_create(&inf, &pad, &is);
   snprintf(what, sizeof what, "%s: key/value and R W_r cache slices 256-byte aligned", shape);
