@@ -58,9 +58,14 @@ void txl_stream_close(TxlStream *s) {
 }
 
 int txl_stream_next(TxlStream *s, const int32_t **inputs, const int32_t **targets) {
+  return txl_stream_next_rows(s, s->L_max, inputs, targets);
+}
+
+int txl_stream_next_rows(TxlStream *s, int rows, const int32_t **inputs, const int32_t **targets) {
+  if (rows < 1 || rows > s->L_max) txl_fatal("internal: a segment of %d rows from a stream of at most %d", rows, s->L_max);
   int64_t left = s->col_len - 1 - s->pos; /* rows that still have a target */
   if (left <= 0) return 0;
-  int n = left < s->L_max ? (int)left : s->L_max;
+  int n = left < rows ? (int)left : rows;
   char err[1024] = "";
   const int rc = txl_corpus_read_block(s->corpus, s->split, s->col_len, s->col0, s->B_local, s->pos, n + 1,
                                        s->block, s->scratch, err, sizeof err);

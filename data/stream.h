@@ -45,6 +45,8 @@ void txl_stream_check_length(TxlCorpus *c, const char *split, int B_global, int 
  * read (one all-reduce of one int per segment) and a failure ends the job as described above.
  * collective: all ranks (each walks the same rows, so all reach it equally often) */
 int txl_stream_next(TxlStream *s, const int32_t **inputs, const int32_t **targets);
+/* The same with at most `rows` rows (<= L_max): variable segment lengths. */
+int txl_stream_next_rows(TxlStream *s, int rows, const int32_t **inputs, const int32_t **targets);
 /* Back to the first row. */
 void txl_stream_rewind(TxlStream *s);
 /* Segments in the whole split. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/varlen.h"
 #include "dist/shard.h"
 #include "src/base/error.h"
 
@@ -640,12 +641,14 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
     return refuse(c, ON(K(batch_size)), err, errlen,
                   "train.batch_size = %d is fewer columns than the %d ranks (each rank needs one)", c->batch_size,
                   world);
-  const int64_t rows = product_rows(c->tgt_len, c->mem_len, c->batch_size, world);
+  const int train_rows = txl_varlen_max_rows(c->tgt_len, c->varlen); /* tgt_len + 15 with varlen */
+  const int64_t rows = product_rows(train_rows, c->mem_len, c->batch_size, world);
   if (rows > INT_MAX)
     return refuse(c, ON(K(tgt_len), K(mem_len), K(batch_size)), err, errlen,
-                  "train.tgt_len %d + train.mem_len %d rows x %d columns on a rank = %lld rows of a matrix "
+                  "train.tgt_len %d%s + train.mem_len %d rows x %d columns on a rank = %lld rows of a matrix "
                   "product, more than %d (a 32-bit int)",
-                  c->tgt_len, c->mem_len, txl_shard_max(c->batch_size, world), (long long)rows, INT_MAX);
+                  c->tgt_len, c->varlen ? " (+ 15 with train.varlen)" : "", c->mem_len,
+                  txl_shard_max(c->batch_size, world), (long long)rows, INT_MAX);
   if (c->warmup_step > c->max_step)
     return refuse(c, ON(K(warmup_step), K(max_step)), err, errlen, "train.warmup_step = %d exceeds train.max_step = %d",
                   c->warmup_step, c->max_step);

@@ -7,9 +7,11 @@
 #include "src/base/error.h"
 #include "src/model/model.h"
 #include "src/train/trainer.h"
+#include "data/varlen.h"
 
 TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0) {
-  const TxlRunShape s = {c->tgt_len, B_local, col0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk};
+  const TxlRunShape s = {txl_varlen_max_rows(c->tgt_len, c->varlen), B_local, col0, c->mem_len, c->clamp_len,
+                         c->same_length, 1, c->batch_chunk};
   return s;
 }
 

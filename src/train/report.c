@@ -143,6 +143,7 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
   add_number(&l, "loss", "%.6f", f->loss);
   add_number(&l, key, "%.6f", value);
   add_number(&l, "grad_norm", "%.6f", f->grad_norm);
+  add_number(&l, "tokens", "%.0f", f->tokens);
   add_number(&l, "tokens_per_s", "%.1f", f->tokens_per_s);
   add_number(&l, "ms_per_step", "%.3f", f->ms_per_step);
   add_number(&l, "comm_wait", "%.4f", f->comm_wait < 0 ? 0.0 : f->comm_wait);

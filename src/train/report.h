@@ -28,6 +28,7 @@ typedef struct {
   int step, max_step;
   double lr, loss, grad_norm, tokens_per_s, ms_per_step, elapsed_s;
   double comm_wait; /* share of the time blocked on the gradient all-reduce; < 0: one rank */
+  double tokens;    /* tokens trained (all ranks) since the previous progress line */
 } TxlTrainFigures;
 
 /* A figure that is NaN or infinite is written as null in metrics.jsonl (JSON has no spelling

@@ -12,6 +12,7 @@
 #include "src/base/hash.h"
 #include "src/base/timer.h"
 #include "src/train/estimate.h"
+#include "data/varlen.h"
 #include "src/train/evaluate.h"
 #include "src/train/step.h"
 #include "data/stream.h"
@@ -303,7 +304,7 @@ static double comm_wait_seconds(const TxlTrainer *t) {
 static void report_progress(TxlTrainer *t, const Progress *p, double lr, double norm, double elapsed) {
   const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
   TxlTrainFigures f = {t->step, t->cfg.max_step, lr, p->loss / p->steps, norm, p->tokens / p->seconds,
-                       1000.0 * p->seconds / p->steps, elapsed, timed_wait ? p->wait / p->seconds : -1.0};
+                       1000.0 * p->seconds / p->steps, elapsed, timed_wait ? p->wait / p->seconds : -1.0, p->tokens};
   txl_report_train(&t->report, &f);
 }
 
@@ -367,12 +368,18 @@ void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
   write_config(t);
   TxlStream s;
-  txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, c->tgt_len, c->tgt_len);
+  txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, txl_varlen_max_rows(c->tgt_len, c->varlen),
+                  c->tgt_len);
   s.pos = t->data_pos;
   txl_trainer_install_signals();
   if (t->dist.rank == 0) {
-    printf("training: %lld segments per epoch, steps %d to %d\n", (long long)txl_stream_segments(&s), t->step,
-           c->max_step);
+    if (c->varlen)
+      printf("training: about %lld segments per epoch (varlen: %d to %d rows, around %d), steps %d to %d\n",
+             (long long)((s.col_len - 1 + c->tgt_len - 1) / c->tgt_len), TXL_VARLEN_MIN,
+             txl_varlen_max_rows(c->tgt_len, 1), c->tgt_len, t->step, c->max_step);
+    else
+      printf("training: %lld segments per epoch, steps %d to %d\n", (long long)txl_stream_segments(&s), t->step,
+             c->max_step);
     fflush(stdout);
   }
   const double t_start = txl_now_s();
@@ -381,12 +388,14 @@ void txl_trainer_train(TxlTrainer *t) {
   while (t->step < c->max_step) {
     const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
-    int n = txl_stream_next(&s, &in, &tg);
+    /* this step's rows: tgt_len, or drawn for the step (varlen) */
+    const int rows = c->varlen ? txl_varlen_rows((uint32_t)c->seed, t->step, c->tgt_len) : c->tgt_len;
+    int n = txl_stream_next_rows(&s, rows, &in, &tg);
     if (n == 0) { /* a new epoch: back to the top of every column, with an empty memory */
       txl_stream_rewind(&s);
       txl_run_reset_memory(&t->run);
       t->epoch++;
-      n = txl_stream_next(&s, &in, &tg);
+      n = txl_stream_next_rows(&s, rows, &in, &tg);
     }
     double norm = 0.0;
     const double lr = txl_schedule_lr(&t->sched, t->step);
