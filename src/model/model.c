@@ -91,6 +91,7 @@ typedef struct {
   const TxlRunShape *s;
   TxlRun *r;      /* NULL: only count */
   size_t bytes;
+  int cols;       /* columns every activation buffer holds: one column group's (txl_run_groups) */
 } Alloc;
 
 /* Counts the bytes; when allocating, also records the buffer so txl_run_destroy frees exactly
@@ -112,7 +113,7 @@ static void walk_layer(Alloc *a, TxlLayerActs *x) {
   const TxlDims *dm = &a->m->spec.dims;
   const TxlRunShape *s = a->s;
   const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act); /* fp32; an activation */
-  const size_t L = (size_t)s->L_max, B = (size_t)s->B, K = (size_t)(s->L_max + s->mem_len);
+  const size_t L = (size_t)s->L_max, B = (size_t)a->cols, K = (size_t)(s->L_max + s->mem_len);
   const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
   const size_t H = (size_t)dm->n_head;
   const int pre = a->m->spec.pre_lnorm;
@@ -140,7 +141,7 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   const TxlDims *dm = &a->m->spec.dims;
   const TxlRunShape *s = a->s;
   const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act);
-  const size_t L = (size_t)s->L_max, B = (size_t)s->B, d = (size_t)dm->d_model;
+  const size_t L = (size_t)s->L_max, B = (size_t)a->cols, d = (size_t)dm->d_model;
   const size_t de = (size_t)dm->d_embed;
   size_t cmax = 1;
   for (int i = 1; i <= dm->n_clusters; i++) cmax = (size_t)txl_dims_csize(dm, i) > cmax ? (size_t)txl_dims_csize(dm, i) : cmax;
@@ -173,7 +174,7 @@ static void walk_run(Alloc *a) {
   const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act); /* fp32; an activation */
   int groups, group_cols;
   txl_run_groups(s, &groups, &group_cols);
-  /* every activation buffer holds one group's columns */
+  a->cols = group_cols; /* every activation buffer holds one group's columns */
   const size_t L = (size_t)s->L_max, B = (size_t)group_cols, K = (size_t)(s->L_max + s->mem_len);
   const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
   const size_t V = (size_t)dm->n_token, H = (size_t)dm->n_head;
@@ -220,7 +221,7 @@ static void walk_run(Alloc *a) {
 }
 
 size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape) {
-  Alloc a = {m, shape, NULL, 0};
+  Alloc a = {m, shape, NULL, 0, 0};
   walk_run(&a);
   return a.bytes;
 }
@@ -239,7 +240,7 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->col_first = shape->col0;
   r->act_bytes = txl_dtype_size(m->ops->act);
   txl_run_groups(shape, &r->n_groups, &r->group_cols);
-  Alloc a = {m, shape, r, 0};
+  Alloc a = {m, shape, r, 0, 0};
   walk_run(&a);
   txl_run_use_group(r, 0);
   if (shape->training) { /* the backend's scratch for the backward: rows, widest bias_backward, LayerNorm d */
