@@ -62,3 +62,11 @@ PY
 }
 
 MPI="timeout 300 mpirun --oversubscribe --bind-to none"
+
+# txl-train of INI on RANKS ranks into $WORK/NAME, its output in $WORK/NAME.out; the status is
+# txl-train's.
+train_into() { # NAME INI RANKS ARGS...
+  local name=$1 conf=$2 p=$3
+  shift 3
+  $MPI -n "$p" "$BIN/txl-train" "$conf" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
+}

@@ -9,33 +9,11 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-ini() { # BATCH
-  small_model_ini "$WORK/c.h5"
-  cat <<INI
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = $1
-max_step = 30
-lr = 0.003
-warmup_step = 5
-log_interval = 1
-eval_interval = 10
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 4
-[run]
-checkpoint_interval = 0
-INI
-}
-ini 6 > "$WORK/b6.ini"
-ini 5 > "$WORK/b5.ini"
-train() { # NAME INI RANKS ARGS...: txl-train into $WORK/NAME, output in $WORK/NAME.out
-  local name=$1 conf=$2 p=$3
-  shift 3
-  $MPI -n "$p" "$BIN/txl-train" "$conf" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
-}
+# 30 steps, validations every 10 (tests/train/lib.sh's small run otherwise)
+run_keys=(train.mem_len=16 train.max_step=30 train.warmup_step=5 train.eval_interval=10 eval.max_eval_steps=4)
+small_run_ini "$WORK/c.h5" "${run_keys[@]}" train.batch_size=6 > "$WORK/b6.ini"
+small_run_ini "$WORK/c.h5" "${run_keys[@]}" train.batch_size=5 > "$WORK/b5.ini"
+train() { train_into "$@"; }
 
 # Tolerances: those of tests/train/test_ranks.sh (the same model, steps and learning rate). The
 # groups change nothing but the order of the float sums: every parameter's gradient is the sum

@@ -29,11 +29,7 @@ INI
 }
 ini 6 > "$WORK/b6.ini"
 ini 5 > "$WORK/b5.ini"
-train() { # NAME INI RANKS ARGS...: txl-train into $WORK/NAME, output in $WORK/NAME.out
-  local name=$1 conf=$2 p=$3
-  shift 3
-  $MPI -n "$p" "$BIN/txl-train" "$conf" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
-}
+train() { train_into "$@"; }
 
 # Tolerances: those of tests/train/test_ranks.sh (the same model, steps and learning rate). Uneven
 # shards change nothing but the order of the float sums: each rank sums the gradient over its

@@ -7,28 +7,12 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/v.ini"
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 30
-lr = 0.003
-warmup_step = 5
-log_interval = 1
-eval_interval = 10
-varlen = true
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 4
-[run]
-checkpoint_interval = 0
-INI
+small_run_ini "$WORK/c.h5" train.mem_len=16 train.max_step=30 train.warmup_step=5 train.eval_interval=10 \
+  train.varlen=true eval.max_eval_steps=4 > "$WORK/v.ini"
 train() { # NAME RANKS ARGS...
   local name=$1 p=$2
   shift 2
-  $MPI -n "$p" "$BIN/txl-train" "$WORK/v.ini" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
+  train_into "$name" "$WORK/v.ini" "$p" "$@"
 }
 # tokens of each train line (log_interval 1: one step each), as "step:tokens" words
 lengths() { python3 -c "
