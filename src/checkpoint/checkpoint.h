@@ -40,6 +40,8 @@ typedef struct {
   char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
                                          run that resumes from it ("" in version 1 files) */
   char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */
+  char optim[TXL_CKPT_ID_LEN];        /* train.optim's name: what adam_m, adam_v and adam_t hold
+                                         ("adam" in files written before the attribute) */
 } TxlCkptState;
 
 /* What a rank hands to txl_ckpt_write or gets from txl_ckpt_read. Host memory. */

@@ -29,28 +29,31 @@ typedef struct {
   AttrKind kind;
   size_t offset;  /* of the value in CkptRoot */
   int64_t lo, hi; /* integers: the range a file's value must lie in */
+  const char *absent; /* ATTR_ID: the value of a file without the attribute (NULL: required) */
 } RootAttr;
 
 #define ST(f) offsetof(CkptRoot, st.f)
 #define GEO(f) offsetof(CkptRoot, g.f)
 static const RootAttr ROOT_ATTRS[] = {
-    {"step", ATTR_I64, ST(step), 0, INT64_MAX},
-    {"tokens_seen", ATTR_I64, ST(tokens_seen), 0, INT64_MAX},
-    {"data_pos", ATTR_I64, ST(data_pos), 0, INT64_MAX},
-    {"epoch", ATTR_I64, ST(epoch), 0, INT64_MAX},
-    {"best_step", ATTR_I64, ST(best_step), INT64_MIN, INT64_MAX},
-    {"mem_rows", ATTR_I32, ST(mem_rows), 0, INT32_MAX}, /* and <= mem_len */
-    {"adam_t", ATTR_I32, ST(adam_t), 0, INT32_MAX},
-    {"world_size", ATTR_I32, ST(world_size), 1, INT32_MAX},
-    {"batch_size", ATTR_I32, GEO(batch_size), 1, INT32_MAX},
-    {"mem_len", ATTR_I32, GEO(mem_len), 0, INT32_MAX},
-    {"n_layer", ATTR_I32, GEO(n_layer), 1, INT32_MAX},
-    {"d_model", ATTR_I32, GEO(d_model), 1, INT32_MAX},
-    {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX},
-    {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0},
-    {"lr", ATTR_F64, ST(lr), 0, 0},
-    {"run_id", ATTR_ID, ST(run_id), 0, 0},
-    {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0},
+    {"step", ATTR_I64, ST(step), 0, INT64_MAX, NULL},
+    {"tokens_seen", ATTR_I64, ST(tokens_seen), 0, INT64_MAX, NULL},
+    {"data_pos", ATTR_I64, ST(data_pos), 0, INT64_MAX, NULL},
+    {"epoch", ATTR_I64, ST(epoch), 0, INT64_MAX, NULL},
+    {"best_step", ATTR_I64, ST(best_step), INT64_MIN, INT64_MAX, NULL},
+    {"mem_rows", ATTR_I32, ST(mem_rows), 0, INT32_MAX, NULL}, /* and <= mem_len */
+    {"adam_t", ATTR_I32, ST(adam_t), 0, INT32_MAX, NULL},
+    {"world_size", ATTR_I32, ST(world_size), 1, INT32_MAX, NULL},
+    {"batch_size", ATTR_I32, GEO(batch_size), 1, INT32_MAX, NULL},
+    {"mem_len", ATTR_I32, GEO(mem_len), 0, INT32_MAX, NULL},
+    {"n_layer", ATTR_I32, GEO(n_layer), 1, INT32_MAX, NULL},
+    {"d_model", ATTR_I32, GEO(d_model), 1, INT32_MAX, NULL},
+    {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX, NULL},
+    {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0, NULL},
+    {"lr", ATTR_F64, ST(lr), 0, 0, NULL},
+    {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL},
+    {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL},
+    /* train.optim; files written before it held Adam's state */
+    {"optim", ATTR_ID, ST(optim), 0, 0, "adam"},
 };
 #undef ST
 #undef GEO
@@ -79,9 +82,14 @@ void ckpt_write_root_attrs(CkptCtx *c, hid_t file, const TxlCkptState *st, const
 
 /* A string attribute of at most TXL_CKPT_ID_LEN - 1 characters into out; version 1 files have
  * none ("" then). collective */
-static void read_id_attr(CkptCtx *c, hid_t file, int64_t version, const char *name, char out[TXL_CKPT_ID_LEN]) {
+static void read_id_attr(CkptCtx *c, hid_t file, int64_t version, const char *name, const char *absent,
+                         char out[TXL_CKPT_ID_LEN]) {
   out[0] = 0;
-  if (version < 2 || !c->ok) return;
+  if (absent && H5Aexists(file, name) <= 0) { /* the same file on every rank: the same verdict */
+    snprintf(out, TXL_CKPT_ID_LEN, "%s", absent);
+    return;
+  }
+  if ((!absent && version < 2) || !c->ok) return;
   char *v = NULL;
   if (ckpt_attr_read_string(c, file, name, &v) != 0) return;
   if (strlen(v) >= TXL_CKPT_ID_LEN)
@@ -97,7 +105,7 @@ static void read_id_attr(CkptCtx *c, hid_t file, int64_t version, const char *na
 static void read_attr(CkptCtx *c, hid_t file, int64_t version, const RootAttr *a, CkptRoot *r) {
   char *v = (char *)r + a->offset;
   if (a->kind == ATTR_ID) {
-    read_id_attr(c, file, version, a->name, v);
+    read_id_attr(c, file, version, a->name, a->absent, v);
     return;
   }
   if (a->kind == ATTR_F64) {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "src/base/error.h"
+#include "src/config/config.h"
 
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
                      float clip) {
@@ -16,6 +17,19 @@ void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, floa
   a->beta2 = beta2;
   a->eps = eps;
   a->clip = clip;
+  a->kind = TXL_OPTIM_ADAM;
+  a->momentum = 0.0f;
+  a->weight_decay = 0.0f;
+  a->table = NULL;
+}
+
+void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay, const TxlParamTable *table) {
+  if (kind != TXL_OPTIM_ADAM && kind != TXL_OPTIM_LAMB && kind != TXL_OPTIM_SGD)
+    txl_fatal("internal error: optimizer kind %d", kind);
+  a->kind = kind;
+  a->momentum = momentum;
+  a->weight_decay = weight_decay;
+  a->table = table;
 }
 
 void txl_adam_destroy(TxlAdam *a) {
@@ -35,12 +49,16 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
   return sqrt(s);
 }
 
-void txl_adam_step(TxlAdam *a, float *params, const float *grad, double norm, float lr) {
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, float lr) {
   float coef = 1.0f;
   if (a->clip > 0.0f) {
     float c = (float)((double)a->clip / (norm + 1e-6));
     if (c < 1.0f) coef = c;
   }
   a->t++;
-  a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
+  switch (a->kind) {
+  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, grad, coef, lr); break;
+  case TXL_OPTIM_SGD: a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
+  default: a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef); break;
+  }
 }

@@ -1,4 +1,6 @@
-/* Adam with global gradient-norm clipping over the model's one gradient buffer. */
+/* The optimizer (train.optim: Adam, LAMB or SGD with momentum) with global gradient-norm clipping
+ * over the model's one gradient buffer. Its state is the same for all three: m (Adam's and LAMB's
+ * first moment, SGD's momentum buffer), v (the second moment; SGD leaves it zero) and t. */
 #ifndef TXL_OPTIM_ADAM_H
 #define TXL_OPTIM_ADAM_H
 
@@ -13,19 +15,31 @@ typedef struct {
   float *m, *v;   /* [n] device: first and second moments, same layout as the parameters */
   int t;          /* updates done */
   float beta1, beta2, eps, clip;
+  int kind;       /* train.optim: TXL_OPTIM_ADAM (txl_adam_create's), TXL_OPTIM_LAMB, TXL_OPTIM_SGD */
+  float momentum;     /* sgd */
+  float weight_decay; /* lamb */
+  const TxlParamTable *table; /* lamb: the tensors whose trust ratios are taken */
 } TxlAdam;
 
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
                      float clip);
 void txl_adam_destroy(TxlAdam *a);
+/* Makes a (Adam after txl_adam_create) the optimizer `kind` (train.optim's value); LAMB takes
+ * one trust ratio per tensor of `table` (the parameter layout; kept by pointer). */
+void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay, const TxlParamTable *table);
 
 /* L2 norm of the gradient buffer laid out by t (accumulated in double): of its tensors, the
  * padding left out; on the CPU the bits of the norm of the packed view (ops->sumsq_segments). */
 double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *t);
 
 /* One update with learning rate lr: clips the gradient to norm `clip` as
- * torch.nn.utils.clip_grad_norm_ (coef = clip / (norm + 1e-6), applied when < 1), then Adam.
- * `norm` is the gradient's L2 norm (txl_grad_norm). */
-void txl_adam_step(TxlAdam *a, float *params, const float *grad, double norm, float lr);
+ * torch.nn.utils.clip_grad_norm_ (coef = clip / (norm + 1e-6), applied when < 1), then the
+ * optimizer a->kind. `norm` is the gradient's L2 norm (txl_grad_norm). LAMB overwrites grad with
+ * its direction (the gradient is not needed after the update). */
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, float lr);
+
+/* LAMB (src/optim/lamb.c): the moments, then per tensor of a->table the trust ratio
+ * ||p|| / ||u|| (1 when either is 0) and p -= lr * ratio * u, on the gradient scaled by coef. */
+void txl_lamb_update(TxlAdam *a, float *params, float *grad, float coef, float lr);
 
 #endif

@@ -314,6 +314,7 @@ static void print_state(const char *path, const TxlCkptState *st, const int64_t 
   else
     printf("best valid loss none yet\n");
   printf("lr              %.6e\n", st->lr);
+  printf("optimizer       %s (train.optim; /adam_m, /adam_v hold its state)\n", st->optim);
   printf("adam updates    %d\n", st->adam_t);
   printf("seed            %u\n", st->seed);
   printf("written by      %d rank%s\n", st->world_size, st->world_size == 1 ? "" : "s");

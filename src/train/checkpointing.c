@@ -176,6 +176,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   st.best_valid_loss = t->best_valid_loss;
   st.lr = t->step > 0 ? txl_schedule_lr(&t->sched, t->step - 1) : 0.0;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
+  snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
   char *text = txl_trainer_config_text(c);
   double t0 = txl_now_s();
@@ -291,6 +292,10 @@ int txl_trainer_resume(TxlTrainer *t) {
   if (txl_config_load_ini_text(&saved, text, path, err, sizeof err) != 0)
     txl_fatal_all("%s: its config does not parse: %s", path, err);
   free(text);
+  const char *optim = txl_config_choice_name(TXL_CFG_KEY_optim, t->cfg.optim);
+  if (strcmp(st.optim, optim) != 0)
+    txl_fatal_all("%s holds the state of train.optim = %s, this run asks for train.optim = %s: the optimizer is "
+                  "fixed on resume", path, st.optim, optim);
   char diff[4096];
   if (txl_config_diff(&saved, &t->cfg, 1, diff, sizeof diff) > 0)
     txl_fatal_all("%s was made by a model of another shape; differing keys (checkpoint -> now): %s", path, diff);

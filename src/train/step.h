@@ -18,7 +18,7 @@
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
                       const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
 
-/* Clipping and Adam with the scheduled rate of update `step`, from the gradient in m->grad_buf
+/* Clipping and the optimizer (train.optim) with the scheduled rate of update `step`, from the gradient in m->grad_buf
  * with norm grad_norm. */
 void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm);
 

@@ -195,6 +195,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
+  txl_optim_set_kind(&t->adam, c->optim, (float)c->momentum, (float)c->weight_decay, &t->model.table);
   t->sched.kind = c->scheduler;
   t->sched.lr = c->lr;
   t->sched.eta_min = c->eta_min;

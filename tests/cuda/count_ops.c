@@ -287,6 +287,29 @@ static void count_adam_update(float *p, const float *gr, float *m, float *v, int
   add(TXL_COUNT_OPTIMIZER, 12.0 * (double)n, 28.0 * (double)n);
 }
 
+/* SGD: reads p, g, buf, writes p, buf (20 bytes); g * scale, momentum * buf + g', lr * buf, p -= :
+ * 4 FLOPs an element */
+static void count_sgd_update(float *p, const float *gr, float *buf, int64_t n, float lr, float momentum,
+                             float grad_scale, int first) {
+  (void)p, (void)gr, (void)buf, (void)lr, (void)momentum, (void)grad_scale, (void)first;
+  add(TXL_COUNT_OPTIMIZER, 4.0 * (double)n, 20.0 * (double)n);
+}
+
+/* LAMB's moments: reads g, p, m, v, writes g, m, v (28 bytes); scale, m (3), v (4), the direction
+ * (two divisions, a division and sqrt, + eps, wd * p +): 15 FLOPs an element */
+static void count_lamb_moments(float *gr, const float *p, float *m, float *v, int64_t n, float beta1, float beta2,
+                               float eps, float weight_decay, int step, float grad_scale) {
+  (void)gr, (void)p, (void)m, (void)v, (void)beta1, (void)beta2, (void)eps, (void)weight_decay, (void)step,
+      (void)grad_scale;
+  add(TXL_COUNT_OPTIMIZER, 15.0 * (double)n, 28.0 * (double)n);
+}
+
+/* y += a x: reads x, y, writes y (12 bytes), 2 FLOPs an element */
+static void count_axpy(float *y, const float *x, float a, int64_t n) {
+  (void)y, (void)x, (void)a;
+  add(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 12.0 * (double)n);
+}
+
 /* ---- the tables ---------------------------------------------------------------------------- */
 
 /* Every op of kernels/ops.def: an op without its count_ function above does not compile. */

@@ -468,8 +468,99 @@ static void test_adam(void) {
   test_adam_case(100003, 7);
 }
 
+/* SGD, LAMB's moments and axpy: the same float operations on both sides (kernels/common/
+ * sgd_lamb.h; LAMB's bias corrections in double on the host by both, rounded to float); they may
+ * differ only where a compiler contracts a * b + c into an FMA (one rounding fewer), a few
+ * roundings of each term (a = 8 as Adam's, k = 0):
+ *   sgd buf: c a u (|mom buf0| + |g'|)      p: c a u (|p0| + |p0 - p|) (lr buf's error on top)
+ *   lamb m, v: as Adam's;   direction u: c a u (|u| + |wd p|) (its terms' errors relative to it)
+ *   axpy: c a u (|y0| + |a x|) */
+static void test_sgd_case(int64_t n, float mom, int first) {
+  const float lr = 0.05f, gs = 0.37f;
+  float *p = host_rand(n, -1, 1), *g = host_rand(n, -1, 1), *b = host_rand(n, -0.3, 0.3);
+  float *p0 = host_copy(p, n), *b0 = host_copy(b, n);
+  float *dp = dev_from(p, (size_t)n * sizeof(float), "test: p");
+  float *dg = dev_from(g, (size_t)n * sizeof(float), "test: g");
+  float *db = dev_from(b, (size_t)n * sizeof(float), "test: buf");
+  txl_cpu_sgd_update(p, g, b, n, lr, mom, gs, first);
+  txl_cuda_sgd_update(dp, dg, db, n, lr, mom, gs, first);
+  float *gp = host_from(dp, n), *gb = host_from(db, n);
+  const double k = TOL_C * 8 * OT_U;
+  double *bp = ot_alloc_d(n), *bb = ot_alloc_d(n);
+  for (int64_t i = 0; i < n; i++) {
+    bb[i] = k * ((first ? 0.0 : fabs((double)mom * b0[i])) + fabs((double)g[i] * gs));
+    bp[i] = k * (fabs((double)p0[i]) + fabs((double)p0[i] - (double)p[i])) + lr * bb[i];
+  }
+  char what[96];
+  snprintf(what, sizeof what, "sgd n=%lld mom=%g first=%d: p", (long long)n, mom, first);
+  check_close(what, gp, p, bp, n);
+  snprintf(what, sizeof what, "sgd n=%lld mom=%g first=%d: buf", (long long)n, mom, first);
+  check_close(what, gb, b, bb, n);
+  txl_cuda_free(dp); txl_cuda_free(dg); txl_cuda_free(db);
+  free(p); free(g); free(b); free(p0); free(b0); free(gp); free(gb); free(bp); free(bb);
+}
+
+static void test_lamb_case(int64_t n, int step, float wd) {
+  const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, gs = 0.37f;
+  float *p = host_rand(n, -1, 1), *g = host_rand(n, -1, 1), *m = host_rand(n, -0.1, 0.1);
+  float *v = host_rand(n, 0.0, 0.01);
+  v[0] = 0.0f, g[0] = 0.0f, m[0] = 0.0f; /* the eps path: u = wd p */
+  float *m0 = host_copy(m, n), *v0 = host_copy(v, n), *g0 = host_copy(g, n);
+  float *dp = dev_from(p, (size_t)n * sizeof(float), "test: p");
+  float *dg = dev_from(g, (size_t)n * sizeof(float), "test: g");
+  float *dm = dev_from(m, (size_t)n * sizeof(float), "test: m");
+  float *dv = dev_from(v, (size_t)n * sizeof(float), "test: v");
+  txl_cpu_lamb_moments(g, p, m, v, n, b1, b2, eps, wd, step, gs);
+  txl_cuda_lamb_moments(dg, dp, dm, dv, n, b1, b2, eps, wd, step, gs);
+  float *gu = host_from(dg, n), *gm = host_from(dm, n), *gv = host_from(dv, n);
+  const double k = TOL_C * 8 * OT_U;
+  double *bu = ot_alloc_d(n), *bm = ot_alloc_d(n), *bv = ot_alloc_d(n);
+  for (int64_t i = 0; i < n; i++) {
+    const double gi = (double)g0[i] * gs;
+    bm[i] = k * (b1 * fabs((double)m0[i]) + (1.0 - b1) * fabs(gi));
+    bv[i] = k * (b2 * (double)v0[i] + (1.0 - b2) * gi * gi);
+    bu[i] = k * (fabs((double)g[i]) + fabs((double)wd * p[i])) + 1e-30;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "lamb n=%lld step=%d wd=%g: direction", (long long)n, step, wd);
+  check_close(what, gu, g, bu, n);
+  snprintf(what, sizeof what, "lamb n=%lld step=%d wd=%g: m", (long long)n, step, wd);
+  check_close(what, gm, m, bm, n);
+  snprintf(what, sizeof what, "lamb n=%lld step=%d wd=%g: v", (long long)n, step, wd);
+  check_close(what, gv, v, bv, n);
+  txl_cuda_free(dp); txl_cuda_free(dg); txl_cuda_free(dm); txl_cuda_free(dv);
+  free(p); free(g); free(m); free(v); free(m0); free(v0); free(g0); free(gu); free(gm); free(gv);
+  free(bu); free(bm); free(bv);
+}
+
+static void test_axpy_case(int64_t n, float a) {
+  float *y = host_rand(n, -1, 1), *x = host_rand(n, -3, 3), *y0 = host_copy(y, n);
+  float *dy = dev_from(y, (size_t)n * sizeof(float), "test: y");
+  float *dx = dev_from(x, (size_t)n * sizeof(float), "test: x");
+  txl_cpu_axpy(y, x, a, n);
+  txl_cuda_axpy(dy, dx, a, n);
+  float *gy = host_from(dy, n);
+  const double k = TOL_C * 8 * OT_U;
+  double *b = ot_alloc_d(n);
+  for (int64_t i = 0; i < n; i++) b[i] = k * (fabs((double)y0[i]) + fabs((double)a * x[i])) + 1e-30;
+  char what[96];
+  snprintf(what, sizeof what, "axpy n=%lld a=%g", (long long)n, a);
+  check_close(what, gy, y, b, n);
+  txl_cuda_free(dy); txl_cuda_free(dx);
+  free(y); free(x); free(y0); free(gy); free(b);
+}
+
+static void test_sgd_lamb(void) {
+  test_sgd_case(1001, 0.9f, 1);
+  test_sgd_case(100003, 0.9f, 0);
+  test_sgd_case(1001, 0.0f, 0);
+  test_lamb_case(1001, 1, 0.0f);
+  test_lamb_case(100003, 7, 0.01f);
+  test_axpy_case(100003, -3e-3f);
+}
+
 int main(void) {
-  parity_begin("cuda parity (memory, gemm, embedding, dropout, layernorm, xent, adam)");
+  parity_begin("cuda parity (memory, gemm, embedding, dropout, layernorm, xent, adam, sgd, lamb)");
   txl_cuda_reserve(9001, 0, 333); /* the largest layer-norm backward: rows, d */
   test_memory();
   test_gemm();
@@ -482,5 +573,6 @@ int main(void) {
     test_xent(acts[a]);
   }
   test_adam();
+  test_sgd_lamb();
   return parity_end();
 }

@@ -1,0 +1,20 @@
+/* LAMB (You et al. 2020, as NVIDIA's FusedLAMB with bias correction): Adam's moments give the
+ * direction u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p (ops->lamb_moments, written over
+ * the gradient), then each parameter tensor moves by lr * ratio * u with its trust ratio
+ * ratio = ||p|| / ||u|| when both norms are > 0, else 1. The norms are ops->sumsq of each tensor
+ * (double sums in the backend's fixed order, so the same bits on every rank and every run); the
+ * ratios are taken on the host in double. */
+#include <math.h>
+
+#include "src/optim/adam.h"
+
+void txl_lamb_update(TxlAdam *a, float *params, float *grad, float coef, float lr) {
+  const TxlOps *ops = a->ops;
+  ops->lamb_moments(grad, params, a->m, a->v, a->n, a->beta1, a->beta2, a->eps, a->weight_decay, a->t, coef);
+  for (int k = 0; k < a->table->n_tensors; k++) {
+    const int64_t off = a->table->tensors[k].offset, n = a->table->tensors[k].numel;
+    const double pn = sqrt(ops->sumsq(params + off, n)), un = sqrt(ops->sumsq(grad + off, n));
+    const double ratio = pn > 0.0 && un > 0.0 ? pn / un : 1.0;
+    ops->axpy(params + off, grad + off, (float)(-(double)lr * ratio), n);
+  }
+}
