@@ -37,6 +37,11 @@ typedef struct {
   uint32_t seed;
   double best_valid_loss;
   double lr;           /* learning rate of the last step */
+  /* train.scheduler = dev_perf's state (src/optim/schedule.h, TxlPlateau), in every file written
+   * now; read: has_plateau = 0 for a file written before it (none of the three attributes) */
+  double plateau_rate, plateau_best;
+  int plateau_bad;
+  int has_plateau;     /* write: ignored; read: whether the file holds the three */
   char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
                                          run that resumes from it ("" in version 1 files) */
   char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */

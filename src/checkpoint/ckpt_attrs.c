@@ -32,6 +32,10 @@ typedef struct {
   const char *absent; /* ATTR_ID: the value of a file without the attribute (NULL: required) */
 } RootAttr;
 
+/* The attributes named plateau_* are train.scheduler = dev_perf's state: all three or none (a
+ * file written before they existed reads with has_plateau = 0). */
+static int is_plateau(const RootAttr *a) { return strncmp(a->name, "plateau_", 8) == 0; }
+
 #define ST(f) offsetof(CkptRoot, st.f)
 #define GEO(f) offsetof(CkptRoot, g.f)
 static const RootAttr ROOT_ATTRS[] = {
@@ -50,6 +54,9 @@ static const RootAttr ROOT_ATTRS[] = {
     {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX, NULL},
     {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0, NULL},
     {"lr", ATTR_F64, ST(lr), 0, 0, NULL},
+    {"plateau_rate", ATTR_F64, ST(plateau_rate), 0, 0, NULL},
+    {"plateau_best", ATTR_F64, ST(plateau_best), 0, 0, NULL},
+    {"plateau_bad", ATTR_I32, ST(plateau_bad), 0, INT32_MAX, NULL},
     {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL},
     {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL},
     /* train.optim; files written before it held Adam's state */
@@ -142,7 +149,19 @@ void ckpt_read_root_attrs(CkptCtx *c, hid_t file, TxlCkptState *st, CkptGeometry
               (long long)version, TXL_CKPT_OLDEST_VERSION, TXL_CKPT_FORMAT_VERSION);
   CkptRoot r;
   memset(&r, 0, sizeof r);
-  for (int i = 0; i < N_ROOT_ATTRS && c->ok; i++) read_attr(c, file, version, &ROOT_ATTRS[i], &r);
+  int plateau_attrs = 0, plateau_found = 0; /* dev_perf's: all or none (a file written before them) */
+  for (int i = 0; i < N_ROOT_ATTRS && c->ok; i++) {
+    if (is_plateau(&ROOT_ATTRS[i])) {
+      plateau_attrs++;
+      if (H5Aexists(file, ROOT_ATTRS[i].name) <= 0) continue;
+      plateau_found++;
+    }
+    read_attr(c, file, version, &ROOT_ATTRS[i], &r);
+  }
+  if (c->ok && plateau_found > 0 && plateau_found < plateau_attrs)
+    ckpt_fail(c, "not a valid txl checkpoint: it holds %d of the %d root attributes plateau_* (dev_perf's state)",
+              plateau_found, plateau_attrs);
+  r.st.has_plateau = plateau_found == plateau_attrs;
   if (c->ok && r.st.mem_rows > r.g.mem_len)
     ckpt_fail(c, "not a valid txl checkpoint: mem_rows %d outside [0, mem_len = %d]", r.st.mem_rows,
               r.g.mem_len);

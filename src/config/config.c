@@ -668,6 +668,14 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
     format_double(c->eta_min, b, sizeof b);
     return refuse(c, ON(K(eta_min), K(lr)), err, errlen, "train.eta_min = %s exceeds train.lr = %s", b, a);
   }
+  if (c->scheduler == TXL_SCHEDULER_DEV_PERF && c->eval_interval == 0)
+    return refuse(c, ON(K(scheduler), K(eval_interval)), err, errlen,
+                  "train.scheduler = dev_perf lowers the rate on validation losses, but train.eval_interval = 0 "
+                  "validates only at the end: set train.eval_interval > 0");
+  if (c->decay_rate <= 0.0 || c->decay_rate >= 1.0) {
+    format_double(c->decay_rate, b, sizeof b);
+    return refuse(c, ON(K(decay_rate)), err, errlen, "train.decay_rate = %s must lie in (0, 1)", b);
+  }
   return 0;
 }
 

@@ -315,6 +315,11 @@ static void print_state(const char *path, const TxlCkptState *st, const int64_t 
     printf("best valid loss none yet\n");
   printf("lr              %.6e\n", st->lr);
   printf("optimizer       %s (train.optim; /adam_m, /adam_v hold its state)\n", st->optim);
+  if (st->has_plateau)
+    printf("dev_perf state  rate %.6e, best valid loss %.6f, %d validation%s without improvement\n", st->plateau_rate,
+           st->plateau_best, st->plateau_bad, st->plateau_bad == 1 ? "" : "s");
+  else
+    printf("dev_perf state  none (a file written before it)\n");
   printf("adam updates    %d\n", st->adam_t);
   printf("seed            %u\n", st->seed);
   printf("written by      %d rank%s\n", st->world_size, st->world_size == 1 ? "" : "s");

@@ -175,6 +175,9 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   st.seed = (uint32_t)c->seed;
   st.best_valid_loss = t->best_valid_loss;
   st.lr = t->step > 0 ? txl_schedule_lr(&t->sched, t->step - 1) : 0.0;
+  st.plateau_rate = t->sched.plateau.rate;
+  st.plateau_best = t->sched.plateau.best;
+  st.plateau_bad = t->sched.plateau.bad;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
@@ -275,6 +278,25 @@ static void new_run_id(char out[TXL_CKPT_ID_LEN]) {
   for (size_t i = 0; i < sizeof r; i++) snprintf(out + 2 * i, 3, "%02x", r[i]);
 }
 
+/* dev_perf's state (rate, best validation loss, bad validations) continues from a checkpoint of a
+ * dev_perf run. Any other checkpoint starts it fresh (txl_trainer_setup's: rate = train.lr, no
+ * validation seen), as a run switched to dev_perf on resume: a file written before these
+ * attributes existed is always such a one (dev_perf came with them), and reads the same as a new
+ * file of its run, which holds that fresh state. A dev_perf run's file without them cannot be
+ * continued exactly and is refused. */
+static void resume_plateau(TxlTrainer *t, const char *path, const TxlConfig *saved, const TxlCkptState *st) {
+  if (t->cfg.scheduler != TXL_SCHEDULER_DEV_PERF || saved->scheduler != TXL_SCHEDULER_DEV_PERF) return;
+  if (!st->has_plateau)
+    txl_fatal_all("%s: its config says train.scheduler = dev_perf, but it holds no schedule state (root attributes "
+                  "plateau_rate, plateau_best, plateau_bad): the rate cannot continue exactly", path);
+  if (!isfinite(st->plateau_rate) || st->plateau_rate <= 0.0 || isnan(st->plateau_best))
+    txl_fatal_all("%s: not a valid txl checkpoint: dev_perf's state is rate %g, best validation loss %g", path,
+                  st->plateau_rate, st->plateau_best);
+  t->sched.plateau.rate = st->plateau_rate;
+  t->sched.plateau.best = st->plateau_best;
+  t->sched.plateau.bad = st->plateau_bad;
+}
+
 int txl_trainer_resume(TxlTrainer *t) {
   char path[1200], err[1024];
   find_checkpoint(t, path, sizeof path);
@@ -321,6 +343,7 @@ int txl_trainer_resume(TxlTrainer *t) {
   t->best_valid_loss = st.best_valid_loss;
   t->best_step = st.best_step;
   t->last_save_step = t->step;
+  resume_plateau(t, path, &saved, &st);
   /* a version 1 checkpoint has no lineage: the run takes a new one, so rotation never counts the
    * older files (which it cannot tell apart from another run's) as its own */
   if (st.run_id[0]) snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);

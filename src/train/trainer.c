@@ -201,6 +201,10 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.eta_min = c->eta_min;
   t->sched.warmup_step = c->warmup_step;
   t->sched.max_step = c->max_step;
+  t->sched.decay_rate = c->decay_rate;
+  t->sched.patience = c->patience;
+  t->sched.lr_min = c->lr_min;
+  txl_schedule_plateau_init(&t->sched); /* txl_trainer_resume may replace it */
   if (!bench) {
     txl_workdir_open(c->work_dir, dist);
     /* before anything is written there; with run.resume = auto a folder holding checkpoints is
@@ -262,11 +266,18 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
 
 /* ---- training ----------------------------------------------------------------------------- */
 
-/* Validates; a new best is saved as a checkpoint at once (so the best is always on disk). */
+/* Validates; a new best is saved as a checkpoint at once (so the best is always on disk). With
+ * train.scheduler = dev_perf the loss steps the schedule first, so that every checkpoint of this
+ * step holds the state after it. */
 static void validate(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "valid", t->cfg.max_eval_steps, &tokens);
   txl_report_eval(&t->report, "valid", t->step, loss, tokens, txl_now_s() - t0);
+  if (txl_schedule_validated(&t->sched, loss) && t->dist.rank == 0) {
+    printf("dev_perf: no improvement on validation for %d validation%s: the learning rate is now %.3e\n",
+           t->sched.patience + 1, t->sched.patience ? "s" : "", t->sched.plateau.rate);
+    fflush(stdout);
+  }
   if (loss < t->best_valid_loss) {
     t->best_valid_loss = loss;
     t->best_step = t->step;

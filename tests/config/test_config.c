@@ -228,6 +228,20 @@ static void ranges(void) {
   check(txl_config_validate(&c, 1, err, sizeof err) != 0, "(16384 + 16384) x 65536 rows on 1 rank: refused", err);
   err[0] = 0;
   check(txl_config_validate(&c, 2, err, sizeof err) == 0, "the same on 2 ranks (2^30 rows each): accepted", err);
+  /* dev_perf decays on validation losses: it needs validations, and a decay_rate in (0, 1) */
+  const char *dp = "[train]\nscheduler = dev_perf\neval_interval = 0\n";
+  load(&c, dp, strlen(dp), err);
+  check(txl_config_validate(&c, 1, err, sizeof err) != 0 && strstr(err, "train.scheduler = dev_perf") &&
+            strstr(err, "train.eval_interval = 0") && !strchr(err, '\n'),
+        "dev_perf with eval_interval = 0: refused in one line naming both keys", err);
+  c.eval_interval = 100;
+  err[0] = 0;
+  check(txl_config_validate(&c, 1, err, sizeof err) == 0, "dev_perf with eval_interval = 100: accepted", err);
+  c.decay_rate = 1.0;
+  check(txl_config_validate(&c, 1, err, sizeof err) != 0 && strstr(err, "train.decay_rate = 1 must lie in (0, 1)"),
+        "decay_rate = 1: refused", err);
+  c.decay_rate = 0.0;
+  check(txl_config_validate(&c, 1, err, sizeof err) != 0, "decay_rate = 0: refused", err);
 }
 
 /* ---- generated text ------------------------------------------------------------------------ */

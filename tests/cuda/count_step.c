@@ -194,7 +194,8 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     TxlAdam adam;
     txl_adam_create(&adam, o, m.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps, (float)c->clip);
     txl_optim_set_kind(&adam, c->optim, (float)c->momentum, (float)c->weight_decay, &m.table);
-    const TxlSchedule sched = {c->scheduler, c->lr, c->eta_min, c->warmup_step, c->max_step};
+    const TxlSchedule sched = {.kind = c->scheduler, .lr = c->lr, .eta_min = c->eta_min, .warmup_step = c->warmup_step,
+                               .max_step = c->max_step};
     int step = 0, full = 0; /* full: consecutive steps with the memory full */
     do {
       zipf_tokens(&z, tok, L, B, step);

@@ -267,8 +267,9 @@ static void run_case(hid_t file, const char *case_name) {
                   (float)attr_f64(g, "eps"), (float)attr_f64(g, "clip"));
   char sched_name[32];
   attr_str(g, "scheduler", sched_name, sizeof sched_name);
-  TxlSchedule sched = {txl_config_choice_value(TXL_CFG_KEY_scheduler, sched_name), attr_f64(g, "lr"), attr_f64(g, "eta_min"),
-                       attr_int(g, "warmup_step"), attr_int(g, "max_step")};
+  TxlSchedule sched = {.kind = txl_config_choice_value(TXL_CFG_KEY_scheduler, sched_name), .lr = attr_f64(g, "lr"),
+                       .eta_min = attr_f64(g, "eta_min"), .warmup_step = attr_int(g, "warmup_step"),
+                       .max_step = attr_int(g, "max_step")};
   double ref_loss[64], ref_norm[64], ref_lr[64];
   read_ds(g, "train/loss", H5T_NATIVE_DOUBLE, ref_loss, (size_t)n_steps);
   read_ds(g, "train/grad_norm", H5T_NATIVE_DOUBLE, ref_norm, (size_t)n_steps);
