@@ -8,25 +8,8 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/o.ini"
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 30
-lr = 0.003
-warmup_step = 5
-log_interval = 1
-eval_interval = 10
-momentum = 0.9
-weight_decay = 0.01
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 4
-[run]
-checkpoint_interval = 0
-INI
+small_run_ini "$WORK/c.h5" train.mem_len=16 train.max_step=30 train.warmup_step=5 train.eval_interval=10 \
+  train.momentum=0.9 train.weight_decay=0.01 eval.max_eval_steps=4 > "$WORK/o.ini"
 # the learning rate of each optimizer (SGD's steps are lr |g|, LAMB's lr |p|: larger rates than Adam's)
 lr_of() { case $1 in sgd) echo 0.5 ;; lamb) echo 0.05 ;; *) echo 0.003 ;; esac; }
 train() { # NAME RANKS ARGS...: txl-train into $WORK/NAME, output in $WORK/NAME.out
