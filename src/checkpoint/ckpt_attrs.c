@@ -30,37 +30,35 @@ typedef struct {
   size_t offset;  /* of the value in CkptRoot */
   int64_t lo, hi; /* integers: the range a file's value must lie in */
   const char *absent; /* ATTR_ID: the value of a file without the attribute (NULL: required) */
+  int in_set;     /* 1: one of the optional set (train.scheduler = dev_perf's state): a file holds
+                   * all of the set or, written before it existed, none (has_plateau = 0) */
 } RootAttr;
-
-/* The attributes named plateau_* are train.scheduler = dev_perf's state: all three or none (a
- * file written before they existed reads with has_plateau = 0). */
-static int is_plateau(const RootAttr *a) { return strncmp(a->name, "plateau_", 8) == 0; }
 
 #define ST(f) offsetof(CkptRoot, st.f)
 #define GEO(f) offsetof(CkptRoot, g.f)
 static const RootAttr ROOT_ATTRS[] = {
-    {"step", ATTR_I64, ST(step), 0, INT64_MAX, NULL},
-    {"tokens_seen", ATTR_I64, ST(tokens_seen), 0, INT64_MAX, NULL},
-    {"data_pos", ATTR_I64, ST(data_pos), 0, INT64_MAX, NULL},
-    {"epoch", ATTR_I64, ST(epoch), 0, INT64_MAX, NULL},
-    {"best_step", ATTR_I64, ST(best_step), INT64_MIN, INT64_MAX, NULL},
-    {"mem_rows", ATTR_I32, ST(mem_rows), 0, INT32_MAX, NULL}, /* and <= mem_len */
-    {"adam_t", ATTR_I32, ST(adam_t), 0, INT32_MAX, NULL},
-    {"world_size", ATTR_I32, ST(world_size), 1, INT32_MAX, NULL},
-    {"batch_size", ATTR_I32, GEO(batch_size), 1, INT32_MAX, NULL},
-    {"mem_len", ATTR_I32, GEO(mem_len), 0, INT32_MAX, NULL},
-    {"n_layer", ATTR_I32, GEO(n_layer), 1, INT32_MAX, NULL},
-    {"d_model", ATTR_I32, GEO(d_model), 1, INT32_MAX, NULL},
-    {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX, NULL},
-    {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0, NULL},
-    {"lr", ATTR_F64, ST(lr), 0, 0, NULL},
-    {"plateau_rate", ATTR_F64, ST(plateau_rate), 0, 0, NULL},
-    {"plateau_best", ATTR_F64, ST(plateau_best), 0, 0, NULL},
-    {"plateau_bad", ATTR_I32, ST(plateau_bad), 0, INT32_MAX, NULL},
-    {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL},
-    {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL},
+    {"step", ATTR_I64, ST(step), 0, INT64_MAX, NULL, 0},
+    {"tokens_seen", ATTR_I64, ST(tokens_seen), 0, INT64_MAX, NULL, 0},
+    {"data_pos", ATTR_I64, ST(data_pos), 0, INT64_MAX, NULL, 0},
+    {"epoch", ATTR_I64, ST(epoch), 0, INT64_MAX, NULL, 0},
+    {"best_step", ATTR_I64, ST(best_step), INT64_MIN, INT64_MAX, NULL, 0},
+    {"mem_rows", ATTR_I32, ST(mem_rows), 0, INT32_MAX, NULL, 0}, /* and <= mem_len */
+    {"adam_t", ATTR_I32, ST(adam_t), 0, INT32_MAX, NULL, 0},
+    {"world_size", ATTR_I32, ST(world_size), 1, INT32_MAX, NULL, 0},
+    {"batch_size", ATTR_I32, GEO(batch_size), 1, INT32_MAX, NULL, 0},
+    {"mem_len", ATTR_I32, GEO(mem_len), 0, INT32_MAX, NULL, 0},
+    {"n_layer", ATTR_I32, GEO(n_layer), 1, INT32_MAX, NULL, 0},
+    {"d_model", ATTR_I32, GEO(d_model), 1, INT32_MAX, NULL, 0},
+    {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX, NULL, 0},
+    {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0, NULL, 0},
+    {"lr", ATTR_F64, ST(lr), 0, 0, NULL, 0},
+    {"plateau_rate", ATTR_F64, ST(plateau_rate), 0, 0, NULL, 1},
+    {"plateau_best", ATTR_F64, ST(plateau_best), 0, 0, NULL, 1},
+    {"plateau_bad", ATTR_I32, ST(plateau_bad), 0, INT32_MAX, NULL, 1},
+    {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL, 0},
+    {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL, 0},
     /* train.optim; files written before it held Adam's state */
-    {"optim", ATTR_ID, ST(optim), 0, 0, "adam"},
+    {"optim", ATTR_ID, ST(optim), 0, 0, "adam", 0},
 };
 #undef ST
 #undef GEO
@@ -149,9 +147,9 @@ void ckpt_read_root_attrs(CkptCtx *c, hid_t file, TxlCkptState *st, CkptGeometry
               (long long)version, TXL_CKPT_OLDEST_VERSION, TXL_CKPT_FORMAT_VERSION);
   CkptRoot r;
   memset(&r, 0, sizeof r);
-  int plateau_attrs = 0, plateau_found = 0; /* dev_perf's: all or none (a file written before them) */
+  int plateau_attrs = 0, plateau_found = 0; /* the optional set: all or none (a file written before it) */
   for (int i = 0; i < N_ROOT_ATTRS && c->ok; i++) {
-    if (is_plateau(&ROOT_ATTRS[i])) {
+    if (ROOT_ATTRS[i].in_set) {
       plateau_attrs++;
       if (H5Aexists(file, ROOT_ATTRS[i].name) <= 0) continue;
       plateau_found++;
