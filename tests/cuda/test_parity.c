@@ -427,6 +427,17 @@ static void test_xent(TxlDtype act) {
  * contracts a * b + c into an FMA (one rounding fewer). A few roundings each (a = 8, k = 0):
  *   m:  c a u (b1 |m0| + (1 - b1) |g'|)       v:  c a u (b2 v0 + (1 - b2) g'^2)
  *   p:  c a u (|p0| + |update|)  */
+/* Bounds of the first and second moments m = b1 m0 + (1-b1) g', v = b2 v0 + (1-b2) g'^2 of Adam and
+ * LAMB (g' = g gs): k times the magnitudes of their terms. */
+static void moment_bounds(double *bm, double *bv, const float *m0, const float *v0, const float *g, float gs,
+                          float b1, float b2, double k, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const double gi = (double)g[i] * gs;
+    bm[i] = k * (b1 * fabs((double)m0[i]) + (1.0 - b1) * fabs(gi));
+    bv[i] = k * (b2 * (double)v0[i] + (1.0 - b2) * gi * gi);
+  }
+}
+
 static void test_adam_case(int64_t n, int step) {
   const float lr = 2.5e-4f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, gs = 0.37f;
   float *p = host_rand(n, -1, 1), *g = host_rand(n, -1, 1), *m = host_rand(n, -0.1, 0.1);
@@ -445,12 +456,8 @@ static void test_adam_case(int64_t n, int step) {
 
   const double k = TOL_C * 8 * OT_U;
   double *bp = ot_alloc_d(n), *bm = ot_alloc_d(n), *bv = ot_alloc_d(n);
-  for (int64_t i = 0; i < n; i++) {
-    const double gi = (double)g[i] * gs;
-    bm[i] = k * (b1 * fabs((double)m0[i]) + (1.0 - b1) * fabs(gi));
-    bv[i] = k * (b2 * (double)v0[i] + (1.0 - b2) * gi * gi);
-    bp[i] = k * (fabs((double)p0[i]) + fabs((double)p0[i] - (double)p[i]));
-  }
+  moment_bounds(bm, bv, m0, v0, g, gs, b1, b2, k, n);
+  for (int64_t i = 0; i < n; i++) bp[i] = k * (fabs((double)p0[i]) + fabs((double)p0[i] - (double)p[i]));
   char what[96];
   snprintf(what, sizeof what, "adam n=%lld step=%d: p", (long long)n, step);
   check_close(what, gp, p, bp, n);
@@ -515,12 +522,8 @@ static void test_lamb_case(int64_t n, int step, float wd) {
   float *gu = host_from(dg, n), *gm = host_from(dm, n), *gv = host_from(dv, n);
   const double k = TOL_C * 8 * OT_U;
   double *bu = ot_alloc_d(n), *bm = ot_alloc_d(n), *bv = ot_alloc_d(n);
-  for (int64_t i = 0; i < n; i++) {
-    const double gi = (double)g0[i] * gs;
-    bm[i] = k * (b1 * fabs((double)m0[i]) + (1.0 - b1) * fabs(gi));
-    bv[i] = k * (b2 * (double)v0[i] + (1.0 - b2) * gi * gi);
-    bu[i] = k * (fabs((double)g[i]) + fabs((double)wd * p[i])) + 1e-30;
-  }
+  moment_bounds(bm, bv, m0, v0, g0, gs, b1, b2, k, n);
+  for (int64_t i = 0; i < n; i++) bu[i] = k * (fabs((double)g[i]) + fabs((double)wd * p[i])) + 1e-30;
   char what[96];
   snprintf(what, sizeof what, "lamb n=%lld step=%d wd=%g: direction", (long long)n, step, wd);
   check_close(what, gu, g, bu, n);
