@@ -238,11 +238,10 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   r->R_rows = -1;
   r->cols = shape->B;
   r->col_first = shape->col0;
-  r->act_bytes = txl_dtype_size(m->ops->act);
   txl_run_groups(shape, &r->n_groups, &r->group_cols);
   Alloc a = {m, shape, r, 0, 0};
   walk_run(&a);
-  txl_run_use_group(r, 0);
+  txl_run_use_group(m, r, 0);
   if (shape->training) { /* the backend's scratch for the backward: rows, widest bias_backward, LayerNorm d */
     const TxlDims *dm = &m->spec.dims;
     int wide = dm->n_token > dm->d_inner ? dm->n_token : dm->d_inner;
@@ -255,13 +254,13 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     r->group_host = txl_malloc(2 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "column group tokens");
 }
 
-void txl_run_use_group(TxlRun *r, int g) {
+void txl_run_use_group(const TxlModel *m, TxlRun *r, int g) {
   if (g < 0 || g >= r->n_groups) txl_fatal("internal: column group %d of %d", g, r->n_groups);
   const int first = g * r->group_cols;
   r->group = g;
   r->B = r->cols - first < r->group_cols ? r->cols - first : r->group_cols;
   r->col0 = r->col_first + first;
-  r->mems = (char *)r->mems_base + (size_t)g * (size_t)r->group_stride * r->act_bytes;
+  r->mems = txl_act_at(m, r->mems_base, (int64_t)g * r->group_stride);
 }
 
 void txl_run_destroy(TxlRun *r, const TxlModel *m) {
@@ -287,7 +286,7 @@ static void move_mems(const TxlModel *m, TxlRun *r, float *host, int to_host) {
   const int current = r->group;
   float *stage = NULL;
   for (int g = 0; g < r->n_groups; g++) {
-    txl_run_use_group(r, g);
+    txl_run_use_group(m, r, g);
     const int64_t n = (int64_t)r->mem_len * r->B * d; /* one layer of this group */
     const int first = r->col0 - r->col_first;
     for (int l = 0; l < n_layer; l++) {
@@ -312,7 +311,7 @@ static void move_mems(const TxlModel *m, TxlRun *r, float *host, int to_host) {
     }
   }
   free(stage);
-  txl_run_use_group(r, current);
+  txl_run_use_group(m, r, current);
 }
 
 void txl_run_mems_to_host(const TxlModel *m, TxlRun *r, float *dst) { move_mems(m, r, dst, 1); }

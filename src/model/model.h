@@ -104,7 +104,6 @@ typedef struct {
   int cols, col_first, n_groups, group_cols, group;
   void *mems_base;
   int64_t group_stride;
-  size_t act_bytes; /* bytes of an activation element (the model's backend's) */
   int32_t *group_host; /* [2, L_max, group_cols] host: one group's tokens and targets (n_groups > 1) */
 
   int32_t *tokens;  /* [L_max, B] device */
@@ -176,7 +175,7 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m);
 /* Forget the memory (start of a stream). */
 void txl_run_reset_memory(TxlRun *r);
 /* Makes column group g (< r->n_groups) current: r->B, r->col0 and r->mems are its own. */
-void txl_run_use_group(TxlRun *r, int g);
+void txl_run_use_group(const TxlModel *m, TxlRun *r, int g);
 /* The memory of every layer as fp32 [n_layer, mem_len, cols, d], packed (a checkpoint's /mems on
  * this rank: every column group's columns in their places) on the host, from the run state (dst)
  * or into it (src). */

@@ -22,7 +22,7 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
   const int M = r->mem_rows; /* every group's memory holds as many rows */
   double loss_sum = 0.0;
   for (int g = 0; g < r->n_groups; g++) {
-    txl_run_use_group(r, g);
+    txl_run_use_group(m, r, g);
     r->mem_rows = M;
     const int32_t *in = inputs, *tg = targets;
     if (r->n_groups > 1) {
