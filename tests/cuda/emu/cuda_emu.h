@@ -330,6 +330,109 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           long long int strideC, int batchCount,
                                           cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 
+/* ---- cuBLASLt ---------------------------------------------------------------------------- */
+/* The subset of <cublasLt.h> (CUDA 13.0) that txl's GEMM with an epilogue calls, with the real
+ * names, values, struct shapes and signatures, so that the same source compiles against both.
+ * The descriptors are the real semi-opaque structs; the emulator keeps its state inside them.
+ * What is emulated (cuda_emu.cpp, README.md): D = alpha op(A) op(B) + beta C, column-major, with
+ * the arithmetic of cublasGemmEx (the DEFAULT epilogue gives its bits), C == D (same pointer and
+ * layout: another D is refused with CUBLAS_STATUS_NOT_SUPPORTED), the epilogues below, the bias
+ * vector of D's type. TXL_EMU_LT_EPILOGUES=off makes every epilogue but DEFAULT unsupported. */
+typedef struct cublasLtContext *cublasLtHandle_t;
+
+typedef struct {
+  uint64_t data[8];
+} cublasLtMatrixLayoutOpaque_t;
+typedef cublasLtMatrixLayoutOpaque_t *cublasLtMatrixLayout_t;
+
+typedef struct {
+  uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+
+typedef struct {
+  uint64_t data[32];
+} cublasLtMatmulDescOpaque_t;
+typedef cublasLtMatmulDescOpaque_t *cublasLtMatmulDesc_t;
+
+typedef struct {
+  uint64_t data[8];
+} cublasLtMatmulPreferenceOpaque_t;
+typedef cublasLtMatmulPreferenceOpaque_t *cublasLtMatmulPreference_t;
+
+typedef enum {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,          /* int32_t cublasOperation_t, default CUBLAS_OP_N */
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,          /* int32_t cublasOperation_t, default CUBLAS_OP_N */
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,        /* uint32_t cublasLtEpilogue_t, default DEFAULT */
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,    /* void *, default NULL */
+  CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26, /* int32_t cudaDataType, default -1 (D's type) */
+} cublasLtMatmulDescAttributes_t;
+
+typedef enum {
+  CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_BIAS = 4,       /* D += bias[i] (length rows of D) before D is stored */
+  CUBLASLT_EPILOGUE_RELU_BIAS = 6,  /* (CUBLASLT_EPILOGUE_RELU = 2) | BIAS: then max(x, 0) */
+  CUBLASLT_EPILOGUE_BGRADA = 256,   /* bias[i] = sum over k of op(A)[i, k] (length rows of D) */
+  CUBLASLT_EPILOGUE_BGRADB = 512,   /* bias[j] = sum over k of op(B)[k, j] (length cols of D) */
+} cublasLtEpilogue_t;
+
+typedef enum {
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, /* uint64_t, default 0 */
+} cublasLtMatmulPreferenceAttributes_t;
+
+typedef struct {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle);
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle);
+const char *cublasLtGetStatusString(cublasStatus_t status);
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
+                                          uint64_t rows, uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout);
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
+                                        cublasComputeType_t computeType, cudaDataType_t scaleType);
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc);
+/* CUBLAS_STATUS_INVALID_VALUE if buf is NULL or sizeInBytes is not the attribute's size (as
+ * cuBLASLt), or for an attribute outside the subset above. */
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                              cublasLtMatmulDescAttributes_t attr, const void *buf,
+                                              size_t sizeInBytes);
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref);
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr,
+                                                    const void *buf, size_t sizeInBytes);
+
+/* One algorithm (workspaceSize 0, state CUBLAS_STATUS_SUCCESS) for a problem cublasLtMatmul
+ * would run; CUBLAS_STATUS_NOT_SUPPORTED with *returnAlgoCount = 0 for one it would refuse as
+ * unsupported, CUBLAS_STATUS_INVALID_VALUE (0 results) for invalid arguments. */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
+                                              cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc,
+                                              cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc,
+                                              cublasLtMatrixLayout_t Ddesc,
+                                              cublasLtMatmulPreference_t preference,
+                                              int requestedAlgoCount,
+                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                              int *returnAlgoCount);
+
+/* algo: NULL or one that cublasLtMatmulAlgoGetHeuristic returned (anything else is
+ * CUBLAS_STATUS_INVALID_VALUE); the workspace is not used. */
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+                              const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+                              const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+                              void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream);
+
 /* ---- launches ------------------------------------------------------------------------------ */
 /* What the scheduler needs of one launch; `run` calls the kernel with this thread's copy of the
  * arguments. */
