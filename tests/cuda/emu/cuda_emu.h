@@ -1,9 +1,9 @@
-/* A CPU emulator of the CUDA runtime subset and the cuBLAS subset that txl's kernels
+/* A CPU emulator of the CUDA runtime subset and the cuBLAS and cuBLASLt subsets that txl's kernels
  * (the .cu files of kernels/cuda) use, so that the kernels themselves run, unchanged, on a machine without a
  * GPU (tests only; see README.md here for what it checks and what it cannot).
  *
- * kernels/cuda/cuda_check.h includes this header instead of <cuda_runtime.h> and <cublas_v2.h>
- * when TXL_CUDA_EMU is defined; the .cu files are then compiled by the host C++ compiler as
+ * kernels/cuda/cuda_check.h includes this header instead of <cuda_runtime.h>, <cublas_v2.h> and
+ * <cublasLt.h> when TXL_CUDA_EMU is defined; the .cu files are then compiled by the host C++ compiler as
  * C++17 (tests/cuda/emu/CMakeLists.txt). No real CUDA header is included.
  *
  * Execution model. A launch, TXL_LAUNCH(kernel, grid, block, shared)(args...) (kernels/cuda/

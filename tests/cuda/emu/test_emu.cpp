@@ -3,7 +3,8 @@
  * block barrier, the three shuffles and __syncwarp, the block and thread numbering, per-thread
  * parameter copies, the poisoned dynamic shared memory, the launch checks a GPU makes
  * (threads per block, grid size, dynamic shared memory with and without
- * cudaFuncSetAttribute), the runtime and cuBLAS subset (bf16 GEMMs included), and the detection
+ * cudaFuncSetAttribute), the runtime and cuBLAS subset (bf16 GEMMs included), the cuBLASLt
+ * matmul with its epilogues (and TXL_EMU_LT_EPILOGUES), and the detection
  * of barriers that can never complete (each in a child process that must exit 1 with a message
  * naming the kernel);
  * under AddressSanitizer also that out-of-bounds accesses in kernels are reported.
@@ -855,6 +856,375 @@ static void test_cublas_batched(void) {
   CUBLAS_CHECK(cublasDestroy(h));
 }
 
+/* ---- cuBLASLt -------------------------------------------------------------------------------- */
+
+/* One cublasLtMatmul as txl's wrapper makes it: descriptors, cublasLtMatmulAlgoGetHeuristic,
+ * then cublasLtMatmul with C == D (run with no algorithm when the heuristic found none, so that
+ * both answers are seen), then the descriptors destroyed. */
+struct LtCall {
+  cublasComputeType_t compute;
+  cudaDataType ab, d;         /* types of A and B, of C and D */
+  int32_t bias_type;          /* CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1: not set */
+  cublasOperation_t ta, tb;
+  uint32_t epilogue;
+  int m, n, k, lda, ldb, ldd;
+  const void *A, *B;
+  void *D;
+  void *bias;
+  float alpha, beta;
+};
+struct LtStatus {
+  cublasStatus_t heuristic, matmul;
+  int returned;
+};
+
+static LtStatus lt_run(cublasLtHandle_t h, const LtCall &c, const void *C = NULL) {
+  cublasLtMatmulDesc_t desc;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, c.compute, CUDA_R_32F));
+  const int32_t ta = c.ta, tb = c.tb;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, sizeof c.epilogue));
+  if (c.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
+    if (c.bias_type != -1)
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c.bias_type,
+                                                  sizeof c.bias_type));
+  }
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, c.ab, c.ta == CUBLAS_OP_N ? c.m : c.k, c.ta == CUBLAS_OP_N ? c.k : c.m,
+                                          c.lda));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, c.ab, c.tb == CUBLAS_OP_N ? c.k : c.n, c.tb == CUBLAS_OP_N ? c.n : c.k,
+                                          c.ldb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, c.d, c.m, c.n, c.ldd));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, c.d, c.m, c.n, c.ldd));
+  cublasLtMatmulPreference_t pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = 1 << 20;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t result;
+  LtStatus s;
+  s.returned = -1;
+  s.heuristic = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, lc, ld, pref, 1, &result, &s.returned);
+  const bool found = s.heuristic == CUBLAS_STATUS_SUCCESS && s.returned == 1 &&
+                     result.state == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= ws;
+  s.matmul = cublasLtMatmul(h, desc, &c.alpha, c.A, la, c.B, lb, &c.beta, C ? C : c.D, lc, c.D, ld,
+                            found ? &result.algo : NULL, NULL, 0, 0);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(ld));
+  CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+  return s;
+}
+
+/* Uniform in [-1, 1) with 24 random bits: neither TF32 nor bf16 represents most of them. */
+static float lt_random(uint64_t *state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)(*state >> 40) / 8388608.0f - 1.0f;
+}
+
+/* gamma_r = r u / (1 - r u), u = 2^-24: the bound on the relative error of r fp32 roundings in
+ * sequence (Higham, Accuracy and Stability of Numerical Algorithms, 3.1). */
+static double lt_gamma(int r) { return r * 0x1p-24 / (1.0 - r * 0x1p-24); }
+
+/* cublasLtMatmul with each epilogue (DEFAULT, BIAS, RELU_BIAS, BGRADA, BGRADB) on fp32, TF32
+ * and bf16 operands (a bf16 D too), N/T both ways, odd sizes (m 13, n 7, k 29) and leading
+ * dimensions larger than the rows, beta 0 (D NaN before: it must not be read) and 1, alpha 1.5,
+ * against a double loop over the operands as the GEMM sees them (TF32-rounded, bf16 widened).
+ * Tolerances:
+ *   D: the fp32 dot product of k terms (any order, FMA or not) is within gamma_k of
+ *   sum |a b|, and alpha times it, beta C, their sum and the bias add 4 more roundings: within
+ *   gamma_(k+4) (|alpha| sum |a b| + |beta C| + |bias|) of the exact value (about 2e-6 relative
+ *   here). A bf16 D is then rounded to nearest once more: 2^-8 of the value. The TF32 rounding
+ *   of the operands is in the reference, so a missing one is off by ~2^-11 sum |a b|, far
+ *   outside the bound; likewise a missing or wrong bias, ReLU or transpose is off by O(1).
+ *   ReLU is 1-Lipschitz, so the bound of the value before it holds after it.
+ *   Bias gradient: the fp32 sum of k stored values (not TF32-rounded; not scaled by alpha) is
+ *   within gamma_k of sum |x| (a TF32-rounded sum would be off by ~2^-12 sum |x|), plus 2^-8 of
+ *   the value for a bf16 D. It is written over NaNs (so an accumulating one fails), and the
+ *   elements past its length (m for BGRADA, n for BGRADB) must stay untouched.
+ * Every comparison fails on NaN (!(err <= bound)); the elements of D outside its m x n block
+ * (rows m .. ldd - 1) must keep their bits. The DEFAULT, BGRADA and BGRADB results of D must
+ * be the bits of cublasGemmEx on the same inputs (the same GEMM path). */
+static void test_cublaslt(void) {
+  cublasLtHandle_t lt;
+  CUBLAS_CHECK(cublasLtCreate(&lt));
+  cublasHandle_t blas;
+  CUBLAS_CHECK(cublasCreate(&blas));
+  const int m = 13, n = 7, k = 29, ldd = m + 4, ldmax = 33, vec = 40;
+  static const uint32_t epilogues[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS,
+                                       CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB};
+  static const char *const epilogue_name[] = {"DEFAULT", "BIAS", "RELU_BIAS", "BGRADA", "BGRADB"};
+  static const char *const mode_name[] = {"fp32", "TF32", "bf16 -> fp32 D", "bf16 -> bf16 D"};
+  uint64_t rng = 12345;
+  std::vector<float> Af(ldmax * ldmax), Bf(ldmax * ldmax), C0(ldd * n), bias0(vec);
+  for (float &x : Af) x = lt_random(&rng);
+  for (float &x : Bf) x = lt_random(&rng);
+  for (float &x : C0) x = lt_random(&rng);
+  for (float &x : bias0) x = lt_random(&rng);
+  std::vector<txl_bf16> Ab(Af.size()), Bb(Bf.size());
+  for (size_t i = 0; i < Af.size(); i++) Ab[i] = txl_bf16_from_float(Af[i]);
+  for (size_t i = 0; i < Bf.size(); i++) Bb[i] = txl_bf16_from_float(Bf[i]);
+  const float sentinel = 1234.5f;
+  for (int mode = 0; mode < 4; mode++) {
+    const bool tf32 = mode == 1, abf = mode >= 2, dbf = mode == 3;
+    const size_t dsize = dbf ? 2 : 4;
+    int same_as_gemmex = 0, compared_gemmex = 0;
+    for (int e = 0; e < 5; e++) {
+      const uint32_t epi = epilogues[e];
+      const bool with_bias = epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+      const bool grad = epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
+      int bad = 0, bad_status = 0, outside = 0, clipped = 0, calls = 0;
+      double worst = 0.0; /* largest error / bound */
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+          for (int bz = 0; bz < 2; bz++) {
+            const float beta = bz ? 0.0f : 1.0f, alpha = 1.5f;
+            /* leading dimensions larger than the rows: A (m or k rows), B (k or n rows) */
+            const int lda = (ta ? k : m) + 3, ldb = (tb ? n : k) + 2;
+            /* D: the block NaN (beta 0) or C0; rows m .. ldd - 1 the sentinel */
+            std::vector<unsigned char> D(ldd * n * dsize), D2;
+            std::vector<unsigned char> bias(vec * dsize);
+            for (int j = 0; j < n; j++)
+              for (int i = 0; i < ldd; i++) {
+                const float v = i >= m ? sentinel : bz ? NAN : C0[i + j * ldd];
+                if (dbf) ((txl_bf16 *)D.data())[i + j * ldd] = txl_bf16_from_float(v);
+                else ((float *)D.data())[i + j * ldd] = v;
+              }
+            for (int i = 0; i < vec; i++) { /* a gradient's elements start as NaN */
+              const float v = grad ? NAN : bias0[i];
+              if (dbf) ((txl_bf16 *)bias.data())[i] = txl_bf16_from_float(v);
+              else ((float *)bias.data())[i] = v;
+            }
+            const std::vector<unsigned char> Dinit = D, bias_init = bias;
+            LtCall c{tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                     abf ? CUDA_R_16BF : CUDA_R_32F,
+                     dbf ? CUDA_R_16BF : CUDA_R_32F,
+                     (e % 2) ? (int32_t)(dbf ? CUDA_R_16BF : CUDA_R_32F) : -1, /* set or left at the default */
+                     ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     epi, m, n, k, lda, ldb, ldd,
+                     abf ? (const void *)Ab.data() : (const void *)Af.data(),
+                     abf ? (const void *)Bb.data() : (const void *)Bf.data(),
+                     D.data(), bias.data(), alpha, beta};
+            const LtStatus st = lt_run(lt, c);
+            calls++;
+            if (st.heuristic != CUBLAS_STATUS_SUCCESS || st.returned != 1 || st.matmul != CUBLAS_STATUS_SUCCESS) {
+              bad_status++;
+              continue;
+            }
+            const auto rd = [&](const std::vector<unsigned char> &v, size_t i) {
+              return dbf ? txl_bf16_to_float(((const txl_bf16 *)v.data())[i]) : ((const float *)v.data())[i];
+            };
+            /* an operand element as the GEMM sees it, and as stored (the gradient's input) */
+            const auto a_at = [&](int i, int p, bool rounded) {
+              const size_t at = ta ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda;
+              const float v = abf ? txl_bf16_to_float(Ab[at]) : Af[at];
+              return rounded && tf32 ? round_tf32_ref(v) : v;
+            };
+            const auto b_at = [&](int p, int j, bool rounded) {
+              const size_t at = tb ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb;
+              const float v = abf ? txl_bf16_to_float(Bb[at]) : Bf[at];
+              return rounded && tf32 ? round_tf32_ref(v) : v;
+            };
+            for (int j = 0; j < n; j++)
+              for (int i = 0; i < ldd; i++) {
+                const size_t at = (size_t)i + (size_t)j * ldd;
+                if (i >= m) { /* outside the block: the same bits */
+                  outside += memcmp(&D[at * dsize], &Dinit[at * dsize], dsize) != 0;
+                  continue;
+                }
+                double s = 0.0, mag = 0.0;
+                for (int p = 0; p < k; p++) {
+                  const double t = (double)a_at(i, p, true) * b_at(p, j, true);
+                  s += t;
+                  mag += fabs(t);
+                }
+                const double cval = bz ? 0.0 : rd(Dinit, at), bval = with_bias ? rd(bias_init, i) : 0.0;
+                const double pre = alpha * s + beta * cval + bval;
+                const bool relu = epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+                clipped += relu && pre < 0.0;
+                const double want = relu && pre < 0.0 ? 0.0 : pre;
+                double bound = lt_gamma(k + 4) * (fabs(alpha) * mag + fabs(beta * cval) + fabs(bval));
+                if (dbf) bound += 0x1p-8 * (fabs(want) + bound);
+                const double err = fabs(rd(D, at) - want);
+                if (!(err <= bound)) bad++;
+                else if (bound > 0) worst = fmax(worst, err / bound);
+              }
+            if (grad) {
+              const bool on_a = epi == CUBLASLT_EPILOGUE_BGRADA;
+              const int len = on_a ? m : n;
+              for (int r = 0; r < vec; r++) {
+                if (r >= len) { /* past the gradient: untouched */
+                  outside += memcmp(&bias[r * dsize], &bias_init[r * dsize], dsize) != 0;
+                  continue;
+                }
+                double g = 0.0, mag = 0.0;
+                for (int q = 0; q < k; q++) {
+                  const double x = on_a ? a_at(r, q, false) : b_at(q, r, false);
+                  g += x;
+                  mag += fabs(x);
+                }
+                double bound = lt_gamma(k) * mag;
+                if (dbf) bound += 0x1p-8 * (fabs(g) + bound);
+                const double err = fabs(rd(bias, r) - g);
+                if (!(err <= bound)) bad++;
+                else if (bound > 0) worst = fmax(worst, err / bound);
+              }
+            } else {
+              outside += bias != bias_init; /* the bias is an input */
+            }
+            if (!with_bias) { /* D must be the bits of cublasGemmEx */
+              D2 = Dinit;
+              CUBLAS_CHECK(cublasGemmEx(blas, c.ta, c.tb, m, n, k, &alpha, c.A, c.ab, lda, c.B, c.ab, ldb, &beta,
+                                        D2.data(), c.d, ldd, c.compute, CUBLAS_GEMM_DEFAULT));
+              compared_gemmex++;
+              same_as_gemmex += D == D2;
+            }
+          }
+      /* a ReLU that clipped nothing would not be tested */
+      const bool meaningful = epi != CUBLASLT_EPILOGUE_RELU_BIAS || clipped >= calls * m * n / 4;
+      check(bad == 0 && bad_status == 0 && outside == 0 && meaningful,
+            "cublasLtMatmul %s, epilogue %s, NN/NT/TN/TT, beta 1 and 0: %d calls failed, %d values out of bounds, "
+            "%d elements outside changed, max error %.2f of the bound%s",
+            mode_name[mode], epilogue_name[e], bad_status, bad, outside, worst,
+            epi == CUBLASLT_EPILOGUE_RELU_BIAS ? (meaningful ? " (ReLU clipped)" : " (ReLU clipped too few)") : "");
+    }
+    check(compared_gemmex == 24 && same_as_gemmex == compared_gemmex,
+          "cublasLtMatmul %s DEFAULT/BGRADA/BGRADB D: the bits of cublasGemmEx in %d of %d calls", mode_name[mode],
+          same_as_gemmex, compared_gemmex);
+  }
+
+  /* What is refused, with D and the bias untouched. */
+  std::vector<float> Df(ldd * n, 0.5f), biasf(vec, 0.25f);
+  std::vector<txl_bf16> Db(ldd * n, txl_bf16_from_float(0.5f)), biasb(vec, txl_bf16_from_float(0.25f));
+  const std::vector<float> Df0 = Df;
+  const std::vector<txl_bf16> Db0 = Db;
+  const LtCall f32{CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, -1, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS,
+                   m, n, k, m, k, ldd, Af.data(), Bf.data(), Df.data(), biasf.data(), 1.0f, 1.0f};
+  LtCall bf = f32;
+  bf.ab = bf.d = CUDA_R_16BF, bf.A = Ab.data(), bf.B = Bb.data(), bf.D = Db.data(), bf.bias = biasb.data();
+  struct Refused {
+    LtCall call;
+    cublasStatus_t want;
+    const char *what;
+  } refused[] = {
+      {bf, CUBLAS_STATUS_NOT_SUPPORTED, "fp32 bias with a bf16 D"},
+      {f32, CUBLAS_STATUS_NOT_SUPPORTED, "bf16 bias with an fp32 D"},
+      {f32, CUBLAS_STATUS_NOT_SUPPORTED, "fp32 A, B with a bf16 D"},
+      {bf, CUBLAS_STATUS_NOT_SUPPORTED, "bf16 A, B with CUBLAS_COMPUTE_32F_FAST_TF32"},
+      {f32, CUBLAS_STATUS_NOT_SUPPORTED, "the epilogue RELU (2), not emulated"},
+      {f32, CUBLAS_STATUS_INVALID_VALUE, "BIAS with a NULL bias pointer"},
+      {f32, CUBLAS_STATUS_INVALID_VALUE, "D's leading dimension below its rows"},
+  };
+  refused[0].call.bias_type = CUDA_R_32F;
+  refused[1].call.bias_type = CUDA_R_16BF;
+  refused[2].call.d = CUDA_R_16BF, refused[2].call.D = Db.data(), refused[2].call.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  refused[3].call.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  refused[4].call.epilogue = 2;
+  refused[5].call.bias = NULL;
+  refused[6].call.ldd = m - 1;
+  for (const Refused &r : refused) {
+    const LtStatus st = lt_run(lt, r.call);
+    check(st.heuristic == r.want && st.returned == 0 && st.matmul == r.want && Df == Df0 &&
+              memcmp(Db.data(), Db0.data(), Db.size() * 2) == 0,
+          "cublasLt with %s: heuristic %s (%d results), matmul %s, D untouched", r.what,
+          cublasGetStatusName(st.heuristic), st.returned, cublasGetStatusName(st.matmul));
+  }
+  {
+    std::vector<float> Cother = Df0;
+    const LtStatus st = lt_run(lt, f32, Cother.data());
+    check(st.matmul == CUBLAS_STATUS_NOT_SUPPORTED && Df == Df0, "cublasLtMatmul with C != D: %s (not emulated)",
+          cublasGetStatusName(st.matmul));
+  }
+  /* the argument checks of the calls themselves */
+  {
+    cublasLtMatmulDesc_t desc;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const int64_t wide = 1;
+    const cublasStatus_t size = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide);
+    cublasLtMatrixLayout_t l;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 4, 4, 4));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    cublasLtMatmulHeuristicResult_t res;
+    int returned = -1;
+    const cublasStatus_t count = cublasLtMatmulAlgoGetHeuristic(lt, desc, l, l, l, l, pref, 0, &res, &returned);
+    const cublasStatus_t nohandle = cublasLtMatmulAlgoGetHeuristic(NULL, desc, l, l, l, l, pref, 1, &res, &returned);
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, l, l, l, l, pref, 1, &res, &returned));
+    float X[16] = {0};
+    const float one = 1.0f;
+    cublasLtMatmulAlgo_t junk;
+    memset(&junk, 0, sizeof junk);
+    const cublasStatus_t algo = cublasLtMatmul(lt, desc, &one, X, l, X, l, &one, X, l, X, l, &junk, NULL, 0, 0);
+    const cublasStatus_t nolt = cublasLtMatmul(NULL, desc, &one, X, l, X, l, &one, X, l, X, l, &res.algo, NULL, 0, 0);
+    /* op(A) 4 x 4 times op(B) 5 x 4: k does not match */
+    cublasLtMatrixLayout_t l54;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l54, CUDA_R_32F, 5, 4, 5));
+    const cublasStatus_t shape = cublasLtMatmulAlgoGetHeuristic(lt, desc, l, l54, l, l, pref, 1, &res, &returned);
+    const int shape_returned = returned;
+    float Y[20] = {0};
+    const cublasStatus_t shape_mm = cublasLtMatmul(lt, desc, &one, X, l, Y, l54, &one, X, l, X, l, NULL, NULL, 0, 0);
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(l54));
+    check(size == CUBLAS_STATUS_INVALID_VALUE && count == CUBLAS_STATUS_INVALID_VALUE &&
+              nohandle == CUBLAS_STATUS_NOT_INITIALIZED && algo == CUBLAS_STATUS_INVALID_VALUE &&
+              nolt == CUBLAS_STATUS_NOT_INITIALIZED && shape == CUBLAS_STATUS_INVALID_VALUE && shape_returned == 0 &&
+              shape_mm == CUBLAS_STATUS_INVALID_VALUE,
+          "cublasLt argument checks: attribute of the wrong size %s, 0 algorithms requested %s, no handle %s / %s, "
+          "an algorithm not from the heuristic %s, op(A) cols != op(B) rows %s / %s",
+          cublasGetStatusName(size), cublasGetStatusName(count), cublasGetStatusName(nohandle),
+          cublasGetStatusName(nolt), cublasGetStatusName(algo), cublasGetStatusName(shape),
+          cublasGetStatusName(shape_mm));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(l));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+  }
+  /* TXL_EMU_LT_EPILOGUES=off: every epilogue but DEFAULT unsupported, DEFAULT still runs */
+  setenv("TXL_EMU_LT_EPILOGUES", "off", 1);
+  for (int e = 0; e < 5; e++) {
+    LtCall c = f32;
+    c.epilogue = epilogues[e];
+    Df = Df0;
+    const LtStatus st = lt_run(lt, c);
+    const bool def = epilogues[e] == CUBLASLT_EPILOGUE_DEFAULT;
+    const cublasStatus_t want = def ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+    check(st.heuristic == want && st.returned == (def ? 1 : 0) && st.matmul == want && (def || Df == Df0),
+          "TXL_EMU_LT_EPILOGUES=off, epilogue %s: heuristic %s (%d results), matmul %s", epilogue_name[e],
+          cublasGetStatusName(st.heuristic), st.returned, cublasGetStatusName(st.matmul));
+  }
+  unsetenv("TXL_EMU_LT_EPILOGUES");
+  {
+    const LtStatus st = lt_run(lt, f32);
+    check(st.heuristic == CUBLAS_STATUS_SUCCESS && st.matmul == CUBLAS_STATUS_SUCCESS,
+          "TXL_EMU_LT_EPILOGUES unset again: BIAS %s", cublasGetStatusName(st.matmul));
+  }
+  CUBLAS_CHECK(cublasDestroy(blas));
+  CUBLAS_CHECK(cublasLtDestroy(lt));
+}
+
+/* The child of test_cublaslt_env: a heuristic query with TXL_EMU_LT_EPILOGUES=maybe. */
+static void run_lt_bad_env(void) {
+  setenv("TXL_EMU_LT_EPILOGUES", "maybe", 1);
+  cublasLtHandle_t lt;
+  CUBLAS_CHECK(cublasLtCreate(&lt));
+  float X[4] = {0}, bias[2] = {0};
+  LtCall c{CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, -1, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS,
+           2, 2, 2, 2, 2, 2, X, X, X, bias, 1.0f, 0.0f};
+  (void)lt_run(lt, c);
+}
+
+/* An unknown TXL_EMU_LT_EPILOGUES ends the program with a message naming it. */
+static void test_cublaslt_env(void) {
+  std::string err;
+  const int status = run_child(run_lt_bad_env, &err);
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  const bool exit1 = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+  check(exit1 && err == "txl: error: cuda emulator: TXL_EMU_LT_EPILOGUES=maybe: expected on or off",
+        "TXL_EMU_LT_EPILOGUES=maybe: exit %d, \"%s\"", WIFEXITED(status) ? WEXITSTATUS(status) : -1, err.c_str());
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--device") == 0) { /* test_unknown_arch's child */
     cudaDeviceProp prop;
@@ -877,6 +1247,8 @@ int main(int argc, char **argv) {
   test_cublas();
   test_cublas_bf16();
   test_cublas_batched();
+  test_cublaslt();
+  test_cublaslt_env();
   test_fatal();
   if (g_failures) {
     printf("FAILED: %d check(s)\n", g_failures);
