@@ -1204,9 +1204,16 @@ static void test_cublaslt(void) {
   CUBLAS_CHECK(cublasLtDestroy(lt));
 }
 
-/* The child of test_cublaslt_env: a heuristic query with TXL_EMU_LT_EPILOGUES=maybe. */
-static void run_lt_bad_env(void) {
+/* This program again (--lt-bad-env: a fresh process, as test_unknown_arch's child, so that
+ * LeakSanitizer sees none of the parent's fibers) with TXL_EMU_LT_EPILOGUES=maybe. */
+static void exec_lt_bad_env(void) {
   setenv("TXL_EMU_LT_EPILOGUES", "maybe", 1);
+  execl("/proc/self/exe", "test_emu", "--lt-bad-env", (char *)NULL);
+  _exit(127);
+}
+
+/* The child's work: a heuristic query with a bias epilogue, which reads the variable. */
+static void run_lt_bad_env(void) {
   cublasLtHandle_t lt;
   CUBLAS_CHECK(cublasLtCreate(&lt));
   float X[4] = {0}, bias[2] = {0};
@@ -1218,7 +1225,7 @@ static void run_lt_bad_env(void) {
 /* An unknown TXL_EMU_LT_EPILOGUES ends the program with a message naming it. */
 static void test_cublaslt_env(void) {
   std::string err;
-  const int status = run_child(run_lt_bad_env, &err);
+  const int status = run_child(exec_lt_bad_env, &err);
   while (!err.empty() && err.back() == '\n') err.pop_back();
   const bool exit1 = WIFEXITED(status) && WEXITSTATUS(status) == 1;
   check(exit1 && err == "txl: error: cuda emulator: TXL_EMU_LT_EPILOGUES=maybe: expected on or off",
@@ -1226,6 +1233,10 @@ static void test_cublaslt_env(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--lt-bad-env") == 0) { /* test_cublaslt_env's child */
+    run_lt_bad_env();
+    return 0;
+  }
   if (argc == 2 && strcmp(argv[1], "--device") == 0) { /* test_unknown_arch's child */
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
