@@ -16,6 +16,7 @@
  * compiler, with no CUDA toolkit. */
 #include "tests/cuda/emu/cuda_emu.h"
 #else
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #endif

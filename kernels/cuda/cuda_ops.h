@@ -60,8 +60,8 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
  * txl_cuda_<name>_bf16 the "cuda-bf16" table (activations bf16). Where an op takes a TxlDtype,
  * txl_cuda_<name> accepts TXL_F32 only and txl_cuda_<name>_bf16 TXL_BF16 or TXL_F32; any other
  * ends the job as an internal error. The files are named after the ops: memory.cu (to_act in
- * elementwise.cu), gemm.cu, elementwise.cu, ffn.cu, embedding.cu, posemb.cu, dropout.cu,
- * layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
+ * elementwise.cu), gemm.cu, gemm_lt.cu (gemm_bias, gemm_wgrad_bias), elementwise.cu, ffn.cu,
+ * embedding.cu, posemb.cu, dropout.cu, layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
 #define TXL_CUDA_DECL_ONE(ret, name, params) ret txl_cuda_##name params;
 #define TXL_CUDA_DECL_ACT(ret, name, params) \
   ret txl_cuda_##name params;                \
@@ -81,6 +81,11 @@ const TxlOps *txl_ops_cuda(TxlDtype act);
 /* Releases the cuBLAS handle and the scratch buffers (optional, at exit; ops may be called
  * again afterwards, after a new txl_cuda_reserve where they need scratch). */
 void txl_cuda_release(void);
+
+/* How many calls of gemm_bias / gemm_wgrad_bias (gemm_lt.cu) ran as one cuBLASLt matmul with the
+ * fused epilogue, and how many as the unfused passes (the library had no algorithm for that
+ * combination), since the process started. */
+void txl_cuda_gemm_epilogue_counts(long *fused, long *unfused);
 
 #ifdef __cplusplus
 }

@@ -90,6 +90,10 @@ void txl_cuda_scratch_release(TxlCudaScratch *s);
 void txl_cuda_elementwise_reserve(int64_t rows, int bias_n); /* column-sum and sumsq partials */
 void txl_cuda_layernorm_reserve(int norm_d);                 /* the dw/db partials            */
 void txl_cuda_embedding_reserve(int64_t rows);               /* the sort of positions by token */
+void txl_cuda_gemm_lt_reserve(int bias_n);                   /* bias-gradient vector, cuBLASLt workspace */
+void txl_cuda_gemm_lt_release(void);
+/* 1 when the fp32 table's GEMMs run in TF32 (txl_cuda_set_gemm_math), else 0. gemm.cu. */
+int txl_cuda_gemm_tf32(void);
 
 /* Resources made by txl_cuda_reserve (the scratch) or on first use (the cuBLAS handle), released
  * by txl_cuda_release (kernels/cuda/memory.cu). */

@@ -37,6 +37,8 @@ extern "C" void txl_cuda_set_gemm_math(TxlGemmMath math) {
   }
 }
 
+int txl_cuda_gemm_tf32(void) { return g_compute == CUBLAS_COMPUTE_32F_FAST_TF32; }
+
 static cublasHandle_t handle(void) {
   if (!g_handle) {
     CUBLAS_CHECK(cublasCreate(&g_handle));

@@ -119,10 +119,12 @@ extern "C" void txl_cuda_reserve(int64_t rows, int bias_n, int norm_d) {
   txl_cuda_elementwise_reserve(rows, bias_n);
   txl_cuda_layernorm_reserve(norm_d);
   txl_cuda_embedding_reserve(rows);
+  txl_cuda_gemm_lt_reserve(bias_n);
 }
 
 extern "C" void txl_cuda_release(void) {
   txl_cuda_gemm_release();
+  txl_cuda_gemm_lt_release();
   txl_cuda_layernorm_release();
   txl_cuda_elementwise_release();
   txl_cuda_embedding_release();

@@ -141,6 +141,33 @@ static void count_bias_backward(float *db, const void *dy, int64_t rows, int n) 
   (void)db, (void)dy;
   add(TXL_COUNT_OTHER, (double)rows * n, (double)rows * n * act_bytes() + 8.0 * n);
 }
+/* The fused GEMMs, counted as cuBLASLt running the epilogue in the GEMM's one launch (the
+ * unfused fallback of a GPU that lacks it costs what bias_fill / bias_backward and gemm cost).
+ * The epilogue's element-wise FLOPs run on the CUDA cores: they go to "other" (no launch of its
+ * own), so that the GEMM families hold the products alone. */
+/* the product as gemm with beta 0 (C written once), plus the bias read once and 1 FLOP per element
+ * of C for its addition (1 more for the ReLU's select) */
+static void count_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
+                            int ldb, const void *bias, int relu, void *C, int ldc) {
+  (void)bias;
+  count_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, g.act);
+  const TxlCountFamily f = g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C) : TXL_COUNT_GEMM_IO;
+  g.cost[TXL_COUNT_OTHER].core_flops += (relu ? 2.0 : 1.0) * (double)M * N;
+  g.cost[f].bytes += (double)N * act_bytes();
+}
+/* the product as gemm into fp32 dw with beta 1; the epilogue sums dy's K rows (1 FLOP per element
+ * of dy, which the GEMM reads anyway) and writes n floats; then one launch adds them to db (reads
+ * db and the vector, writes db) */
+static void count_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
+                                  const void *B, int ldb, float *dw, int lddw, float *db, int dy_is_a) {
+  (void)db;
+  count_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
+  const double n = dy_is_a ? M : N;
+  const TxlCountFamily f = g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, dw) : TXL_COUNT_GEMM_IO;
+  g.cost[TXL_COUNT_OTHER].core_flops += (double)K * n;
+  g.cost[f].bytes += 4.0 * n;
+  add(TXL_COUNT_OTHER, n, 12.0 * n);
+}
 /* reads a and b, writes out; 1 FLOP per element */
 static void count_add(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
   (void)out, (void)a, (void)b;
