@@ -133,7 +133,8 @@ static void tail_forward(const TxlModel *m, int i, void *tail, void *hp, const v
     txl_linear_forward(o, hp, hc, txl_model_w(m, c.Po), n, d, de, de);
     x = hp;
   }
-  txl_linear_t_bias_forward(o, tail, x, txl_model_w(m, c.W), m->p.out_bias + dm->cut[i], n, de, cs);
+  txl_linear_t_bias_forward(o, tail, cs, x, txl_model_w(m, c.W), txl_model_w(m, m->p.out_bias + dm->cut[i]), n, de,
+                            cs);
 }
 
 /* The head's logits: r->logits [LB, hs] = [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias],
@@ -150,13 +151,10 @@ static void head_forward(TxlModel *m, TxlRun *r, int64_t LB) {
     txl_linear_forward(o, r->ad_hp0, r->hout, txl_model_w(m, c0.Po), LB, d, de0, de0);
     hp0 = r->ad_hp0;
   }
-  o->copy(r->ad_bias, p->out_bias, (size_t)c1 * sizeof(float));
-  if (nc) o->copy(r->ad_bias + c1, p->cluster_bias, (size_t)nc * sizeof(float));
-  o->bias_fill(r->logits, r->ad_bias, LB, hs);
-  txl_linear_t_forward(o, r->logits, hs, 1.0f, 1.0f, hp0, txl_model_w(m, c0.W), LB, de0, c1);
+  txl_linear_t_bias_forward(o, r->logits, hs, hp0, txl_model_w(m, c0.W), txl_model_w(m, p->out_bias), LB, de0, c1);
   if (nc)
-    txl_linear_t_forward(o, txl_act_at(m, r->logits, c1), hs, 1.0f, 1.0f, hp0, txl_model_w(m, p->cluster_weight), LB,
-                         de0, nc);
+    txl_linear_t_bias_forward(o, txl_act_at(m, r->logits, c1), hs, hp0, txl_model_w(m, p->cluster_weight),
+                              txl_model_w(m, p->cluster_bias), LB, de0, nc);
 }
 
 /* The targets (host [LB]) on the device: the head's (the token, or column hs - i for tail
@@ -244,8 +242,7 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
     const Cluster c = cluster(dm, p, i), gc = cluster(dm, g, i);
     const void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = c.Po ? txl_act_at(m, r->ad_hp, offe) : hc;
     const void *tail = txl_act_at(m, r->ad_tail, offt);
-    o->bias_backward(g->out_bias + dm->cut[i], tail, n, cs);
-    txl_linear_t_backward_w(o, gc.W, 1.0f, tail, cs, hp, n, de, cs);
+    txl_linear_t_bias_backward_w(o, gc.W, g->out_bias + dm->cut[i], tail, hp, n, de, cs);
     void *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
     txl_linear_t_backward_x(o, dhp, 0.0f, 1.0f, tail, cs, txl_model_w(m, c.W), n, de, cs);
     if (c.Po) {

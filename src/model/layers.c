@@ -77,7 +77,8 @@ double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const in
   o->dropout(r->hout, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
   if (txl_adaptive_output(dm)) return txl_adaptive_output_forward(m, r, targets, sg->LB, grad_scale);
   const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
-  txl_linear_t_bias_forward(o, r->logits, r->hout, txl_model_w(m, w_out), p->out_bias, sg->LB, d, V);
+  txl_linear_t_bias_forward(o, r->logits, V, r->hout, txl_model_w(m, w_out), txl_model_w(m, p->out_bias), sg->LB, d,
+                            V);
   if (!targets) return 0.0;
   o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V);
   return txl_loss_sum(m, r, r->loss, sg->LB, 0.0);
@@ -93,8 +94,7 @@ void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg) {
   } else { /* logits holds d(loss)/d(logits) */
     const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
     float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
-    o->bias_backward(g->out_bias, r->logits, sg->LB, V);
-    txl_linear_t_backward_w(o, gw_out, 1.0f, r->logits, V, r->hout, sg->LB, d, V);
+    txl_linear_t_bias_backward_w(o, gw_out, g->out_bias, r->logits, r->hout, sg->LB, d, V);
     txl_linear_t_backward_x(o, r->dh, 0.0f, 1.0f, r->logits, V, txl_model_w(m, w_out), sg->LB, d, V);
   }
   o->dropout(r->dh, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
@@ -151,13 +151,18 @@ void txl_ffn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const int d = m->spec.dims.d_model, di = m->spec.dims.d_inner;
   const TxlLayerParams *lp = &m->p.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
-  /* ReLU(x W1 + b1), dropout: a->ff_a before the dropout, r->ff_drop after */
+  /* ReLU(x W1 + b1), dropout: a->ff_a before the dropout, r->ff_drop after. Without dropout the
+   * bias and ReLU are the GEMM's epilogue; with it they share the dropout's pass. */
   const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
-  txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
-  o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, r->col0, dhid);
+  if (dhid.p > 0.0f) {
+    txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
+    o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, r->col0, dhid);
+  } else {
+    txl_linear_bias_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), txl_model_w(m, lp->b_ff1), 1, sg->LB, d, di);
+  }
   const void *ffd = dhid.p > 0.0f ? r->ff_drop : a->ff_a;
   /* W2 + b2, dropout */
-  txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), lp->b_ff2, sg->LB, di, d);
+  txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), txl_model_w(m, lp->b_ff2), 0, sg->LB, di, d);
   o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
 }
 
@@ -170,19 +175,17 @@ void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void 
   TxlLayerActs *a = txl_slot(r, l);
   const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
   /* W2 + b2 */
-  o->bias_backward(gp->b_ff2, dout, sg->LB, d);
   const void *ffd = a->ff_a;
   if (dhid.p > 0.0f) { /* recompute the dropped hidden layer from its mask */
     o->copy(r->ff_drop, a->ff_a, (size_t)sg->LB * di * txl_dtype_size(o->act));
     o->dropout(r->ff_drop, sg->L, r->B, di, r->col0, dhid);
     ffd = r->ff_drop;
   }
-  txl_linear_backward_w(o, gp->w_ff2, ffd, dout, sg->LB, di, d, d);
+  txl_linear_bias_backward_w(o, gp->w_ff2, gp->b_ff2, ffd, dout, sg->LB, di, d);
   txl_linear_backward_x(o, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, d);
   /* dropout, ReLU, W1 + b1 */
   o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, r->col0, dhid);
-  o->bias_backward(gp->b_ff1, r->dff, sg->LB, di);
-  txl_linear_backward_w(o, gp->w_ff1, x, r->dff, sg->LB, d, di, di);
+  txl_linear_bias_backward_w(o, gp->w_ff1, gp->b_ff1, x, r->dff, sg->LB, d, di);
   txl_linear_backward_x(o, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
 }
 

@@ -1,5 +1,5 @@
 /* Linear layers as named backend GEMMs, forward and backward (private to src/model). Thin
- * inline wrappers: each is exactly one gemm (or a bias fill then one gemm) of the op table.
+ * inline wrappers: each is exactly one gemm, gemm_bias or gemm_wgrad_bias of the op table.
  * n rows of x; `in` / `out` features; activations in the table's act type, parameter
  * gradients fp32. Two weight layouts:
  *   txl_linear_*    y = x W,     W [in, out], rows ldw apart (ldw > out: a column block of a
@@ -17,17 +17,24 @@ static inline void txl_linear_forward(const TxlOps *o, void *y, const void *x, c
   o->gemm(0, 0, (int)n, out, in, 1.0f, x, in, w, ldw, 0.0f, y, out, o->act);
 }
 
-/* y = x W + b (the bias filled first, the product added to it).   b [out], W [in, out] */
-static inline void txl_linear_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, const float *b,
-                                           int64_t n, int in, int out) {
-  o->bias_fill(y, b, n, out);
-  o->gemm(0, 0, (int)n, out, in, 1.0f, x, in, w, out, 1.0f, y, out, o->act);
+/* y = x W + b, or y = max(x W + b, 0) when relu (one GEMM with a fused epilogue).
+ * b [out] in the act type (txl_model_w of the fp32 bias), W [in, out] */
+static inline void txl_linear_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, const void *b,
+                                           int relu, int64_t n, int in, int out) {
+  o->gemm_bias(0, 0, (int)n, out, in, x, in, w, out, b, relu, y, out);
 }
 
 /* dW += x^T dy.   dW [in, out] fp32 (rows ldw apart), x [n, in], dy [n, out] */
 static inline void txl_linear_backward_w(const TxlOps *o, float *dw, const void *x, const void *dy, int64_t n, int in,
                                          int out, int ldw) {
   o->gemm(1, 0, in, out, (int)n, 1.0f, x, in, dy, out, 1.0f, dw, ldw, TXL_F32);
+}
+
+/* dW += x^T dy and db += the column sums of dy (one GEMM with a fused bias-gradient epilogue).
+ * dW [in, out] fp32, db [out] fp32, x [n, in], dy [n, out] */
+static inline void txl_linear_bias_backward_w(const TxlOps *o, float *dw, float *db, const void *x, const void *dy,
+                                              int64_t n, int in, int out) {
+  o->gemm_wgrad_bias(1, 0, in, out, (int)n, x, in, dy, out, dw, out, db, 0);
 }
 
 /* dx = dy W^T + beta dx (beta 0: overwrite; 1: add into the residual stream).   dx [n, in] */
@@ -42,17 +49,24 @@ static inline void txl_linear_t_forward(const TxlOps *o, void *y, int ldy, float
   o->gemm(0, 1, (int)n, out, in, s, x, in, w, in, beta, y, ldy, o->act);
 }
 
-/* y = x W^T + b.   b [out], y [n, out] */
-static inline void txl_linear_t_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, const float *b,
-                                             int64_t n, int in, int out) {
-  o->bias_fill(y, b, n, out);
-  txl_linear_t_forward(o, y, out, 1.0f, 1.0f, x, w, n, in, out);
+/* y = x W^T + b (one GEMM with a fused epilogue).   b [out] in the act type, y [n, out] (rows ldy
+ * apart: ldy > out for a column block) */
+static inline void txl_linear_t_bias_forward(const TxlOps *o, void *y, int ldy, const void *x, const void *w,
+                                             const void *b, int64_t n, int in, int out) {
+  o->gemm_bias(0, 1, (int)n, out, in, x, in, w, in, b, 0, y, ldy);
 }
 
 /* dW += s dy^T x.   dW [out, in] fp32, dy [n, out] (rows ldy apart), x [n, in] */
 static inline void txl_linear_t_backward_w(const TxlOps *o, float *dw, float s, const void *dy, int ldy, const void *x,
                                            int64_t n, int in, int out) {
   o->gemm(1, 0, out, in, (int)n, s, dy, ldy, x, in, 1.0f, dw, in, TXL_F32);
+}
+
+/* dW += dy^T x and db += the column sums of dy (one GEMM with a fused bias-gradient epilogue).
+ * dW [out, in] fp32, db [out] fp32, dy [n, out] (contiguous), x [n, in] */
+static inline void txl_linear_t_bias_backward_w(const TxlOps *o, float *dw, float *db, const void *dy, const void *x,
+                                                int64_t n, int in, int out) {
+  o->gemm_wgrad_bias(1, 0, out, in, (int)n, dy, out, x, in, dw, in, db, 1);
 }
 
 /* dx = s dy W + beta dx.   dx [n, in], dy [n, out] (rows ldy apart), W [out, in] */

@@ -154,7 +154,6 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   r->ad_hp = take(a, L * B * de * A, "tail projections");
   r->ad_tail = take(a, L * B * cmax * A, "tail logits");
   r->ad_tloss = take(a, L * B * F, "tail losses");
-  r->ad_bias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias");
   if (s->training) {
     r->ad_dbias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias gradient");
     r->ad_dhp = take(a, L * B * de * A, "adaptive scratch");

@@ -140,7 +140,6 @@ typedef struct {
   void *ad_hp;        /* [L*B, d_embed] the same rows projected                                */
   void *ad_tail;      /* [L*B * max cluster size] tail logits; after training forward, gradients */
   float *ad_tloss;    /* [L*B] tail losses                                                     */
-  float *ad_bias;     /* [head size] the head's bias (shortlist bias, cluster bias)            */
   float *ad_dbias;    /* [head size] its gradient (training)                                   */
   void *ad_dhp;       /* [L*B, d_embed] training scratch                                       */
   void *ad_dhc;       /* [L*B, d] training scratch                                             */
