@@ -42,6 +42,11 @@ typedef struct {
   double plateau_rate, plateau_best;
   int plateau_bad;
   int has_plateau;     /* write: ignored; read: whether the file holds the three */
+  /* train.loss_scale's state (src/optim/loss_scale.h, TxlLossScale): S (1 when off), the finite
+   * steps in a row, the steps skipped; read: has_loss_scale = 0 for a file written before it */
+  double loss_scale;
+  int64_t loss_scale_good, loss_scale_skipped;
+  int has_loss_scale;  /* write: ignored; read: whether the file holds the three */
   char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
                                          run that resumes from it ("" in version 1 files) */
   char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */

@@ -30,9 +30,14 @@ typedef struct {
   size_t offset;  /* of the value in CkptRoot */
   int64_t lo, hi; /* integers: the range a file's value must lie in */
   const char *absent; /* ATTR_ID: the value of a file without the attribute (NULL: required) */
-  int in_set;     /* 1: one of the optional set (train.scheduler = dev_perf's state): a file holds
-                   * all of the set or, written before it existed, none (has_plateau = 0) */
+  int in_set;     /* an optional set (SET_*): a file holds all of the set or, written before it
+                   * existed, none (has_plateau / has_loss_scale = 0) */
 } RootAttr;
+
+/* The optional sets of attributes, each added at once to the format. */
+enum { SET_NONE = 0, SET_PLATEAU = 1, SET_LOSS_SCALE = 2, N_SETS = 3 };
+static const char *const SET_NAMES[N_SETS] = {"", "plateau_* (dev_perf's state)",
+                                              "loss_scale* (the loss scaler's state)"};
 
 #define ST(f) offsetof(CkptRoot, st.f)
 #define GEO(f) offsetof(CkptRoot, g.f)
@@ -52,9 +57,12 @@ static const RootAttr ROOT_ATTRS[] = {
     {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX, NULL, 0},
     {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0, NULL, 0},
     {"lr", ATTR_F64, ST(lr), 0, 0, NULL, 0},
-    {"plateau_rate", ATTR_F64, ST(plateau_rate), 0, 0, NULL, 1},
-    {"plateau_best", ATTR_F64, ST(plateau_best), 0, 0, NULL, 1},
-    {"plateau_bad", ATTR_I32, ST(plateau_bad), 0, INT32_MAX, NULL, 1},
+    {"plateau_rate", ATTR_F64, ST(plateau_rate), 0, 0, NULL, SET_PLATEAU},
+    {"plateau_best", ATTR_F64, ST(plateau_best), 0, 0, NULL, SET_PLATEAU},
+    {"plateau_bad", ATTR_I32, ST(plateau_bad), 0, INT32_MAX, NULL, SET_PLATEAU},
+    {"loss_scale", ATTR_F64, ST(loss_scale), 0, 0, NULL, SET_LOSS_SCALE},
+    {"loss_scale_good", ATTR_I64, ST(loss_scale_good), 0, INT64_MAX, NULL, SET_LOSS_SCALE},
+    {"loss_scale_skipped", ATTR_I64, ST(loss_scale_skipped), 0, INT64_MAX, NULL, SET_LOSS_SCALE},
     {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL, 0},
     {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL, 0},
     /* train.optim; files written before it held Adam's state */
@@ -147,19 +155,22 @@ void ckpt_read_root_attrs(CkptCtx *c, hid_t file, TxlCkptState *st, CkptGeometry
               (long long)version, TXL_CKPT_OLDEST_VERSION, TXL_CKPT_FORMAT_VERSION);
   CkptRoot r;
   memset(&r, 0, sizeof r);
-  int plateau_attrs = 0, plateau_found = 0; /* the optional set: all or none (a file written before it) */
+  int set_attrs[N_SETS] = {0}, set_found[N_SETS] = {0}; /* each optional set: all or none */
   for (int i = 0; i < N_ROOT_ATTRS && c->ok; i++) {
-    if (ROOT_ATTRS[i].in_set) {
-      plateau_attrs++;
+    const int s = ROOT_ATTRS[i].in_set;
+    if (s != SET_NONE) {
+      set_attrs[s]++;
       if (H5Aexists(file, ROOT_ATTRS[i].name) <= 0) continue;
-      plateau_found++;
+      set_found[s]++;
     }
     read_attr(c, file, version, &ROOT_ATTRS[i], &r);
   }
-  if (c->ok && plateau_found > 0 && plateau_found < plateau_attrs)
-    ckpt_fail(c, "not a valid txl checkpoint: it holds %d of the %d root attributes plateau_* (dev_perf's state)",
-              plateau_found, plateau_attrs);
-  r.st.has_plateau = plateau_found == plateau_attrs;
+  for (int s = 1; s < N_SETS && c->ok; s++)
+    if (set_found[s] > 0 && set_found[s] < set_attrs[s])
+      ckpt_fail(c, "not a valid txl checkpoint: it holds %d of the %d root attributes %s", set_found[s], set_attrs[s],
+                SET_NAMES[s]);
+  r.st.has_plateau = set_found[SET_PLATEAU] == set_attrs[SET_PLATEAU];
+  r.st.has_loss_scale = set_found[SET_LOSS_SCALE] == set_attrs[SET_LOSS_SCALE];
   if (c->ok && r.st.mem_rows > r.g.mem_len)
     ckpt_fail(c, "not a valid txl checkpoint: mem_rows %d outside [0, mem_len = %d]", r.st.mem_rows,
               r.g.mem_len);

@@ -676,6 +676,13 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
     format_double(c->decay_rate, b, sizeof b);
     return refuse(c, ON(K(decay_rate)), err, errlen, "train.decay_rate = %s must lie in (0, 1)", b);
   }
+  int exponent = 0;
+  if (frexp(c->loss_scale_init, &exponent) != 0.5) { /* a power of two: x = 0.5 * 2^e exactly */
+    return refuse(c, ON(K(loss_scale_init)), err, errlen,
+                  "train.loss_scale_init = %.17g is not a power of two (scaling by one is exact in binary floating "
+                  "point)",
+                  c->loss_scale_init);
+  }
   return 0;
 }
 

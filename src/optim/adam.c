@@ -49,12 +49,13 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
   return sqrt(s);
 }
 
-void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, float lr) {
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
   float coef = 1.0f;
   if (a->clip > 0.0f) {
     float c = (float)((double)a->clip / (norm + 1e-6));
     if (c < 1.0f) coef = c;
   }
+  coef *= (float)(1.0 / loss_scale); /* 2^-k: exact (1 without scaling: the same bits) */
   a->t++;
   switch (a->kind) {
   case TXL_OPTIM_LAMB: txl_lamb_update(a, params, grad, coef, lr); break;

@@ -34,9 +34,11 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
 
 /* One update with learning rate lr: clips the gradient to norm `clip` as
  * torch.nn.utils.clip_grad_norm_ (coef = clip / (norm + 1e-6), applied when < 1), then the
- * optimizer a->kind. `norm` is the gradient's L2 norm (txl_grad_norm). LAMB overwrites grad with
- * its direction (the gradient is not needed after the update). */
-void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, float lr);
+ * optimizer a->kind. grad holds the gradient times loss_scale (a power of two; 1: none), `norm`
+ * is the unscaled gradient's L2 norm (txl_grad_norm / loss_scale); the optimizer takes the
+ * gradient times coef / loss_scale (a power-of-two factor: exact). LAMB overwrites grad with its
+ * direction (the gradient is not needed after the update). */
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr);
 
 /* LAMB (src/optim/lamb.c): the moments, then per tensor of a->table the trust ratio
  * ||p|| / ||u|| (1 when either is 0) and p -= lr * ratio * u, on the gradient scaled by coef. */

@@ -178,6 +178,9 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   st.plateau_rate = t->sched.plateau.rate;
   st.plateau_best = t->sched.plateau.best;
   st.plateau_bad = t->sched.plateau.bad;
+  st.loss_scale = t->scaler.scale;
+  st.loss_scale_good = t->scaler.good;
+  st.loss_scale_skipped = t->scaler.skipped;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
@@ -297,6 +300,25 @@ static void resume_plateau(TxlTrainer *t, const char *path, const TxlConfig *sav
   t->sched.plateau.bad = st->plateau_bad;
 }
 
+/* The loss scaler's state continues from a checkpoint of a run that scaled the same way; a run
+ * that turns scaling on (or changes static / dynamic) on resume starts it fresh from its config.
+ * A file of a scaling run without the state (it came with the feature: not one txl wrote) cannot
+ * continue exactly and is refused. */
+static void resume_loss_scale(TxlTrainer *t, const char *path, const TxlConfig *saved, const TxlCkptState *st) {
+  if (t->scaler.mode == TXL_LOSS_SCALE_OFF || txl_trainer_loss_scale_mode(saved) != t->scaler.mode) return;
+  if (!st->has_loss_scale)
+    txl_fatal_all("%s: its config scales the loss, but it holds no loss-scale state (root attributes loss_scale, "
+                  "loss_scale_good, loss_scale_skipped): the run cannot continue exactly", path);
+  if (!txl_loss_scale_valid(st->loss_scale))
+    txl_fatal_all("%s: not a valid txl checkpoint: loss_scale %g is not a power of two in [1, 2^100]", path,
+                  st->loss_scale);
+  t->scaler.skipped = st->loss_scale_skipped;
+  if (t->scaler.mode == TXL_LOSS_SCALE_DYNAMIC) { /* static: S is the config's */
+    t->scaler.scale = st->loss_scale;
+    t->scaler.good = st->loss_scale_good;
+  }
+}
+
 int txl_trainer_resume(TxlTrainer *t) {
   char path[1200], err[1024];
   find_checkpoint(t, path, sizeof path);
@@ -344,6 +366,7 @@ int txl_trainer_resume(TxlTrainer *t) {
   t->best_step = st.best_step;
   t->last_save_step = t->step;
   resume_plateau(t, path, &saved, &st);
+  resume_loss_scale(t, path, &saved, &st);
   /* a version 1 checkpoint has no lineage: the run takes a new one, so rotation never counts the
    * older files (which it cannot tell apart from another run's) as its own */
   if (st.run_id[0]) snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);

@@ -133,8 +133,10 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
   else snprintf(tps, sizeof tps, "?");
   char comm[48] = "";
   if (f->comm_wait >= 0) snprintf(comm, sizeof comm, " | comm wait %.0f%%", 100.0 * f->comm_wait);
-  printf("step %*d/%d | lr %.3e | loss %.4f | %s | |g| %.3f | %s tok/s | %.1f ms/step%s | ETA %s\n",
-         (int)snprintf(NULL, 0, "%d", f->max_step), f->step, f->max_step, f->lr, f->loss, q, f->grad_norm, tps,
+  char scale[64] = "";
+  if (f->loss_scale > 0) snprintf(scale, sizeof scale, " | scale 2^%d, %lld skipped", ilogb(f->loss_scale), f->skipped);
+  printf("step %*d/%d | lr %.3e | loss %.4f | %s | |g| %.3f%s | %s tok/s | %.1f ms/step%s | ETA %s\n",
+         (int)snprintf(NULL, 0, "%d", f->max_step), f->step, f->max_step, f->lr, f->loss, q, f->grad_norm, scale, tps,
          f->ms_per_step, comm, eta);
   fflush(stdout);
   Line l = {.len = 0};
@@ -148,6 +150,10 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
   add_number(&l, "ms_per_step", "%.3f", f->ms_per_step);
   add_number(&l, "comm_wait", "%.4f", f->comm_wait < 0 ? 0.0 : f->comm_wait);
   add_number(&l, "elapsed_s", "%.3f", f->elapsed_s);
+  if (f->loss_scale > 0) {
+    add_number(&l, "loss_scale", "%.0f", f->loss_scale);
+    add(&l, ", \"skipped\": %lld", f->skipped);
+  }
   add(&l, "}\n");
   write_line(r, l.s);
 }

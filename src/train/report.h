@@ -29,6 +29,8 @@ typedef struct {
   double lr, loss, grad_norm, tokens_per_s, ms_per_step, elapsed_s;
   double comm_wait; /* share of the time blocked on the gradient all-reduce; < 0: one rank */
   double tokens;    /* tokens trained (all ranks) since the previous progress line */
+  double loss_scale; /* the loss scale S now (train.loss_scale); <= 0: no loss scaling */
+  long long skipped; /* steps skipped for a non-finite gradient since the previous line */
 } TxlTrainFigures;
 
 /* A figure that is NaN or infinite is written as null in metrics.jsonl (JSON has no spelling

@@ -13,7 +13,7 @@ static const int32_t *group_columns(int32_t *out, const int32_t *x, int L, int c
 }
 
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
-                      const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
+                      const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm) {
   const double global_tokens = (double)L * batch_global;
   m->ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
   /* the column groups one after the other (train.batch_chunk): each adds its gradient, the mean
@@ -31,7 +31,7 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
       in = group_columns(buf, inputs, L, r->cols, first, r->B);
       tg = group_columns(buf + (size_t)L * r->B, targets, L, r->cols, first, r->B);
     }
-    loss_sum += txl_model_forward(m, r, in, tg, L, step, 1, (float)(1.0 / global_tokens));
+    loss_sum += txl_model_forward(m, r, in, tg, L, step, 1, (float)(loss_scale / global_tokens));
     const int last = g == r->n_groups - 1;
     txl_model_backward(m, r, reducer && last ? on_ready : NULL, reducer);
   }
@@ -39,11 +39,12 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
     txl_reducer_finish(reducer);
     txl_dist_allreduce_sum_f64(&loss_sum, 1);
   }
-  *grad_norm = txl_grad_norm(m->ops, m->grad_buf, &m->table);
+  *grad_norm = txl_grad_norm(m->ops, m->grad_buf, &m->table) / loss_scale; /* sqrt(S^2 x) = S sqrt(x): exact */
   return loss_sum / global_tokens;
 }
 
-void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm) {
-  txl_adam_step(adam, m->param_buf, m->grad_buf, grad_norm, (float)txl_schedule_lr(sched, step));
+void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm,
+                      double loss_scale) {
+  txl_adam_step(adam, m->param_buf, m->grad_buf, grad_norm, loss_scale, (float)txl_schedule_lr(sched, step));
   txl_model_params_changed(m);
 }

@@ -95,6 +95,15 @@ static void check_memory(const TxlTrainer *t) {
 
 /* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR, read
  * once at setup into t->fault_step and t->fault_tensor. */
+TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c) {
+  switch (c->loss_scale) {
+  case TXL_LSCALE_OFF: return TXL_LOSS_SCALE_OFF;
+  case TXL_LSCALE_STATIC: return TXL_LOSS_SCALE_STATIC;
+  case TXL_LSCALE_DYNAMIC: return TXL_LOSS_SCALE_DYNAMIC;
+  default: return TXL_LOSS_SCALE_OFF;
+  }
+}
+
 static void read_fault(TxlTrainer *t) {
   txl_ckpt_fault_from_env();
   t->fault_step = 0;
@@ -205,6 +214,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.patience = c->patience;
   t->sched.lr_min = c->lr_min;
   txl_schedule_plateau_init(&t->sched); /* txl_trainer_resume may replace it */
+  txl_loss_scale_init(&t->scaler, txl_trainer_loss_scale_mode(c), c->loss_scale_init, c->loss_scale_window);
   if (!bench) {
     txl_workdir_open(c->work_dir, dist);
     /* before anything is written there; with run.resume = auto a folder holding checkpoints is
@@ -240,18 +250,28 @@ static void inject_fault(TxlTrainer *t, double *grad_norm) {
   const TxlParamTable *tab = &t->model.table;
   const float inf = INFINITY;
   t->ops->to_device(t->model.grad_buf + tab->tensors[t->fault_tensor].offset, &inf, sizeof inf);
-  *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab);
+  *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab) / t->scaler.scale;
 }
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
   double norm = 0.0;
+  const double scale = t->scaler.scale;
   const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, inputs, targets,
-                                     L, &norm);
+                                     L, scale, &norm);
   inject_fault(t, &norm);
   if (grad_norm) *grad_norm = norm;
-  if (!isfinite(loss) || !isfinite(norm)) return loss; /* nothing updated: the caller stops */
-  txl_train_update(&t->model, &t->adam, &t->sched, t->step, norm);
+  t->step_skipped = 0;
+  if (!isfinite(loss)) return loss; /* nothing updated: the caller stops */
+  /* a non-finite gradient: skipped under dynamic loss scaling (S halved; the step counts as done),
+   * else nothing updated and the caller stops. The norm is the same on every rank: so is this. */
+  if (!txl_loss_scale_after_grad(&t->scaler, isfinite(norm))) {
+    t->step_skipped = 1;
+    t->step++;
+    return loss;
+  }
+  if (!isfinite(norm)) return loss;
+  txl_train_update(&t->model, &t->adam, &t->sched, t->step, norm, scale);
   t->step++;
   if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0) {
     const size_t bytes = (size_t)t->model.table.total * sizeof(float);
@@ -307,6 +327,7 @@ static void write_config(const TxlTrainer *t) {
 typedef struct {
   double loss, tokens, seconds, wait;
   int steps;
+  long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
 } Progress;
 
 static double comm_wait_seconds(const TxlTrainer *t) {
@@ -315,8 +336,18 @@ static double comm_wait_seconds(const TxlTrainer *t) {
 
 static void report_progress(TxlTrainer *t, const Progress *p, double lr, double norm, double elapsed) {
   const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
-  TxlTrainFigures f = {t->step, t->cfg.max_step, lr, p->loss / p->steps, norm, p->tokens / p->seconds,
-                       1000.0 * p->seconds / p->steps, elapsed, timed_wait ? p->wait / p->seconds : -1.0, p->tokens};
+  TxlTrainFigures f = {t->step,
+                       t->cfg.max_step,
+                       lr,
+                       p->loss / p->steps,
+                       norm,
+                       p->tokens / p->seconds,
+                       1000.0 * p->seconds / p->steps,
+                       elapsed,
+                       timed_wait ? p->wait / p->seconds : -1.0,
+                       p->tokens,
+                       t->scaler.mode == TXL_LOSS_SCALE_OFF ? 0.0 : t->scaler.scale,
+                       p->skipped};
   txl_report_train(&t->report, &f);
 }
 
@@ -412,8 +443,9 @@ void txl_trainer_train(TxlTrainer *t) {
     double norm = 0.0;
     const double lr = txl_schedule_lr(&t->sched, t->step);
     const double loss = txl_trainer_step(t, in, tg, n, &norm);
-    const int nonfinite = !isfinite(loss) || !isfinite(norm);
+    const int nonfinite = !t->step_skipped && (!isfinite(loss) || !isfinite(norm));
     if (!nonfinite) {
+      p.skipped += t->step_skipped;
       t->data_pos = s.pos;
       t->tokens_seen += (int64_t)n * c->batch_size;
       p.seconds += txl_now_s() - t0;

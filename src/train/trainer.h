@@ -10,6 +10,7 @@
 #include "src/config/config.h"
 #include "src/model/model.h"
 #include "src/optim/adam.h"
+#include "src/optim/loss_scale.h"
 #include "src/optim/schedule.h"
 #include "src/device/backend.h"
 #include "src/train/estimate.h"
@@ -27,6 +28,8 @@ typedef struct {
   TxlAdam adam;
   TxlReducer *reducer; /* gradient all-reduce; NULL with one rank */
   TxlSchedule sched;
+  TxlLossScale scaler; /* train.loss_scale (off: S = 1) */
+  int step_skipped;    /* the last txl_trainer_step skipped its update (dynamic loss scaling) */
   TxlReport report;
   int B_local, col0;
   int step;            /* updates done */
@@ -45,6 +48,11 @@ typedef struct {
 
 /* The model spec a config describes (vocabulary n_token). */
 void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
+
+/* train.loss_scale as a mode; auto: dynamic where activations are stored in a 16-bit float type
+ * whose range loses small gradients (none of today's precisions: bf16 has fp32's exponent range),
+ * else off. */
+TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c);
 
 /* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
  * collective: all ranks */

@@ -191,7 +191,7 @@ static void run_case(const Case *c, TxlDtype act, const Tols *tol) {
       loss[k] = txl_model_forward(&s->m, &s->run, tok, tok + c->B, c->L, step, 1, gscale) / (double)LB;
       txl_model_backward(&s->m, &s->run, NULL, NULL);
       norm[k] = txl_grad_norm(s->m.ops, s->m.grad_buf, &s->m.table);
-      txl_adam_step(&s->adam, s->m.param_buf, s->m.grad_buf, norm[k], 1e-3f);
+      txl_adam_step(&s->adam, s->m.param_buf, s->m.grad_buf, norm[k], 1.0, 1e-3f);
       txl_model_params_changed(&s->m);
     }
     char what[96];

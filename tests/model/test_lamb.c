@@ -86,7 +86,7 @@ int main(void) {
       }
       free(ud);
     }
-    txl_adam_step(&a, p, g, norm, lr);
+    txl_adam_step(&a, p, g, norm, 1.0, lr);
   }
   float *want = calloc(TOTAL, sizeof(float));
   for (int i = 0; i < TOTAL; i++) want[i] = (float)pr[i];

@@ -229,7 +229,7 @@ static void check_training(const char *shape, const TxlModelSpec *spec) {
     snprintf(what, sizeof what, "%s step %d gradients", shape, s);
     check_buffers(what, &pad, &ref, pad.grad_buf, ref.grad_buf);
     for (int k = 0; k < 2; k++) {
-      txl_adam_step(ad[k], ms[k]->param_buf, ms[k]->grad_buf, norm[k], 1e-3f);
+      txl_adam_step(ad[k], ms[k]->param_buf, ms[k]->grad_buf, norm[k], 1.0, 1e-3f);
       txl_model_params_changed(ms[k]);
     }
     snprintf(what, sizeof what, "%s step %d params", shape, s);

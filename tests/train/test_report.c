@@ -39,10 +39,12 @@ int main(void) {
   TxlReport r;
   txl_report_open(&r, dir, 0, 1);
   txl_report_baseline(&r, "valid", 4.0);
-  TxlTrainFigures ok = {2, 10, 1e-3, 2.0, 0.5, 1234.5, 12.0, 1.0, 0.25, 14.0};
+  TxlTrainFigures ok = {2, 10, 1e-3, 2.0, 0.5, 1234.5, 12.0, 1.0, 0.25, 14.0, 0.0, 0};
   txl_report_train(&r, &ok);
-  TxlTrainFigures bad = {3, 10, 1e-3, NAN, INFINITY, 1234.5, 12.0, 1.0, -1.0, 15.0};
+  TxlTrainFigures bad = {3, 10, 1e-3, NAN, INFINITY, 1234.5, 12.0, 1.0, -1.0, 15.0, 0.0, 0};
   txl_report_train(&r, &bad);
+  TxlTrainFigures scaled = {4, 10, 1e-3, 2.0, 0.5, 1234.5, 12.0, 1.0, -1.0, 16.0, 32768.0, 2};
+  txl_report_train(&r, &scaled);
   txl_report_eval(&r, "valid", 3, -NAN, 192, 0.25);
   txl_report_eval(&r, "test", 3, 2.0, 192, -INFINITY);
   check(!txl_report_failed(&r), "no write failed");
@@ -55,6 +57,9 @@ int main(void) {
       "\"elapsed_s\": 1.000}\n"
       "{\"kind\": \"train\", \"step\": 3, \"lr\": 1.000000e-03, \"loss\": null, \"bpc\": null, \"grad_norm\": null, "
       "\"tokens\": 15, \"tokens_per_s\": 1234.5, \"ms_per_step\": 12.000, \"comm_wait\": 0.0000, \"elapsed_s\": 1.000}\n"
+      "{\"kind\": \"train\", \"step\": 4, \"lr\": 1.000000e-03, \"loss\": 2.000000, \"bpc\": 2.885390, "
+      "\"grad_norm\": 0.500000, \"tokens\": 16, \"tokens_per_s\": 1234.5, \"ms_per_step\": 12.000, \"comm_wait\": 0.0000, "
+      "\"elapsed_s\": 1.000, \"loss_scale\": 32768, \"skipped\": 2}\n"
       "{\"kind\": \"valid\", \"step\": 3, \"loss\": null, \"bpc\": null, \"tokens\": 192, \"seconds\": 0.250}\n"
       "{\"kind\": \"test\", \"step\": 3, \"loss\": 2.000000, \"bpc\": 2.885390, \"tokens\": 192, \"seconds\": null}\n";
   const char *got = slurp(path);
