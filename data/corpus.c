@@ -232,9 +232,10 @@ static int validate(TxlCorpus *c, Err *e) {
     return corpus_fail(e, "%s: corpus format version %lld is not supported (this txl reads version %d)", path,
                 (long long)version, TXL_CORPUS_FORMAT_VERSION);
   if (attr_string(c->file, "mode", buf, sizeof buf) != 0 ||
-      (strcmp(buf, "word") && strcmp(buf, "char") && strcmp(buf, "byte")))
-    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte", path);
-  memcpy(c->mode, buf, strlen(buf) + 1); /* one of the three names above */
+      (strcmp(buf, "word") && strcmp(buf, "char") && strcmp(buf, "byte") && strcmp(buf, "spm")))
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte|spm",
+                       path);
+  memcpy(c->mode, buf, strlen(buf) + 1); /* one of the four names above */
   if (attr_int64(c->file, "vocab_size", &c->vocab_size) != 0)
     return corpus_fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' is missing", path);
   if (c->vocab_size < 1 || c->vocab_size > MAX_VOCAB_SIZE)
@@ -271,6 +272,17 @@ static int validate(TxlCorpus *c, Err *e) {
   if (n_off != c->vocab_size + 1)
     return corpus_fail(e, "%s: not a valid txl corpus: vocab_size = %lld but '/vocab_offsets' has %lld "
                 "entries (expected vocab_size + 1)", path, (long long)c->vocab_size, (long long)n_off);
+  if (strcmp(c->mode, "spm") == 0) {
+    if (c->eos_id < 0)
+      return corpus_fail(e, "%s: not a valid txl corpus: an spm corpus without eos_id (its lines end with it)",
+                         path);
+    int64_t n_model = 0;
+    d = open_1d(c, "spm_model", H5P_DEFAULT, &n_model, NULL, byte_size, 0, e);
+    if (d < 0) return -1;
+    const int rc = corpus_spm_load(c, d, n_model, e);
+    H5Dclose(d);
+    return rc;
+  }
   return 0;
 }
 
@@ -329,6 +341,7 @@ void txl_corpus_close(TxlCorpus *c) {
   for (int k = 0; k < N_SPLITS; k++)
     if (c->split[k].dset >= 0) H5Dclose(c->split[k].dset);
   if (c->file >= 0) H5Fclose(c->file);
+  corpus_spm_free(c);
   free(c->vocab_text);
   free(c->vocab_pos);
   free(c->hash);
@@ -357,6 +370,7 @@ int64_t txl_corpus_split_length(const TxlCorpus *c, const char *split) {
 }
 int64_t txl_corpus_vocab_size(const TxlCorpus *c) { return c->vocab_size; }
 const char *txl_corpus_mode(const TxlCorpus *c) { return c->mode; }
+int txl_corpus_char_level(const TxlCorpus *c) { return !strcmp(c->mode, "char") || !strcmp(c->mode, "byte"); }
 const char *txl_corpus_path(const TxlCorpus *c) { return c->path; }
 int64_t txl_corpus_eos_id(const TxlCorpus *c) { return c->eos_id; }
 int64_t txl_corpus_unk_id(const TxlCorpus *c) { return c->unk_id; }

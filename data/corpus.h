@@ -31,7 +31,10 @@ void txl_corpus_close(TxlCorpus *c);
 /* split: "train" | "valid" | "test"; any other name is the caller's error (txl_fatal). */
 int64_t txl_corpus_split_length(const TxlCorpus *c, const char *split);
 int64_t txl_corpus_vocab_size(const TxlCorpus *c);
-const char *txl_corpus_mode(const TxlCorpus *c); /* "word" | "char" | "byte" */
+const char *txl_corpus_mode(const TxlCorpus *c); /* "word" | "char" | "byte" | "spm" */
+/* 1 when a token is a character or a byte (char and byte mode: losses in bits per character),
+ * 0 when it is a word or a subword (word and spm mode: perplexity). */
+int txl_corpus_char_level(const TxlCorpus *c);
 const char *txl_corpus_path(const TxlCorpus *c);
 int64_t txl_corpus_eos_id(const TxlCorpus *c);   /* -1 when the corpus has no <eos> */
 int64_t txl_corpus_unk_id(const TxlCorpus *c);   /* -1 when the vocabulary has no <unk> */
@@ -81,6 +84,18 @@ const char *txl_corpus_token_bytes(TxlCorpus *c, int64_t id, size_t *len);
  * character; in byte mode a one-byte string). token_id_n takes a length (strings with NULs). */
 int64_t txl_corpus_token_id(TxlCorpus *c, const char *s);
 int64_t txl_corpus_token_id_n(TxlCorpus *c, const char *s, size_t len);
+
+/* Subword corpora (mode "spm", FORMAT.md): text <-> token ids through the corpus's SentencePiece
+ * model. encode_line: one line of text (without its line end) -> the corpus's ids (*ids malloc'ed,
+ * free it; no end-of-line id: the caller appends eos_id); characters the model does not know
+ * become its unknown piece. decode_line: the ids of one line (eos_id is no part of it) -> the
+ * text (*text malloc'ed and NUL-terminated, *len bytes). Both load the vocabulary (as the
+ * accessors do). Return 0, or -1 with the message in err. Another mode, or an id outside the
+ * vocabulary, is the caller's error (txl_fatal). */
+int txl_corpus_spm_encode_line(TxlCorpus *c, const char *text, size_t len, int32_t **ids, int64_t *n,
+                               char *err, size_t cap);
+int txl_corpus_spm_decode_line(TxlCorpus *c, const int32_t *ids, int64_t n, char **text, size_t *len,
+                               char *err, size_t cap);
 
 /* SHA-256 (lower-case hex) of the vocabulary: the mode, then every token in id order as its byte
  * length (8 bytes, little-endian) and its bytes. Two corpora share it exactly when their ids mean

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "data/corpus.h"
+#include "data/spm.h"
 
 enum { N_SPLITS = 3 }; /* train, valid, test */
 
@@ -41,6 +42,10 @@ struct TxlCorpus {
   int64_t *hash;        /* open addressing table of ids, -1 = empty */
   uint64_t hash_mask;
   char vocab_digest[65]; /* "" until txl_corpus_vocab_digest computes it */
+  /* mode "spm": the stored SentencePiece model (loaded at open) and, with the vocabulary, the
+   * translation of ids: spm_of[txl id] and txl_of[SentencePiece id] */
+  TxlSpm *spm;
+  int32_t *spm_of, *txl_of;
 };
 
 /* ---- Errors: the caller's buffer ---- */
@@ -66,6 +71,13 @@ int corpus_fail_h5(Err *e, const char *path, const char *fmt, ...) __attribute__
  * txl_malloc here). */
 void *corpus_alloc(Err *e, const char *path, size_t bytes, const char *what);
 void corpus_h5_quiet(H5Quiet *q);
+/* mode "spm" (data/corpus_spm.c): reads the open dataset '/spm_model' (n bytes) and loads the
+ * model into c->spm, checking that it has vocab_size pieces. Returns 0, or -1 with the message. */
+int corpus_spm_load(TxlCorpus *c, hid_t dset, int64_t n, Err *e);
+/* mode "spm": with the vocabulary loaded (vocab_text, vocab_pos), the translation of ids; every
+ * token must be a piece of the model, eos_id its end-of-sentence piece. Returns 0, or -1. */
+int corpus_spm_map(TxlCorpus *c, Err *e);
+void corpus_spm_free(TxlCorpus *c);
 void corpus_h5_restore(const H5Quiet *q);
 
 #endif

@@ -98,6 +98,11 @@ static int load_vocab(TxlCorpus *c, Err *e) {
     c->vocab_text = text;
     c->vocab_pos = pos;
     rc = build_hash(c, e);
+    if (rc == 0 && c->spm && corpus_spm_map(c, e) != 0) {
+      free(c->hash);
+      c->hash = NULL;
+      rc = -1;
+    }
   }
   free(bytes);
   free(off);

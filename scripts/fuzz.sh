@@ -22,7 +22,7 @@ harnesses=("$@")
 build=${TXL_FUZZ_BUILD:-$TXL_ROOT/build-fuzz}
 
 mkdir -p "$build"
-CC=${TXL_FUZZ_CC:-clang} cmake -S "$TXL_ROOT" -B "$build" -DTXL_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=${TXL_FUZZ_CC:-clang} CXX=${TXL_FUZZ_CXX:-clang++} cmake -S "$TXL_ROOT" -B "$build" -DTXL_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTXL_CUDA=OFF -DTXL_CUDA_EMU=OFF > "$build/configure.log" 2>&1 ||
   { cat "$build/configure.log" >&2; exit 1; }
 targets=(txl-prep fuzz_make_ckpt_seed)

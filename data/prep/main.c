@@ -19,13 +19,14 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/prep/spm_prep.h"
 #include "data/prep/text.h"
 #include "data/prep/vocab.h"
 #include "data/prep/writer.h"
 #include "src/base/cli.h"
 #include "src/base/error.h"
 
-enum { MODE_WORD, MODE_CHAR, MODE_BYTE };
+enum { MODE_WORD, MODE_CHAR, MODE_BYTE, MODE_SPM };
 enum { N_SPLITS = 3 };
 static const char *const SPLIT[N_SPLITS] = {"train", "valid", "test"};
 
@@ -41,7 +42,11 @@ typedef struct {
   int lower;
   int64_t min_freq, max_size;
   int vocab_train_only;
+  int vocab_from_given; /* --vocab-from was on the command line */
   const char *dtype; /* auto | uint8 | uint16 | uint32 */
+  const char *spm_type;  /* NULL: not given (unigram when training) */
+  int64_t spm_vocab;     /* 0: not given */
+  const char *spm_model; /* NULL: train a model */
   int quiet;
 } Options;
 
@@ -51,6 +56,7 @@ typedef struct {
   int32_t *cp_entry; /* char mode: [0x110000] table entry of each code point, -1 = none yet */
   int64_t eos_entry; /* word mode: the entry of "<eos>" */
   Vocab vocab;
+  SpmPrep spm; /* spm mode */
   int64_t n_tokens[N_SPLITS];
   int64_t n_unk[N_SPLITS];
   char sha[N_SPLITS][65];
@@ -132,7 +138,7 @@ static void remove_stale_tmps(const char *out, const char *host) {
 
 /* The options, in --help order (the rows with a value take "--opt value" or "--opt=value"). */
 enum { OPT_MODE, OPT_TRAIN, OPT_VALID, OPT_TEST, OPT_OUT, OPT_LOWER, OPT_MIN_FREQ, OPT_MAX_SIZE, OPT_VOCAB_FROM,
-       OPT_DTYPE, OPT_QUIET, N_OPTS };
+       OPT_SPM_VOCAB, OPT_SPM_TYPE, OPT_SPM_MODEL, OPT_DTYPE, OPT_QUIET, N_OPTS };
 static const TxlToolOption OPTS[N_OPTS] = {
     [OPT_MODE] = {"--mode", "MODE", NULL, NULL,
         "(required) how text becomes tokens:\n"
@@ -150,7 +156,15 @@ static const TxlToolOption OPTS[N_OPTS] = {
         "        independent of frequencies); a needed <unk> is added last.\n"
         "  byte  every byte is a token; the vocabulary is the 256 byte values,\n"
         "        always all of them, id = byte value. No UTF-8 check.\n"
-        "Invalid UTF-8 (word, char) is an error naming the file and line."},
+        "  spm   subwords of a SentencePiece model, trained on the training split\n"
+        "        (--spm-vocab, --spm-type) or given (--spm-model) and stored in the\n"
+        "        output (/spm_model). Each line (\\n, \\r\\n or \\r ends it) is\n"
+        "        encoded on its own and ended by the model's end-of-sentence piece\n"
+        "        </s> (the <eos> of word mode); characters the model does not know\n"
+        "        become its <unk>. Vocabulary: the model's pieces, numbered by\n"
+        "        descending count in the training split (ties: SentencePiece's\n"
+        "        order), so that id 0 is the most frequent (adaptive softmax).\n"
+        "Invalid UTF-8 (word, char, spm) is an error naming the file and line."},
     [OPT_TRAIN] = {"--train", "FILE", NULL, NULL,
         "(required) training text"},
     [OPT_VALID] = {"--valid", "FILE", NULL, NULL,
@@ -172,7 +186,21 @@ static const TxlToolOption OPTS[N_OPTS] = {
         "frequent are kept (default: 0 = no limit; word and char modes)"},
     [OPT_VOCAB_FROM] = {"--vocab-from", "S", NULL, NULL,
         "count the vocabulary over 'train' only or over 'all' three splits\n"
-        "(default: all)"},
+        "(--mode spm: train only, 'all' refused) (default: all)"},
+    [OPT_SPM_VOCAB] = {"--spm-vocab", "N", NULL, NULL,
+        "--mode spm: train a model of exactly N pieces (its <unk>, <s> and </s>\n"
+        "included) on the training split (--lower applied); needs N >= the\n"
+        "split's distinct characters + 3 and not more pieces than the text\n"
+        "yields. Trained without normalization and keeping every space, so that\n"
+        "decoding gives each line back byte for byte; deterministic (one\n"
+        "thread, every line, no sampling). Required unless --spm-model is given"},
+    [OPT_SPM_TYPE] = {"--spm-type", "T", NULL, NULL,
+        "--mode spm: the model trained with --spm-vocab: unigram or bpe\n"
+        "(default: unigram, as SentencePiece)"},
+    [OPT_SPM_MODEL] = {"--spm-model", "FILE", NULL, NULL,
+        "--mode spm: use this SentencePiece model (a .model file, e.g. of\n"
+        "spm_train) instead of training one; its normalization applies. It must\n"
+        "have an end-of-sentence piece. Excludes --spm-vocab and --spm-type"},
     [OPT_DTYPE] = {"--dtype", "T", NULL, NULL,
         "stored id type: auto = the smallest unsigned type that holds\n"
         "vocab_size - 1, or uint8|uint16|uint32 (an error when the vocabulary\n"
@@ -183,8 +211,9 @@ static const TxlToolOption OPTS[N_OPTS] = {
 
 static void usage(FILE *f) {
   fprintf(f,
-      "usage: txl-prep --mode word|char|byte --train FILE --valid FILE --test FILE --out FILE.h5\n"
+      "usage: txl-prep --mode word|char|byte|spm --train FILE --valid FILE --test FILE --out FILE.h5\n"
       "                [--lower] [--min-freq N] [--max-size N] [--vocab-from train|all]\n"
+      "                [--spm-vocab N [--spm-type unigram|bpe] | --spm-model FILE]\n"
       "                [--dtype auto|uint8|uint16|uint32] [--quiet]\n"
       "\n"
       "Turns three text files into one HDF5 corpus file for txl-train (layout: data/FORMAT.md).\n"
@@ -212,7 +241,8 @@ static void set_option(Options *o, int k, const char *name, const char *val) {
       if (!strcmp(val, "word")) o->mode = MODE_WORD;
       else if (!strcmp(val, "char")) o->mode = MODE_CHAR;
       else if (!strcmp(val, "byte")) o->mode = MODE_BYTE;
-      else txl_fatal("--mode: '%s' is not one of word, char, byte", val);
+      else if (!strcmp(val, "spm")) o->mode = MODE_SPM;
+      else txl_fatal("--mode: '%s' is not one of word, char, byte, spm", val);
       o->mode_name = val;
       break;
     case OPT_TRAIN: o->path[0] = val; break;
@@ -225,6 +255,20 @@ static void set_option(Options *o, int k, const char *name, const char *val) {
       if (!strcmp(val, "train")) o->vocab_train_only = 1;
       else if (!strcmp(val, "all")) o->vocab_train_only = 0;
       else txl_fatal("--vocab-from: '%s' is not one of train, all", val);
+      o->vocab_from_given = 1;
+      break;
+    case OPT_SPM_VOCAB:
+      o->spm_vocab = parse_count(name, val);
+      if (o->spm_vocab < 1 || o->spm_vocab > MAX_VOCAB)
+        txl_fatal("--spm-vocab: %lld is outside [1, 2^31 - 1]", (long long)o->spm_vocab);
+      break;
+    case OPT_SPM_TYPE:
+      if (strcmp(val, "unigram") && strcmp(val, "bpe")) txl_fatal("--spm-type: '%s' is not one of unigram, bpe", val);
+      o->spm_type = val;
+      break;
+    case OPT_SPM_MODEL:
+      if (!*val) txl_fatal("--spm-model needs a file name");
+      o->spm_model = val;
       break;
     case OPT_DTYPE:
       if (strcmp(val, "auto") && strcmp(val, "uint8") && strcmp(val, "uint16") && strcmp(val, "uint32"))
@@ -234,6 +278,24 @@ static void set_option(Options *o, int k, const char *name, const char *val) {
     case OPT_LOWER: o->lower = 1; break;
     case OPT_QUIET: o->quiet = 1; break;
   }
+}
+
+/* --mode spm: a model trained (--spm-vocab) or given (--spm-model), its pieces the vocabulary. */
+static void check_spm_options(Options *o) {
+  if (o->min_freq > 0 || o->max_size > 0)
+    txl_fatal("--min-freq and --max-size do not apply to --mode spm (the vocabulary is the model's "
+              "pieces: choose their number with --spm-vocab)");
+  if (o->vocab_from_given && !o->vocab_train_only)
+    txl_fatal("--vocab-from all does not apply to --mode spm (the model is trained on, and its pieces "
+              "numbered by, the training split)");
+  o->vocab_train_only = 1;
+  if (o->spm_model && (o->spm_vocab || o->spm_type))
+    txl_fatal("--spm-vocab and --spm-type train a model; they do not go with --spm-model %s (the "
+              "model's own pieces are used)", o->spm_model);
+  if (!o->spm_model && !o->spm_vocab)
+    txl_fatal("--mode spm needs --spm-vocab N (train a model of N pieces on the training split) or "
+              "--spm-model FILE (see txl-prep --help)");
+  if (!o->spm_model && !o->spm_type) o->spm_type = "unigram";
 }
 
 static void parse_args(int argc, char **argv, Options *o) {
@@ -277,6 +339,9 @@ static void parse_args(int argc, char **argv, Options *o) {
   if (o->mode == MODE_BYTE && (o->min_freq > 0 || o->max_size > 0))
     txl_fatal("--min-freq and --max-size do not apply to --mode byte (its vocabulary is the 256 "
               "byte values)");
+  if (o->mode != MODE_SPM && (o->spm_vocab || o->spm_type || o->spm_model))
+    txl_fatal("--spm-vocab, --spm-type and --spm-model apply only to --mode spm");
+  if (o->mode == MODE_SPM) check_spm_options(o);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -339,9 +404,24 @@ static inline void token(Prep *P, int k, int64_t entry, int counted) {
   emit(P, k, id);
 }
 
-static void bad_utf8(const LineReader *r, size_t col, unsigned char b) {
-  txl_fatal("%s:%lld: invalid UTF-8 (byte 0x%02X at byte %zu of the line)", r->path,
-            (long long)r->line_no, b, col + 1);
+/* spm mode: one SentencePiece id (the end of a line is the model's end-of-sentence piece). */
+static inline void spm_token(Prep *P, int k, int sid) {
+  if (P->pass == 1) {
+    if (k == 0) P->spm.count[sid]++;
+    P->n_tokens[k]++;
+    return;
+  }
+  if (sid == P->spm.unk) P->n_unk[k]++;
+  emit(P, k, P->spm.txl_id[sid]);
+}
+
+/* spm mode: one line's content, encoded, then the end of the line. */
+static void spm_line(Prep *P, int k, const LineReader *r, unsigned char *line, size_t clen) {
+  lr_check_utf8(r, line, clen);
+  const int *ids;
+  const size_t n = spm_prep_encode(&P->spm, r, line, clen, &ids);
+  for (size_t i = 0; i < n; i++) spm_token(P, k, ids[i]);
+  spm_token(P, k, P->spm.eos);
 }
 
 static void process_split(Prep *P, int k) {
@@ -374,16 +454,16 @@ static void process_split(Prep *P, int k) {
     unsigned char *line;
     size_t clen, tlen;
     while (lr_next(&r, &line, &clen, &tlen)) {
-      if (o->lower)
-        for (size_t i = 0; i < tlen; i++)
-          if (line[i] >= 'A' && line[i] <= 'Z') line[i] = (unsigned char)(line[i] - 'A' + 'a');
-      if (o->mode == MODE_WORD) {
+      if (o->lower) lower_ascii(line, tlen);
+      if (o->mode == MODE_SPM) {
+        spm_line(P, k, &r, line, clen);
+      } else if (o->mode == MODE_WORD) {
         size_t i = 0, start = 0;
         int in_word = 0;
         while (i < clen) {
           uint32_t cp = line[i];
           int l = 1;
-          if (cp >= 0x80 && (l = utf8_decode(line + i, clen - i, &cp)) == 0) bad_utf8(&r, i, line[i]);
+          if (cp >= 0x80 && (l = utf8_decode(line + i, clen - i, &cp)) == 0) lr_bad_utf8(&r, i, line[i]);
           if (py_isspace(cp)) {
             if (in_word) {
               const char *w = (const char *)line + start;
@@ -408,7 +488,7 @@ static void process_split(Prep *P, int k) {
         while (i < tlen) {
           uint32_t cp = line[i];
           int l = 1;
-          if (cp >= 0x80 && (l = utf8_decode(line + i, tlen - i, &cp)) == 0) bad_utf8(&r, i, line[i]);
+          if (cp >= 0x80 && (l = utf8_decode(line + i, tlen - i, &cp)) == 0) lr_bad_utf8(&r, i, line[i]);
           int32_t e = P->cp_entry[cp];
           if (pass1 && e < 0) P->cp_entry[cp] = e = (int32_t)tok_add(&P->tab, (const char *)line + i, (size_t)l);
           token(P, k, e, counted);
@@ -445,6 +525,7 @@ static const char *token_bytes(const Prep *P, int64_t id, size_t *len, unsigned 
     *len = 1;
     return (const char *)byte;
   }
+  if (P->opt.mode == MODE_SPM) return spm_prep_piece(&P->spm, id, len);
   int64_t e = P->vocab.entry[id];
   if (e < 0) {
     *len = 5;
@@ -474,7 +555,7 @@ static void write_output(Prep *P, const char *tmp) {
   h5out_attr_int32(out, "format_version", TXL_CORPUS_FORMAT_VERSION);
   h5out_attr_string(out, "mode", o->mode_name);
   h5out_attr_int32(out, "lower", o->lower);
-  h5out_attr_int32(out, "add_eos", o->mode == MODE_WORD);
+  h5out_attr_int32(out, "add_eos", o->mode == MODE_WORD || o->mode == MODE_SPM);
   h5out_attr_int64(out, "min_freq", o->min_freq);
   h5out_attr_int64(out, "max_size", o->max_size);
   h5out_attr_string(out, "vocab_from", o->vocab_train_only ? "train" : "all");
@@ -513,6 +594,11 @@ static void write_output(Prep *P, const char *tmp) {
   h5out_close_dataset(out, d, "vocab_offsets");
   free(bytes);
   free(off);
+  if (o->mode == MODE_SPM) { /* the model, its bytes as they are */
+    d = h5out_dataset(out, "spm_model", H5T_STD_U8LE, (int64_t)P->spm.model_len, IDS_CHUNK);
+    h5out_write(out, d, "spm_model", H5T_NATIVE_UCHAR, 0, (int64_t)P->spm.model_len, P->spm.model);
+    h5out_close_dataset(out, d, "spm_model");
+  }
 
   /* pass 2: the ids */
   P->pass = 2;
@@ -534,6 +620,12 @@ static void write_output(Prep *P, const char *tmp) {
     for (int k = 0; k < N_SPLITS; k++)
       printf("  %-5s %12lld tokens (%lld mapped to <unk>)  %s\n", SPLIT[k],
              (long long)P->n_tokens[k], (long long)P->n_unk[k], o->path[k]);
+    if (o->mode == MODE_SPM && o->spm_model)
+      printf("  SentencePiece model of %d pieces (%zu bytes) from %s\n", P->spm.size, P->spm.model_len,
+             o->spm_model);
+    else if (o->mode == MODE_SPM)
+      printf("  SentencePiece %s model of %d pieces (%zu bytes) trained on %s in %.2f s\n", o->spm_type,
+             P->spm.size, P->spm.model_len, o->path[0], P->spm.train_s);
   }
 }
 
@@ -578,11 +670,28 @@ static void build_vocab(Prep *P) {
     P->cp_entry = txl_malloc(0x110000 * sizeof *P->cp_entry, "character table");
     for (int i = 0; i < 0x110000; i++) P->cp_entry[i] = -1;
   }
+  char train_sha[65] = "";
+  if (o->mode == MODE_SPM && o->spm_model) {
+    spm_prep_load(&P->spm, o->spm_model);
+  } else if (o->mode == MODE_SPM) {
+    if (!o->quiet) {
+      fprintf(stderr, "txl-prep: training a %s SentencePiece model of %lld pieces on %s\n", o->spm_type,
+              (long long)o->spm_vocab, o->path[0]);
+      fflush(stderr);
+    }
+    spm_prep_train(&P->spm, o->spm_type, o->spm_vocab, o->path[0], o->lower, train_sha);
+  }
   P->pass = 1;
   P->last_report = now_s();
   for (int k = 0; k < N_SPLITS; k++) process_split(P, k);
+  if (train_sha[0] && strcmp(train_sha, P->sha[0]) != 0) changed(P, 0);
 
-  if (o->mode == MODE_BYTE) {
+  if (o->mode == MODE_SPM) {
+    spm_prep_order(&P->spm);
+    P->vocab.size = P->spm.size;
+    P->vocab.eos_id = P->spm.txl_id[P->spm.eos];
+    P->vocab.unk_id = P->spm.txl_id[P->spm.unk];
+  } else if (o->mode == MODE_BYTE) {
     P->vocab.size = 256;
     P->vocab.eos_id = P->vocab.unk_id = -1;
   } else {
@@ -614,6 +723,7 @@ int main(int argc, char **argv) {
   g_tmp_live = 0;
 
   vocab_free(&P->vocab);
+  spm_prep_free(&P->spm);
   tok_free(&P->tab);
   free(P->cp_entry);
   free(P);

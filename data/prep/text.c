@@ -101,6 +101,25 @@ void lr_close(LineReader *r, char sha_hex[65]) {
   r->buf = r->line = NULL;
 }
 
+void lr_bad_utf8(const LineReader *r, size_t col, unsigned char b) {
+  txl_fatal("%s:%lld: invalid UTF-8 (byte 0x%02X at byte %zu of the line)", r->path,
+            (long long)r->line_no, b, col + 1);
+}
+
+void lr_check_utf8(const LineReader *r, const unsigned char *line, size_t len) {
+  for (size_t i = 0; i < len;) {
+    uint32_t cp;
+    int l = 1;
+    if (line[i] >= 0x80 && (l = utf8_decode(line + i, len - i, &cp)) == 0) lr_bad_utf8(r, i, line[i]);
+    i += (size_t)l;
+  }
+}
+
+void lower_ascii(unsigned char *s, size_t len) {
+  for (size_t i = 0; i < len; i++)
+    if (s[i] >= 'A' && s[i] <= 'Z') s[i] = (unsigned char)(s[i] - 'A' + 'a');
+}
+
 int utf8_decode(const unsigned char *p, size_t n, uint32_t *cp) {
   unsigned char b = p[0];
   if (b < 0x80) {

@@ -37,6 +37,15 @@ int lr_next_raw(LineReader *r, unsigned char **data, size_t *len);
 /* Closes the file and gives the SHA-256 of everything read (hex, 65 bytes). */
 void lr_close(LineReader *r, char sha_hex[65]);
 
+/* Ends the program with "<path>:<line>: invalid UTF-8 (byte 0xHH at byte <col + 1> of the line)"
+ * for the byte b at offset col of the reader's current line. */
+void lr_bad_utf8(const LineReader *r, size_t col, unsigned char b) __attribute__((noreturn));
+/* Checks that line[0 .. len) of the reader's current line is valid UTF-8 (utf8_decode), ending
+ * the program with lr_bad_utf8's message otherwise. */
+void lr_check_utf8(const LineReader *r, const unsigned char *line, size_t len);
+/* --lower: ASCII letters A-Z to a-z, in place. */
+void lower_ascii(unsigned char *s, size_t len);
+
 /* Decodes one UTF-8 code point at p (n > 0 bytes available), strictly as Python does: no
  * overlong forms, no surrogates, nothing above U+10FFFF. Returns its length (1..4) or 0. */
 int utf8_decode(const unsigned char *p, size_t n, uint32_t *cp);

@@ -125,7 +125,7 @@ static void run(const EvalArgs *e, TxlLoaded *ld, TxlConfig cfg, const TxlDist *
   TxlCorpus *c = ld->corpus;
   const char *split = e->split;
   txl_stream_check_length(c, split, cfg.eval_batch_size, 1);
-  const int char_level = strcmp(txl_corpus_mode(c), "word") != 0;
+  const int char_level = txl_corpus_char_level(c);
   if (dist->rank == 0) {
     printf("txl-eval: %s (step %lld) on split '%s' of %s; %d rank%s x %d thread%s\n", ld->path,
            (long long)ld->st.step, split, cfg.corpus, dist->world, dist->world > 1 ? "s" : "", txl_cpu_threads(),

@@ -8,58 +8,10 @@
 #include "kernels/common/philox.h"
 #include "src/base/error.h"
 #include "src/base/timer.h"
+#include "src/train/gen_text.h"
 #include "src/train/trainer.h"
 
 #define TXL_PROMPT_MAX 65536
-
-/* Token ids of the prompt: characters (char/byte corpora) or whitespace-separated words. */
-static int prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) {
-  int n = 0;
-  const int word = strcmp(txl_corpus_mode(c), "word") == 0;
-  if (word) {
-    char *buf = strdup(prompt);
-    if (!buf) txl_fatal("out of memory for the prompt");
-    for (char *tok = strtok(buf, " \t\n"); tok; tok = strtok(NULL, " \t\n")) {
-      if (n == cap) txl_fatal("the prompt is longer than %d tokens", cap);
-      int64_t id = txl_corpus_token_id(c, tok);
-      if (id < 0) id = txl_corpus_unk_id(c);
-      if (id < 0) txl_fatal("prompt: '%s' is not in the vocabulary of %s", tok, txl_corpus_path(c));
-      ids[n++] = (int32_t)id;
-    }
-    free(buf);
-  } else {
-    const int byte_mode = strcmp(txl_corpus_mode(c), "byte") == 0;
-    for (const unsigned char *p = (const unsigned char *)prompt; *p;) {
-      if (n == cap) txl_fatal("the prompt is longer than %d tokens", cap);
-      size_t len = 1;
-      if (!byte_mode) /* one UTF-8 character */
-        while (len < 4 && (p[len] & 0xC0) == 0x80) len++;
-      int64_t id = txl_corpus_token_id_n(c, (const char *)p, len);
-      if (id < 0)
-        txl_fatal("prompt: character '%.*s' is not in the vocabulary of %s", (int)len, (const char *)p,
-                  txl_corpus_path(c));
-      ids[n++] = (int32_t)id;
-      p += len;
-    }
-  }
-  if (n == 0) { /* start of a line */
-    int64_t id = word ? txl_corpus_eos_id(c) : txl_corpus_token_id(c, "\n");
-    ids[n++] = (int32_t)(id >= 0 ? id : 0);
-  }
-  return n;
-}
-
-static void print_token(FILE *out, TxlCorpus *c, int32_t id, int word) {
-  if (!out) return;
-  if (word) {
-    if (id == txl_corpus_eos_id(c)) fputc('\n', out);
-    else fprintf(out, "%s ", txl_corpus_token_string(c, id));
-  } else {
-    size_t len = 0;
-    const char *b = txl_corpus_token_bytes(c, id, &len);
-    fwrite(b, 1, len, out);
-  }
-}
 
 typedef struct {
   double *p;
@@ -109,15 +61,16 @@ static int32_t sample(Sampler *s, const float *logits, int V, const TxlGenOption
 
 double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out, int32_t *ids_out) {
   const int V = m->spec.dims.n_token;
-  const int word = strcmp(txl_corpus_mode(c), "word") == 0;
   const int recompute = o->window > 0;
   if (!recompute && o->mem_len < 1) txl_fatal("generation with memory needs mem_len >= 1");
   int32_t *ids = txl_malloc((size_t)(TXL_PROMPT_MAX + o->length) * sizeof(int32_t), "generated tokens");
   float *row = txl_malloc((size_t)V * sizeof(float), "logits row");
   Sampler s = {txl_malloc((size_t)V * sizeof(double), "probabilities"),
                txl_malloc((size_t)V * sizeof(int32_t), "sort order")};
-  int n = prompt_ids(c, o->prompt, ids, TXL_PROMPT_MAX);
-  for (int i = 0; i < n; i++) print_token(out, c, ids[i], word);
+  int n = txl_gen_prompt_ids(c, o->prompt, ids, TXL_PROMPT_MAX);
+  TxlGenText text;
+  txl_gen_text_init(&text, c, out);
+  for (int i = 0; i < n; i++) txl_gen_text_put(&text, ids[i]);
   /* memory mode: L_max rows per pass while priming, then one; recompute: window rows, no memory */
   TxlRunShape gs = {recompute ? o->window : o->tgt_len, 1, 0, recompute ? 0 : o->mem_len, o->clamp_len, 0, 0, 1};
   TxlRun run;
@@ -139,13 +92,14 @@ double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out
     const int32_t next = sample(&s, row, V, o, (uint32_t)i);
     ids[n++] = next;
     if (ids_out) ids_out[i] = next;
-    print_token(out, c, next, word);
+    txl_gen_text_put(&text, next);
     if (!recompute) {
       txl_model_forward(m, &run, &next, NULL, 1, 0, 0, 0.0f);
       last = 1;
     }
   }
   const double dt = txl_now_s() - t0;
+  txl_gen_text_finish(&text);
   if (out) fflush(out);
   txl_run_destroy(&run, m);
   free(ids);

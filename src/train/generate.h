@@ -12,7 +12,7 @@
 #include "src/model/model.h"
 
 typedef struct {
-  const char *prompt; /* "" : start of a line (<eos> for words, a newline for characters) */
+  const char *prompt; /* "" : start of a line (<eos> for words and subwords, a newline for characters) */
   int length;         /* tokens to generate */
   double temperature; /* softmax(logits / temperature) */
   int top_k;          /* keep the k most likely tokens; 0: all */

@@ -21,7 +21,7 @@
 /* ---- setup -------------------------------------------------------------------------------- */
 
 static int is_char_level(const TxlTrainer *t) {
-  return t->corpus && strcmp(txl_corpus_mode(t->corpus), "word") != 0;
+  return t->corpus && txl_corpus_char_level(t->corpus);
 }
 
 /* Printed before anything large is allocated: what runs where, the config, the model's size

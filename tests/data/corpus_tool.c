@@ -7,7 +7,12 @@
  *   corpus_tool vocab FILE                the tokens, one per line (\n \r \t \\ and bytes outside
  *                                         printable ASCII escaped as \xHH)
  *   corpus_tool decode FILE SPLIT         the split's tokens' bytes concatenated (char, byte), or
- *                                         words joined by spaces with <eos> as a line end (word)
+ *                                         words joined by spaces with <eos> as a line end (word),
+ *                                         or each line's ids decoded by the stored SentencePiece
+ *                                         model with <eos> as a line end (spm)
+ *   corpus_tool spm-model FILE OUT        writes the stored SentencePiece model ('/spm_model') to OUT
+ *   corpus_tool put-spm-model FILE MODEL  replaces '/spm_model' by the bytes of file MODEL (chunked,
+ *                                         Fletcher32, as txl-prep writes it)
  *   corpus_tool block FILE SPLIT COL_LEN COL_FIRST N_COLS OFFSET N_ROWS
  *                                         txl_corpus_read_block, one row per line
  *   corpus_tool entropy FILE SPLIT        txl_corpus_unigram_entropy_bits
@@ -20,6 +25,10 @@
  *                                         the first 51 stored (the rest never written: sparse)
  *   corpus_tool dtype FILE SPLIT          the stored id type of a split: uint8, uint16, ...
  *   corpus_tool set-attr FILE NAME VALUE  (over)writes an int64 root attribute (to break files)
+ *   corpus_tool poke FILE DSET OFFSET VALUE  writes byte VALUE at OFFSET of the uint8 dataset DSET
+ *                                         through HDF5 (checksums stay valid: content damage)
+ *   corpus_tool chunk-addr FILE DSET      the file offset of DSET's first chunk (for damaging its
+ *                                         stored bytes, which Fletcher32 then catches)
  *
  * Errors the reader returns end the program through txl_fatal (one line, exit status 1). */
 #include <hdf5.h>
@@ -32,7 +41,8 @@
 #include "tests/data/handmade.h"
 
 static void usage(void) {
-  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|block|entropy|tokid|check|make|make-foreign|make-big-vocab|set-attr ...\n");
+  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|spm-model|block|entropy|tokid|check|make|"
+                  "make-foreign|make-big-vocab|set-attr|poke|chunk-addr|put-spm-model ...\n");
   exit(2);
 }
 
@@ -110,6 +120,101 @@ static int set_attr(const char *path, const char *name, long long v) {
   return (H5Fclose(f) < 0) | rc;
 }
 
+static int poke(const char *path, const char *dset, long long offset, long long value) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = f < 0 ? -1 : H5Dopen2(f, dset, H5P_DEFAULT);
+  if (d < 0) return 1;
+  hsize_t start = (hsize_t)offset, one = 1;
+  unsigned char b = (unsigned char)value;
+  hid_t fsp = H5Dget_space(d), msp = H5Screate_simple(1, &one, NULL);
+  int rc = H5Sselect_hyperslab(fsp, H5S_SELECT_SET, &start, NULL, &one, NULL) < 0 ||
+           H5Dwrite(d, H5T_NATIVE_UCHAR, msp, fsp, H5P_DEFAULT, &b) < 0;
+  H5Sclose(msp);
+  H5Sclose(fsp);
+  H5Dclose(d);
+  return (H5Fclose(f) < 0) | rc;
+}
+
+static int chunk_addr(const char *path, const char *dset) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = f < 0 ? -1 : H5Dopen2(f, dset, H5P_DEFAULT);
+  if (d < 0) return 1;
+  hsize_t off = 0, size = 0;
+  haddr_t addr = 0;
+  unsigned mask = 0;
+  hid_t fsp = H5Dget_space(d);
+  int rc = fsp < 0 || H5Dget_chunk_info(d, fsp, 0, &off, &mask, &addr, &size) < 0;
+  if (!rc) printf("%llu\n", (unsigned long long)addr);
+  if (fsp >= 0) H5Sclose(fsp);
+  H5Dclose(d);
+  H5Fclose(f);
+  return rc;
+}
+
+static int spm_model(const char *path, const char *out) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = f < 0 ? -1 : H5Dopen2(f, "spm_model", H5P_DEFAULT);
+  if (d < 0) return 1;
+  hid_t sp = H5Dget_space(d);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(sp, &n, NULL);
+  unsigned char *b = malloc(n ? n : 1);
+  FILE *o = fopen(out, "wb");
+  int rc = !b || !o || H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) < 0 ||
+           fwrite(b, 1, n, o) != n;
+  if (o && fclose(o) != 0) rc = 1;
+  free(b);
+  H5Sclose(sp);
+  H5Dclose(d);
+  H5Fclose(f);
+  return rc;
+}
+
+static int put_spm_model(const char *path, const char *model) {
+  FILE *m = fopen(model, "rb");
+  if (!m) return 1;
+  unsigned char *b = malloc(1 << 24);
+  const size_t n = b ? fread(b, 1, 1 << 24, m) : 0;
+  fclose(m);
+  hid_t f = n > 0 ? H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT) : -1;
+  if (f < 0) {
+    free(b);
+    return 1;
+  }
+  int rc = H5Ldelete(f, "spm_model", H5P_DEFAULT) < 0;
+  hsize_t dim = n, chunk = n < 65536 ? n : 65536;
+  hid_t sp = H5Screate_simple(1, &dim, NULL), p = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(p, 1, &chunk);
+  H5Pset_fletcher32(p);
+  hid_t d = H5Dcreate2(f, "spm_model", H5T_STD_U8LE, sp, H5P_DEFAULT, p, H5P_DEFAULT);
+  rc |= d < 0 || H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) < 0;
+  H5Dclose(d);
+  H5Pclose(p);
+  H5Sclose(sp);
+  free(b);
+  return (H5Fclose(f) < 0) | rc;
+}
+
+/* decode of an spm corpus: each line's ids through the stored model, <eos> a line end */
+static void decode_spm(TxlCorpus *c, const char *split) {
+  char err[1024];
+  const int64_t len = txl_corpus_split_length(c, split), eos = txl_corpus_eos_id(c);
+  int32_t *ids = malloc((size_t)(len > 0 ? len : 1) * sizeof *ids);
+  if (!ids) txl_fatal("out of memory");
+  if (len > 0 && txl_corpus_read_range(c, split, 0, len, ids, err, sizeof err) != 0) txl_fatal("%s", err);
+  for (int64_t start = 0, i = 0; i <= len; i++) {
+    if (i < len && ids[i] != eos) continue;
+    char *text;
+    size_t n;
+    if (txl_corpus_spm_decode_line(c, ids + start, i - start, &text, &n, err, sizeof err) != 0) txl_fatal("%s", err);
+    fwrite(text, 1, n, stdout);
+    if (i < len) putchar('\n');
+    free(text);
+    start = i + 1;
+  }
+  free(ids);
+}
+
 /* Replaces the vocabulary offsets of a 50-token corpus by a dataset of vocab + 1 entries whose
  * first 51 are the real ones and whose other chunks are never written, and sets vocab_size. */
 static int big_vocab(const char *path, long long vocab) {
@@ -173,6 +278,22 @@ int main(int argc, char **argv) {
     if (argc < 4) usage();
     return print_attr(path, argv[3]);
   }
+  if (!strcmp(cmd, "poke")) {
+    if (argc < 6) usage();
+    return poke(path, argv[3], num(argv[4]), num(argv[5]));
+  }
+  if (!strcmp(cmd, "chunk-addr")) {
+    if (argc < 4) usage();
+    return chunk_addr(path, argv[3]);
+  }
+  if (!strcmp(cmd, "put-spm-model")) {
+    if (argc < 4) usage();
+    return put_spm_model(path, argv[3]);
+  }
+  if (!strcmp(cmd, "spm-model")) {
+    if (argc < 4) usage();
+    return spm_model(path, argv[3]);
+  }
 
   char err[1024];
   TxlCorpus *c = txl_corpus_open(path, err, sizeof err);
@@ -192,6 +313,9 @@ int main(int argc, char **argv) {
       print_escaped(s, n, byte_mode);
       putchar('\n');
     }
+  } else if (!strcmp(cmd, "decode") && !strcmp(txl_corpus_mode(c), "spm")) {
+    if (argc < 4) usage();
+    decode_spm(c, argv[3]);
   } else if (!strcmp(cmd, "ids") || !strcmp(cmd, "decode")) {
     if (argc < 4) usage();
     const char *split = argv[3];

@@ -157,7 +157,8 @@ help=$("$PREP" --help)
 rc=$?
 check_eq "--help exits 0" $rc 0
 missing=""
-for opt in --mode --train --valid --test --out --lower --min-freq --max-size --vocab-from --dtype --quiet; do
+for opt in --mode --train --valid --test --out --lower --min-freq --max-size --vocab-from --spm-vocab --spm-type \
+    --spm-model --dtype --quiet; do
   case "$help" in *"$opt"*) ;; *) missing="$missing $opt" ;; esac
 done
 check_eq "--help lists every option" "${missing:-none missing}" "none missing"
