@@ -61,7 +61,7 @@ expect_error_line "another run's checkpoint of the same name is not overwritten"
 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/busy" --set train.max_step=1000000 \
   --set train.log_interval=1 --set run.checkpoint_interval=0 > "$WORK/busy.out" 2>&1 &
 holder=$!
-for _ in $(seq 300); do grep -q "^step" "$WORK/busy.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q "^step" "$WORK/busy.out" 2>/dev/null && break; sleep 0.1; done
 host=$(sed -n 's/^[0-9]* //p' "$WORK/busy/txl-train.lock" 2>/dev/null || true)
 for P in 1 2; do
   expect_error_line "P=$P: a second txl-train on a busy work_dir is refused, naming the holder" \
@@ -78,7 +78,7 @@ train busy 2 --set run.resume=auto --set train.max_step=$((stopped + 2)) \
 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/killed" --set train.max_step=1000000 \
   --set train.log_interval=1 --set run.checkpoint_interval=0 > "$WORK/killed.out" 2>&1 &
 holder=$!
-for _ in $(seq 300); do grep -q "^step" "$WORK/killed.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q "^step" "$WORK/killed.out" 2>/dev/null && break; sleep 0.1; done
 kill -KILL $holder; wait $holder || true
 train killed 1 --set train.max_step=3 && ok "after kill -9 of the holder a new run starts" || { cat "$WORK/killed.out"; fail "lock of a killed run"; }
 
