@@ -594,33 +594,48 @@ extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, i
     count_plan<float>(x, g, p, backward, act);
 }
 
+/* The CUDA kernels compute attn_type 0's attention only (r, u and vb, no rb; ops.def): any other
+ * combination is a caller's error, never computed as something else. */
+static void check_attn_type0(const void *r, const float *u, const float *vb, const float *rb) {
+  if (!r || !u || !vb || rb)
+    txl_fatal("internal: the CUDA rel_attn computes attn_type 0 only (r, u, vb given, no rb): got r %s, u %s, "
+              "vb %s, rb %s", r ? "set" : "NULL", u ? "set" : "NULL", vb ? "set" : "NULL", rb ? "set" : "NULL");
+}
+
 extern "C" void txl_cuda_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r,
-                                          const float *u, const float *vb, TxlAttnShape s, TxlDropout drop,
-                                          void *work) {
+                                          const float *u, const float *vb, const float *rb, TxlAttnShape s,
+                                          TxlDropout drop, void *work) {
+  check_attn_type0(r, u, vb, rb);
   rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u, vb, s, drop, work,
                    TXL_F32);
 }
 
 extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const void *q, const void *kv,
-                                               const void *r, const float *u, const float *vb, TxlAttnShape s,
-                                               TxlDropout drop, void *work) {
+                                               const void *r, const float *u, const float *vb, const float *rb,
+                                               TxlAttnShape s, TxlDropout drop, void *work) {
+  check_attn_type0(r, u, vb, rb);
   rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, s,
                    drop, work, TXL_BF16);
 }
 
-extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, const void *dvec,
-                                           const void *vec, const void *q, const void *kv, const void *r,
-                                           const float *u, const float *vb, const float *saved, TxlAttnShape s,
-                                           TxlDropout drop, void *work) {
+extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb,
+                                           const void *dvec, const void *vec, const void *q, const void *kv,
+                                           const void *r, const float *u, const float *vb, const float *rb,
+                                           const float *saved, TxlAttnShape s, TxlDropout drop, void *work) {
+  check_attn_type0(r, u, vb, rb);
+  if (!du || !dvb || drb) txl_fatal("internal: the CUDA rel_attn backward computes attn_type 0's gradients only");
   (void)vec; /* D_i comes from the fp32 dP~ and P~, not from the stored vec */
   rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, (const float *)dvec, (const float *)q,
                     (const float *)kv, (const float *)r, u, vb, saved, s, drop, work, TXL_F32);
 }
 
 extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, float *du, float *dvb,
-                                                const void *dvec, const void *vec, const void *q, const void *kv,
-                                                const void *r, const float *u, const float *vb,
-                                                const float *saved, TxlAttnShape s, TxlDropout drop, void *work) {
+                                                float *drb, const void *dvec, const void *vec, const void *q,
+                                                const void *kv, const void *r, const float *u, const float *vb,
+                                                const float *rb, const float *saved, TxlAttnShape s,
+                                                TxlDropout drop, void *work) {
+  check_attn_type0(r, u, vb, rb);
+  if (!du || !dvb || drb) txl_fatal("internal: the CUDA rel_attn backward computes attn_type 0's gradients only");
   (void)vec;
   rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb, (const txl_bf16 *)dvec,
                     (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, saved, s, drop, work,

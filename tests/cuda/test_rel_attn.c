@@ -137,8 +137,8 @@ static void run_case(const Case *cs, Mode m) {
   float *dq_c = host_rand(nq, 0, 1), *dkv_c = host_rand(nkv, 0, 1), *dr_c = host_rand(nr, 0, 1);
   float *du_c = host_copy(du0, HD), *dvb_c = host_copy(dvb0, HD);
   void *work_c = malloc(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh, 1) + 64);
-  txl_cpu_rel_attn_forward(vec_c, prob, q, kv, r, u, vb, s, drop, work_c);
-  txl_cpu_rel_attn_backward(dq_c, dkv_c, dr_c, du_c, dvb_c, dvec, vec_c, q, kv, r, u, vb, prob, s,
+  txl_cpu_rel_attn_forward(vec_c, prob, q, kv, r, u, vb, NULL, s, drop, work_c);
+  txl_cpu_rel_attn_backward(dq_c, dkv_c, dr_c, du_c, dvb_c, NULL, dvec, vec_c, q, kv, r, u, vb, NULL, prob, s,
                             drop, work_c);
 
   /* ---- CUDA, twice --------------------------------------------------------------------- */
@@ -158,9 +158,9 @@ static void run_case(const Case *cs, Mode m) {
     void *d_dr = dev_poison_act(nr, act, "test: dr");
     float *d_du = dev_from(du0, (size_t)HD * 4, "test: du"), *d_dvb = dev_from(dvb0, (size_t)HD * 4, "test: dvb");
     (bf16 ? txl_cuda_rel_attn_forward_bf16 : txl_cuda_rel_attn_forward)(
-        d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, s, drop, d_work);
+        d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, NULL, s, drop, d_work);
     (bf16 ? txl_cuda_rel_attn_backward_bf16 : txl_cuda_rel_attn_backward)(
-        d_dq, d_dkv, d_dr, d_du, d_dvb, d_dvec, d_vec, d_q, d_kv, d_r, d_u, d_vb, d_lse, s, drop,
+        d_dq, d_dkv, d_dr, d_du, d_dvb, NULL, d_dvec, d_vec, d_q, d_kv, d_r, d_u, d_vb, NULL, d_lse, s, drop,
         d_work);
     void *dev[7] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb};
     for (int k = 0; k < 7; k++) {
@@ -236,7 +236,7 @@ static void run_case(const Case *cs, Mode m) {
   /* backward */
   double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr);
   double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
-  ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
+  ref_attn_backward(mq, mkv, mr, mu, mvb, NULL, &a, 1, NULL);
   const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 34.0) * OT_U + 2.0 * p_rel_max + 4.01 * uo;
   for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
