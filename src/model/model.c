@@ -380,8 +380,8 @@ void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
 
 double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
   /* The estimate of the reference notes: forward = 2 x non-embedding parameters
-   * + 2 d V (output layer) + per layer 3 x 2 x K x H x dh (AC, BD, P v) + 2 K d H dh / L (R W_r);
-   * backward about twice the forward. */
+   * + 2 d V (output layer) + per layer 3 x 2 x K x H x dh (AC, BD, P v) + 2 K d H dh / L (R W_r)
+   * (attn_type 0; the other types below); backward about twice the forward. */
   const TxlDims *dm = &m->spec.dims;
   const double d = dm->d_model, HD = (double)dm->n_head * dm->d_head, V = dm->n_token;
   const double K = (double)L + mem_len;
@@ -400,7 +400,11 @@ double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
     }
     out += in;
   }
-  double fwd = 2.0 * (double)txl_param_count_non_embedding(&m->table) + out +
-               dm->n_layer * (6.0 * K * HD + 2.0 * K * d * HD / L);
+  /* per layer: AC and P v over K keys, BD too for attn_type 0 and 1, R W_r for 0 only; the
+   * position tables of attn_type 1 and 3 (r_emb, r_bias) are read by row, not multiplied */
+  const int at = dm->attn_type;
+  const double attn = (at <= 1 ? 6.0 : 4.0) * K * HD + (at == 0 ? 2.0 * K * d * HD / L : 0.0);
+  const double tables = (double)dm->n_layer * dm->max_klen * (at == 1 ? HD + dm->n_head : at == 3 ? d : 0.0);
+  double fwd = 2.0 * ((double)txl_param_count_non_embedding(&m->table) - tables) + out + dm->n_layer * attn;
   return 3.0 * fwd;
 }
