@@ -252,7 +252,9 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     const TxlDims *dm = &m->spec.dims;
     int wide = dm->n_token > dm->d_inner ? dm->n_token : dm->d_inner;
     if (txl_adaptive_head_size(dm) > wide) wide = txl_adaptive_head_size(dm);
-    m->ops->reserve((int64_t)shape->L_max * r->group_cols, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
+    /* attn_type 1 and 3 also scatter position rows: K keys (1), M or L rows of every column (3) */
+    const int64_t rows = (int64_t)(dm->attn_type ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
+    m->ops->reserve(rows, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
   }
   r->loss_host = txl_malloc((size_t)shape->L_max * r->group_cols * sizeof(float), "loss (host)");
   if (r->pos_idx)

@@ -68,8 +68,8 @@ void txl_pos_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg,
   o->embedding_backward(g, TXL_F32, r->dh, r->pos_idx + MB, 1.0f, sg->LB, d);
 }
 
-/* a->rb and r->drb are fp32 while the gathers move activations: the CPU table only (the CUDA
- * backend refuses attn_type 1 at configuration). */
+/* a->rb and r->drb are fp32 while the gathers move activations: fp32 tables only (config.c
+ * refuses attn_type 1 with run.precision = bf16). */
 static void need_f32(const TxlModel *m) {
   if (m->ops->act != TXL_F32) txl_fatal("internal: attn_type 1 with activations other than fp32");
 }

@@ -1,8 +1,8 @@
-/* The double-precision reference of relative multi-head attention (Transformer-XL attn_type 0,
- * the math of kernels/ops.h), element by element, that the op test (tests/ops/test_rel_attn.c:
- * against the CPU op and finite differences) and the CUDA test (tests/cuda/test_rel_attn.c:
- * the error bounds of the kernels) share: the forward, the analytic backward, and the backward
- * on absolute values that bounds the terms of every gradient element.
+/* The double-precision reference of relative multi-head attention (Transformer-XL attn_type 0 and
+ * the variants of ops.def: the math of kernels/ops.h), element by element, that the op test
+ * (tests/ops/test_rel_attn.c: against the CPU op and finite differences) and the CUDA test
+ * (tests/cuda/test_rel_attn.c: the error bounds of the kernels) share: the forward, the analytic
+ * backward, and the backward on absolute values that bounds the terms of every gradient element.
  * Layouts (kernels/ops.h): q, vec, dvec [L,B,H,dh]; kv [K,B,2,H,dh]; r [K,H,dh]; u, vb [H,dh];
  * rows [B,H,L]; prob, drop factors [B,H,L,K] (K = M + L keys); rb [K,H] (attn_type 1's per-key
  * bias, NULL: none). The op's absent u, vb or r are zeros here: the same math. */

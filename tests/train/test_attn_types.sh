@@ -4,7 +4,8 @@
 # trains (the loss falls), its checkpoint records the type and holds exactly its positional
 # tensors, txl-eval evaluates it, an interrupted-and-resumed run of types 1, 2 and 3 (memory
 # carried, dropout and dropatt on) is the uninterrupted run bit for bit, 2 ranks continue a
-# 1-rank type 3 run, and every mismatch is refused with one line.
+# 1-rank type 3 run, the CUDA backend (on the kernels' CPU emulator, where this build has it)
+# trains types 1-3 as the CPU does, and every mismatch is refused with one line.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v h5diff >/dev/null && command -v h5ls >/dev/null && command -v h5dump >/dev/null \
   || { fail "h5diff / h5ls / h5dump not found (apt-get install hdf5-tools)"; finish; }
@@ -86,6 +87,18 @@ train x12 2 --set model.attn_type=3 --set train.max_step=20 --resume "$WORK/x12"
 python3 "$SRC/tests/lib/compare_runs.py" "$WORK/x12" "$WORK/straight3" 2e-5 --kinds train --train-steps 20 \
   && ok "attn_type 3: 2 ranks continue a 1-rank run (losses within 2e-5)" || fail "attn_type 3: 1 -> 2 ranks losses differ"
 
+# ---- the CUDA backend on the emulator (txl-train-emu, built with the CUDA backend): the runs of
+# types 1-3 above, the same losses up to the tolerance of tests/cuda/test_train.sh's GPU = CPU
+# comparison (3e-3 relative per loss over 30 Adam steps; these are 20) -------------------------
+if [ -x "$BIN/txl-train-emu" ]; then
+  for t in 1 2 3; do
+    $MPI -n 1 "$BIN/txl-train-emu" "$WORK/r.ini" --set run.work_dir="$WORK/emu$t" --set model.attn_type=$t       --set train.max_step=20 --set run.device=cuda > "$WORK/emu$t.out" 2>&1       || { cat "$WORK/emu$t.out"; fail "attn_type $t: the emulated CUDA run failed"; continue; }
+    python3 "$SRC/tests/lib/compare_runs.py" "$WORK/emu$t" "$WORK/straight$t" 3e-3 --kinds train --train-steps 20       && ok "attn_type $t: the CUDA backend (emulated) trains as the CPU (losses within 3e-3)"       || fail "attn_type $t: the emulated CUDA run's losses differ from the CPU's"
+  done
+else
+  echo "this build has no CUDA backend: the emulated CUDA runs are not made"
+fi
+
 # ---- refusals: one error line, non-zero exit -------------------------------------------------
 ck1=$WORK/t1/ckpt-00000040.h5
 expect_error_line "resume with another attn_type" "t1/ckpt-00000040.h5 was made by a model of another shape.*model.attn_type 1 -> 3" -- \
@@ -107,8 +120,8 @@ expect_error_line "a checkpoint without attn_type is attn_type 0" "old1.h5.*mode
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=1 --set run.work_dir="$WORK/bad" --resume "$WORK/old1.h5"
 expect_error "attn_type out of range" "model.attn_type = 4 is out of range \[0, 3\]" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=4 --set run.work_dir="$WORK/bad"
-expect_error "attn_type 2 on the CUDA backend" "model.attn_type = 2 is computed by the CPU backend only" -- \
-  "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=2 --set run.device=cuda --set run.work_dir="$WORK/bad"
+expect_error "attn_type 1 with bf16 activations" "model.attn_type = 1 keeps its per-key bias r_bias in fp32.*run.precision = bf16 is not supported" -- \
+  "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=1 --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/bad"
 expect_error "attn_type 3 with segments longer than its table" "train.tgt_len \+ train.mem_len = 40, but segments of 41 rows" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=3 --set eval.eval_tgt_len=41 --set run.work_dir="$WORK/bad"
 finish

@@ -23,9 +23,7 @@ for conf in "$SRC"/configs/*.ini "$SRC"/configs/*/*.ini; do
   case "$name" in configs/demo.ini) extra=(--set data.corpus="$WORK/demo.h5") ;; esac
   nt=$(n_token_of "$conf")
   [ "$nt" != 0 ] && extra+=(--set data.n_token="$nt")
-  devs=$devices # attn_type 1-3 are the CPU backend's only for now (the CUDA refusal: test_attn_types.sh)
-  grep -q "^attn_type *= *[1-9]" "$conf" && devs=cpu
-  for dev in $devs; do
+  for dev in $devices; do
     for P in 1 2 4 8; do
       if "$BIN/txl-train" "$conf" --check --ranks "$P" --set run.device="$dev" "${extra[@]}" > "$WORK/c.out" 2>&1 \
          && grep -q "^check passed: the config is valid for $P rank" "$WORK/c.out" \
