@@ -50,6 +50,9 @@ for t in 0 1 2 3; do
   ck=$WORK/t$t/ckpt-00000040.h5
   h5dump -a /attn_type "$ck" | grep -q "(0): $t\$" && ok "attn_type $t: root attribute attn_type = $t" \
     || fail "attn_type $t: root attribute attn_type is not $t"
+  "$BIN/txl-inspect" "$ck" > "$WORK/inspect$t.out" 2>&1 || fail "attn_type $t: txl-inspect failed"
+  grep -q "^model  *n_layer 2, d_model 32, attn_type $t " "$WORK/inspect$t.out" \
+    && ok "attn_type $t: txl-inspect shows it" || fail "attn_type $t: txl-inspect does not show attn_type $t"
   miss=""
   for n in ${TENSORS_IN[$t]}; do has_tensor "$ck" "$n" || miss="$miss $n"; done
   for n in ${TENSORS_OUT[$t]}; do has_tensor "$ck" "$n" && miss="$miss (extra) $n"; done
