@@ -1,11 +1,13 @@
-/* Relative multi-head attention of Transformer-XL (attn_type 0) on the CPU.
+/* Relative multi-head attention of Transformer-XL on the CPU: attn_type 0 (u, vb, r), Shaw et
+ * al.'s learnable relative embeddings (attn_type 1: u, r, the per-key bias rb, no vb) and plain
+ * attention (attn_type 2 and 3: no u, no r: only the AC product). The optional parts are NULL.
  *
  * Per (column c, head h) the work is three small GEMMs forward (AC = (q+u) k^T, BD = (q+vb) r^T,
  * vec = P v) and six backward, run in parallel over (c, h); OpenBLAS (the OpenMP build) runs
  * each GEMM on the calling thread inside the parallel region. The "rel-shift" of the original code is a gather here:
  * score[i, j] uses BD[i, L-1-i+j], the row of r for relative distance M+i-j.
  *
- * Gradients: dq, dkv, dr are overwritten; du, dvb accumulate (parameters).
+ * Gradients: dq, dkv, dr, drb are overwritten; du, dvb accumulate (parameters).
  * Determinism: every output element is written by exactly one thread; the reductions over
  * columns (dr, du, dvb) run after the parallel part, in column order.
  */
@@ -17,6 +19,7 @@
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vmath.h"
+#include "src/base/error.h"
 
 /* Per-thread scratch: qu, qv [L, dh]; s, p2, t [L, K]. */
 static size_t thread_floats(int L, int K, int dh) { return (size_t)2 * L * dh + (size_t)3 * L * K; }
@@ -53,22 +56,29 @@ static inline void visible(const TxlAttnShape *s, int i, int *lo, int *hi) {
   if (*lo < 0) *lo = 0;
 }
 
-/* qu = q + u, qv = q + vb for the L rows of (c, h). */
-static void add_biases(float *qu, float *qv, const float *q, const float *u, const float *vb,
+/* qu = q + u, qv = q + vb for the L rows of (c, h); a NULL bias adds nothing (qv is not
+ * written when r is NULL: there is no BD term). */
+static void add_biases(float *qu, float *qv, const float *q, const float *u, const float *vb, const float *r,
                        const TxlAttnShape *s, int c, int h) {
   const int HD = s->H * s->dh;
   for (int i = 0; i < s->L; i++) {
     const float *qi = q + ((size_t)i * s->B + c) * HD + (size_t)h * s->dh;
     for (int e = 0; e < s->dh; e++) {
-      qu[(size_t)i * s->dh + e] = qi[e] + u[h * s->dh + e];
-      qv[(size_t)i * s->dh + e] = qi[e] + vb[h * s->dh + e];
+      qu[(size_t)i * s->dh + e] = u ? qi[e] + u[h * s->dh + e] : qi[e];
+      if (r) qv[(size_t)i * s->dh + e] = vb ? qi[e] + vb[h * s->dh + e] : qi[e];
     }
   }
 }
 
+/* The arguments of one call: the optional parts must come in the combinations of ops.def. */
+static void check_parts(const void *r, const float *vb, const float *rb) {
+  if (!r && (vb || rb)) txl_fatal("internal: rel_attn with vb or rb but no r");
+}
+
 void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const void *kv_,
-                              const void *r_, const float *u, const float *vb, TxlAttnShape s,
-                              TxlDropout drop, void *work) {
+                              const void *r_, const float *u, const float *vb, const float *rb,
+                              TxlAttnShape s, TxlDropout drop, void *work) {
+  check_parts(r_, vb, rb);
   float *vec = vec_;
   const float *q = q_;
   const float *kv = kv_;
@@ -87,12 +97,19 @@ void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const voi
 #pragma omp for schedule(static)
     for (int ch = 0; ch < B * H; ch++) {
       const int c = ch / H, h = ch % H;
-      add_biases(qu, qv, q, u, vb, &s, c, h);
+      add_biases(qu, qv, q, u, vb, r, &s, c, h);
       const float *k = kv + (size_t)c * 2 * HD + (size_t)h * dh;
       const float *v = k + HD;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qu, dh, k, ldkv, 0.0f, ac, K);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qv, dh, r + (size_t)h * dh, HD,
-                  0.0f, bd, K);
+      if (r) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qv, dh, r + (size_t)h * dh, HD,
+                    0.0f, bd, K);
+        if (rb) /* BD[i, p] += rb[p, h] before the shift (the original's B_ + D_) */
+          for (int i = 0; i < L; i++)
+            for (int p = 0; p < K; p++) bd[(size_t)i * K + p] += rb[(size_t)p * H + h];
+      } else {
+        memset(bd, 0, (size_t)L * K * sizeof(float)); /* no BD term: adding +0 leaves AC's bits */
+      }
       float *P = prob + (size_t)ch * L * K; /* [L, K] of (c, h) */
       for (int i = 0; i < L; i++) {
         int lo, hi;
@@ -131,10 +148,12 @@ void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const voi
   }
 }
 
-void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, float *dvb,
+void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, float *dvb, float *drb,
                                const void *dvec_, const void *vec_, const void *q_, const void *kv_,
-                               const void *r_, const float *u, const float *vb, const float *prob,
-                               TxlAttnShape s, TxlDropout drop, void *work) {
+                               const void *r_, const float *u, const float *vb, const float *rb,
+                               const float *prob, TxlAttnShape s, TxlDropout drop, void *work) {
+  check_parts(r_, vb, rb);
+  (void)rb; /* the saved probabilities already hold its contribution */
   float *dq = dq_;
   float *dkv = dkv_;
   float *dr = dr_;
@@ -163,7 +182,7 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
     for (int ch = 0; ch < B * H; ch++) {
       const int c = ch / H, h = ch % H;
       float *qv = qv_all + ((size_t)h * B + c) * L * dh;
-      add_biases(qu, qv, q, u, vb, &s, c, h);
+      add_biases(qu, qv, q, u, vb, r, &s, c, h);
       const float *k = kv + (size_t)c * 2 * HD + (size_t)h * dh;
       const float *v = k + HD;
       float *dk = dkv + (size_t)c * 2 * HD + (size_t)h * dh;
@@ -198,37 +217,57 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
         for (int j = lo; j <= hi; j++) dpi[j] = pi[j] * (dpi[j] - dot) * s.scale;
         for (int j = hi + 1; j < K; j++) dpi[j] = 0.0f;
         float *dbdi = dbd + (size_t)i * K + (L - 1 - i);
-        for (int j = lo; j <= hi; j++) dbdi[j] = dpi[j];
+        if (r)
+          for (int j = lo; j <= hi; j++) dbdi[j] = dpi[j];
       }
       /* AC part: dq = dS k; dk = dS^T (q + u) */
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dp, K, k, ldkv, 0.0f, dqi, B * HD);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, L, 1.0f, dp, K, qu, dh, 0.0f, dk, ldkv);
-      /* BD part: dq += dBD r */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dbd, K, r + (size_t)h * dh, HD, 0.0f,
-                  qvt, dh);
       float *dup = du_part + (size_t)ch * dh, *dvp = dvb_part + (size_t)ch * dh;
       memset(dup, 0, (size_t)dh * sizeof(float));
       memset(dvp, 0, (size_t)dh * sizeof(float));
-      for (int i = 0; i < L; i++) {
-        float *dqr = dqi + (size_t)i * B * HD;
-        const float *t = qvt + (size_t)i * dh;
-        for (int e = 0; e < dh; e++) {
-          dup[e] += dqr[e];
-          dvp[e] += t[e];
-          dqr[e] += t[e];
+      if (r) {
+        /* BD part: dq += dBD r */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dbd, K, r + (size_t)h * dh, HD, 0.0f,
+                    qvt, dh);
+        for (int i = 0; i < L; i++) {
+          float *dqr = dqi + (size_t)i * B * HD;
+          const float *t = qvt + (size_t)i * dh;
+          for (int e = 0; e < dh; e++) {
+            dup[e] += dqr[e];
+            dvp[e] += t[e];
+            dqr[e] += t[e];
+          }
+        }
+      } else {
+        for (int i = 0; i < L; i++) {
+          const float *dqr = dqi + (size_t)i * B * HD;
+          for (int e = 0; e < dh; e++) dup[e] += dqr[e];
         }
       }
     }
-    /* dr[:, h, :] = sum_c dBD[h, c]^T (q + vb)[h, c]: one GEMM over all columns per head. */
+    if (r) {
+      /* dr[:, h, :] = sum_c dBD[h, c]^T (q + vb)[h, c]: one GEMM over all columns per head. */
 #pragma omp for schedule(static)
-    for (int h = 0; h < H; h++)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, B * L, 1.0f, dbd_all + (size_t)h * B * L * K, K,
-                  qv_all + (size_t)h * B * L * dh, dh, 0.0f, dr + (size_t)h * dh, HD);
+      for (int h = 0; h < H; h++)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, B * L, 1.0f, dbd_all + (size_t)h * B * L * K, K,
+                    qv_all + (size_t)h * B * L * dh, dh, 0.0f, dr + (size_t)h * dh, HD);
+    }
+    if (drb) {
+      /* drb[p, h] = sum over (c, i) of dBD[h, c, i, p], in (c, i) order */
+#pragma omp for schedule(static)
+      for (int h = 0; h < H; h++)
+        for (int p = 0; p < K; p++) {
+          float sum = 0.0f;
+          for (int ci = 0; ci < B * L; ci++) sum += dbd_all[((size_t)h * B * L + ci) * K + p];
+          drb[(size_t)p * H + h] = sum;
+        }
+    }
   }
   for (int c = 0; c < B; c++)
     for (int h = 0; h < H; h++)
       for (int e = 0; e < dh; e++) {
-        du[h * dh + e] += du_part[((size_t)c * H + h) * dh + e];
-        dvb[h * dh + e] += dvb_part[((size_t)c * H + h) * dh + e];
+        if (du) du[h * dh + e] += du_part[((size_t)c * H + h) * dh + e];
+        if (dvb) dvb[h * dh + e] += dvb_part[((size_t)c * H + h) * dh + e];
       }
 }

@@ -1,4 +1,5 @@
-/* Relative multi-head attention of Transformer-XL (attn_type 0): the products on cuBLAS
+/* Relative multi-head attention of Transformer-XL (attn_type 0, and the original's variants 1,
+ * 2 and 3 through the optional parts of ops.def): the products on cuBLAS
  * strided-batched GEMMs (tensor cores in the tf32 and bf16 modes), the relative shift, masks,
  * softmax and dropatt in one row kernel per direction. The CUDA counterpart of
  * kernels/cpu/rel_attn.c (same math, masks and dropatt masks; see kernels/ops.def). Per column
@@ -46,7 +47,14 @@
  * GEMMs' results and every sum are fp32; each output rounded once when stored.
  *
  * Rows without any visible key (only same_length with same_shift = 0 and M = 0): the CPU gives
- * them probabilities 0, so vec = 0 and zero gradients; so does this code (lse = -inf, every P 0). */
+ * them probabilities 0, so vec = 0 and zero gradients; so does this code (lse = -inf, every P 0).
+ *
+ * The optional parts (ops.def; NULL: absent): without u or vb nothing is added to q in the
+ * gathers; without r there is no BD term at all (attn_type 2 and 3: the rt gather, the BD GEMM,
+ * the dBD buffer and its two GEMMs, dr and the dq half are skipped); Shaw's per-key bias rb [K, H]
+ * (attn_type 1) is added, times the scale, in the row kernels (s_ij += scale rb[p, h]), and its
+ * gradient drb[p, h] = scale sum over (c, i) of dBD[h, c, i, p] is a column sum of the dBD the
+ * backward row kernel writes anyway (one thread per (h, p), rows in order: deterministic). */
 #include <math.h>
 
 #include "kernels/common/bf16.h"
@@ -67,6 +75,8 @@ struct Geo {
   uint32_t threshold; /* txl_dropout_threshold(p)       */
   float dscale;       /* txl_dropout_scale(p)           */
   TxlDropout drop;
+  int has_bd;         /* r given: the BD term            */
+  const float *rb;    /* [K, H] per-key bias, or nullptr */
 };
 
 int round8(int n) { return (n + 7) / 8 * 8; }
@@ -115,8 +125,10 @@ Plan make_plan(int L, int K, int B, int H, int dh, size_t act, int backward) {
   return p;
 }
 
-Geo make_geo(const TxlAttnShape &s, const TxlDropout &drop) {
+Geo make_geo(const TxlAttnShape &s, const TxlDropout &drop, int has_bd, const float *rb) {
   Geo g;
+  g.has_bd = has_bd;
+  g.rb = rb;
   g.L = s.L;
   g.M = s.M;
   g.K = s.M + s.L;
@@ -189,7 +201,8 @@ __global__ void scatter_heads_kernel(D *dst, const S *a, const S *a2, int X, int
   }
 }
 
-/* du[h dh + e] += sum over rows of dqu[h, row, e], dvb likewise from dqv (rows = B L). Block
+/* du[h dh + e] += sum over rows of dqu[h, row, e], dvb likewise from dqv (rows = B L); a NULL du
+ * or dvb (no u or no vb) is skipped, and its dq half not read. Block
  * (h, group of 32 e) with 256 threads: thread (g = tid / 32, lane) sums rows g, g + 8, ... in
  * order; the 8 group sums are then added in group order. Deterministic. */
 __global__ void head_colsum_kernel(float *du, float *dvb, const float *dqu, const float *dqv, int64_t rows,
@@ -199,10 +212,10 @@ __global__ void head_colsum_kernel(float *du, float *dvb, const float *dqu, cons
   const int h = blockIdx.x, e = blockIdx.y * 32 + lane;
   float su = 0.0f, sv = 0.0f;
   if (e < dh) {
-    const float *pu = dqu + (int64_t)h * rows * dhp + e, *pv = dqv + (int64_t)h * rows * dhp + e;
+    const float *pu = dqu + (int64_t)h * rows * dhp + e, *pv = dvb ? dqv + (int64_t)h * rows * dhp + e : nullptr;
     for (int64_t r = grp; r < rows; r += 8) {
       su += pu[r * dhp];
-      sv += pv[r * dhp];
+      if (pv) sv += pv[r * dhp];
     }
   }
   part[0][grp][lane] = su;
@@ -214,8 +227,8 @@ __global__ void head_colsum_kernel(float *du, float *dvb, const float *dqu, cons
       tu += part[0][g][lane];
       tv += part[1][g][lane];
     }
-    du[h * dh + e] += tu;
-    dvb[h * dh + e] += tv;
+    if (du) du[h * dh + e] += tu;
+    if (dvb) dvb[h * dh + e] += tv;
   }
 }
 
@@ -271,16 +284,24 @@ __device__ __forceinline__ void row_keys(const Geo &g, const Row &r, int lane, F
 
 /* Forward, one score row (every lane of the warp): lse (saved [B, H, L]) and P~ [H, B, L, Kp]
  * (zeros where not visible). */
+/* The score s_ij: AC, + BD at p = j + L-1-i when there is a BD term, + scale rb[p, h] with rb. */
+__device__ __forceinline__ float score_at(const float *a, const float *d, const Geo &g, const Row &r, int j) {
+  float s = a[j];
+  if (g.has_bd) s += d[j];
+  if (g.rb) s += g.scale * g.rb[(int64_t)(j + r.off) * g.H + r.h];
+  return s;
+}
+
 template <typename T>
 __device__ void forward_row(T *pd, float *lse, const float *ac, const float *bd, const Geo &g, int64_t row,
                             int lane) {
   const Row r = row_of(g, row);
-  const float *a = ac + r.at, *d = bd + r.at + r.off;
+  const float *a = ac + r.at, *d = g.has_bd ? bd + r.at + r.off : nullptr;
   /* online max and sum over this lane's visible scores */
   float m = -INFINITY, l = 0.0f;
   row_keys<false>(g, r, lane, [&](int j, float) {
     if (j < r.lo || j > r.hi) return;
-    const float s = a[j] + d[j];
+    const float s = score_at(a, d, g, r, j);
     if (s > m) {
       l = l * expf(m - s) + 1.0f;
       m = s;
@@ -296,7 +317,7 @@ __device__ void forward_row(T *pd, float *lse, const float *ac, const float *bd,
   T *out = pd + r.at;
   row_keys<true>(g, r, lane, [&](int j, float f) {
     const bool vis = j >= r.lo && j <= r.hi;
-    txl_st(out + j, vis ? expf(a[j] + d[j] - ls) * f : 0.0f);
+    txl_st(out + j, vis ? expf(score_at(a, d, g, r, j) - ls) * f : 0.0f);
   });
 }
 
@@ -328,14 +349,14 @@ template <typename T>
 __device__ void backward_row(T *pd, T *ds, T *dbd, const float *ac, const float *bd, const float *dp,
                              const float *lse, const Geo &g, int64_t row, int lane) {
   const Row r = row_of(g, row);
-  const float *a = ac + r.at, *d = bd + r.at + r.off, *dpr = dp + r.at;
+  const float *a = ac + r.at, *d = g.has_bd ? bd + r.at + r.off : nullptr, *dpr = dp + r.at;
   const float ls = lse[((int64_t)r.b * g.H + r.h) * g.L + r.i];
   T *pdr = pd + r.at, *dsr = ds + r.at, *dbr = dbd + r.at;
   float dot = 0.0f; /* this lane's part of D_i = sum_j P~_ij dP~_ij */
   row_keys<true>(g, r, lane, [&](int j, float f) {
     float pt = 0.0f;
     if (j >= r.lo && j <= r.hi) {
-      pt = expf(a[j] + d[j] - ls) * f;
+      pt = expf(score_at(a, d, g, r, j) - ls) * f;
       dot += pt * dpr[j];
     }
     txl_st(pdr + j, pt);
@@ -343,11 +364,26 @@ __device__ void backward_row(T *pd, T *ds, T *dbd, const float *ac, const float 
   dot = txl_warp_sum(dot);
   row_keys<true>(g, r, lane, [&](int j, float f) {
     float gs = 0.0f;
-    if (j >= r.lo && j <= r.hi) gs = expf(a[j] + d[j] - ls) * (f * dpr[j] - dot);
+    if (j >= r.lo && j <= r.hi) gs = expf(score_at(a, d, g, r, j) - ls) * (f * dpr[j] - dot);
     txl_st(dsr + j, gs);
-    if (j + r.off < g.K) txl_st(dbr + j + r.off, gs);
+    if (g.has_bd && j + r.off < g.K) txl_st(dbr + j + r.off, gs);
   });
-  for (int p = lane; p < r.off && p < g.K; p += 32) txl_st(dbr + p, 0.0f);
+  if (g.has_bd)
+    for (int p = lane; p < r.off && p < g.K; p += 32) txl_st(dbr + p, 0.0f);
+}
+
+/* drb[p, h] = scale sum over the B L rows (b, i) of head h of dBD[h, b, i, p], in row order.
+ * One thread per (h, p). */
+template <typename T>
+__global__ void rb_colsum_kernel(float *drb, const T *dbd, Geo g) {
+  const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (t >= (int64_t)g.H * g.K) return;
+  const int h = (int)(t / g.K), p = (int)(t % g.K);
+  const int64_t rows = (int64_t)g.B * g.L;
+  const T *col = dbd + (int64_t)h * rows * g.Kp + p;
+  float sum = 0.0f;
+  for (int64_t row = 0; row < rows; row++) sum += txl_ld(col + row * g.Kp);
+  drb[(int64_t)p * g.H + h] = g.scale * sum;
 }
 
 template <typename T>
@@ -422,10 +458,10 @@ void gather_all(Exec &x, const Geo &g, const Plan &p, void *w, const T *q, const
     });
   };
   gather(at<T>(w, p.qu), q, u, g.L, g.B, qx, HD, nq);
-  gather(at<T>(w, p.qv), q, vb, g.L, g.B, qx, HD, nq);
+  if (g.has_bd) gather(at<T>(w, p.qv), q, vb, g.L, g.B, qx, HD, nq);
   gather(at<T>(w, p.kt), kv, nullptr, g.K, g.B, kx, 2 * HD, nk);
   gather(at<T>(w, p.vt), kv + HD, nullptr, g.K, g.B, kx, 2 * HD, nk);
-  gather(at<T>(w, p.rt), r, nullptr, g.K, 1, HD, 0, nr);
+  if (g.has_bd) gather(at<T>(w, p.rt), r, nullptr, g.K, 1, HD, 0, nr);
   if (dvec) gather(at<T>(w, p.o), dvec, nullptr, g.L, g.B, qx, HD, nq);
 }
 
@@ -435,8 +471,9 @@ void scores(Exec &x, const Geo &g, const Plan &p, void *w, TxlDtype act) {
   const int64_t sq = (int64_t)g.L * g.dhp, sk = (int64_t)g.K * g.dhp, ss = (int64_t)g.L * g.Kp;
   x.gemm(0, 1, g.L, g.K, g.dhp, g.scale, at<T>(w, p.qu), g.dhp, sq, at<T>(w, p.kt), g.dhp, sk, at<float>(w, p.ac),
          g.Kp, ss, g.H * g.B, act, TXL_F32);
-  x.gemm(0, 1, g.B * g.L, g.K, g.dhp, g.scale, at<T>(w, p.qv), g.dhp, sq * g.B, at<T>(w, p.rt), g.dhp, sk,
-         at<float>(w, p.bd), g.Kp, ss * g.B, g.H, act, TXL_F32);
+  if (g.has_bd)
+    x.gemm(0, 1, g.B * g.L, g.K, g.dhp, g.scale, at<T>(w, p.qv), g.dhp, sq * g.B, at<T>(w, p.rt), g.dhp, sk,
+           at<float>(w, p.bd), g.Kp, ss * g.B, g.H, act, TXL_F32);
 }
 
 unsigned int row_blocks(const Geo &g) {
@@ -467,7 +504,7 @@ void forward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *vec, float *
 
 template <typename T, typename Exec>
 void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv, T *dr, float *du, float *dvb,
-                   const T *dvec, const T *q, const T *kv, const T *r, const float *u, const float *vb,
+                   float *drb, const T *dvec, const T *q, const T *kv, const T *r, const float *u, const float *vb,
                    const float *lse, TxlDtype act) {
   const int HD = g.H * g.dh;
   const double e = sizeof(T), ns = (double)g.H * g.B * g.L * g.K;
@@ -491,10 +528,20 @@ void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv,
          g.dhp, sq, HB, act, TXL_F32);
   x.gemm(1, 0, g.K, g.dhp, g.L, g.scale, at<T>(w, p.ds), g.Kp, ss, at<T>(w, p.qu), g.dhp, sq, at<float>(w, p.dkt),
          g.dhp, sk, HB, act, TXL_F32);
-  x.gemm(0, 0, g.B * g.L, g.dhp, g.K, g.scale, at<T>(w, p.dbd), g.Kp, ss * g.B, at<T>(w, p.rt), g.dhp, sk,
-         at<float>(w, p.dqv), g.dhp, sq * g.B, g.H, act, TXL_F32);
-  x.gemm(1, 0, g.K, g.dhp, g.B * g.L, g.scale, at<T>(w, p.dbd), g.Kp, ss * g.B, at<T>(w, p.qv), g.dhp, sq * g.B,
-         at<float>(w, p.drt), g.dhp, sk, g.H, act, TXL_F32);
+  if (g.has_bd) {
+    x.gemm(0, 0, g.B * g.L, g.dhp, g.K, g.scale, at<T>(w, p.dbd), g.Kp, ss * g.B, at<T>(w, p.rt), g.dhp, sk,
+           at<float>(w, p.dqv), g.dhp, sq * g.B, g.H, act, TXL_F32);
+    x.gemm(1, 0, g.K, g.dhp, g.B * g.L, g.scale, at<T>(w, p.dbd), g.Kp, ss * g.B, at<T>(w, p.qv), g.dhp, sq * g.B,
+           at<float>(w, p.drt), g.dhp, sk, g.H, act, TXL_F32);
+  }
+  if (g.rb) {
+    const double n = (double)g.H * g.B * g.L * g.K;
+    x.kernel(n * e + (double)g.H * g.K * 4.0, n, [&] {
+      auto k = rb_colsum_kernel<T>;
+      TXL_LAUNCH(k, txl_cuda_blocks((int64_t)g.H * g.K, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+          drb, at<T>(w, p.dbd), g);
+    });
+  }
   /* back to the model's layouts, each rounded once */
   auto scatter = [&](T *dst, const float *a, const float *a2, int X, int nb, int64_t xs, int64_t bs) {
     const double n = (double)X * nb * HD;
@@ -505,12 +552,13 @@ void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv,
     });
   };
   const int64_t qx = (int64_t)g.B * HD, kx = (int64_t)g.B * 2 * HD;
-  scatter(dq, at<float>(w, p.dqu), at<float>(w, p.dqv), g.L, g.B, qx, HD);
+  scatter(dq, at<float>(w, p.dqu), g.has_bd ? at<float>(w, p.dqv) : nullptr, g.L, g.B, qx, HD);
   scatter(dkv, at<float>(w, p.dkt), nullptr, g.K, g.B, kx, 2 * HD);
   scatter(dkv + HD, at<float>(w, p.dvt), nullptr, g.K, g.B, kx, 2 * HD);
-  scatter(dr, at<float>(w, p.drt), nullptr, g.K, 1, HD, 0);
-  const double nq = (double)g.B * g.L * HD;
-  x.kernel(2.0 * nq * 4.0, 2.0 * nq, [&] {
+  if (g.has_bd) scatter(dr, at<float>(w, p.drt), nullptr, g.K, 1, HD, 0);
+  if (!du && !dvb) return;
+  const double nq = (double)g.B * g.L * HD, halves = (du ? 1.0 : 0.0) + (dvb ? 1.0 : 0.0);
+  x.kernel(halves * nq * 4.0, halves * nq, [&] {
     TXL_LAUNCH(head_colsum_kernel, dim3((unsigned int)g.H, (unsigned int)((g.dh + 31) / 32)), TXL_CUDA_THREADS, 0)(
         du, dvb, at<float>(w, p.dqu), at<float>(w, p.dqv), (int64_t)g.B * g.L, g.dh, g.dhp);
   });
@@ -520,30 +568,45 @@ void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv,
 
 bool no_query(const TxlAttnShape &s) { return s.L <= 0 || s.B <= 0 || s.H <= 0 || s.dh <= 0; }
 
+/* The optional parts come in the combinations of ops.def; a gradient exactly where its input is. */
+void check_parts(const void *r, const float *vb, const float *rb) {
+  if (!r && (vb || rb)) txl_fatal("internal: rel_attn with vb or rb but no r");
+}
+void check_grads(const void *r, const float *u, const float *vb, const float *rb, const void *dr, const float *du,
+                 const float *dvb, const float *drb) {
+  check_parts(r, vb, rb);
+  if (!r != !dr || !u != !du || !vb != !dvb || !rb != !drb)
+    txl_fatal("internal: rel_attn_backward's gradients (dr %d du %d dvb %d drb %d) do not match its inputs "
+              "(r %d u %d vb %d rb %d)", !!dr, !!du, !!dvb, !!drb, !!r, !!u, !!vb, !!rb);
+}
+
 template <typename T>
 void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r, const float *u, const float *vb,
-                      const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
+                      const float *rb, const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
+  check_parts(r, vb, rb);
   if (no_query(s)) return;
-  const Geo g = make_geo(s, drop);
+  const Geo g = make_geo(s, drop, r != nullptr, rb);
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, sizeof(T), 0);
   Run x;
   forward_plan<T>(x, g, p, work, vec, saved, q, kv, r, u, vb, act);
 }
 
 template <typename T>
-void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, const T *dvec, const T *q, const T *kv,
-                       const T *r, const float *u, const float *vb, const float *saved, const TxlAttnShape &s,
-                       const TxlDropout &drop, void *work, TxlDtype act) {
+void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, float *drb, const T *dvec, const T *q,
+                       const T *kv, const T *r, const float *u, const float *vb, const float *rb, const float *saved,
+                       const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
+  check_grads(r, u, vb, rb, dr, du, dvb, drb);
   const int K = s.M + s.L, HD = s.H * s.dh;
   if (no_query(s)) { /* no query: zero gradients of the inputs */
-    if (K > 0 && HD > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(T));
+    if (dr && K > 0 && HD > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(T));
+    if (drb && K > 0 && s.H > 0) txl_cuda_zero(drb, (size_t)K * s.H * sizeof(float));
     if (K > 0 && s.B > 0 && HD > 0) txl_cuda_zero(dkv, (size_t)K * s.B * 2 * HD * sizeof(T));
     return;
   }
-  const Geo g = make_geo(s, drop);
+  const Geo g = make_geo(s, drop, r != nullptr, rb);
   const Plan p = make_plan(s.L, K, s.B, s.H, s.dh, sizeof(T), 1);
   Run x;
-  backward_plan<T>(x, g, p, work, dq, dkv, dr, du, dvb, dvec, q, kv, r, u, vb, saved, act);
+  backward_plan<T>(x, g, p, work, dq, dkv, dr, du, dvb, drb, dvec, q, kv, r, u, vb, saved, act);
 }
 
 /* The plan walked with a Count: nothing is launched and no memory touched, so every pointer is
@@ -555,9 +618,10 @@ void count_plan(Count &x, const Geo &g, const Plan &p, int backward, TxlDtype ac
   T *t = reinterpret_cast<T *>(mark);
   float *f = reinterpret_cast<float *>(mark);
   if (backward)
-    backward_plan<T>(x, g, p, w, t, t, t, f, f, t, t, t, t, f, f, f, act);
+    backward_plan<T>(x, g, p, w, t, t, t, g.has_bd ? f : nullptr, g.has_bd && !g.rb ? f : nullptr,
+                     g.rb ? f : nullptr, t, t, t, t, f, f, f, act);
   else
-    forward_plan<T>(x, g, p, w, t, f, t, t, t, f, f, act);
+    forward_plan<T>(x, g, p, w, t, f, t, t, t, g.has_bd ? f : nullptr, g.has_bd && !g.rb ? f : nullptr, act);
 }
 
 size_t workspace(int L, int K, int B, int H, int dh, int backward, size_t act) {
@@ -581,10 +645,12 @@ extern "C" size_t txl_cuda_rel_attn_workspace_bf16(int L, int K, int B, int H, i
   return workspace(L, K, B, H, dh, backward, sizeof(txl_bf16));
 }
 
-extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, TxlCudaCost *c) {
+extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, int bd, int rb,
+                                       TxlCudaCost *c) {
   if (no_query(s)) return;
   const TxlDropout none = {0.0f, 0u, 0u, 0u};
-  const Geo g = make_geo(s, none);
+  static const float mark_rb[1] = {0.0f}; /* a stand-in: the count reads no memory */
+  const Geo g = make_geo(s, none, bd, rb ? mark_rb : nullptr);
   const size_t e = act == TXL_BF16 ? sizeof(txl_bf16) : sizeof(float);
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, e, backward);
   Count x = {c, act == TXL_BF16 || tf32 != 0};
@@ -595,34 +661,35 @@ extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, i
 }
 
 extern "C" void txl_cuda_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r,
-                                          const float *u, const float *vb, TxlAttnShape s, TxlDropout drop,
-                                          void *work) {
-  rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u, vb, s, drop, work,
-                   TXL_F32);
+                                          const float *u, const float *vb, const float *rb, TxlAttnShape s,
+                                          TxlDropout drop, void *work) {
+  rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u, vb, rb, s, drop,
+                   work, TXL_F32);
 }
 
 extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const void *q, const void *kv,
-                                               const void *r, const float *u, const float *vb, TxlAttnShape s,
-                                               TxlDropout drop, void *work) {
-  rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, s,
-                   drop, work, TXL_BF16);
+                                               const void *r, const float *u, const float *vb, const float *rb,
+                                               TxlAttnShape s, TxlDropout drop, void *work) {
+  rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb,
+                   rb, s, drop, work, TXL_BF16);
 }
 
-extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, const void *dvec,
-                                           const void *vec, const void *q, const void *kv, const void *r,
-                                           const float *u, const float *vb, const float *saved, TxlAttnShape s,
-                                           TxlDropout drop, void *work) {
+extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb,
+                                           const void *dvec, const void *vec, const void *q, const void *kv,
+                                           const void *r, const float *u, const float *vb, const float *rb,
+                                           const float *saved, TxlAttnShape s, TxlDropout drop, void *work) {
   (void)vec; /* D_i comes from the fp32 dP~ and P~, not from the stored vec */
-  rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, (const float *)dvec, (const float *)q,
-                    (const float *)kv, (const float *)r, u, vb, saved, s, drop, work, TXL_F32);
+  rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, drb, (const float *)dvec, (const float *)q,
+                    (const float *)kv, (const float *)r, u, vb, rb, saved, s, drop, work, TXL_F32);
 }
 
 extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, float *du, float *dvb,
-                                                const void *dvec, const void *vec, const void *q, const void *kv,
-                                                const void *r, const float *u, const float *vb,
-                                                const float *saved, TxlAttnShape s, TxlDropout drop, void *work) {
+                                                float *drb, const void *dvec, const void *vec, const void *q,
+                                                const void *kv, const void *r, const float *u, const float *vb,
+                                                const float *rb, const float *saved, TxlAttnShape s,
+                                                TxlDropout drop, void *work) {
   (void)vec;
-  rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb, (const txl_bf16 *)dvec,
-                    (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, saved, s, drop, work,
+  rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb, drb, (const txl_bf16 *)dvec,
+                    (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, rb, saved, s, drop, work,
                     TXL_BF16);
 }

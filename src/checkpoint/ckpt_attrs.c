@@ -29,7 +29,7 @@ typedef struct {
   AttrKind kind;
   size_t offset;  /* of the value in CkptRoot */
   int64_t lo, hi; /* integers: the range a file's value must lie in */
-  const char *absent; /* ATTR_ID: the value of a file without the attribute (NULL: required) */
+  const char *absent; /* the value of a file without the attribute, as text (NULL: required) */
   int in_set;     /* an optional set (SET_*): a file holds all of the set or, written before it
                    * existed, none (has_plateau / has_loss_scale = 0) */
 } RootAttr;
@@ -67,6 +67,8 @@ static const RootAttr ROOT_ATTRS[] = {
     {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL, 0},
     /* train.optim; files written before it held Adam's state */
     {"optim", ATTR_ID, ST(optim), 0, 0, "adam", 0},
+    /* model.attn_type; files written before it held attn_type 0's parameters */
+    {"attn_type", ATTR_I32, GEO(attn_type), 0, 3, "0", 0},
 };
 #undef ST
 #undef GEO
@@ -126,7 +128,10 @@ static void read_attr(CkptCtx *c, hid_t file, int64_t version, const RootAttr *a
     return;
   }
   int64_t x = 0;
-  if (ckpt_attr_read_num(c, file, a->name, H5T_INTEGER, H5T_NATIVE_INT64, &x) != 0) return;
+  if (a->absent && H5Aexists(file, a->name) <= 0) /* the same file on every rank: the same verdict */
+    x = strtoll(a->absent, NULL, 10);
+  else if (ckpt_attr_read_num(c, file, a->name, H5T_INTEGER, H5T_NATIVE_INT64, &x) != 0)
+    return;
   if (x < a->lo || x > a->hi) {
     ckpt_fail(c, "not a valid txl checkpoint: root attribute '%s' is %lld, outside [%lld, %lld]",
               a->name, (long long)x, (long long)a->lo, (long long)a->hi);

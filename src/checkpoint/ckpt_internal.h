@@ -87,6 +87,7 @@ void ckpt_close_file(CkptCtx *c, hid_t *file);
 /* Geometry recorded beside the state. */
 typedef struct {
   int batch_size, mem_len, n_layer, d_model;
+  int attn_type; /* model.attn_type of the parameters (0 in files written before it) */
 } CkptGeometry;
 /* collective */
 void ckpt_write_root_attrs(CkptCtx *c, hid_t file, const TxlCkptState *st, const CkptGeometry *g,

@@ -224,14 +224,18 @@ static void read_group(CkptCtx *c, hid_t file, const char *group, const TxlParam
 }
 
 /* Opens path and reads its root attributes, checking that the file holds a model of n_layer x
- * d_model. Returns the file (-1 on failure, every rank agreeing). collective */
-static hid_t open_model_file(CkptCtx *c, int n_layer, int d_model, TxlCkptState *st, CkptGeometry *g) {
+ * d_model with attn_type. Returns the file (-1 on failure, every rank agreeing). collective */
+static hid_t open_model_file(CkptCtx *c, int n_layer, int d_model, int attn_type, TxlCkptState *st,
+                             CkptGeometry *g) {
   hid_t file = ckpt_open_file(c);
   if (file < 0) return -1;
   ckpt_read_root_attrs(c, file, st, g, NULL);
   if (ckpt_agree(c) && (g->n_layer != n_layer || g->d_model != d_model))
     ckpt_fail(c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
          (long long)g->n_layer, (long long)g->d_model, n_layer, d_model);
+  else if (c->ok && g->attn_type != attn_type)
+    ckpt_fail(c, "the checkpoint was written with model.attn_type %d, this run has %d (another positional "
+              "encoding: other parameters)", g->attn_type, attn_type);
   if (!ckpt_agree(c)) {
     ckpt_close_file(c, &file);
     return -1;
@@ -266,7 +270,7 @@ int txl_ckpt_read(const char *path, TxlCkptState *st_out, const TxlCkptBuffers *
   hid_t file = -1, dxpl = -1;
   ckpt_check_buffers(&c, b, 0, 0);
   if (!c.ok) goto out;
-  file = open_model_file(&c, b->n_layer, b->d_model, &st, &g);
+  file = open_model_file(&c, b->n_layer, b->d_model, b->table->attn_type, &st, &g);
   if (file < 0) goto out;
   if (g.batch_size != b->B_global)
     ckpt_fail(&c, "the checkpoint was written with batch_size %lld, this run has %d: the memory of "
@@ -328,7 +332,7 @@ int txl_ckpt_read_params(const char *path, const TxlParamTable *table, int n_lay
   hid_t file = -1, dxpl = -1;
   if (!table || !params) ckpt_fail(&c, "internal error: no parameter table or buffer");
   if (!ckpt_agree(&c)) goto out;
-  file = open_model_file(&c, n_layer, d_model, &st, &g);
+  file = open_model_file(&c, n_layer, d_model, table->attn_type, &st, &g);
   if (file < 0) goto out;
   check_group(&c, file, CKPT_GROUPS[0], table);
   if (!ckpt_agree(&c)) goto out;

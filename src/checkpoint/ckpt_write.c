@@ -273,7 +273,7 @@ static void write_contents(CkptCtx *c, hid_t file, const char *tmp, const TxlCkp
   if (dxpl < 0 || H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0)
     ckpt_fail_h5(c, "transfer properties for collective writes");
   if (!ckpt_agree(c)) goto out;
-  CkptGeometry g = {b->B_global, b->mem_len, b->n_layer, b->d_model};
+  CkptGeometry g = {b->B_global, b->mem_len, b->n_layer, b->d_model, b->table->attn_type};
   ckpt_write_root_attrs(c, file, st, &g, config);
   if (!ckpt_agree(c)) goto out;
   const float *groups[3] = {b->params, b->adam_m, b->adam_v};

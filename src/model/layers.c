@@ -7,8 +7,10 @@
 #include "src/model/adaptive.h"
 #include "src/model/linear.h"
 #include "src/model/memory.h"
+#include "src/model/positions.h"
 
-/* r_w_bias (u) and r_r_bias (v) of layer l: its own, or the model's shared pair. */
+/* r_w_bias (u) and r_r_bias (v) of layer l: its own, or the model's shared pair (NULL for the
+ * attention types without them: u for attn_type 0 and 1, vb for 0). */
 static const float *bias_u(const TxlModel *m, int l) {
   return m->p.layers[l].r_w_bias ? m->p.layers[l].r_w_bias : m->p.r_w_bias;
 }
@@ -55,6 +57,7 @@ void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32
     txl_adaptive_embed_forward(m, r, tokens, h, sg->LB, sqrtf((float)d));
   else
     o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d);
+  txl_pos_embed_add(m, r, sg, h); /* attn_type 2: + the absolute positions, dropped together */
   o->dropout(h, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
 }
 
@@ -111,8 +114,14 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   const void *in_new = txl_act_at(m, in, (int64_t)sg->M * r->B * d); /* [L, B, d] the current rows */
   txl_linear_forward(o, a->q, in_new, txl_model_w(m, lp->w_qkv), sg->LB, d, HD, 3 * HD);
   txl_memory_kv_forward(m, r, l, sg, in);
-  const void *rl = txl_memory_rw_forward(m, r, l, sg);
-  o->rel_attn_forward(a->vec, a->saved, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), sg->as,
+  /* the relative term's r: R W_r (attn_type 0), the clamped r_emb rows (1), none (2, 3) */
+  const void *rl = NULL;
+  if (m->spec.dims.attn_type == 0) rl = txl_memory_rw_forward(m, r, l, sg);
+  if (m->spec.dims.attn_type == 1) {
+    txl_pos_rel_forward(m, r, l, sg);
+    rl = a->r;
+  }
+  o->rel_attn_forward(a->vec, a->saved, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), a->rb, sg->as,
                       txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* attention output W_o, dropout */
   txl_linear_forward(o, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, d);
@@ -132,11 +141,13 @@ void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   /* W_o */
   txl_linear_backward_w(o, gp->w_o, a->vec, datt, sg->LB, HD, d, d);
   txl_linear_backward_x(o, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, d);
-  o->rel_attn_backward(r->dq, r->dkv, r->dr, gu, gvb, r->dvec, a->vec, a->q, a->kv, a->r, bias_u(m, l), bias_vb(m, l),
-                       a->saved, sg->as, txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt),
-                       r->attn_work);
-  /* W_r, W_q, W_kv: the weights' gradients, then d(in) */
-  txl_linear_backward_w(o, gp->w_r, r->R, r->dr, sg->K, d, HD, HD);
+  const int at = m->spec.dims.attn_type;
+  o->rel_attn_backward(r->dq, r->dkv, at <= 1 ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
+                       at <= 1 ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
+                       txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
+  /* W_r (attn_type 0; 1: r_emb, r_bias), W_q, W_kv: the weights' gradients, then d(in) */
+  if (at == 0) txl_linear_backward_w(o, gp->w_r, r->R, r->dr, sg->K, d, HD, HD);
+  if (at == 1) txl_pos_rel_backward(m, r, l, sg);
   txl_linear_backward_w(o, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * d), r->dq, sg->LB, d, HD, 3 * HD);
   txl_linear_backward_w(o, gp->w_qkv + HD, in, r->dkv, sg->KB, d, 2 * HD, 3 * HD);
   txl_linear_backward_x(o, dx, 1.0f, r->dq, w_q, sg->LB, d, HD, 3 * HD);
@@ -228,7 +239,10 @@ static void post_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *
   txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d h1 */
   o->layernorm_backward_dropout(r->dh, r->dtmp, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w, a->ln1_mean,
                                 a->ln1_rstd, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
-  txl_attn_backward(m, r, l, sg, r->dh, NULL, r->dtmp, a->cat);
+  /* attn_type 3 also needs d(memory rows): their positions take a gradient */
+  void *dmem = txl_pos_mem_grad(m) ? r->dmem : NULL;
+  txl_attn_backward(m, r, l, sg, r->dh, dmem, r->dtmp, a->cat);
+  txl_pos_layer_backward(m, r, l, sg, dmem);
 }
 
 /* Pre-norm: out = out1 + drop(FFN(LN2(out1))); out1 = h + drop(Attn(LN1([mem; h]))). */
@@ -248,11 +262,19 @@ static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *s
   o->dropout(r->dtmp, sg->L, B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
   o->zero(r->dres, act_bytes);
   txl_attn_backward(m, r, l, sg, r->dres, r->dmem, r->dtmp, a->ln_cat); /* d LN1(cat): dmem rows, then dres */
-  if (M) /* the memory rows: LayerNorm parameters only, the memory takes no gradient */
-    o->layernorm_backward(NULL, gp->ln1_w, gp->ln1_b, r->dmem, a->cat, lp->ln1_w, a->ln_cat_mean, a->ln_cat_rstd,
+  /* the memory rows: LayerNorm parameters only, the memory takes no gradient; with attn_type 3
+   * their positions do: d(memory rows) into r->pos_rows (free in the backward) */
+  void *dmem_in = NULL;
+  if (M && txl_pos_mem_grad(m)) {
+    dmem_in = r->pos_rows;
+    o->zero(dmem_in, (size_t)M * B * d * txl_dtype_size(o->act));
+  }
+  if (M)
+    o->layernorm_backward(dmem_in, gp->ln1_w, gp->ln1_b, r->dmem, a->cat, lp->ln1_w, a->ln_cat_mean, a->ln_cat_rstd,
                           (int64_t)M * B, d);
   o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, txl_layer_input(m, r, l, M), lp->ln1_w,
                         a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, sg->LB, d);
+  txl_pos_layer_backward(m, r, l, sg, dmem_in);
 }
 
 void txl_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {

@@ -2,11 +2,13 @@
 #include "src/model/memory.h"
 
 #include "src/model/linear.h"
+#include "src/model/positions.h"
 
 void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg) {
   const TxlOps *o = m->ops;
   const int K = sg->K;
-  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, m->spec.dropout);
+  /* attn_type 2 adds R to the embeddings undropped (the sum is dropped with them) */
+  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, m->spec.dims.attn_type == 0 ? m->spec.dropout : 0.0f);
   sg->R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
   if (sg->R_kept) return;
   o->posemb_forward(r->R, K, m->spec.dims.d_model, r->clamp_len);
@@ -21,6 +23,7 @@ void txl_memory_concat(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   TxlLayerActs *a = txl_slot(r, l);
   void *mem = txl_act_at(m, r->mems, l * r->mem_stride); /* [mem_len, B, d] */
   if (M) o->copy(a->cat, mem, (size_t)M * B * d * AS);
+  txl_pos_layer_add(m, r, l, sg); /* attn_type 2 and 3: positions added in place (positions.h) */
   if (Mnew) o->copy(mem, txl_act_at(m, a->cat, (int64_t)(sg->K - Mnew) * B * d), (size_t)Mnew * B * d * AS);
 }
 

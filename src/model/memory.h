@@ -6,13 +6,15 @@
 
 #include "src/model/layers.h"
 
-/* r->R [K, d] = dropout(relative positions K-1 .. 0) (one mask for every column). A dropout-free
+/* r->R [K, d] = dropout(relative positions K-1 .. 0) (one mask for every column; attn_type 2: no
+ * dropout). A dropout-free
  * R of the same K is the one already there and is kept (generation: every token): sets
  * sg->R_kept. */
 void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg);
 
 /* cat = [memory; h] for layer l (a->cat [K, B, d]: the M memory rows copied in front of h, which
- * is already there), then the layer's memory = the last Mnew rows of cat (no gradient). */
+ * is already there), attn_type 2 and 3's positions added to it (txl_pos_layer_add), then the
+ * layer's memory = the last Mnew rows of cat (no gradient). */
 void txl_memory_concat(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg);
 
 /* a->kv [K, B, 2, H, dh] = in W_kv, in [K, B, d]. When sg->cached_kv the memory rows' keys and

@@ -12,6 +12,7 @@
 #include "src/model/adaptive.h"
 #include "src/model/layers.h"
 #include "src/model/memory.h"
+#include "src/model/positions.h"
 
 /* ---- parameters -------------------------------------------------------------------------- */
 
@@ -123,7 +124,8 @@ static void walk_layer(Alloc *a, TxlLayerActs *x) {
   x->ln_cat_rstd = pre ? take(a, K * B * F, "ln_cat rstd") : NULL;
   x->q = take(a, L * B * HD * A, "q");
   x->kv = take(a, K * B * 2 * HD * A, "kv");
-  x->r = take(a, K * HD * A, "r");
+  x->r = a->m->spec.dims.attn_type <= 1 ? take(a, K * HD * A, "r") : NULL;
+  x->rb = a->m->spec.dims.attn_type == 1 ? take(a, K * H * F, "r_bias rows") : NULL;
   x->saved = take(a, a->m->ops->rel_attn_saved_floats((int)L, (int)K, (int)B, (int)H) * F, "attention (saved)");
   x->vec = take(a, L * B * HD * A, "attention vectors");
   x->res1 = take(a, L * B * d * A, "res1");
@@ -187,7 +189,10 @@ static void walk_run(Alloc *a) {
   r->targets = take(a, L * B * sizeof(int32_t), "targets");
   r->group_stride = txl_act_padded(a->m, (int64_t)dm->n_layer * r->mem_stride);
   r->mems_base = take(a, (size_t)groups * (size_t)r->group_stride * A + F, "memory");
-  r->R = take(a, K * d * A, "relative positions");
+  const int at = dm->attn_type;
+  r->R = at == 0 || at == 2 ? take(a, K * d * A, "relative positions") : NULL;
+  r->pos_idx = at != 0 ? take(a, K * B * sizeof(int32_t), "position rows") : NULL;
+  r->pos_rows = at >= 2 ? take(a, K * B * d * A, "positions") : NULL;
   if (a->r) r->acts = txl_calloc((size_t)r->n_slots, sizeof(TxlLayerActs), "activation slots");
   for (int l = 0; l < r->n_slots; l++) {
     TxlLayerActs dummy;
@@ -215,7 +220,8 @@ static void walk_run(Alloc *a) {
     r->dkv = take(a, K * B * 2 * HD * A, "dkv");
     r->dr = take(a, K * HD * A, "dr");
     r->dvec = take(a, L * B * HD * A, "dvec");
-    r->dmem = a->m->spec.pre_lnorm ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem") : NULL;
+    r->dmem = a->m->spec.pre_lnorm || at == 3 ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem") : NULL;
+    r->drb = at == 1 ? take(a, K * H * F, "r_bias rows gradient") : NULL;
   }
 }
 
@@ -245,9 +251,13 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     const TxlDims *dm = &m->spec.dims;
     int wide = dm->n_token > dm->d_inner ? dm->n_token : dm->d_inner;
     if (txl_adaptive_head_size(dm) > wide) wide = txl_adaptive_head_size(dm);
-    m->ops->reserve((int64_t)shape->L_max * r->group_cols, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
+    /* attn_type 1 and 3 also scatter position rows: K keys (1), M or L rows of every column (3) */
+    const int64_t rows = (int64_t)(dm->attn_type ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
+    m->ops->reserve(rows, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
   }
   r->loss_host = txl_malloc((size_t)shape->L_max * r->group_cols * sizeof(float), "loss (host)");
+  if (r->pos_idx)
+    r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
   if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
   if (r->n_groups > 1)
     r->group_host = txl_malloc(2 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "column group tokens");
@@ -269,6 +279,7 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   free(r->loss_host);
   free(r->ad_host);
   free(r->group_host);
+  free(r->pos_host);
   memset(r, 0, sizeof *r);
 }
 
@@ -332,12 +343,14 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   o->to_device(r->tokens, tokens, (size_t)sg.LB * sizeof(int32_t));
   if (targets) o->to_device(r->targets, targets, (size_t)sg.LB * sizeof(int32_t));
 
-  /* h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows; R = dropout(positions) */
+  /* R = dropout(positions) (attn_type 0; the other types' positions, positions.h);
+   * h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows */
+  txl_pos_prepare(m, r, &sg);
   txl_embed_forward(m, r, &sg, tokens, txl_layer_input(m, r, 0, sg.M));
-  txl_positions_forward(m, r, &sg);
   /* Inference runs keep each layer's keys and values of the memory rows: those were computed
-   * when the rows were new, from the same parameters. */
-  sg.cached_kv = r->kv_cache && r->kv_valid && !dropout_on;
+   * when the rows were new, from the same parameters (not with attn_type 2 and 3, whose
+   * positions change the memory rows in place every segment). */
+  sg.cached_kv = r->kv_cache && r->kv_valid && !dropout_on && m->spec.dims.attn_type <= 1;
   /* h_{l+1} = Layer_l([memory_l; h_l]); the last layer's output goes to hout */
   for (int l = 0; l < n_layer; l++)
     txl_layer_forward(m, r, l, &sg, l + 1 < n_layer ? txl_layer_input(m, r, l + 1, sg.M) : r->hout);
@@ -368,8 +381,8 @@ void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
 
 double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
   /* The estimate of the reference notes: forward = 2 x non-embedding parameters
-   * + 2 d V (output layer) + per layer 3 x 2 x K x H x dh (AC, BD, P v) + 2 K d H dh / L (R W_r);
-   * backward about twice the forward. */
+   * + 2 d V (output layer) + per layer 3 x 2 x K x H x dh (AC, BD, P v) + 2 K d H dh / L (R W_r)
+   * (attn_type 0; the other types below); backward about twice the forward. */
   const TxlDims *dm = &m->spec.dims;
   const double d = dm->d_model, HD = (double)dm->n_head * dm->d_head, V = dm->n_token;
   const double K = (double)L + mem_len;
@@ -388,7 +401,11 @@ double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
     }
     out += in;
   }
-  double fwd = 2.0 * (double)txl_param_count_non_embedding(&m->table) + out +
-               dm->n_layer * (6.0 * K * HD + 2.0 * K * d * HD / L);
+  /* per layer: AC and P v over K keys, BD too for attn_type 0 and 1, R W_r for 0 only; the
+   * position tables of attn_type 1 and 3 (r_emb, r_bias) are read by row, not multiplied */
+  const int at = dm->attn_type;
+  const double attn = (at <= 1 ? 6.0 : 4.0) * K * HD + (at == 0 ? 2.0 * K * d * HD / L : 0.0);
+  const double tables = (double)dm->n_layer * dm->max_klen * (at == 1 ? HD + dm->n_head : at == 3 ? d : 0.0);
+  double fwd = 2.0 * ((double)txl_param_count_non_embedding(&m->table) - tables) + out + dm->n_layer * attn;
   return 3.0 * fwd;
 }

@@ -1,4 +1,4 @@
-/* The Transformer-XL model (attn_type 0 of the original code): parameters, the per-use run
+/* The Transformer-XL model (attn_type 0 to 3 of the original code, model.attn_type): parameters, the per-use run
  * state (activations, memory), and the forward / backward passes as lists of backend ops.
  * Nothing here knows about MPI, CUDA or files. */
 #ifndef TXL_MODEL_MODEL_H
@@ -74,7 +74,8 @@ typedef struct {
   float *ln_cat_mean, *ln_cat_rstd; /* [K, B]                                                 */
   void *q;          /* [L, B, H*dh]                                                           */
   void *kv;         /* [K, B, 2, H, dh]                                                       */
-  void *r;          /* [K, H*dh]   R W_r                                                      */
+  void *r;          /* [K, H*dh]   R W_r (attn_type 0), the clamped r_emb rows (1), unused (2, 3) */
+  float *rb;        /* [K, H]      attn_type 1: the clamped r_bias rows; NULL otherwise         */
   float *saved;     /* what rel_attn_forward keeps for its backward (rel_attn_saved_floats)   */
   void *vec;        /* [L, B, H*dh]                                                           */
   void *res1;       /* [L, B, d]   post-norm: h + attn (LayerNorm 1 input); pre-norm: out1    */
@@ -109,7 +110,12 @@ typedef struct {
   int32_t *tokens;  /* [L_max, B] device */
   int32_t *targets; /* [L_max, B] device */
   void *mems;       /* [n_layer][mem_len, B, d]: layer l's at l * mem_stride */
-  void *R;          /* [K_max, d] relative positions after dropout */
+  void *R;          /* [K_max, d] relative positions after dropout (attn_type 0, 2) */
+  /* attn_type 1, 2, 3 (positions.h), NULL otherwise */
+  int32_t *pos_idx; /* [K_max, B] device: the table row of each key (and column)             */
+  int32_t *pos_host;/* [K_max, B] host staging of pos_idx                                     */
+  void *pos_rows;   /* [K_max, B, d] attn_type 2, 3: the positions added to cat (backward: scratch) */
+  float *drb;       /* [K_max, H] attn_type 1, training: d r_bias rows                         */
   TxlLayerActs *acts; /* [n_slots] */
   int n_slots;
   void *hout;       /* [L, B, d] last layer output after dropout */
@@ -120,7 +126,8 @@ typedef struct {
   void *attn_work;  /* rel_attn_workspace bytes */
   /* backward only */
   void *dh, *dres, *dtmp; /* [L, B, d] */
-  void *dmem;       /* [mem_len, B, d] pre-norm only: d LayerNorm(memory rows) */
+  void *dmem;       /* [mem_len, B, d] pre-norm: d LayerNorm(memory rows); attn_type 3 post-norm:
+                       d(memory rows) */
   void *dff;        /* [L, B, di] */
   void *dq;         /* [L, B, H*dh] */
   void *dkv;        /* [K, B, 2*H*dh] */

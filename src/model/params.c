@@ -32,6 +32,7 @@ void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
   memset(t, 0, sizeof *t);
   t->tensors = txl_calloc((size_t)cap, sizeof(TxlTensorInfo), "parameter table");
   t->n_layer = m->n_layer;
+  t->attn_type = m->attn_type;
   int64_t off = 0, packed = 0;
   int n = 0;
   for (int pass = SEC_HEAD; pass <= SEC_TAIL; pass++) {

@@ -26,6 +26,10 @@ typedef struct {
   int d_head;     /* dh */
   int d_inner;    /* di */
   int untie_r;    /* per-layer r_w_bias / r_r_bias */
+  int attn_type;  /* positional encoding, the original's attn_type: 0 relative (u, vb, W_r), 1 Shaw et
+                     al.'s learnable relative (r_emb, r_bias, per-layer u), 2 absolute sinusoids at
+                     the input, 3 learned absolute per layer (r_emb) */
+  int max_klen;   /* rows of r_emb / r_bias (attn_type 1 and 3): train tgt_len + mem_len */
   int tie_weight; /* output layer = word embedding */
   /* adaptive input and softmax (the original's cutoffs, div_val, d_embed, tie_projs) */
   int n_clusters; /* tail clusters: 0 = one softmax over the whole vocabulary */
@@ -105,6 +109,7 @@ typedef struct {
   TxlTensorInfo *tensors;
   int n_tensors;
   int n_layer;
+  int attn_type;                  /* the model's (TxlDims.attn_type): checkpoints record it */
   int64_t total;                  /* floats in the buffer, padding included (a multiple of
                                      TXL_PARAM_ALIGN) */
   int64_t packed;                 /* parameter values: the sum of the tensors' numel */

@@ -284,12 +284,12 @@ static int parse_args(int argc, char **argv, const char **path, int *verify) {
   return 0;
 }
 
-/* The root attributes of the memory's geometry: geo = {mem_len, batch_size, n_layer, d_model}
- * (0 where missing). */
-static void read_geometry(hid_t file, int64_t geo[4]) {
-  const char *names[4] = {"mem_len", "batch_size", "n_layer", "d_model"};
+/* The root attributes of the memory's geometry and the model's attention type: geo = {mem_len,
+ * batch_size, n_layer, d_model, attn_type} (0 where missing: attn_type 0 in files older than it). */
+static void read_geometry(hid_t file, int64_t geo[5]) {
+  const char *names[5] = {"mem_len", "batch_size", "n_layer", "d_model", "attn_type"};
   hid_t a;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     geo[i] = 0;
     if ((a = H5Aopen(file, names[i], H5P_DEFAULT)) >= 0) {
       H5Aread(a, H5T_NATIVE_INT64, &geo[i]);
@@ -299,8 +299,8 @@ static void read_geometry(hid_t file, int64_t geo[4]) {
 }
 
 /* The training state, the geometry and the config text. */
-static void print_state(const char *path, const TxlCkptState *st, const int64_t geo[4], const char *config) {
-  const int64_t mem_len = geo[0], batch = geo[1], n_layer = geo[2], d_model = geo[3];
+static void print_state(const char *path, const TxlCkptState *st, const int64_t geo[5], const char *config) {
+  const int64_t mem_len = geo[0], batch = geo[1], n_layer = geo[2], d_model = geo[3], attn_type = geo[4];
   printf("checkpoint      %s\n", path);
   printf("format          %s, version %d\n", TXL_CKPT_FORMAT, st->format_version);
   const char *none = st->format_version < 2 ? "none (a version 1 file)" : "(empty)";
@@ -323,7 +323,8 @@ static void print_state(const char *path, const TxlCkptState *st, const int64_t 
   printf("adam updates    %d\n", st->adam_t);
   printf("seed            %u\n", st->seed);
   printf("written by      %d rank%s\n", st->world_size, st->world_size == 1 ? "" : "s");
-  printf("model           n_layer %lld, d_model %lld\n", (long long)n_layer, (long long)d_model);
+  printf("model           n_layer %lld, d_model %lld, attn_type %lld (model.attn_type)\n", (long long)n_layer,
+         (long long)d_model, (long long)attn_type);
   printf("batch size      %lld columns\n", (long long)batch);
   printf("memory          mem_len %lld, valid rows %d\n", (long long)mem_len, st->mem_rows);
   printf("\nconfig:\n");
@@ -410,7 +411,7 @@ int main(int argc, char **argv) {
   if (l.failed) txl_fatal("%s: %s", path, l.err);
   qsort(l.e, (size_t)l.n, sizeof(Entry), natural_cmp);
 
-  int64_t geo[4];
+  int64_t geo[5];
   read_geometry(file, geo);
   char msg[768];
   if (check_layout(&l, geo, msg, sizeof msg) != 0) txl_fatal("%s: not a consistent checkpoint: %s", path, msg);

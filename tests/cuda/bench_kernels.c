@@ -108,16 +108,16 @@ static void call_gemm_out(void *c) {
 }
 static void call_attn_fwd(void *c) {
   Bufs *b = c;
-  b->o->rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, b->as, b->dropatt0, b->work);
+  b->o->rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, NULL, b->as, b->dropatt0, b->work);
 }
 static void call_attn_fwd_drop(void *c) {
   Bufs *b = c;
-  b->o->rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, b->as, b->dropatt, b->work);
+  b->o->rel_attn_forward(b->vec, b->saved, b->q, b->kv, b->r, b->u, b->vb, NULL, b->as, b->dropatt, b->work);
 }
 static void call_attn_bwd(void *c) {
   Bufs *b = c;
-  b->o->rel_attn_backward(b->dq, b->dkv, b->dr, b->du, b->dvb, b->dvec, b->vec, b->q, b->kv, b->r, b->u, b->vb,
-                          b->saved, b->as, b->dropatt0, b->work);
+  b->o->rel_attn_backward(b->dq, b->dkv, b->dr, b->du, b->dvb, NULL, b->dvec, b->vec, b->q, b->kv, b->r, b->u, b->vb,
+                          NULL, b->saved, b->as, b->dropatt0, b->work);
 }
 static void call_ffn_fwd(void *c) {
   Bufs *b = c;

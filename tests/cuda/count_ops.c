@@ -273,17 +273,18 @@ static void count_layernorm_backward_dropout(void *dinp, void *dbranch, float *d
 /* ---- relative multi-head attention: the kernels' own count --------------------------------- */
 
 static void count_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r,
-                                   const float *u, const float *vb, TxlAttnShape s, TxlDropout drop, void *work) {
-  (void)vec, (void)saved, (void)q, (void)kv, (void)r, (void)u, (void)vb, (void)drop, (void)work;
-  txl_cuda_rel_attn_cost(s, g.act, g.tf32, 0, &g.cost[TXL_COUNT_ATTENTION]);
+                                   const float *u, const float *vb, const float *rb, TxlAttnShape s, TxlDropout drop,
+                                   void *work) {
+  (void)vec, (void)saved, (void)q, (void)kv, (void)u, (void)vb, (void)drop, (void)work;
+  txl_cuda_rel_attn_cost(s, g.act, g.tf32, 0, r != NULL, rb != NULL, &g.cost[TXL_COUNT_ATTENTION]);
 }
-static void count_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, const void *dvec,
-                                    const void *vec, const void *q, const void *kv, const void *r, const float *u,
-                                    const float *vb, const float *saved, TxlAttnShape s, TxlDropout drop,
-                                    void *work) {
-  (void)dq, (void)dkv, (void)dr, (void)du, (void)dvb, (void)dvec, (void)vec, (void)q, (void)kv, (void)r, (void)u,
+static void count_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb,
+                                    const void *dvec, const void *vec, const void *q, const void *kv, const void *r,
+                                    const float *u, const float *vb, const float *rb, const float *saved,
+                                    TxlAttnShape s, TxlDropout drop, void *work) {
+  (void)dq, (void)dkv, (void)dr, (void)du, (void)dvb, (void)drb, (void)dvec, (void)vec, (void)q, (void)kv, (void)u,
       (void)vb, (void)saved, (void)drop, (void)work;
-  txl_cuda_rel_attn_cost(s, g.act, g.tf32, 1, &g.cost[TXL_COUNT_ATTENTION]);
+  txl_cuda_rel_attn_cost(s, g.act, g.tf32, 1, r != NULL, rb != NULL, &g.cost[TXL_COUNT_ATTENTION]);
 }
 /* the buffers the CUDA backend asks for, so that the model lays out what it would on a GPU */
 static size_t count_rel_attn_saved_floats(int L, int K, int B, int H) {

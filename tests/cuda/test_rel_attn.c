@@ -10,7 +10,9 @@
  * case (0, inside (0, L), L; as src/model computes it) and the degenerate one where no query sees
  * any key (same_shift 0, M 0: both backends give zeros), dropatt 0 and > 0 (the Philox groups of
  * 4 features straddle the head boundary h K when K is not a multiple of 4), peaked and flat
- * softmaxes. The workspace is poisoned too (the kernels must not rely on its contents: the
+ * softmaxes. Every case in the three combinations of optional parts the model uses (ops.def):
+ * attn_type 0 (u, vb, r), 1 (u, r and the per-key bias rb, whose gradient drb is checked too) and
+ * plain attention (attn_type 2, 3: no u, vb, r). The workspace is poisoned too (the kernels must not rely on its contents: the
  * padding of the head size must be written as zeros). Determinism: forward and backward run
  * twice on the same inputs must give the same bits.
  *
@@ -23,7 +25,9 @@
  *           CPU) and the addition of the two: |ds_ij| <= (2 dh + 4) u A_ij (ref_rel_attn.c)
  *           + u A_ij for the device's one extra rounding (it scales each GEMM's sum, the CPU
  *           their sum once), A_ij = scale sum_e |q+u||k_j| +
- *           |q+vb||r_p|; serr_i = max_j of it, sabs_i = max_j |s_ij|.
+ *           |q+vb||r_p| (+ scale |rb_p| with rb: the device multiplies it by the scale and adds
+ *           it, one more rounding than the CPU's sum, so + 2 u A_ij then); serr_i = max_j of it,
+ *           sabs_i = max_j |s_ij|.
  *   lse:    lse = m + log(l) with l = sum_j exp(s_j - m), summed over at most K terms with at
  *           most K rescalings (the online sum of each lane), exp within 2 ulp: the exact
  *           derivative of lse in s_j is p_j (sum 1), so |dlse| <= serr + (2K + 8) u + 4 u sabs
@@ -40,7 +44,8 @@
  *           and a few single roundings (32 u, as the CPU op's test, + 2 u for the device's: the
  *           scale applied to each gradient GEMM's sum, and the sum of dq's two halves); the
  *           probabilities enter dS up to quadratically:
- *           2 p_rel. du, dvb add the rounding of the final +=: u (|du0| + |du|).
+ *           2 p_rel. du, dvb add the rounding of the final +=: u (|du0| + |du|). drb is a sum
+ *           over the B L rows (in the 2 B L above) of dBD, scaled once (in the 34 u).
  *
  * Tensor-core arithmetic. Each GEMM operand the device rounds has a relative error of at most
  * u_o: TF32 (the fp32 table under txl_cuda_set_gemm_math(TXL_GEMM_TF32): every operand is rounded
@@ -100,9 +105,15 @@ static void check_act(const char *what, const float *got, const float *want, con
   }
 }
 
+/* Which optional parts a case passes (the others NULL to the ops, zeros to the reference). */
+enum { V_TYPE0, V_SHAW, V_PLAIN };
+static const char *const VARIANT_TAGS[] = {"", "shaw ", "plain "};
+
 /* One case in mode m: activations TXL_F32 (txl_cuda_rel_attn_forward / _backward, exact fp32 or
  * TF32 GEMMs) or TXL_BF16 (the _bf16 pair), bounds as in the file comment. */
-static void run_case(const Case *cs, Mode m) {
+static void run_case(const Case *cs, Mode m, int variant) {
+  const int has_u = variant != V_PLAIN, has_vb = variant == V_TYPE0, has_r = variant != V_PLAIN;
+  const int has_rb = variant == V_SHAW;
   const TxlDtype act = m.act;
   const double uo = mode_u(m);
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
@@ -123,7 +134,7 @@ static void run_case(const Case *cs, Mode m) {
                 nr = (int64_t)K * HD, nrow = (int64_t)s.B * s.H * s.L;
   char tag[128], what[192];
   const int bf16 = act == TXL_BF16;
-  snprintf(tag, sizeof tag, "%s%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f",
+  snprintf(tag, sizeof tag, "%s%s%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f", VARIANT_TAGS[variant],
            bf16 ? "bf16 " : "", m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift,
            (double)cs->p);
 
@@ -131,39 +142,51 @@ static void run_case(const Case *cs, Mode m) {
   float *u = host_rand(HD, -0.5, 0.5), *vb = host_rand(HD, -0.5, 0.5), *dvec = host_rand(nq, -1.0, 1.0);
   float *du0 = host_rand(HD, -1.0, 1.0), *dvb0 = host_rand(HD, -1.0, 1.0);
   round_act(q, nq, act), round_act(kv, nkv, act), round_act(r, nr, act), round_act(dvec, nq, act);
+  const int64_t nrb = (int64_t)K * s.H;
+  float *rb = host_rand(nrb, -0.5, 0.5);
+  if (!has_u) memset(u, 0, (size_t)HD * sizeof(float));
+  if (!has_vb) memset(vb, 0, (size_t)HD * sizeof(float));
+  if (!has_r) memset(r, 0, (size_t)nr * sizeof(float));
+  const float *op_u = has_u ? u : NULL, *op_vb = has_vb ? vb : NULL, *op_r = has_r ? r : NULL;
+  const float *op_rb = has_rb ? rb : NULL;
 
   /* ---- CPU ---------------------------------------------------------------------------- */
   float *vec_c = host_rand(nq, 0, 1), *prob = host_rand((int64_t)txl_cpu_rel_attn_saved_floats(s.L, K, s.B, s.H), 0, 1);
   float *dq_c = host_rand(nq, 0, 1), *dkv_c = host_rand(nkv, 0, 1), *dr_c = host_rand(nr, 0, 1);
-  float *du_c = host_copy(du0, HD), *dvb_c = host_copy(dvb0, HD);
+  float *du_c = host_copy(du0, HD), *dvb_c = host_copy(dvb0, HD), *drb_c = host_rand(nrb, 0, 1);
   void *work_c = malloc(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh, 1) + 64);
-  txl_cpu_rel_attn_forward(vec_c, prob, q, kv, r, u, vb, s, drop, work_c);
-  txl_cpu_rel_attn_backward(dq_c, dkv_c, dr_c, du_c, dvb_c, dvec, vec_c, q, kv, r, u, vb, prob, s,
-                            drop, work_c);
+  txl_cpu_rel_attn_forward(vec_c, prob, q, kv, op_r, op_u, op_vb, op_rb, s, drop, work_c);
+  txl_cpu_rel_attn_backward(dq_c, dkv_c, has_r ? dr_c : NULL, has_u ? du_c : NULL, has_vb ? dvb_c : NULL,
+                            has_rb ? drb_c : NULL, dvec, vec_c, q, kv, op_r, op_u, op_vb, op_rb, prob, s, drop, work_c);
 
   /* ---- CUDA, twice --------------------------------------------------------------------- */
   void *d_q = dev_act(q, nq, act, "test: q"), *d_kv = dev_act(kv, nkv, act, "test: kv");
   void *d_r = dev_act(r, nr, act, "test: r"), *d_dvec = dev_act(dvec, nq, act, "test: dvec");
   float *d_u = dev_from(u, (size_t)HD * 4, "test: u"), *d_vb = dev_from(vb, (size_t)HD * 4, "test: vb");
+  float *d_rb = dev_from(rb, (size_t)nrb * 4, "test: rb");
   const size_t nsaved = txl_cuda_rel_attn_saved_floats(s.L, K, s.B, s.H);
   const size_t wbytes = (bf16 ? txl_cuda_rel_attn_workspace_bf16 : txl_cuda_rel_attn_workspace)(s.L, K, s.B, s.H, dh, 1);
   float *d_work = dev_poison((int64_t)(wbytes / 4), "test: workspace");
   if (nsaved != (size_t)nrow) check_fail("saved floats != B * H * L");
-  float *out[2][7]; /* vec, lse, dq, dkv, dr, du, dvb */
-  const int64_t sizes[7] = {nq, nrow, nq, nkv, nr, HD, HD};
-  const TxlDtype types[7] = {act, TXL_F32, act, act, act, TXL_F32, TXL_F32};
+  float *out[2][8]; /* vec, lse, dq, dkv, dr, du, dvb, drb */
+  const int64_t sizes[8] = {nq, nrow, nq, nkv, nr, HD, HD, nrb};
+  const TxlDtype types[8] = {act, TXL_F32, act, act, act, TXL_F32, TXL_F32, TXL_F32};
+  const int present[8] = {1, 1, 1, 1, has_r, has_u, has_vb, has_rb};
   for (int run = 0; run < 2; run++) {
     void *d_vec = dev_poison_act(nq, act, "test: vec"), *d_lse = dev_poison(nrow, "test: lse");
     void *d_dq = dev_poison_act(nq, act, "test: dq"), *d_dkv = dev_poison_act(nkv, act, "test: dkv");
     void *d_dr = dev_poison_act(nr, act, "test: dr");
     float *d_du = dev_from(du0, (size_t)HD * 4, "test: du"), *d_dvb = dev_from(dvb0, (size_t)HD * 4, "test: dvb");
+    float *d_drb = dev_poison(nrb, "test: drb");
     (bf16 ? txl_cuda_rel_attn_forward_bf16 : txl_cuda_rel_attn_forward)(
-        d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, s, drop, d_work);
+        d_vec, d_lse, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL, has_rb ? d_rb : NULL,
+        s, drop, d_work);
     (bf16 ? txl_cuda_rel_attn_backward_bf16 : txl_cuda_rel_attn_backward)(
-        d_dq, d_dkv, d_dr, d_du, d_dvb, d_dvec, d_vec, d_q, d_kv, d_r, d_u, d_vb, d_lse, s, drop,
-        d_work);
-    void *dev[7] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb};
-    for (int k = 0; k < 7; k++) {
+        d_dq, d_dkv, has_r ? d_dr : NULL, has_u ? d_du : NULL, has_vb ? d_dvb : NULL, has_rb ? d_drb : NULL, d_dvec,
+        d_vec, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL, has_rb ? d_rb : NULL, d_lse,
+        s, drop, d_work);
+    void *dev[8] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb, d_drb};
+    for (int k = 0; k < 8; k++) {
       out[run][k] = host_from_act(dev[k], sizes[k], types[k]);
       txl_cuda_free(dev[k]);
     }
@@ -173,15 +196,18 @@ static void run_case(const Case *cs, Mode m) {
   RefAttn a = {.s = s, .drop = drop, .K = K, .q = ot_alloc_d(nq), .kv = ot_alloc_d(nkv), .r = ot_alloc_d(nr),
                .u = ot_alloc_d(HD), .vb = ot_alloc_d(HD), .dvec = ot_alloc_d(nq), .prob = ot_alloc_d(nrow * K),
                .drop_factor = ot_alloc_d(nrow * K), .lse = ot_alloc_d(nrow), .serr = ot_alloc_d(nrow),
-               .sabs = ot_alloc_d(nrow), .any = calloc((size_t)nrow, sizeof(int))};
+               .sabs = ot_alloc_d(nrow), .any = calloc((size_t)nrow, sizeof(int)),
+               .rb = has_rb ? ot_alloc_d(nrb) : NULL};
+  if (has_rb) ot_to_double(a.rb, rb, nrb);
   ot_to_double(a.q, q, nq), ot_to_double(a.kv, kv, nkv), ot_to_double(a.r, r, nr);
   ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.dvec, dvec, nq);
   ref_attn_forward(&a);
 
   /* the device's extra rounding of the score: u, and 2.01 u_o per product (file comment);
    * a.serr is (2 dh + 4) u A of the row's largest A */
+  const double extra = has_rb ? 2.0 : 1.0; /* rb: scaled and added on the device */
   for (int64_t w = 0; w < nrow; w++)
-    a.serr[w] *= ((2.0 * dh + 5.0) * OT_U + 2.01 * uo) / ((2.0 * dh + 4.0) * OT_U);
+    a.serr[w] *= ((2.0 * dh + 4.0 + extra) * OT_U + 2.01 * uo) / ((2.0 * dh + 4.0) * OT_U);
   double *p_rel = ot_alloc_d(nrow), p_rel_max = 0.0;
   for (int64_t w = 0; w < nrow; w++) {
     p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * OT_U + 8.0 * OT_U * (a.sabs[w] + log((double)K) + 1.0);
@@ -235,12 +261,13 @@ static void run_case(const Case *cs, Mode m) {
 
   /* backward */
   double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr);
-  double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
-  ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
+  double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD), *mrb = ot_alloc_d(nrb);
+  ref_attn_backward(mq, mkv, mr, mu, mvb, has_rb ? mrb : NULL, &a, 1, NULL);
   const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 34.0) * OT_U + 2.0 * p_rel_max + 4.01 * uo;
   for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
   for (int64_t k = 0; k < nr; k++) mr[k] *= TOL_C * rel;
+  for (int64_t k = 0; k < nrb; k++) mrb[k] *= TOL_C * rel; /* fp32, no store rounding */
   for (int e = 0; e < HD; e++) {
     mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e])));
     mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
@@ -252,21 +279,25 @@ static void run_case(const Case *cs, Mode m) {
   snprintf(what, sizeof what, "%s: dkv", tag);
   check_act(what, out[0][3], dkv_c, mkv, nkv, m);
   snprintf(what, sizeof what, "%s: dr", tag);
-  check_act(what, out[0][4], dr_c, mr, nr, m);
+  if (has_r) check_act(what, out[0][4], dr_c, mr, nr, m);
   snprintf(what, sizeof what, "%s: du (+=)", tag);
-  check_act(what, out[0][5], du_c, mu, HD, m);
+  if (has_u) check_act(what, out[0][5], du_c, mu, HD, m);
   snprintf(what, sizeof what, "%s: dvb (+=)", tag);
-  check_act(what, out[0][6], dvb_c, mvb, HD, m);
+  if (has_vb) check_act(what, out[0][6], dvb_c, mvb, HD, m);
+  snprintf(what, sizeof what, "%s: drb", tag);
+  if (has_rb) check_act(what, out[0][7], drb_c, mrb, nrb, m);
 
   /* determinism: the second run gives the same bits */
-  const char *names[7] = {"vec", "lse", "dq", "dkv", "dr", "du", "dvb"};
-  for (int k = 0; k < 7; k++) {
+  const char *names[8] = {"vec", "lse", "dq", "dkv", "dr", "du", "dvb", "drb"};
+  for (int k = 0; k < 8; k++) {
+    if (!present[k]) continue;
     snprintf(what, sizeof what, "%s: %s run 1 vs run 2", tag, names[k]);
     check_bits(what, out[1][k], out[0][k], sizes[k]);
   }
 
   for (int run = 0; run < 2; run++)
-    for (int k = 0; k < 7; k++) free(out[run][k]);
+    for (int k = 0; k < 8; k++) free(out[run][k]);
+  txl_cuda_free(d_rb), free(rb), free(drb_c), free(a.rb), free(mrb);
   txl_cuda_free(d_q), txl_cuda_free(d_kv), txl_cuda_free(d_r), txl_cuda_free(d_u);
   txl_cuda_free(d_vb), txl_cuda_free(d_dvec), txl_cuda_free(d_work);
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(du0), free(dvb0);
@@ -306,7 +337,8 @@ int main(void) {
   const int tc = parity_has_tf32_bf16("the TF32 and bf16 cases");
   for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
     if (mode_u(modes[mi]) > 0.0 && !tc) continue;
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], modes[mi]);
+    for (int v = V_TYPE0; v <= V_PLAIN; v++)
+      for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], modes[mi], v);
   }
   txl_cuda_set_gemm_math(TXL_GEMM_FP32);
   printf("tf32 and bf16 cases: largest err/bound %.3e\n", g_tc_ratio);

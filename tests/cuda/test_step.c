@@ -264,11 +264,23 @@ int main(void) {
   ad.spec.dims.tie_projs = 1;
   const Tols f32 = {TOL_NORM, TOL_NORM, 10 * TOL_NORM, TOL_NORM};
   const Tols bf16 = {TOL_BF16, TOL_BF16, 10 * TOL_BF16, TOL_BF16};
-  const Case *cases[] = {&post, &pre, &ad};
+  /* the attention variants (model.attn_type; tables of max_klen = L + mem_len rows): Shaw et al.'s
+   * with clamp_len (fewer rows than keys: the first one repeated), absolute sinusoids (pre-norm),
+   * learned absolute positions per layer; attn_type 1 has no bf16 table (config.c refuses it) */
+  Case shaw = {"attn_type 1 (Shaw et al.), clamp_len 8 < 20 keys, same_length", spec(2, 32, 2, 13, 64, 97, 0, 0), 9, 3,
+               11, 1, 8};
+  shaw.spec.dims.attn_type = 1;
+  shaw.spec.dims.max_klen = 9 + 11;
+  Case sin = {"attn_type 2 (absolute sinusoids), pre-norm", spec(2, 24, 3, 8, 40, 97, 1, 0), 7, 2, 10, 0, 0};
+  sin.spec.dims.attn_type = 2;
+  Case learned = {"attn_type 3 (learned absolute per layer)", spec(2, 32, 2, 16, 48, 97, 0, 0), 9, 3, 11, 1, 0};
+  learned.spec.dims.attn_type = 3;
+  learned.spec.dims.max_klen = 9 + 11;
+  const Case *cases[] = {&post, &pre, &ad, &shaw, &sin, &learned};
   const int bf16_ok = parity_has_tf32_bf16("the bf16 steps");
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 6; k++) {
     run_case(cases[k], TXL_F32, &f32);
-    if (bf16_ok) run_case(cases[k], TXL_BF16, &bf16);
+    if (bf16_ok && cases[k]->spec.dims.attn_type != 1) run_case(cases[k], TXL_BF16, &bf16);
   }
   return parity_end();
 }

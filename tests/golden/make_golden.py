@@ -40,6 +40,19 @@ CASES = {
     "adaptive_one_table": dict(COMMON, pre_lnorm=1, tie_weight=0, untie_r=0, same_length=0,
                                clamp_len=0, mem_len=4, dropout=0.1, dropatt=0.1, scheduler="cosine",
                                cutoffs=(10,), div_val=1, d_embed=8, tie_projs=0),
+    # the attention variants (model.attn_type), each over three segments with memory:
+    # 1 (Shaw et al.) with clamp_len 6 < K = 10, 12 keys of segments 1 and 2 (rows padded in front)
+    "shaw": dict(COMMON, attn_type=1, pre_lnorm=0, tie_weight=1, untie_r=0, dropout=0.1, dropatt=0.1,
+                 clamp_len=6, same_length=1, mem_len=7, scheduler="cosine"),
+    # 2 (absolute sinusoids), mem_len 7 > tgt_len: layer 0's memory rows keep their added positions
+    "abs_sin": dict(COMMON, attn_type=2, pre_lnorm=1, tie_weight=0, untie_r=0, dropout=0.1, dropatt=0.1,
+                    clamp_len=8, same_length=0, mem_len=7, scheduler="cosine"),
+    # 3 (learned absolute per layer): post-norm, and pre-norm (the memory rows' gradient through
+    # LayerNorm 1)
+    "abs_learned": dict(COMMON, attn_type=3, pre_lnorm=0, tie_weight=1, untie_r=0, dropout=0.1,
+                        dropatt=0.0, clamp_len=0, same_length=1, mem_len=7, scheduler="inv_sqrt"),
+    "abs_learned_pre": dict(COMMON, attn_type=3, pre_lnorm=1, tie_weight=0, untie_r=0, dropout=0.1,
+                            dropatt=0.1, clamp_len=0, same_length=0, mem_len=4, scheduler="cosine"),
 }
 FLOAT_KEYS = ("dropout", "dropatt", "lr", "eta_min", "clip", "beta1", "beta2", "eps", "init_std",
               "proj_init_std")
@@ -66,6 +79,8 @@ def build_case(name, cfg):
 
     attrs = {}
     for k, v in cfg.items():
+        if k == "attn_type" and v == 0:
+            continue  # absent = 0: the cases made before the key existed stay byte for byte the same
         if k == "scheduler":
             attrs[k] = v
         elif k == "cutoffs":

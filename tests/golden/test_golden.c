@@ -139,6 +139,11 @@ static void run_case(hid_t file, const char *case_name) {
   spec.dims.d_inner = attr_int(g, "d_inner");
   spec.dims.untie_r = attr_int(g, "untie_r");
   spec.dims.tie_weight = attr_int(g, "tie_weight");
+  /* model.attn_type: written only when not 0 (the cases made before it have none) */
+  spec.dims.attn_type = H5Aexists(g, "attn_type") > 0 ? attr_int(g, "attn_type") : 0;
+  spec.dims.max_klen = spec.dims.attn_type == 1 || spec.dims.attn_type == 3
+                           ? attr_int(g, "tgt_len") + attr_int(g, "mem_len")
+                           : 0;
   /* adaptive input / softmax: cutoffs as text ("8,17"; "" for one softmax) */
   txl_dims_single_softmax(&spec.dims);
   char cutoffs[128];
@@ -320,6 +325,10 @@ int main(int argc, char **argv) {
   run_case(f, "pre");
   run_case(f, "adaptive");
   run_case(f, "adaptive_one_table");
+  run_case(f, "shaw");
+  run_case(f, "abs_sin");
+  run_case(f, "abs_learned");
+  run_case(f, "abs_learned_pre");
   H5Fclose(f);
   printf("golden: %d checks, %d failed\n", g_checks, g_fail);
   return g_fail ? 1 : 0;

@@ -28,6 +28,11 @@ void ref_attn_forward(RefAttn *a) {
             bd += qv * rt[e];
             if (a->serr) mag += fabs(qu) * fabs(kj[e]) + fabs(qv) * fabs(rt[e]);
           }
+          if (a->rb) {
+            const double rbj = a->rb[(int64_t)(K - 1 - (s->M + i - j)) * s->H + h];
+            bd += rbj;
+            mag += fabs(rbj);
+          }
           sc[j] = (ac + bd) * s->scale;
           serr = fmax(serr, (2.0 * dh + 4.0) * OT_U * mag * s->scale);
           sabs = fmax(sabs, fabs(sc[j]));
@@ -58,7 +63,7 @@ void ref_attn_forward(RefAttn *a) {
   free(sc);
 }
 
-void ref_attn_backward(double *dq, double *dkv, double *dr, double *du, double *dvb,
+void ref_attn_backward(double *dq, double *dkv, double *dr, double *du, double *dvb, double *drb,
                        const RefAttn *a, int absolute, const double *dD) {
   const TxlAttnShape *s = &a->s;
   const int K = a->K, dh = s->dh;
@@ -85,6 +90,7 @@ void ref_attn_backward(double *dq, double *dkv, double *dr, double *du, double *
           if (!attn_visible(s, i, j)) continue;
           const double ds = p[j] * (dD ? dD[row] : absolute ? dp[j] + dot : dp[j] - dot) * s->scale;
           const int t = K - 1 - (s->M + i - j);
+          if (drb) drb[(int64_t)t * s->H + h] += ds;
           for (int e = 0; e < dh; e++) {
             const double kj = A(a->kv[k_at(s, j, c, h) + e]), rt = A(a->r[r_at(s, t, h) + e]);
             dq[q_at(s, i, c, h) + e] += ds * (kj + rt);

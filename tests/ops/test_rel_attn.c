@@ -1,5 +1,6 @@
-/* Relative multi-head attention (Transformer-XL attn_type 0): forward (vec, prob) against a naive
- * double reference of the math in kernels/ops.h, backward (dq, dkv, dr, du, dvb) against central
+/* Relative multi-head attention: forward (vec, prob) against a naive double reference of the math
+ * in kernels/ops.h, for each combination of optional parts the model uses (attn_type 0: u, vb, r;
+ * 1: u, r, rb; 2 and 3: none), backward (dq, dkv, dr, du, dvb, drb) against central
  * finite differences of that reference, with causal / same_length masks, memory, dropatt (keyed
  * masks, so the reference draws the same ones), col0 > 0, odd sizes everywhere; thread-count
  * independence. */
@@ -22,10 +23,15 @@ static double ref_loss(void *ctx) {
   return ot_dot(a->vec, a->dvec, (int64_t)s->L * s->B * s->H * s->dh);
 }
 
+/* Which optional parts a case passes (the others NULL to the op, zeros to the reference). */
+enum { V_TYPE0, V_SHAW, V_PLAIN };
+static const char *const VARIANT_NAMES[] = {"u vb r (attn_type 0)", "u r rb (attn_type 1)", "plain (attn_type 2, 3)"};
+
 typedef struct {
   int L, M, B, H, dh, col0, same_length, same_shift;
   float p;
   int use_fd;
+  int variant; /* V_* */
 } Case;
 
 static void run_case(const Case *cs, OtRng *rng) {
@@ -36,8 +42,11 @@ static void run_case(const Case *cs, OtRng *rng) {
   TxlDropout drop = {cs->p, 2024u, txl_layer_site(1, TXL_LSITE_ATTN_PROB), 5u};
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
   const int64_t np = (int64_t)s.B * s.H * s.L * K;
-  printf("rel_attn L=%d M=%d B=%d H=%d dh=%d col0=%d same_length=%d same_shift=%d dropatt=%.2f\n",
-         s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift, (double)cs->p);
+  printf("rel_attn L=%d M=%d B=%d H=%d dh=%d col0=%d same_length=%d same_shift=%d dropatt=%.2f, %s\n",
+         s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift, (double)cs->p, VARIANT_NAMES[cs->variant]);
+  const int has_u = cs->variant != V_PLAIN, has_vb = cs->variant == V_TYPE0, has_r = cs->variant != V_PLAIN;
+  const int has_rb = cs->variant == V_SHAW;
+  const int64_t nrb = (int64_t)K * s.H;
 
   float *q = ot_alloc(nq), *kv = ot_alloc(nkv), *r = ot_alloc(nr), *u = ot_alloc(HD), *vb = ot_alloc(HD);
   float *dvec = ot_alloc(nq), *vec = ot_alloc(nq), *prob = ot_alloc(np);
@@ -45,6 +54,15 @@ static void run_case(const Case *cs, OtRng *rng) {
   ot_fill(q, nq, -1.0f, 1.0f, rng), ot_fill(kv, nkv, -1.0f, 1.0f, rng), ot_fill(r, nr, -1.0f, 1.0f, rng);
   ot_fill(u, HD, -0.5f, 0.5f, rng), ot_fill(vb, HD, -0.5f, 0.5f, rng), ot_fill(dvec, nq, -1.0f, 1.0f, rng);
   ot_fill(du, HD, -1.0f, 1.0f, rng), ot_fill(dvb, HD, -1.0f, 1.0f, rng); /* parameters: += */
+  float *rb = ot_alloc(nrb), *drb = ot_alloc(nrb);
+  ot_fill(rb, nrb, -0.5f, 0.5f, rng);
+  for (int64_t k = 0; k < nrb; k++) drb[k] = NAN; /* overwritten */
+  /* the absent parts: zeros for the reference, NULL for the op */
+  if (!has_u) memset(u, 0, (size_t)HD * sizeof(float));
+  if (!has_vb) memset(vb, 0, (size_t)HD * sizeof(float));
+  if (!has_r) memset(r, 0, (size_t)nr * sizeof(float));
+  const float *op_u = has_u ? u : NULL, *op_vb = has_vb ? vb : NULL, *op_r = has_r ? r : NULL;
+  const float *op_rb = has_rb ? rb : NULL;
   for (int64_t k = 0; k < nq; k++) dq[k] = NAN; /* activations: must be overwritten, every element */
   for (int64_t k = 0; k < nkv; k++) dkv[k] = NAN;
   for (int64_t k = 0; k < nr; k++) dr[k] = NAN;
@@ -53,18 +71,20 @@ static void run_case(const Case *cs, OtRng *rng) {
 
   RefAttn a = {.s = s, .drop = drop, .K = K, .q = ot_alloc_d(nq), .kv = ot_alloc_d(nkv), .r = ot_alloc_d(nr),
                .u = ot_alloc_d(HD), .vb = ot_alloc_d(HD), .dvec = ot_alloc_d(nq), .vec = ot_alloc_d(nq),
-               .prob = ot_alloc_d(np), .drop_factor = ot_alloc_d(np)};
+               .prob = ot_alloc_d(np), .drop_factor = ot_alloc_d(np), .rb = has_rb ? ot_alloc_d(nrb) : NULL};
+  if (has_rb) ot_to_double(a.rb, rb, nrb);
   ot_to_double(a.q, q, nq), ot_to_double(a.kv, kv, nkv), ot_to_double(a.r, r, nr);
   ot_to_double(a.u, u, HD), ot_to_double(a.vb, vb, HD), ot_to_double(a.dvec, dvec, nq);
   ref_attn_forward(&a);
 
   const size_t wbytes = txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, dh, 1);
   void *work = ot_alloc((int64_t)(wbytes + 3) / 4);
-  txl_cpu_rel_attn_forward(vec, prob, q, kv, r, u, vb, s, drop, work);
+  txl_cpu_rel_attn_forward(vec, prob, q, kv, op_r, op_u, op_vb, op_rb, s, drop, work);
 
   /* ---- forward bounds (u = 2^-24) -------------------------------------------------------
    * score: two length-dh dot products (q + u, q + vb: one rounding per term), their sum and
-   *   the scale: ds <= (dh + 4) u A,  A = scale sum_e (|q+u| |k| + |q+vb| |r|);
+   *   the scale: ds <= (dh + 4) u A,  A = scale (sum_e (|q+u| |k| + |q+vb| |r|) + |rb|) (rb: one
+   *   more addition, inside the 4 single roundings);
    * prob: p = exp(s_j - m) / sum; d ln p_j = ds_j - sum_k p_k ds_k, so a relative 2 max ds,
    *   plus exp (1-2 ulp), a K-term float sum (gamma_K), the division: (K + 4) u;
    *   masked entries must be exactly 0;
@@ -80,6 +100,7 @@ static void run_case(const Case *cs, OtRng *rng) {
           for (int e = 0; e < dh; e++)
             A += fabs(a.q[q_at(&s, i, c, h) + e] + a.u[h * dh + e]) * fabs(a.kv[k_at(&s, j, c, h) + e]) +
                  fabs(a.q[q_at(&s, i, c, h) + e] + a.vb[h * dh + e]) * fabs(a.r[r_at(&s, t, h) + e]);
+          if (has_rb) A += fabs(a.rb[(int64_t)t * s.H + h]);
           const double ds = (dh + 4) * OT_U * s.scale * A;
           if (ds > ds_max) ds_max = ds;
         }
@@ -105,8 +126,9 @@ static void run_case(const Case *cs, OtRng *rng) {
   /* ---- backward ------------------------------------------------------------------------ */
   double *gq = ot_alloc_d(nq), *gkv = ot_alloc_d(nkv), *gr = ot_alloc_d(nr), *gu = ot_alloc_d(HD), *gvb = ot_alloc_d(HD);
   double *aq = ot_alloc_d(nq), *akv = ot_alloc_d(nkv), *ar = ot_alloc_d(nr), *au = ot_alloc_d(HD), *avb = ot_alloc_d(HD);
+  double *grb = ot_alloc_d(nrb), *arb = ot_alloc_d(nrb), *mrb = ot_alloc_d(nrb), *brb = ot_alloc_d(nrb);
   /* The gradients of the double reference: analytic, and (small cases) finite differences. */
-  ref_attn_backward(aq, akv, ar, au, avb, &a, 0, NULL);
+  ref_attn_backward(aq, akv, ar, au, avb, has_rb ? arb : NULL, &a, 0, NULL);
   const double eps = 1e-6;
   if (cs->use_fd) {
     ot_fd_grad(gq, a.q, nq, eps, ref_loss, &a);
@@ -114,15 +136,16 @@ static void run_case(const Case *cs, OtRng *rng) {
     ot_fd_grad(gr, a.r, nr, eps, ref_loss, &a);
     ot_fd_grad(gu, a.u, HD, eps, ref_loss, &a);
     ot_fd_grad(gvb, a.vb, HD, eps, ref_loss, &a);
+    if (has_rb) ot_fd_grad(grb, a.rb, nrb, eps, ref_loss, &a);
     ref_attn_forward(&a);
   } else {
     memcpy(gq, aq, (size_t)nq * sizeof(double)), memcpy(gkv, akv, (size_t)nkv * sizeof(double));
     memcpy(gr, ar, (size_t)nr * sizeof(double)), memcpy(gu, au, (size_t)HD * sizeof(double));
-    memcpy(gvb, avb, (size_t)HD * sizeof(double));
+    memcpy(gvb, avb, (size_t)HD * sizeof(double)), memcpy(grb, arb, (size_t)nrb * sizeof(double));
   }
   /* Magnitudes of the terms of every gradient element (the reference backward on |.|). */
   double *mq = ot_alloc_d(nq), *mkv = ot_alloc_d(nkv), *mr = ot_alloc_d(nr), *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
-  ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
+  ref_attn_backward(mq, mkv, mr, mu, mvb, has_rb ? mrb : NULL, &a, 1, NULL);
   /* Bound per element (first-order running error analysis): a computed sum/product chain with
    * at most N roundings on any path is within N u of the exact value relative to the sum of the
    * absolute values of its terms, which is what the |.| backward computes. The longest chains:
@@ -134,13 +157,13 @@ static void run_case(const Case *cs, OtRng *rng) {
    * allowed 1e-8 (1 + max |grad|) — the "FD vs analytic" lines below show the actual size.   */
   const double rel = (2.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 16.0) * OT_U + 2.0 * p_rel;
   double gmax = fmax(fmax(ot_max_abs(gq, nq), ot_max_abs(gkv, nkv)), fmax(ot_max_abs(gr, nr), ot_max_abs(gu, HD)));
-  gmax = fmax(gmax, ot_max_abs(gvb, HD));
+  gmax = fmax(fmax(gmax, ot_max_abs(gvb, HD)), ot_max_abs(grb, nrb));
   const double fd_tol = cs->use_fd ? 1e-8 * (1.0 + gmax) : 0.0;
   if (cs->use_fd) { /* self-check of the reference: FD vs its analytic backward */
     double worst = 0.0;
-    const double *fd[5] = {gq, gkv, gr, gu, gvb}, *an[5] = {aq, akv, ar, au, avb};
-    const int64_t nn[5] = {nq, nkv, nr, HD, HD};
-    for (int t = 0; t < 5; t++)
+    const double *fd[6] = {gq, gkv, gr, gu, gvb, grb}, *an[6] = {aq, akv, ar, au, avb, arb};
+    const int64_t nn[6] = {nq, nkv, nr, HD, HD, nrb};
+    for (int t = 0; t < 6; t++)
       for (int64_t k = 0; k < nn[t]; k++) worst = fmax(worst, fabs(fd[t][k] - an[t][k]));
     ot_check_true("reference: FD vs analytic double", worst <= fd_tol, "max diff %.3e (allowed %.3e)", worst, fd_tol);
   }
@@ -148,57 +171,68 @@ static void run_case(const Case *cs, OtRng *rng) {
   for (int64_t k = 0; k < nq; k++) bq[k] = 1.01 * rel * mq[k] + fd_tol;
   for (int64_t k = 0; k < nkv; k++) bkv[k] = 1.01 * rel * mkv[k] + fd_tol;
   for (int64_t k = 0; k < nr; k++) br[k] = 1.01 * rel * mr[k] + fd_tol;
+  for (int64_t k = 0; k < nrb; k++) brb[k] = 1.01 * rel * mrb[k] + fd_tol; /* a sum over B L terms */
   for (int e = 0; e < HD; e++) { /* du, dvb accumulate: + the rounding of the final += */
     gu[e] += du[e], gvb[e] += dvb[e];
     bu[e] = 1.01 * (rel * mu[e] + OT_U * (fabs(du[e]) + fabs(gu[e]))) + fd_tol;
     bvb[e] = 1.01 * (rel * mvb[e] + OT_U * (fabs(dvb[e]) + fabs(gvb[e]))) + fd_tol;
   }
-  txl_cpu_rel_attn_backward(dq, dkv, dr, du, dvb, dvec, vec, q, kv, r, u, vb, prob, s, drop, work);
+  txl_cpu_rel_attn_backward(dq, dkv, has_r ? dr : NULL, has_u ? du : NULL, has_vb ? dvb : NULL, has_rb ? drb : NULL,
+                            dvec, vec, q, kv, op_r, op_u, op_vb, op_rb, prob, s, drop, work);
   const char *how = cs->use_fd ? "FD" : "analytic double";
   snprintf(name, sizeof name, "dq vs %s", how);
   ot_check_bound(name, dq, gq, bq, nq);
   snprintf(name, sizeof name, "dkv vs %s", how);
   ot_check_bound(name, dkv, gkv, bkv, nkv);
   snprintf(name, sizeof name, "dr vs %s", how);
-  ot_check_bound(name, dr, gr, br, nr);
+  if (has_r) ot_check_bound(name, dr, gr, br, nr);
   snprintf(name, sizeof name, "du (+=) vs %s", how);
-  ot_check_bound(name, du, gu, bu, HD);
+  if (has_u) ot_check_bound(name, du, gu, bu, HD);
   snprintf(name, sizeof name, "dvb (+=) vs %s", how);
-  ot_check_bound(name, dvb, gvb, bvb, HD);
+  if (has_vb) ot_check_bound(name, dvb, gvb, bvb, HD);
+  snprintf(name, sizeof name, "drb vs %s", how);
+  if (has_rb) ot_check_bound(name, drb, grb, brb, nrb);
 
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(vec), free(prob), free(work);
   free(dq), free(dkv), free(dr), free(du), free(dvb);
   free(a.q), free(a.kv), free(a.r), free(a.u), free(a.vb), free(a.dvec), free(a.vec), free(a.prob), free(a.drop_factor);
   free(bp), free(bvec), free(gq), free(gkv), free(gr), free(gu), free(gvb), free(aq), free(akv), free(ar), free(au), free(avb);
   free(mq), free(mkv), free(mr), free(mu), free(mvb), free(bq), free(bkv), free(br), free(bu), free(bvb);
+  free(rb), free(drb), free(a.rb), free(grb), free(arb), free(mrb), free(brb);
 }
 
-/* Forward and backward bit-identical with 1, 2 and 3 OpenMP threads. */
-static void test_threads(OtRng *rng) {
+/* Forward and backward bit-identical with 1, 2 and 3 OpenMP threads, for each variant. */
+static void test_threads(OtRng *rng, int variant) {
   TxlAttnShape s = {7, 9, 3, 4, 8, 1, 1, 3, (float)(1.0 / sqrt(8.0))};
   const int K = s.M + s.L, HD = s.H * s.dh;
   TxlDropout drop = {0.1f, 3u, txl_layer_site(0, TXL_LSITE_ATTN_PROB), 1u};
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
-  const int64_t np = (int64_t)s.B * s.H * s.L * K;
+  const int64_t np = (int64_t)s.B * s.H * s.L * K, nrb = (int64_t)K * s.H;
+  const int has[8] = {1, 1, 1, 1, variant != V_PLAIN, variant != V_PLAIN, variant == V_TYPE0, variant == V_SHAW};
   float *q = ot_alloc(nq), *kv = ot_alloc(nkv), *r = ot_alloc(nr), *u = ot_alloc(HD), *vb = ot_alloc(HD);
-  float *dvec = ot_alloc(nq);
+  float *dvec = ot_alloc(nq), *rb = ot_alloc(nrb);
   ot_fill(q, nq, -1.0f, 1.0f, rng), ot_fill(kv, nkv, -1.0f, 1.0f, rng), ot_fill(r, nr, -1.0f, 1.0f, rng);
   ot_fill(u, HD, -0.5f, 0.5f, rng), ot_fill(vb, HD, -0.5f, 0.5f, rng), ot_fill(dvec, nq, -1.0f, 1.0f, rng);
-  float *out[3][7];
-  const int64_t sizes[7] = {nq, np, nq, nkv, nr, HD, HD};
+  ot_fill(rb, nrb, -0.5f, 0.5f, rng);
+  float *out[3][8];
+  const int64_t sizes[8] = {nq, np, nq, nkv, nr, HD, HD, nrb};
   for (int t = 0; t < 3; t++) {
     omp_set_num_threads(t + 1);
-    for (int k = 0; k < 7; k++) out[t][k] = ot_alloc(sizes[k]);
+    for (int k = 0; k < 8; k++) out[t][k] = ot_alloc(sizes[k]);
+    float *o[8];
+    for (int k = 0; k < 8; k++) o[k] = has[k] ? out[t][k] : NULL;
     void *work = ot_alloc((int64_t)(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, s.dh, 1) + 3) / 4);
-    txl_cpu_rel_attn_forward(out[t][0], out[t][1], q, kv, r, u, vb, s, drop, work);
-    txl_cpu_rel_attn_backward(out[t][2], out[t][3], out[t][4], out[t][5], out[t][6], dvec, out[t][0], q, kv, r, u, vb,
-                              out[t][1], s, drop, work);
+    txl_cpu_rel_attn_forward(o[0], o[1], q, kv, has[4] ? r : NULL, has[5] ? u : NULL, has[6] ? vb : NULL,
+                             has[7] ? rb : NULL, s, drop, work);
+    txl_cpu_rel_attn_backward(o[2], o[3], o[4], o[5], o[6], o[7], dvec, o[0], q, kv, has[4] ? r : NULL,
+                              has[5] ? u : NULL, has[6] ? vb : NULL, has[7] ? rb : NULL, o[1], s, drop, work);
     free(work);
   }
   omp_set_num_threads(2);
-  const char *names[7] = {"vec", "prob", "dq", "dkv", "dr", "du", "dvb"};
-  printf("rel_attn threads 1 / 2 / 3 (L=7 M=9 B=3 H=4 dh=8, same_length, dropatt 0.1)\n");
-  for (int k = 0; k < 7; k++) {
+  const char *names[8] = {"vec", "prob", "dq", "dkv", "dr", "du", "dvb", "drb"};
+  printf("rel_attn threads 1 / 2 / 3 (L=7 M=9 B=3 H=4 dh=8, same_length, dropatt 0.1), %s\n", VARIANT_NAMES[variant]);
+  for (int k = 0; k < 8; k++) {
+    if (!has[k]) continue;
     char name[64];
     snprintf(name, sizeof name, "%s threads 1 vs 2", names[k]);
     ot_check_same(name, out[0][k], out[1][k], (size_t)sizes[k] * sizeof(float));
@@ -206,26 +240,36 @@ static void test_threads(OtRng *rng) {
     ot_check_same(name, out[0][k], out[2][k], (size_t)sizes[k] * sizeof(float));
   }
   for (int t = 0; t < 3; t++)
-    for (int k = 0; k < 7; k++) free(out[t][k]);
-  free(q), free(kv), free(r), free(u), free(vb), free(dvec);
+    for (int k = 0; k < 8; k++) free(out[t][k]);
+  free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(rb);
 }
 
 int main(void) {
   OtRng rng = ot_rng(8);
-  /*            L  M  B  H  dh col0 same_length shift dropatt fd */
+  /*            L  M  B  H  dh col0 same_length shift dropatt fd variant */
   const Case cases[] = {
-      {5, 0, 3, 3, 5, 2, 0, 0, 0.0f, 1},
-      {5, 0, 3, 3, 5, 2, 0, 0, 0.2f, 1},
-      {5, 7, 3, 3, 5, 2, 0, 0, 0.0f, 1},
-      {5, 7, 3, 3, 5, 2, 0, 0, 0.2f, 1},
-      {3, 9, 3, 3, 5, 2, 1, 2, 0.0f, 1},
-      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 1},
-      {4, 4, 2, 3, 3, 7, 1, 0, 0.2f, 1}, /* same_shift 0: query i sees keys (i, M + i] */
-      {4, 2, 1, 2, 3, 0, 1, 4, 0.0f, 1}, /* same_shift = L: the same as the causal mask */
-      {1, 0, 1, 1, 1, 0, 0, 0, 0.0f, 1}, /* one key: prob 1, dq = 0 */
-      {17, 15, 4, 4, 16, 3, 1, 5, 0.1f, 0}, /* larger: against the analytic double backward */
+      {5, 0, 3, 3, 5, 2, 0, 0, 0.0f, 1, V_TYPE0},
+      {5, 0, 3, 3, 5, 2, 0, 0, 0.2f, 1, V_TYPE0},
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.0f, 1, V_TYPE0},
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.2f, 1, V_TYPE0},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.0f, 1, V_TYPE0},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 1, V_TYPE0},
+      {4, 4, 2, 3, 3, 7, 1, 0, 0.2f, 1, V_TYPE0}, /* same_shift 0: query i sees keys (i, M + i] */
+      {4, 2, 1, 2, 3, 0, 1, 4, 0.0f, 1, V_TYPE0}, /* same_shift = L: the same as the causal mask */
+      {1, 0, 1, 1, 1, 0, 0, 0, 0.0f, 1, V_TYPE0}, /* one key: prob 1, dq = 0 */
+      {17, 15, 4, 4, 16, 3, 1, 5, 0.1f, 0, V_TYPE0}, /* larger: against the analytic double backward */
+      /* attn_type 1 (Shaw et al.): the per-key bias rb, no vb */
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.0f, 1, V_SHAW},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 1, V_SHAW},
+      {5, 0, 2, 2, 4, 1, 0, 0, 0.0f, 1, V_SHAW},
+      {17, 15, 4, 4, 16, 3, 1, 5, 0.1f, 0, V_SHAW},
+      /* attn_type 2 and 3: plain attention (no u, vb, r) */
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.0f, 1, V_PLAIN},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 1, V_PLAIN},
+      {1, 0, 1, 1, 1, 0, 0, 0, 0.0f, 1, V_PLAIN},
+      {17, 15, 4, 4, 16, 3, 1, 5, 0.1f, 0, V_PLAIN},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], &rng);
-  test_threads(&rng);
+  for (int v = V_TYPE0; v <= V_PLAIN; v++) test_threads(&rng, v);
   return ot_finish("test_op_rel_attn");
 }

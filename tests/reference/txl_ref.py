@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A PyTorch reference implementation of txl's Transformer-XL (attn_type 0 of the original code).
+"""A PyTorch reference implementation of txl's Transformer-XL (attn_type 0 to 3 of the original code).
 
 Written from the equations of Dai et al. 2019 ("Transformer-XL: Attentive Language Models Beyond
 a Fixed-Length Context") and the original PyTorch code, as plain functions over a dict of
@@ -20,6 +20,33 @@ Rows, columns and features per site:
   site 16 + 16 l + 1 (attention output)         row i < L, column c, feature < d
   site 16 + 16 l + 2 (FFN hidden after ReLU)    row i < L, column c, feature < d_inner
   site 16 + 16 l + 3 (FFN output)               row i < L, column c, feature < d
+
+The attention variants (cfg["attn_type"], model.attn_type; the original's mem_transformer.py,
+kimiyoung/transformer-xl, reproduced with its quirks):
+  0 RelPartialLearnableMultiHeadAttn: the above (u, vb, R W_r).
+  1 RelLearnableMultiHeadAttn (Shaw et al.): per layer r_emb [max_klen, H, dh] (stored
+    [max_klen, H*dh]), r_w_bias [H, dh] (always per layer, as the original's
+    r_w_bias[n_layer, H, dh]) and r_bias [max_klen, H]; max_klen = tgt_len + ext_len + mem_len
+    (ext_len 0). With clamp_len > 0 the last clamp_len rows; when K exceeds the rows left, row 0
+    (of the clamped table) repeated in front, else the last K rows. AC = (q + r_w_bias) . k,
+    B_ = q . r_emb (no second bias), D_ = r_bias, BD = rel_shift(B_ + D_). No W_r, no r_r_bias.
+    No position dropout (the original drops nothing of r_emb).
+  2 MultiHeadAttn with absolute sinusoids: pos_emb of positions K-1 .. 0 (clamped to clamp_len)
+    added to the word embeddings (pos_emb[-L:]) before the embedding dropout; at layer 0 the
+    memory gets pos_emb[:M] added IN PLACE (mems_i += ...), so the memory that the next segment
+    keeps from layer 0 holds the sum (the quirk is reproduced: the sum enters new_mems). Plain
+    scaled dot-product attention with the same masks; no u, vb, W_r.
+  3 MultiHeadAttn with learned absolute positions per layer (Al-Rfou et al.): r_emb [max_klen, d]
+    per layer (the original's [n_layer, max_klen, H, dh] viewed as d_model); the layer input
+    gets r_emb[-L:] (in place, so the memory, made from the layer inputs, holds it too) and, when
+    there is memory, the memory gets cur = r_emb[:-L] padded in front with its row 0 when shorter
+    than M, else its last M rows, in place. The memory rows' add takes a gradient (the original
+    adds a parameter onto the detached memory). Choice made here: with L = max_klen the original's
+    r_emb[:-L] is empty and its pad fails; this reference (and txl) use row 0 there (txl's
+    config refuses segments longer than max_klen, as the original fails on them).
+  Types 1 and 3 index their tables by key row p of K: row max(lo, max_klen - K + p), lo = rows
+  cut by clamp_len (type 1) or 0 (type 3); positions.h in src/model says the same.
+Dropout sites are the same for every type (type 1, 2 and 3 use no site 1: no position dropout).
 
 Run `python3 tests/reference/txl_ref.py --selftest` for the self-checks.
 """
@@ -173,8 +200,13 @@ DEFAULTS = dict(
     tie_weight=1, untie_r=0, dropout=0.1, dropatt=0.0, clamp_len=0, same_length=0,
     tgt_len=5, mem_len=7, batch=3, seed=1234, lr=2.5e-4, warmup_step=0, max_step=10,
     eta_min=0.0, clip=0.25, beta1=0.9, beta2=0.999, eps=1e-8, scheduler="cosine", init_std=0.02,
-    cutoffs=(), div_val=1, d_embed=-1, tie_projs=1, proj_init_std=0.01,
+    cutoffs=(), div_val=1, d_embed=-1, tie_projs=1, proj_init_std=0.01, attn_type=0,
 )
+
+
+def max_klen(cfg):
+    """The original's max_klen = tgt_len + ext_len + mem_len (no ext_len here): rows of r_emb."""
+    return cfg["tgt_len"] + cfg["mem_len"]
 
 
 def make_config(**kw):
@@ -213,15 +245,22 @@ def param_table(cfg):
         t.append(("emb_proj_0", (d, d_emb[0]), "proj"))
     if split:
         t += [("emb_proj_%d" % i, (d, d_emb[i]), "proj") for i in range(1, nc + 1)]
-    if not cfg["untie_r"]:
+    at, T = cfg["attn_type"], max_klen(cfg)
+    if at == 0 and not cfg["untie_r"]:
         t += [("r_w_bias", (H, dh), "normal"), ("r_r_bias", (H, dh), "normal")]
     for l in range(cfg["n_layer"]):
         p = "layers.%d." % l
-        if cfg["untie_r"]:
+        if at == 0 and cfg["untie_r"]:
             t += [(p + "r_w_bias", (H, dh), "normal"), (p + "r_r_bias", (H, dh), "normal")]
+        if at == 1:
+            t += [(p + "r_w_bias", (H, dh), "normal"), (p + "r_emb", (T, HD), "normal"),
+                  (p + "r_bias", (T, H), "zero")]
+        if at == 3:
+            t.append((p + "r_emb", (T, d), "normal"))
+        t.append((p + "w_qkv", (d, 3 * HD), "normal"))
+        if at == 0:
+            t.append((p + "w_r", (d, HD), "normal"))
         t += [
-            (p + "w_qkv", (d, 3 * HD), "normal"),
-            (p + "w_r", (d, HD), "normal"),
             (p + "w_o", (HD, d), "normal"),
             (p + "ln1_w", (d,), "one"),
             (p + "ln1_b", (d,), "zero"),
@@ -353,19 +392,64 @@ def _lin(x, w):
     return torch.matmul(x, w)
 
 
+def learnable_rows(r_emb, r_bias, K, clamp_len, H, dh):
+    """attn_type 1: the rows of r_emb [max_klen, H*dh] and r_bias [max_klen, H] the attention of K
+    keys uses, as the original: the last clamp_len rows (clamp_len > 0), then the last K of them,
+    or all of them after copies of their first row when fewer than K. Returns ([K, H, dh], [K, H])."""
+    r_emb = r_emb.view(r_emb.shape[0], H, dh)
+    if clamp_len > 0:
+        r_emb, r_bias = r_emb[-clamp_len:], r_bias[-clamp_len:]
+    if K > r_emb.size(0):
+        r_emb_pad = r_emb[0:1].expand(K - r_emb.size(0), -1, -1)
+        r_bias_pad = r_bias[0:1].expand(K - r_bias.size(0), -1)
+        return torch.cat([r_emb_pad, r_emb], 0), torch.cat([r_bias_pad, r_bias], 0)
+    return r_emb[-K:], r_bias[-K:]
+
+
+def attn_scores_learnable(q, k, u, r_emb, r_bias):
+    """attn_type 1's unscaled scores [L, K, B, H] as the original (RelLearnableMultiHeadAttn):
+    AC = (q + u) . k, BD = rel_shift(q . r_emb + r_bias)."""
+    ac = torch.einsum("ibnd,jbnd->ijbn", q + u, k)
+    b_ = torch.einsum("ibnd,jnd->ijbn", q, r_emb)
+    d_ = r_bias[None, :, None]
+    return ac + rel_shift(b_ + d_)
+
+
+def attn_scores_learnable_naive(q, k, u, r_emb, r_bias, M):
+    """The same element by element: (q_i + u) . k_j + q_i . r_emb[K-1-(M+i-j)] + r_bias[K-1-(M+i-j)]
+    for j <= M + i (0 elsewhere). Returns [B, H, L, K]."""
+    L, B, H, _ = q.shape
+    K = k.shape[0]
+    out = torch.zeros(B, H, L, K, dtype=q.dtype)
+    for b in range(B):
+        for h in range(H):
+            for i in range(L):
+                for j in range(M + i + 1):
+                    p = K - 1 - (M + i - j)
+                    out[b, h, i, j] = (q[i, b, h] + u[h]) @ k[j, b, h] + q[i, b, h] @ r_emb[p, h] + r_bias[p, h]
+    return out
+
+
+def absolute_rows(r_emb, M, L):
+    """attn_type 3: (rows added to the M memory rows, rows added to the L input rows) of r_emb
+    [max_klen, d], as the original: cur = r_emb[:-L], padded in front with its row 0 when shorter
+    than M, else its last M rows; and r_emb[-L:]. (L = max_klen: row 0, see the module notes.)"""
+    T = r_emb.shape[0]
+    idx = [max(0, T - (M + L) + t) for t in range(M)]
+    return r_emb[idx], r_emb[T - L:]
+
+
 def layer_forward(h, m, R, params, l, cfg, drop, attn_impl="gather"):
-    """One Transformer-XL layer. h [L,B,d] input, m [M,B,d] this layer's memory (no gradient),
-    R [K,d] positions after dropout. Returns the layer output [L,B,d]."""
+    """One Transformer-XL layer. h [L,B,d] input, m [M,B,d] this layer's memory (no gradient but,
+    with attn_type 3, that of its positions), R [K,d] positions after dropout (attn_type 0).
+    Returns the layer output [L,B,d]."""
     L, B, d = h.shape
     M = m.shape[0]
     K = M + L
     H, dh = cfg["n_head"], cfg["d_head"]
     HD = H * dh
     P = lambda n: params["layers.%d.%s" % (l, n)]
-    if cfg["untie_r"]:
-        u, vb = P("r_w_bias"), P("r_r_bias")
-    else:
-        u, vb = params["r_w_bias"], params["r_r_bias"]
+    at = cfg["attn_type"]
 
     cat = torch.cat([m, h], 0)  # [K, B, d]
     c = F.layer_norm(cat, (d,), P("ln1_w"), P("ln1_b"), LN_EPS) if cfg["pre_lnorm"] else cat
@@ -373,11 +457,28 @@ def layer_forward(h, m, R, params, l, cfg, drop, attn_impl="gather"):
     q = _lin(c[M:], w_qkv[:, 0:HD]).view(L, B, H, dh)
     k = _lin(c, w_qkv[:, HD:2 * HD]).view(K, B, H, dh)
     v = _lin(c, w_qkv[:, 2 * HD:3 * HD]).view(K, B, H, dh)
-    r = _lin(R, P("w_r")).view(K, H, dh)
     scale = 1.0 / math.sqrt(dh)
     mask = attn_mask(L, M, cfg["mem_len"], cfg["same_length"])  # [L, K]
     site = layer_site(l, LSITE_ATTN_PROB)
-    if attn_impl == "gather":
+    if at != 0:  # the original's own formulation for the other types ([L, K, B, H])
+        if at == 1:
+            r_emb, r_bias = learnable_rows(P("r_emb"), P("r_bias"), K, cfg["clamp_len"], H, dh)
+            score = attn_scores_learnable(q, k, P("r_w_bias"), r_emb, r_bias) * scale
+        else:
+            score = torch.einsum("ibnd,jbnd->ijbn", q, k) * scale
+        score = score.masked_fill(mask[:, :, None, None], float("-inf"))
+        prob = torch.softmax(score, dim=1)
+        prob = drop.prob_lkbh(prob, cfg["dropatt"], site)
+        vec = torch.einsum("ijbn,jbnd->ibnd", prob, v)
+        attn_impl = "done"
+    if cfg["untie_r"]:
+        u, vb = (P("r_w_bias"), P("r_r_bias")) if at == 0 else (None, None)
+    else:
+        u, vb = params.get("r_w_bias"), params.get("r_r_bias")
+    r = _lin(R, P("w_r")).view(K, H, dh) if at == 0 else None
+    if attn_impl == "done":
+        pass
+    elif attn_impl == "gather":
         score = attn_scores_gather(q, k, r, u, vb, M) * scale  # [B, H, L, K]
         score = score.masked_fill(mask[None, None], float("-inf"))
         prob = torch.softmax(score, dim=3)
@@ -422,13 +523,24 @@ def forward(params, cfg, x, mems=None, target=None, step=0, drop_mode="philox", 
     M = mems[0].shape[0]
     K = M + L
 
+    at = cfg["attn_type"]
     h = adaptive_embedding(params, cfg, x) * math.sqrt(d)
-    h = drop.rcf(h, cfg["dropout"], SITE_EMBED)
     R = posemb(K, d, cfg["clamp_len"], emb.dtype)
-    R = drop.pos(R, cfg["dropout"])
+    if at == 2:  # absolute sinusoids: word_emb + pos_emb[-qlen:], dropped together
+        h = h + R[M:][:, None, :]
+    h = drop.rcf(h, cfg["dropout"], SITE_EMBED)
+    if at == 0:
+        R = drop.pos(R, cfg["dropout"])
     new_mems = []
     for l in range(nl):
         m = mems[l].detach()
+        if at == 2 and l == 0 and M > 0:  # mems_i += pos_emb[:mlen] (in place in the original)
+            m = m + R[:M][:, None, :]
+        if at == 3:  # mems_i += cur_emb (when mlen > 0); core_out += r_emb[-qlen:]
+            cur, last = absolute_rows(params["layers.%d.r_emb" % l], M, L)
+            if M > 0:
+                m = m + cur[:, None, :]
+            h = h + last[:, None, :]
         cat = torch.cat([m, h], 0)
         new_mems.append(cat[K - min(K, mem_len):].detach())
         h = layer_forward(h, m, R, params, l, cfg, drop, attn_impl)
@@ -702,6 +814,79 @@ def _selftest():
         dmax = max((pa[n].grad - pb[n].grad).abs().max().item() for n in names)
         check("gather vs rel_shift: loss and all gradients (%s)" % title,
               abs(la.item() - lb.item()) < 1e-12 and dmax < 1e-12, "max grad diff %.3g" % dmax)
+
+    # attention variants: attn_type 1's rel_shift(B_ + D_) == the element-by-element definition
+    # (clamped and padded rows included), and each type's gradients by finite differences
+    for (L, M, T, clamp) in [(3, 4, 7, 0), (3, 4, 7, 5), (4, 2, 6, 3), (5, 0, 9, 2)]:
+        K, B, H, dh = M + L, 2, 2, 3
+        q = torch.randn(L, B, H, dh, dtype=torch.float64)
+        k = torch.randn(K, B, H, dh, dtype=torch.float64)
+        u = torch.randn(H, dh, dtype=torch.float64)
+        r_emb_t = torch.randn(T, H * dh, dtype=torch.float64)
+        r_bias_t = torch.randn(T, H, dtype=torch.float64)
+        r_emb, r_bias = learnable_rows(r_emb_t, r_bias_t, K, clamp, H, dh)
+        avail = min(clamp, T) if clamp > 0 else T
+        rows = [max(T - avail, T - K + p) for p in range(K)]
+        ok_rows = torch.equal(r_emb, r_emb_t.view(T, H, dh)[rows]) and torch.equal(r_bias, r_bias_t[rows])
+        check("attn_type 1 rows = max(lo, max_klen - K + p) (L=%d M=%d max_klen=%d clamp_len=%d)" % (L, M, T, clamp),
+              ok_rows, "rows %s" % rows)
+        s = attn_scores_learnable(q, k, u, r_emb, r_bias).permute(2, 3, 0, 1)
+        n = attn_scores_learnable_naive(q, k, u, r_emb, r_bias, M)
+        valid = ~attn_mask(L, M, 10**9, 0)[None, None].expand(B, H, L, K)
+        d1 = (s - n)[valid].abs().max().item()
+        check("attn_type 1: rel_shift(q r_emb + r_bias) == per-element definition (L=%d M=%d)" % (L, M), d1 <= 1e-12,
+              "max diff %.3g" % d1)
+    r3 = torch.arange(8.0)[:, None].expand(8, 2)
+    cur, last = absolute_rows(r3, 5, 3)
+    cur2, _ = absolute_rows(r3, 6, 4)
+    check("attn_type 3 rows: memory r_emb[:-L][-M:], input r_emb[-L:]; row 0 padded in front",
+          cur[:, 0].tolist() == [0, 1, 2, 3, 4] and last[:, 0].tolist() == [5, 6, 7] and
+          cur2[:, 0].tolist() == [0, 0, 0, 1, 2, 3], "%s %s %s" % (cur[:, 0].tolist(), last[:, 0].tolist(),
+                                                                   cur2[:, 0].tolist()))
+    var_cases = [
+        ("attn_type 1, post, clamp_len 2 (padded rows), same_length", dict(attn_type=1, pre_lnorm=0, same_length=1,
+                                                                        clamp_len=2, dropout=0.0, dropatt=0.0)),
+        ("attn_type 1, pre, Philox dropout + dropatt", dict(attn_type=1, pre_lnorm=1, clamp_len=0, dropout=0.2,
+                                                           dropatt=0.2)),
+        ("attn_type 2, post, clamp_len 3", dict(attn_type=2, pre_lnorm=0, clamp_len=3, dropout=0.0, dropatt=0.0)),
+        ("attn_type 2, pre, Philox dropout", dict(attn_type=2, pre_lnorm=1, dropout=0.2, dropatt=0.2)),
+        ("attn_type 3, post", dict(attn_type=3, pre_lnorm=0, dropout=0.0, dropatt=0.0, same_length=1)),
+        ("attn_type 3, pre, untied, Philox dropout", dict(attn_type=3, pre_lnorm=1, tie_weight=0, dropout=0.2,
+                                                         dropatt=0.2)),
+    ]
+    for title, kw in var_cases:
+        cfg = make_config(**base, **kw)
+        gen = torch.Generator().manual_seed(11)
+        params = init_params(cfg, gen, torch.float64)
+        for n in params:  # r_bias starts at 0 and r_emb small: spread them so every term counts
+            if "r_bias" in n or "r_emb" in n:
+                params[n] = torch.randn(params[n].shape, generator=gen, dtype=torch.float64) * 0.5
+        names = list(params)
+        L, B = cfg["tgt_len"], cfg["batch"]
+        x = torch.randint(0, cfg["n_token"], (L, B), generator=gen)
+        y = torch.randint(0, cfg["n_token"], (L, B), generator=gen)
+        mems = [torch.randn(4, B, cfg["d_model"], generator=gen, dtype=torch.float64) for _ in range(2)]
+
+        def fv(*tensors):
+            return forward(dict(zip(names, tensors)), cfg, x, mems, y, step=1)[1]
+
+        inputs = tuple(params[n].clone().requires_grad_(True) for n in names)
+        try:
+            ok = torch.autograd.gradcheck(fv, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
+        except Exception as e:
+            ok = False
+            print(str(e)[:2000])
+        check("gradcheck float64 (%s), %d parameter elements" % (title, sum(t.numel() for t in inputs)), ok)
+    # attn_type 2: layer 0's new memory = [memory + R[:M]; embeddings + R[M:]] (the in-place quirk)
+    cfg = make_config(**base, attn_type=2, dropout=0.0, dropatt=0.0)
+    params = init_params(cfg, torch.Generator().manual_seed(1), torch.float64)
+    x = torch.randint(0, 7, (3, 2))
+    m0 = [torch.randn(4, 2, 4, dtype=torch.float64) for _ in range(2)]
+    _, _, m1 = forward(params, cfg, x, m0)
+    R = posemb(7, 4, 0, torch.float64)
+    e = F.embedding(x, params["word_emb"]) * math.sqrt(4) + R[4:][:, None, :]
+    ok = torch.allclose(m1[0], torch.cat([m0[0] + R[:4][:, None, :], e], 0)[3:]) and torch.equal(m1[1][:1], m0[1][3:])
+    check("attn_type 2: layer 0's memory keeps the positions added to it, the other layers' do not", ok)
 
     # adaptive input and softmax: normalised log-probabilities, the plain softmax as the special
     # case without clusters and projections, and gradients by finite differences

@@ -1,0 +1,94 @@
+/* The positional encodings of attn_type 1, 2 and 3: see positions.h. Every table row is moved
+ * by the gather / scatter-add of the embedding ops, indexed by r->pos_idx. */
+#include "src/model/positions.h"
+
+#include "src/base/error.h"
+#include "src/model/memory.h"
+
+/* Table row of key p of K: max(lo, T - K + p) (see positions.h). */
+static int table_row(int T, int lo, int K, int p) {
+  const int row = T - K + p;
+  return row > lo ? row : lo;
+}
+
+/* r->pos_idx[t * per + c] for t < rows, c < per, from r->pos_host. */
+static void put_index(const TxlModel *m, TxlRun *r, int rows, int per, int T, int lo, int K, int direct) {
+  for (int t = 0; t < rows; t++)
+    for (int c = 0; c < per; c++) r->pos_host[(int64_t)t * per + c] = direct ? t : table_row(T, lo, K, t);
+  m->ops->to_device(r->pos_idx, r->pos_host, (size_t)rows * per * sizeof(int32_t));
+}
+
+void txl_pos_prepare(TxlModel *m, TxlRun *r, TxlSegment *sg) {
+  const TxlDims *dm = &m->spec.dims;
+  const int T = dm->max_klen, K = sg->K, B = r->B, d = dm->d_model;
+  switch (dm->attn_type) {
+  case 0: txl_positions_forward(m, r, sg); break;
+  case 1: { /* one index per key: the clamped table's rows */
+    const int avail = r->clamp_len > 0 && r->clamp_len < T ? r->clamp_len : T;
+    put_index(m, r, K, 1, T, T - avail, K, 0);
+    break;
+  }
+  case 2: /* R without dropout, one row per (key, column) */
+    txl_positions_forward(m, r, sg);
+    put_index(m, r, K, B, T, 0, K, 1);
+    m->ops->embedding_forward(r->pos_rows, r->pos_idx, r->R, 1.0f, (int64_t)K * B, d);
+    break;
+  case 3: put_index(m, r, K, B, T, 0, K, 0); break;
+  default: txl_fatal("internal: attn_type %d", dm->attn_type);
+  }
+}
+
+void txl_pos_embed_add(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *h) {
+  const int d = m->spec.dims.d_model;
+  if (m->spec.dims.attn_type != 2) return;
+  m->ops->add(h, h, txl_act_at(m, r->pos_rows, (int64_t)sg->M * r->B * d), sg->LB * d, m->ops->act);
+}
+
+void txl_pos_layer_add(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model;
+  TxlLayerActs *a = txl_slot(r, l);
+  if (m->spec.dims.attn_type == 2 && l == 0 && sg->M)
+    o->add(a->cat, a->cat, r->pos_rows, (int64_t)sg->M * r->B * d, o->act);
+  if (m->spec.dims.attn_type == 3) {
+    o->embedding_forward(r->pos_rows, r->pos_idx, txl_model_w(m, m->p.layers[l].r_emb), 1.0f, sg->KB, d);
+    o->add(a->cat, a->cat, r->pos_rows, sg->KB * d, o->act);
+  }
+}
+
+int txl_pos_mem_grad(const TxlModel *m) { return m->spec.dims.attn_type == 3; }
+
+void txl_pos_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const void *dmem) {
+  const TxlOps *o = m->ops;
+  const int d = m->spec.dims.d_model;
+  if (m->spec.dims.attn_type != 3) return;
+  float *g = m->g.layers[l].r_emb; /* [max_klen, d] */
+  const int64_t MB = (int64_t)sg->M * r->B;
+  if (MB) o->embedding_backward(g, TXL_F32, dmem, r->pos_idx, 1.0f, MB, d);
+  o->embedding_backward(g, TXL_F32, r->dh, r->pos_idx + MB, 1.0f, sg->LB, d);
+}
+
+/* a->rb and r->drb are fp32 while the gathers move activations: fp32 tables only (config.c
+ * refuses attn_type 1 with run.precision = bf16). */
+static void need_f32(const TxlModel *m) {
+  if (m->ops->act != TXL_F32) txl_fatal("internal: attn_type 1 with activations other than fp32");
+}
+
+void txl_pos_rel_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlLayerParams *lp = &m->p.layers[l];
+  TxlLayerActs *a = txl_slot(r, l);
+  need_f32(m);
+  o->embedding_forward(a->r, r->pos_idx, txl_model_w(m, lp->r_emb), 1.0f, sg->K, dm->n_head * dm->d_head);
+  o->embedding_forward(a->rb, r->pos_idx, txl_model_w(m, lp->r_bias), 1.0f, sg->K, dm->n_head);
+}
+
+void txl_pos_rel_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const TxlDims *dm = &m->spec.dims;
+  const TxlLayerParams *gp = &m->g.layers[l];
+  need_f32(m);
+  o->embedding_backward(gp->r_emb, TXL_F32, r->dr, r->pos_idx, 1.0f, sg->K, dm->n_head * dm->d_head);
+  o->embedding_backward(gp->r_bias, TXL_F32, r->drb, r->pos_idx, 1.0f, sg->K, dm->n_head);
+}
