@@ -54,6 +54,17 @@
  *           dS or dBD, q + u or q + vb; dv: P~ and dvec), so rel grows by 4.01 u_o, and by the
  *           probabilities' 2 p_rel (p_rel from the grown serr).
  * The bf16 outputs are stored once, rounded: bounds_act adds u8 (|ref| + b).
+ * fp16 (the fp16 table) is the same with u_o = 2^-11, plus the absolute error eta = 2^-25 of a
+ * rounding among fp16's subnormals (below 2^-14: small probabilities, dS, dBD), where the
+ * relative bound does not hold: a product of operands a, b rounded to a + da, b + db with
+ * |da| <= u_o |a| + eta errs by at most 2.01 u_o |a b| + 1.01 eta (|a| + |b|) (eta (|b|) when only
+ * a is rounded). With |k|, |v|, |r|, |dvec| <= 1 (inputs, exact in fp16), |q + u|, |q + vb| <=
+ * qmax + 0.5 = Qmax, P~ <= keep = 1 / (1 - p), |dS|, |dBD| <= 2 keep dh = Smax (|dP~| <= keep dh,
+ * |D| the same), summed over each GEMM's inner dimension: score + 1.01 eta scale 2 dh (into
+ * serr); vec + 1.01 eta K; dq + 1.01 eta scale 2 K; dk (B L terms of dS (q + u)) and dr
+ * + 1.01 eta B L scale (Smax + Qmax), dv + 1.01 eta B L; du, dvb (B L K terms of dq's halves)
+ * + 1.01 eta scale B L K. The fp16 outputs' own rounding: bounds_act (2^-11 and 2^-25). Every
+ * value stays far below 65504 (|scores| <= scale 2 dh Qmax, the gradients O(dh)).
  * These are worst-case bounds: correct kernels sit well below them (the ratio err/bound is
  * printed for the tensor-core cases, where rounding an output to bf16 alone reaches nearly all
  * of the u8 |ref| term), while a wrong index, a missing term or a wrong mask is far above. */
@@ -69,7 +80,7 @@
 #include "tests/cuda/parity.h"
 #include "tests/lib/ref_rel_attn.h"
 
-/* The largest err/bound of the tf32 and bf16 checks (printed by main). */
+/* The largest err/bound of the tf32, bf16 and fp16 checks (printed by main). */
 static double g_tc_ratio = 0.0;
 
 #define U_TF32 (1.0 / 2048.0) /* 2^-11: the relative rounding of an operand to TF32 */
@@ -80,7 +91,10 @@ typedef struct {
   int tf32;
 } Mode;
 
-static double mode_u(Mode m) { return m.act == TXL_BF16 ? U_BF16 : m.tf32 ? U_TF32 : 0.0; }
+static double mode_u(Mode m) { return m.act != TXL_F32 ? act_unit(m.act) : m.tf32 ? U_TF32 : 0.0; }
+/* The absolute error of the device's rounding of a GEMM operand among the subnormals (fp16 only:
+ * the file comment). */
+static double mode_eta(Mode m) { return act_eta(m.act); }
 
 typedef struct {
   int L, M, B, H, dh, col0, same_length, mem_len;
@@ -101,10 +115,11 @@ static void check_act(const char *what, const float *got, const float *want, con
 }
 
 /* One case in mode m: activations TXL_F32 (txl_cuda_rel_attn_forward / _backward, exact fp32 or
- * TF32 GEMMs) or TXL_BF16 (the _bf16 pair), bounds as in the file comment. */
+ * TF32 GEMMs), TXL_BF16 (the _bf16 pair) or TXL_F16 (the _fp16 pair), bounds as in the file
+ * comment. */
 static void run_case(const Case *cs, Mode m) {
   const TxlDtype act = m.act;
-  const double uo = mode_u(m);
+  const double uo = mode_u(m), eta = mode_eta(m);
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   TxlAttnShape s;
   s.L = cs->L;
@@ -122,9 +137,8 @@ static void run_case(const Case *cs, Mode m) {
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD,
                 nr = (int64_t)K * HD, nrow = (int64_t)s.B * s.H * s.L;
   char tag[128], what[192];
-  const int bf16 = act == TXL_BF16;
   snprintf(tag, sizeof tag, "%s%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f",
-           bf16 ? "bf16 " : "", m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift,
+           act == TXL_BF16 ? "bf16 " : act == TXL_F16 ? "fp16 " : "", m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift,
            (double)cs->p);
 
   float *q = host_rand(nq, -cs->qmax, cs->qmax), *kv = host_rand(nkv, -1.0, 1.0), *r = host_rand(nr, -1.0, 1.0);
@@ -146,7 +160,19 @@ static void run_case(const Case *cs, Mode m) {
   void *d_r = dev_act(r, nr, act, "test: r"), *d_dvec = dev_act(dvec, nq, act, "test: dvec");
   float *d_u = dev_from(u, (size_t)HD * 4, "test: u"), *d_vb = dev_from(vb, (size_t)HD * 4, "test: vb");
   const size_t nsaved = txl_cuda_rel_attn_saved_floats(s.L, K, s.B, s.H);
-  const size_t wbytes = (bf16 ? txl_cuda_rel_attn_workspace_bf16 : txl_cuda_rel_attn_workspace)(s.L, K, s.B, s.H, dh, 1);
+  size_t (*workspace)(int, int, int, int, int, int) = txl_cuda_rel_attn_workspace;
+  void (*forward)(void *, float *, const void *, const void *, const void *, const float *, const float *,
+                  TxlAttnShape, TxlDropout, void *) = txl_cuda_rel_attn_forward;
+  void (*backward)(void *, void *, void *, float *, float *, const void *, const void *, const void *, const void *,
+                   const void *, const float *, const float *, const float *, TxlAttnShape, TxlDropout, void *) =
+      txl_cuda_rel_attn_backward;
+  if (act == TXL_BF16)
+    workspace = txl_cuda_rel_attn_workspace_bf16, forward = txl_cuda_rel_attn_forward_bf16,
+    backward = txl_cuda_rel_attn_backward_bf16;
+  if (act == TXL_F16)
+    workspace = txl_cuda_rel_attn_workspace_fp16, forward = txl_cuda_rel_attn_forward_fp16,
+    backward = txl_cuda_rel_attn_backward_fp16;
+  const size_t wbytes = workspace(s.L, K, s.B, s.H, dh, 1);
   float *d_work = dev_poison((int64_t)(wbytes / 4), "test: workspace");
   if (nsaved != (size_t)nrow) check_fail("saved floats != B * H * L");
   float *out[2][7]; /* vec, lse, dq, dkv, dr, du, dvb */
@@ -157,9 +183,8 @@ static void run_case(const Case *cs, Mode m) {
     void *d_dq = dev_poison_act(nq, act, "test: dq"), *d_dkv = dev_poison_act(nkv, act, "test: dkv");
     void *d_dr = dev_poison_act(nr, act, "test: dr");
     float *d_du = dev_from(du0, (size_t)HD * 4, "test: du"), *d_dvb = dev_from(dvb0, (size_t)HD * 4, "test: dvb");
-    (bf16 ? txl_cuda_rel_attn_forward_bf16 : txl_cuda_rel_attn_forward)(
-        d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, s, drop, d_work);
-    (bf16 ? txl_cuda_rel_attn_backward_bf16 : txl_cuda_rel_attn_backward)(
+    forward(d_vec, d_lse, d_q, d_kv, d_r, d_u, d_vb, s, drop, d_work);
+    backward(
         d_dq, d_dkv, d_dr, d_du, d_dvb, d_dvec, d_vec, d_q, d_kv, d_r, d_u, d_vb, d_lse, s, drop,
         d_work);
     void *dev[7] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb};
@@ -182,6 +207,15 @@ static void run_case(const Case *cs, Mode m) {
    * a.serr is (2 dh + 4) u A of the row's largest A */
   for (int64_t w = 0; w < nrow; w++)
     a.serr[w] *= ((2.0 * dh + 5.0) * OT_U + 2.01 * uo) / ((2.0 * dh + 4.0) * OT_U);
+  /* fp16: the absolute errors of operands among the subnormals (file comment); eta = 0 else.
+   * keep = 1 / (1 - p) bounds P~; |q + u|, |q + vb| <= qmax + 0.5 (Qmax); |dS|, |dBD| <= 2 keep
+   * dh (Smax); k, v, r, dvec are inputs within [-1, 1], exact in fp16. */
+  const double keep = 1.0 / (1.0 - (double)cs->p), Qmax = cs->qmax + 0.5, Smax = 2.0 * keep * dh;
+  const double BL = (double)s.B * s.L, sc = (double)s.scale;
+  for (int64_t w = 0; w < nrow; w++) a.serr[w] += 1.01 * eta * sc * 2.0 * dh;
+  const double eta_vec = 1.01 * eta * K, eta_dq = 1.01 * eta * sc * 2.0 * K,
+               eta_dkv = 1.01 * eta * BL * fmax(sc * (Smax + Qmax), 1.0), eta_dr = 1.01 * eta * BL * sc * (Smax + Qmax),
+               eta_duvb = 1.01 * eta * sc * BL * K;
   double *p_rel = ot_alloc_d(nrow), p_rel_max = 0.0;
   for (int64_t w = 0; w < nrow; w++) {
     p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * OT_U + 8.0 * OT_U * (a.sabs[w] + log((double)K) + 1.0);
@@ -198,7 +232,7 @@ static void run_case(const Case *cs, Mode m) {
           const int64_t o = q_at(&s, i, c, h) + e;
           for (int j = 0; j < K; j++)
             vmag[o] += a.prob[row * K + j] * a.drop_factor[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
-          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U + 2.01 * uo) * vmag[o];
+          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U + 2.01 * uo) * vmag[o] + eta_vec;
         }
       }
   bounds_act(bvec, vec_c, nq, act); /* the rounding of the store */
@@ -238,12 +272,12 @@ static void run_case(const Case *cs, Mode m) {
   double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD);
   ref_attn_backward(mq, mkv, mr, mu, mvb, &a, 1, NULL);
   const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 34.0) * OT_U + 2.0 * p_rel_max + 4.01 * uo;
-  for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
-  for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
-  for (int64_t k = 0; k < nr; k++) mr[k] *= TOL_C * rel;
+  for (int64_t k = 0; k < nq; k++) mq[k] = TOL_C * rel * mq[k] + eta_dq;
+  for (int64_t k = 0; k < nkv; k++) mkv[k] = TOL_C * rel * mkv[k] + eta_dkv;
+  for (int64_t k = 0; k < nr; k++) mr[k] = TOL_C * rel * mr[k] + eta_dr;
   for (int e = 0; e < HD; e++) {
-    mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e])));
-    mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
+    mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e]))) + eta_duvb;
+    mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e]))) + eta_duvb;
   }
   /* the rounding of the stores of dq, dkv, dr (du, dvb are fp32) */
   bounds_act(mq, dq_c, nq, act), bounds_act(mkv, dkv_c, nkv, act), bounds_act(mr, dr_c, nr, act);
@@ -301,14 +335,15 @@ int main(void) {
                                                  M < mem_len, a flat softmax                     */
       {4, 0, 2, 2, 8, 0, 1, 0, 0.0f, 3},      /* same_shift 0, M = 0: no query sees any key     */
   };
-  /* every case in exact fp32, then in TF32, then in bf16 (file comment) */
-  static const Mode modes[] = {{TXL_F32, 0}, {TXL_F32, 1}, {TXL_BF16, 0}};
+  /* every case in exact fp32, then in TF32, then in bf16, then in fp16 (file comment); fp16 on
+   * sm_75 too (its tensor cores came with sm_70) */
+  static const Mode modes[] = {{TXL_F32, 0}, {TXL_F32, 1}, {TXL_BF16, 0}, {TXL_F16, 0}};
   const int tc = parity_has_tf32_bf16("the TF32 and bf16 cases");
   for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
-    if (mode_u(modes[mi]) > 0.0 && !tc) continue;
+    if ((modes[mi].tf32 || modes[mi].act == TXL_BF16) && !tc) continue;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], modes[mi]);
   }
   txl_cuda_set_gemm_math(TXL_GEMM_FP32);
-  printf("tf32 and bf16 cases: largest err/bound %.3e\n", g_tc_ratio);
+  printf("tf32, bf16 and fp16 cases: largest err/bound %.3e\n", g_tc_ratio);
   return parity_end();
 }
