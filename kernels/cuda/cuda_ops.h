@@ -36,7 +36,7 @@ typedef struct {
   size_t memory;
   size_t free_memory; /* free when set: what this process may still allocate (cudaMemGetInfo) */
   int sms, major, minor;
-  double peak[TXL_PEAK_KINDS]; /* FLOP/s of the fp32 CUDA cores, TF32 and bf16 tensor cores
+  double peak[TXL_PEAK_KINDS]; /* FLOP/s of the fp32 CUDA cores, TF32, bf16, fp16 tensor cores
                                 * (dense); 0 where the part has no such arithmetic or the
                                 * capability is not in the table */
   double dram_peak;  /* bytes/s: the part's datasheet figure, else 2 x memory clock x bus width */
