@@ -11,8 +11,8 @@
  *   - no op allocates: scratch comes from a workspace whose size the backend reports, or from
  *     what the op reserve made when the run was created.
  *
- * Storage types. A table stores activations in one type, `act` (TXL_F32, or TXL_BF16 for the
- * mixed-precision CUDA table); every op computes in fp32 after widening and rounds once when it
+ * Storage types. A table stores activations in one type, `act` (TXL_F32, or TXL_BF16 / TXL_F16
+ * for the mixed-precision CUDA tables); every op computes in fp32 after widening and rounds once when it
  * stores. In the signatures:
  *   - `void *` / `const void *` tensors are in the table's `act` type: activations, their
  *     gradients, and the GEMM operands (weights as the model's compute copy, see src/model);
@@ -21,7 +21,8 @@
  *     attention's saved statistics, Adam's state;
  *   - where one op serves both (a GEMM's C, the embedding backward's destination, add), a
  *     TxlDtype argument says which.
- * The CPU table is TXL_F32 only (an op asked for bf16 there ends the job as an internal error). */
+ * The CPU table is TXL_F32 only (an op asked for bf16 or fp16 there ends the job as an internal
+ * error). */
 #ifndef TXL_KERNELS_OPS_H
 #define TXL_KERNELS_OPS_H
 
@@ -30,11 +31,12 @@
 
 #include "kernels/common/dropout.h"
 
-/* Storage type of a tensor. */
-typedef enum { TXL_F32 = 0, TXL_BF16 = 1 } TxlDtype;
+/* Storage type of a tensor: fp32, bfloat16 (kernels/common/bf16.h) or IEEE binary16
+ * (kernels/common/fp16.h). */
+typedef enum { TXL_F32 = 0, TXL_BF16 = 1, TXL_F16 = 2 } TxlDtype;
 
 /* Bytes of one element of type t. */
-static inline size_t txl_dtype_size(TxlDtype t) { return t == TXL_BF16 ? 2 : 4; }
+static inline size_t txl_dtype_size(TxlDtype t) { return t == TXL_F32 ? 4 : 2; }
 
 /* Shape of one relative-attention call. K = M + L keys: M memory rows, then the L current rows. */
 typedef struct {
@@ -52,7 +54,7 @@ typedef struct {
 /* The table: a name, the activation type, then one function pointer per op of kernels/ops.def
  * (where each op's contract is written beside it), in that file's order. */
 typedef struct TxlOps {
-  const char *name; /* "cpu", "cuda" or "cuda-bf16" */
+  const char *name; /* "cpu", "cuda", "cuda-bf16" or "cuda-fp16" */
   TxlDtype act;     /* storage type of activations (the `void *` tensors of the ops) */
 #define TXL_OP(kind, ret, name, params) ret(*name) params;
 #include "kernels/ops.def"

@@ -4,7 +4,8 @@
 #     on 8 GPUs: 8 and 3 columns), in GB/s or TFLOP/s against the device's peaks;
 #  2. whole training steps of wt103_base, enwik8_base and ref_base (the recipe "base" of the
 #     best-known PyTorch re-implementation, the throughput to beat) on synthetic tokens, in fp32,
-#     with TF32 GEMMs, and in bf16 mixed precision: tokens/s, share of the measured GEMM peak, MFU;
+#     with TF32 GEMMs, and in bf16 and fp16 mixed precision: tokens/s, share of the measured GEMM
+#     peak, MFU;
 #  3. the same ref_base model in PyTorch (tests/reference/bench_ref.py --device cuda) in fp32,
 #     TF32 and bf16 autocast, with $TORCH_PYTHON (default python3; the newest torch pip installs
 #     is the fair comparison).
@@ -27,7 +28,7 @@ for cfg in wt103_base enwik8_base bench/ref_base; do
   case $cfg in wt103_base) set -- --set data.n_token=267735 --set train.batch_size=8 ;;
                enwik8_base) set -- --set data.n_token=204 --set train.batch_size=3 ;;
                *) set -- ;; esac
-  for prec in fp32 tf32 bf16; do
+  for prec in fp32 tf32 bf16 fp16; do
     echo "== txl $cfg, one GPU, run.precision = $prec, $steps steps"
     "$TXL_BUILD/bin/txl-train" "$TXL_ROOT/configs/$cfg.ini" --bench "$steps" --set data.corpus= "$@" \
       --set run.device=cuda --set run.precision=$prec | grep '^bench:'

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 typedef struct TxlCudaCost {
-  double tensor_flops; /* GEMM FLOPs (2 per multiply-add) on tensor cores: tf32 or bf16 operands */
+  double tensor_flops; /* GEMM FLOPs (2 per multiply-add) on tensor cores: tf32, bf16 or fp16 operands */
   double core_flops;   /* FLOPs on the CUDA cores: fp32 GEMMs and every other kernel's arithmetic */
   double bytes;        /* global memory read + written */
   double launches;     /* kernel launches and cuBLAS calls */
@@ -22,9 +22,9 @@ typedef struct TxlCudaCost {
 
 /* c += the cost of one txl_cuda_rel_attn_forward (backward = 0) or _backward (backward = 1)
  * call of shape s with activations of type act; tf32: the fp32 table's GEMMs run in TF32
- * (txl_cuda_set_gemm_math), ignored for TXL_BF16 (always on tensor cores). bd: the call has r
- * (the BD term; then u too, and vb unless rb); rb: it has attn_type 1's per-key bias; neither:
- * plain attention without u and vb (attn_type 2, 3). Same plan as the calls themselves
+ * (txl_cuda_set_gemm_math), ignored for TXL_BF16 and TXL_F16 (always on tensor cores). bd: the
+ * call has r (the BD term; then u too, and vb unless rb); rb: it has attn_type 1's per-key bias;
+ * neither: plain attention without u and vb (attn_type 2, 3). Same plan as the calls themselves
  * (kernels/cuda/rel_attn.cu). */
 void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, int bd, int rb, TxlCudaCost *c);
 

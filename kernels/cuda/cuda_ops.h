@@ -36,7 +36,7 @@ typedef struct {
   size_t memory;
   size_t free_memory; /* free when set: what this process may still allocate (cudaMemGetInfo) */
   int sms, major, minor;
-  double peak[TXL_PEAK_KINDS]; /* FLOP/s of the fp32 CUDA cores, TF32 and bf16 tensor cores
+  double peak[TXL_PEAK_KINDS]; /* FLOP/s of the fp32 CUDA cores, TF32, bf16, fp16 tensor cores
                                 * (dense); 0 where the part has no such arithmetic or the
                                 * capability is not in the table */
   double dram_peak;  /* bytes/s: the part's datasheet figure, else 2 x memory clock x bus width */
@@ -49,23 +49,26 @@ double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup, int iters)
 
 /* GEMM arithmetic of the fp32 table's txl_cuda_gemm (run.precision fp32 or tf32). Operands and
  * results stay fp32 in memory; TF32 rounds the operands inside the tensor cores (10-bit
- * mantissa) and accumulates in fp32. The bf16 table's txl_cuda_gemm_bf16 always computes in
- * fp32 on its bf16 operands (exactly widened) and is not affected. */
+ * mantissa) and accumulates in fp32. The bf16 and fp16 tables' txl_cuda_gemm_bf16 /
+ * txl_cuda_gemm_fp16 always compute in fp32 on their operands (exactly widened) and are not
+ * affected. */
 typedef enum { TXL_GEMM_FP32 = 0, TXL_GEMM_TF32 = 1 } TxlGemmMath;
 void txl_cuda_set_gemm_math(TxlGemmMath math);
 
 /* One function per op of kernels/ops.def, with the op's signature: txl_cuda_<name>, and for an op
- * of kind ACT (it has activation tensors, the `void *` of its signature) a second one,
- * txl_cuda_<name>_bf16: txl_cuda_<name> serves the "cuda" table (activations fp32) and
- * txl_cuda_<name>_bf16 the "cuda-bf16" table (activations bf16). Where an op takes a TxlDtype,
- * txl_cuda_<name> accepts TXL_F32 only and txl_cuda_<name>_bf16 TXL_BF16 or TXL_F32; any other
- * ends the job as an internal error. The files are named after the ops: memory.cu (to_act in
+ * of kind ACT (it has activation tensors, the `void *` of its signature) two more,
+ * txl_cuda_<name>_bf16 and txl_cuda_<name>_fp16: txl_cuda_<name> serves the "cuda" table
+ * (activations fp32), txl_cuda_<name>_bf16 the "cuda-bf16" table (activations bf16) and
+ * txl_cuda_<name>_fp16 the "cuda-fp16" table (activations IEEE fp16). Where an op takes a
+ * TxlDtype, txl_cuda_<name> accepts TXL_F32 only, txl_cuda_<name>_bf16 TXL_BF16 or TXL_F32 and
+ * txl_cuda_<name>_fp16 TXL_F16 or TXL_F32; any other ends the job as an internal error. The files are named after the ops: memory.cu (to_act in
  * elementwise.cu), gemm.cu, gemm_lt.cu (gemm_bias, gemm_wgrad_bias), elementwise.cu, ffn.cu,
  * embedding.cu, posemb.cu, dropout.cu, layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
 #define TXL_CUDA_DECL_ONE(ret, name, params) ret txl_cuda_##name params;
 #define TXL_CUDA_DECL_ACT(ret, name, params) \
   ret txl_cuda_##name params;                \
-  ret txl_cuda_##name##_bf16 params;
+  ret txl_cuda_##name##_bf16 params;         \
+  ret txl_cuda_##name##_fp16 params;
 #define TXL_OP(kind, ret, name, params) TXL_CUDA_DECL_##kind(ret, name, params)
 #include "kernels/ops.def"
 #undef TXL_OP
@@ -74,8 +77,8 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
 
 /* ---- the backend ------------------------------------------------------------------------- */
 /* The table of the ops above for activations of type act (ops_table.cu): "cuda" (TXL_F32: the
- * txl_cuda_X functions) or "cuda-bf16" (TXL_BF16: the txl_cuda_X_bf16 ones where an op has two).
- * Any other act ends the job as an internal error. */
+ * txl_cuda_X functions), "cuda-bf16" (TXL_BF16: the txl_cuda_X_bf16 ones where an op has them)
+ * or "cuda-fp16" (TXL_F16: the txl_cuda_X_fp16 ones). */
 const TxlOps *txl_ops_cuda(TxlDtype act);
 
 /* Releases the cuBLAS handle and the scratch buffers (optional, at exit; ops may be called

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/fp16.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/ops.h"
 
@@ -45,29 +46,40 @@ static __device__ __forceinline__ float txl_warp_sum(float x) {
   return x;
 }
 
-/* Loads and stores of an activation tensor whose storage type T is float or txl_bf16 (the two
- * tables' act types, kernels/ops.h): a kernel written once as a template on T reads through
- * txl_ld (widening: exact) and writes through txl_st (rounding to nearest even, once), and
+/* Loads and stores of an activation tensor whose storage type T is float, txl_bf16 or txl_fp16
+ * (the three tables' act types, kernels/ops.h): a kernel written once as a template on T reads
+ * through txl_ld (widening: exact) and writes through txl_st (rounding to nearest even, once), and
  * computes in fp32 in between. For T = float both are plain accesses, so the fp32 instantiation
  * is the same code as an untemplated fp32 kernel. Device only. */
 static __device__ __forceinline__ float txl_ld(const float *p) { return *p; }
 static __device__ __forceinline__ float txl_ld(const txl_bf16 *p) { return txl_bf16_to_float(*p); }
+static __device__ __forceinline__ float txl_ld(const txl_fp16 *p) { return txl_fp16_to_float(*p); }
 static __device__ __forceinline__ void txl_st(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void txl_st(txl_bf16 *p, float v) { *p = txl_bf16_from_float(v); }
+static __device__ __forceinline__ void txl_st(txl_fp16 *p, float v) { *p = txl_fp16_from_float(v); }
 
 /* The TxlDtype argument of an op (a GEMM's C, the embedding backward's destination, add): the
- * fp32 table ("cuda") stores everything in fp32 and accepts TXL_F32 only, the bf16 table
- * ("cuda-bf16") TXL_BF16 or TXL_F32 (kernels/ops.h); anything else is a bug of the caller.
+ * fp32 table ("cuda", act TXL_F32) stores everything in fp32 and accepts TXL_F32 only, the bf16
+ * and fp16 tables ("cuda-bf16", "cuda-fp16") their act type or TXL_F32 (kernels/ops.h); anything
+ * else is a bug of the caller. Host only. */
+static inline const char *txl_cuda_table_name(TxlDtype act) {
+  return act == TXL_BF16 ? "cuda-bf16" : act == TXL_F16 ? "cuda-fp16" : "cuda";
+}
+static inline void txl_cuda_require_dtype(TxlDtype t, TxlDtype act, const char *op) {
+  if (t == TXL_F32 || t == act) return;
+  txl_fatal("internal: %s on the %s backend with a tensor of type %d (%s)", op, txl_cuda_table_name(act), (int)t,
+            act == TXL_BF16 ? "bf16 or fp32" : act == TXL_F16 ? "fp16 or fp32" : "fp32 only");
+}
+
+/* The cuBLAS / cuBLASLt data type of a tensor of type t: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F.
  * Host only. */
-static inline void txl_cuda_require_dtype(TxlDtype t, bool bf16_table, const char *op) {
-  if (t == TXL_F32 || (bf16_table && t == TXL_BF16)) return;
-  txl_fatal("internal: %s on the %s backend with a tensor of type %d (%s)", op,
-            bf16_table ? "cuda-bf16" : "cuda", (int)t, bf16_table ? "bf16 or fp32" : "fp32 only");
+static inline cudaDataType txl_cuda_data_type(TxlDtype t) {
+  return t == TXL_BF16 ? CUDA_R_16BF : t == TXL_F16 ? CUDA_R_16F : CUDA_R_32F;
 }
 
 /* batch row-major GEMMs (gemm.cu), as the gemm op (kernels/ops.def) with A and B of type ab
- * (TXL_F32: the arithmetic of txl_cuda_set_gemm_math, exact fp32 or TF32; TXL_BF16: fp32 sums
- * of exact products) and C of type c_type; batch b reads A + b sA, B + b sB and writes
+ * (TXL_F32: the arithmetic of txl_cuda_set_gemm_math, exact fp32 or TF32; TXL_BF16, TXL_F16:
+ * fp32 sums of exact products) and C of type c_type; batch b reads A + b sA, B + b sB and writes
  * C + b sC (strides in elements). K >= 1. Host only. */
 void txl_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
                            int64_t sA, const void *B, int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC,

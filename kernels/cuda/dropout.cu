@@ -4,7 +4,7 @@
  * touches nothing.
  *
  * One thread per group of 4 features (one Philox call gives the 4 words of the group).
- *   x [rows, cols, feats] of type T (float or txl_bf16, see cuda_util.h);
+ *   x [rows, cols, feats] of type T (float, txl_bf16 or txl_fp16, see cuda_util.h);
  *   thread t -> (row, column c, group q), feats f = 4q .. 4q+3 (< feats) */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/dropout_group.h"
@@ -41,4 +41,9 @@ extern "C" void txl_cuda_dropout(void *x, int rows, int cols, int feats, int col
 extern "C" void txl_cuda_dropout_bf16(void *x, int rows, int cols, int feats, int col0,
                                       TxlDropout d) {
   dropout(static_cast<txl_bf16 *>(x), rows, cols, feats, col0, d);
+}
+
+extern "C" void txl_cuda_dropout_fp16(void *x, int rows, int cols, int feats, int col0,
+                                      TxlDropout d) {
+  dropout(static_cast<txl_fp16 *>(x), rows, cols, feats, col0, d);
 }

@@ -6,9 +6,9 @@
  *   sumsq          sum x^2 in double, to the host    [n]
  *   sumsq_segments sumsq over the span of segments whose gaps are zero (the padded gradient)
  * The element-wise ops are one thread per element (grid-stride loops) doing the same single
- * float operation as the CPU, so their fp32 results are the same bits; their bf16 results are
+ * float operation as the CPU, so their fp32 results are the same bits; their bf16 / fp16 results are
  * those bits rounded once (kernels are templates on the storage type, see cuda_util.h). db and
- * the sum of squares are fp32 in both tables (parameter gradients).
+ * the sum of squares are fp32 in every table (parameter gradients).
  *
  * bias_backward, deterministic without atomics: the rows are cut into P chunks fixed by (rows,
  * n); kernel 1 (grid [column tiles, P]) sums each chunk's rows in increasing order in double into
@@ -82,6 +82,10 @@ extern "C" void txl_cuda_bias_fill_bf16(void *x, const float *b, int64_t rows, i
   bias_fill(static_cast<txl_bf16 *>(x), b, rows, n);
 }
 
+extern "C" void txl_cuda_bias_fill_fp16(void *x, const float *b, int64_t rows, int n) {
+  bias_fill(static_cast<txl_fp16 *>(x), b, rows, n);
+}
+
 /* Kernel 1: part[p, j] = sum of dy[r, j] over the rows r of chunk p, in increasing r, in double.
  * grid (ceil(n / threads), P); dy [rows, n], part [P, n] */
 template <typename T>
@@ -137,6 +141,10 @@ extern "C" void txl_cuda_bias_backward_bf16(float *db, const void *dy, int64_t r
   bias_backward(db, static_cast<const txl_bf16 *>(dy), rows, n);
 }
 
+extern "C" void txl_cuda_bias_backward_fp16(float *db, const void *dy, int64_t rows, int n) {
+  bias_backward(db, static_cast<const txl_fp16 *>(dy), rows, n);
+}
+
 /* ---- element-wise -------------------------------------------------------------------------- */
 
 /* out, a, b [n]; out may alias a or b (each element is read, then written, by one thread) */
@@ -156,20 +164,29 @@ static void add(void *out, const void *a, const void *b, int64_t n) {
 }
 
 extern "C" void txl_cuda_add(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
-  txl_cuda_require_dtype(t, false, "add");
+  txl_cuda_require_dtype(t, TXL_F32, "add");
   add<float>(out, a, b, n);
 }
 
 extern "C" void txl_cuda_add_bf16(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
-  txl_cuda_require_dtype(t, true, "add");
+  txl_cuda_require_dtype(t, TXL_BF16, "add");
   if (t == TXL_BF16)
     add<txl_bf16>(out, a, b, n);
   else
     add<float>(out, a, b, n);
 }
 
-/* dst [n] = src [n] rounded to bf16 (the fp32 table's to_act is a plain copy) */
-static __global__ void to_bf16_kernel(txl_bf16 *dst, const float *src, int64_t n) {
+extern "C" void txl_cuda_add_fp16(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
+  txl_cuda_require_dtype(t, TXL_F16, "add");
+  if (t == TXL_F16)
+    add<txl_fp16>(out, a, b, n);
+  else
+    add<float>(out, a, b, n);
+}
+
+/* dst [n] = src [n] rounded to T, bf16 or fp16 (the fp32 table's to_act is a plain copy) */
+template <typename T>
+static __global__ void to_act_kernel(T *dst, const float *src, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     txl_st(&dst[i], src[i]);
@@ -179,12 +196,17 @@ extern "C" void txl_cuda_to_act(void *dst, const float *src, int64_t n) {
   if (n > 0) txl_cuda_copy(dst, src, (size_t)n * sizeof(float));
 }
 
-extern "C" void txl_cuda_to_act_bf16(void *dst, const float *src, int64_t n) {
+template <typename T>
+static void to_act(void *dst, const float *src, int64_t n) {
   if (n <= 0) return;
-  TXL_LAUNCH(to_bf16_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-      static_cast<txl_bf16 *>(dst), src, n);
+  TXL_LAUNCH(to_act_kernel<T>, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(static_cast<T *>(dst),
+                                                                                          src, n);
   CUDA_LAUNCH_CHECK();
 }
+
+extern "C" void txl_cuda_to_act_bf16(void *dst, const float *src, int64_t n) { to_act<txl_bf16>(dst, src, n); }
+
+extern "C" void txl_cuda_to_act_fp16(void *dst, const float *src, int64_t n) { to_act<txl_fp16>(dst, src, n); }
 
 /* ---- sum of squares ------------------------------------------------------------------------ */
 

@@ -3,7 +3,7 @@
  *             one thread per output element;
  *   backward  demb[tok[t], :] += dout[t, :] * scale    demb [V, d], dout [n, d]
  *             deterministic, see below.
- * out, emb and dout are activations of type T (float or txl_bf16, see cuda_util.h); demb is of
+ * out, emb and dout are activations of type T (float, txl_bf16 or txl_fp16, see cuda_util.h); demb is of
  * type TD (fp32 for a parameter gradient, T for an activation: the adaptive softmax's scatter-add).
  * The token ids are trusted (the corpus reader checks them against the vocabulary). */
 #include "kernels/cuda/cuda_ops.h"
@@ -40,6 +40,12 @@ extern "C" void txl_cuda_embedding_forward_bf16(void *out, const int32_t *tok, c
                     n, d);
 }
 
+extern "C" void txl_cuda_embedding_forward_fp16(void *out, const int32_t *tok, const void *emb,
+                                                float scale, int64_t n, int d) {
+  embedding_forward(static_cast<txl_fp16 *>(out), tok, static_cast<const txl_fp16 *>(emb), scale,
+                    n, d);
+}
+
 /* ---- backward ------------------------------------------------------------------------------
  * demb[tok[t], :] += dout[t, :] * scale (+=), deterministic and without float atomics, in the
  * order of the CPU backend: every element of a token's row receives the terms of its positions in
@@ -56,7 +62,7 @@ extern "C" void txl_cuda_embedding_forward_bf16(void *out, const int32_t *tok, c
  *  2. One block per run of equal tokens in skey (the block of the run's first index; the others
  *     skip), threads over the d columns (grid y: column tiles of 256): the run's positions are
  *     staged 256 at a time in shared memory and each thread adds their dout rows, in order, into a
- *     register, written once at the end (a bf16 demb: widened when read, rounded once when
+ *     register, written once at the end (a bf16 or fp16 demb: widened when read, rounded once when
  *     written). Distinct runs own distinct rows of demb: no races.
  *
  * Scratch (int32): two key/value buffer pairs [4, n] and hist [256, tiles], owned by this file,
@@ -211,17 +217,28 @@ static void embedding_backward(TD *demb, const T *dout, const int32_t *tok, floa
 
 extern "C" void txl_cuda_embedding_backward(void *demb, TxlDtype demb_type, const void *dout,
                                             const int32_t *tok, float scale, int64_t n, int d) {
-  txl_cuda_require_dtype(demb_type, false, "embedding_backward");
+  txl_cuda_require_dtype(demb_type, TXL_F32, "embedding_backward");
   embedding_backward(static_cast<float *>(demb), static_cast<const float *>(dout), tok, scale, n, d);
 }
 
 extern "C" void txl_cuda_embedding_backward_bf16(void *demb, TxlDtype demb_type, const void *dout,
                                                  const int32_t *tok, float scale, int64_t n,
                                                  int d) {
-  txl_cuda_require_dtype(demb_type, true, "embedding_backward");
+  txl_cuda_require_dtype(demb_type, TXL_BF16, "embedding_backward");
   const txl_bf16 *dy = static_cast<const txl_bf16 *>(dout);
   if (demb_type == TXL_BF16)
     embedding_backward(static_cast<txl_bf16 *>(demb), dy, tok, scale, n, d);
+  else
+    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d);
+}
+
+extern "C" void txl_cuda_embedding_backward_fp16(void *demb, TxlDtype demb_type, const void *dout,
+                                                 const int32_t *tok, float scale, int64_t n,
+                                                 int d) {
+  txl_cuda_require_dtype(demb_type, TXL_F16, "embedding_backward");
+  const txl_fp16 *dy = static_cast<const txl_fp16 *>(dout);
+  if (demb_type == TXL_F16)
+    embedding_backward(static_cast<txl_fp16 *>(demb), dy, tok, scale, n, d);
   else
     embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d);
 }

@@ -7,7 +7,7 @@
  * The masks are those of the dropout op (kernels/cuda/dropout.cu): Philox words from
  * txl_dropout_words keyed by (row, col0 + column, feature / 4), and the same single float
  * operations as the unfused ops, so the results are the same bits as bias + relu + dropout.
- * Activations of type T (float or txl_bf16, see cuda_util.h); with bf16, ad is made from a as
+ * Activations of type T (float, txl_bf16 or txl_fp16, see cuda_util.h); with bf16 or fp16, ad is made from a as
  * stored (rounded), as the dropout op would make it from a copy of a.
  *
  * One thread per group of 4 features of one (row, column) (one Philox call gives the 4 words of
@@ -111,6 +111,13 @@ extern "C" void txl_cuda_bias_relu_dropout_forward_bf16(void *a, void *ad, const
                             cols, feats, col0, drop);
 }
 
+extern "C" void txl_cuda_bias_relu_dropout_forward_fp16(void *a, void *ad, const float *b,
+                                                        int rows, int cols, int feats, int col0,
+                                                        TxlDropout drop) {
+  bias_relu_dropout_forward(static_cast<txl_fp16 *>(a), static_cast<txl_fp16 *>(ad), b, rows,
+                            cols, feats, col0, drop);
+}
+
 extern "C" void txl_cuda_relu_dropout_backward(void *dx, const void *a, int rows, int cols,
                                                int feats, int col0, TxlDropout drop) {
   relu_dropout_backward(static_cast<float *>(dx), static_cast<const float *>(a), rows, cols,
@@ -120,5 +127,11 @@ extern "C" void txl_cuda_relu_dropout_backward(void *dx, const void *a, int rows
 extern "C" void txl_cuda_relu_dropout_backward_bf16(void *dx, const void *a, int rows, int cols,
                                                     int feats, int col0, TxlDropout drop) {
   relu_dropout_backward(static_cast<txl_bf16 *>(dx), static_cast<const txl_bf16 *>(a), rows,
+                        cols, feats, col0, drop);
+}
+
+extern "C" void txl_cuda_relu_dropout_backward_fp16(void *dx, const void *a, int rows, int cols,
+                                                    int feats, int col0, TxlDropout drop) {
+  relu_dropout_backward(static_cast<txl_fp16 *>(dx), static_cast<const txl_fp16 *>(a), rows,
                         cols, feats, col0, drop);
 }

@@ -17,8 +17,11 @@
  *   txl_cuda_gemm_bf16  bf16 operands (CUDA_R_16BF), C bf16 (an activation) or fp32 (a parameter
  *                       gradient), always CUBLAS_COMPUTE_32F: the tensor cores take the bf16
  *                       operands as they are (exact products) and sum in fp32; a bf16 C is
- *                       rounded once when stored (beta reads it widened).
- * alpha and beta are floats in both (the scale type of CUBLAS_COMPUTE_32F).
+ *                       rounded once when stored (beta reads it widened);
+ *   txl_cuda_gemm_fp16  the same with IEEE fp16 operands and C (CUDA_R_16F): fp16 tensor cores
+ *                       (from sm_70) with CUBLAS_COMPUTE_32F, exact products and fp32 sums; an
+ *                       fp16 C is rounded once when stored, a value past 65504 to infinity.
+ * alpha and beta are floats in all three (the scale type of CUBLAS_COMPUTE_32F).
  * Determinism: cuBLAS gives bit-identical results run to run for one stream on one
  * architecture. */
 #include "kernels/cuda/cuda_ops.h"
@@ -56,8 +59,8 @@ void txl_cuda_gemm_release(void) {
   }
 }
 
-/* C = beta C (C = 0 when beta == 0, without reading C, as BLAS does).   C [M, N] (ldc), TC float
- * or txl_bf16 */
+/* C = beta C (C = 0 when beta == 0, without reading C, as BLAS does).   C [M, N] (ldc), TC float,
+ * txl_bf16 or txl_fp16 */
 template <typename TC>
 static __global__ void scale_matrix_kernel(TC *C, int M, int N, int ldc, float beta) {
   const int64_t total = (int64_t)M * N;
@@ -77,7 +80,7 @@ static void scale_matrix(TC *C, int M, int N, int ldc, float beta) {
   CUDA_LAUNCH_CHECK();
 }
 
-/* Both tables' GEMM: A and B of type ab (CUDA_R_32F or CUDA_R_16BF), C of type c_type. */
+/* The tables' GEMM: A and B of type ab (CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F), C of type c_type. */
 static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
                  const void *B, int ldb, cudaDataType ab, float beta, void *C, int ldc,
                  TxlDtype c_type, cublasComputeType_t compute) {
@@ -85,13 +88,15 @@ static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, con
   if (K <= 0) { /* no product: C = beta C */
     if (c_type == TXL_BF16)
       scale_matrix(static_cast<txl_bf16 *>(C), M, N, ldc, beta);
+    else if (c_type == TXL_F16)
+      scale_matrix(static_cast<txl_fp16 *>(C), M, N, ldc, beta);
     else
       scale_matrix(static_cast<float *>(C), M, N, ldc, beta);
     return;
   }
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cudaDataType ct = c_type == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType ct = txl_cuda_data_type(c_type);
   CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, ab, ldb, A, ab, lda, &beta, C, ct, ldc,
                             compute, CUBLAS_GEMM_DEFAULT));
 }
@@ -99,15 +104,23 @@ static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, con
 extern "C" void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
                               const void *A, int lda, const void *B, int ldb, float beta, void *C,
                               int ldc, TxlDtype c_type) {
-  txl_cuda_require_dtype(c_type, false, "gemm");
+  txl_cuda_require_dtype(c_type, TXL_F32, "gemm");
   gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_32F, beta, C, ldc, c_type, g_compute);
 }
 
 extern "C" void txl_cuda_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha,
                                    const void *A, int lda, const void *B, int ldb, float beta,
                                    void *C, int ldc, TxlDtype c_type) {
-  txl_cuda_require_dtype(c_type, true, "gemm");
+  txl_cuda_require_dtype(c_type, TXL_BF16, "gemm");
   gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_16BF, beta, C, ldc, c_type,
+       CUBLAS_COMPUTE_32F);
+}
+
+extern "C" void txl_cuda_gemm_fp16(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                                   const void *A, int lda, const void *B, int ldb, float beta,
+                                   void *C, int ldc, TxlDtype c_type) {
+  txl_cuda_require_dtype(c_type, TXL_F16, "gemm");
+  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_16F, beta, C, ldc, c_type,
        CUBLAS_COMPUTE_32F);
 }
 
@@ -120,10 +133,9 @@ void txl_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int K, float 
                            int batch, TxlDtype ab, TxlDtype c_type) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
   if (K <= 0) txl_fatal("internal: batched GEMM with K = %d", K);
-  const cudaDataType at = ab == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cudaDataType ct = c_type == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-  const cublasComputeType_t compute = ab == TXL_BF16 ? CUBLAS_COMPUTE_32F : g_compute;
-  const size_t ea = ab == TXL_BF16 ? 2 : 4, ec = c_type == TXL_BF16 ? 2 : 4;
+  const cudaDataType at = txl_cuda_data_type(ab), ct = txl_cuda_data_type(c_type);
+  const cublasComputeType_t compute = ab == TXL_F32 ? g_compute : CUBLAS_COMPUTE_32F;
+  const size_t ea = txl_dtype_size(ab), ec = txl_dtype_size(c_type);
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int chunk = 65535;

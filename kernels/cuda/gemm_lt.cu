@@ -14,9 +14,10 @@
  *
  * Types, as the cuBLASLt header states them: the bias and the bias gradient have D's type. So the
  * bf16 table passes the bias in bf16 (the model's compute copy of the fp32 master: the same
- * bf16 value the unfused pass wrote into C), and the bias gradient of an fp32 dw is fp32.
- * Arithmetic: the fp32 table's compute type is gemm.cu's (exact fp32 or TF32), the bf16 table's
- * fp32 on exact bf16 products, as the plain gemm.
+ * bf16 value the unfused pass wrote into C), the fp16 table in fp16 likewise, and the bias
+ * gradient of an fp32 dw is fp32.
+ * Arithmetic: the fp32 table's compute type is gemm.cu's (exact fp32 or TF32), the bf16 and fp16
+ * tables' fp32 on exact bf16 / fp16 products, as the plain gemm.
  *
  * Which combinations a GPU's cuBLASLt takes is its heuristic's answer
  * (cublasLtMatmulAlgoGetHeuristic), asked once per shape and kept (Cache below). Where it has no
@@ -113,20 +114,18 @@ typedef struct {
   const void *bias;              /* BIAS / RELU_BIAS: read; BGRADA / BGRADB: written */
 } LtGemm;
 
-static cudaDataType lt_type(TxlDtype t) { return t == TXL_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
-
 /* Runs g as one cuBLASLt matmul when the library has an algorithm for it and returns 1; returns 0
  * (nothing done) when it has none. */
 static int lt_matmul(const LtGemm *g) {
   if (!g_lt) CUBLAS_CHECK(cublasLtCreate(&g_lt));
   const cublasComputeType_t compute =
-      g->ab == TXL_BF16 || !txl_cuda_gemm_tf32() ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+      g->ab != TXL_F32 || !txl_cuda_gemm_tf32() ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   /* Our B is cuBLASLt's A (m = N rows of op(A') ), our A its B: see the top of the file. */
   const cublasOperation_t op_a = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t ta = (int32_t)op_a, tb = (int32_t)op_b;
   const uint32_t epi = (uint32_t)g->epilogue;
-  const int32_t bias_type = (int32_t)lt_type(g->c);
+  const int32_t bias_type = (int32_t)txl_cuda_data_type(g->c);
   const Key key = {{g->trans_a, g->trans_b, g->M, g->N, g->K, g->lda, g->ldb, g->ldc, (int)g->ab, (int)g->c,
                     (int)g->epilogue, (int)compute}};
   Entry *e = lookup(&key);
@@ -144,7 +143,7 @@ static int lt_matmul(const LtGemm *g) {
   }
   /* The stored matrices, column-major: cuBLASLt's A is op_a ? [K, N] : [N, K] with ld ldb, ... */
   cublasLtMatrixLayout_t la, lb, lc;
-  const cudaDataType at = lt_type(g->ab), ct = lt_type(g->c);
+  const cudaDataType at = txl_cuda_data_type(g->ab), ct = txl_cuda_data_type(g->c);
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, at, g->trans_b ? g->K : g->N, g->trans_b ? g->N : g->K, g->ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, at, g->trans_a ? g->M : g->K, g->trans_a ? g->K : g->M, g->lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, ct, g->N, g->M, g->ldc));
@@ -234,7 +233,7 @@ static void gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void 
   T *c = static_cast<T *>(C);
   const T *b = static_cast<const T *>(bias);
   void (*gemm)(int, int, int, int, int, float, const void *, int, const void *, int, float, void *, int, TxlDtype) =
-      act == TXL_BF16 ? txl_cuda_gemm_bf16 : txl_cuda_gemm;
+      act == TXL_BF16 ? txl_cuda_gemm_bf16 : act == TXL_F16 ? txl_cuda_gemm_fp16 : txl_cuda_gemm;
   if (relu) {
     gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, act);
     bias_pass(c, b, M, N, ldc, 1);
@@ -252,6 +251,11 @@ extern "C" void txl_cuda_gemm_bias(int trans_a, int trans_b, int M, int N, int K
 extern "C" void txl_cuda_gemm_bias_bf16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
                                         const void *B, int ldb, const void *bias, int relu, void *C, int ldc) {
   gemm_bias<txl_bf16>(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, relu, C, ldc, TXL_BF16);
+}
+
+extern "C" void txl_cuda_gemm_bias_fp16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
+                                        const void *B, int ldb, const void *bias, int relu, void *C, int ldc) {
+  gemm_bias<txl_fp16>(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, relu, C, ldc, TXL_F16);
 }
 
 static void gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
@@ -272,6 +276,9 @@ static void gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const
   if (act == TXL_BF16) {
     txl_cuda_bias_backward_bf16(db, dy_is_a ? A : B, K, n);
     txl_cuda_gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
+  } else if (act == TXL_F16) {
+    txl_cuda_bias_backward_fp16(db, dy_is_a ? A : B, K, n);
+    txl_cuda_gemm_fp16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
   } else {
     txl_cuda_bias_backward(db, dy_is_a ? A : B, K, n);
     txl_cuda_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
@@ -286,4 +293,9 @@ extern "C" void txl_cuda_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N,
 extern "C" void txl_cuda_gemm_wgrad_bias_bf16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
                                               const void *B, int ldb, float *dw, int lddw, float *db, int dy_is_a) {
   gemm_wgrad_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, db, dy_is_a, TXL_BF16);
+}
+
+extern "C" void txl_cuda_gemm_wgrad_bias_fp16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
+                                              const void *B, int ldb, float *dw, int lddw, float *db, int dy_is_a) {
+  gemm_wgrad_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, db, dy_is_a, TXL_F16);
 }

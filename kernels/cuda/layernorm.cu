@@ -10,9 +10,9 @@
  *
  * Shapes: out, inp, res, x, y, dout, dinp, dbranch [n, d] (n = rows * cols for the dropout one);
  * mean, rstd [n]; w, b, dw, db [d].
- * Types: the activations (out, inp, res, x, y, dout, dinp, dbranch) are of type T (float or
- * txl_bf16, see cuda_util.h: widened when read, rounded once when stored); mean, rstd, w, b, dw, db
- * are fp32. With bf16, the statistics and out are those of res as stored (rounded), which the
+ * Types: the activations (out, inp, res, x, y, dout, dinp, dbranch) are of type T (float,
+ * txl_bf16 or txl_fp16, see cuda_util.h: widened when read, rounded once when stored); mean, rstd, w, b, dw, db
+ * are fp32. With bf16 or fp16, the statistics and out are those of res as stored (rounded), which the
  * backward reads back as its input, and dbranch is the dropout of dinp as stored.
  *
  * Forward and d(input): one warp per row (lanes stride over the d features, warp-shuffle sums),
@@ -158,6 +158,14 @@ extern "C" void txl_cuda_layernorm_forward_bf16(void *out, float *mean, float *r
                                               eps);
 }
 
+extern "C" void txl_cuda_layernorm_forward_fp16(void *out, float *mean, float *rstd,
+                                                const void *inp, const float *w, const float *b,
+                                                int64_t n, int d, float eps) {
+  layernorm_forward_dispatch<txl_fp16, false>(NULL, static_cast<txl_fp16 *>(out), mean, rstd,
+                                              static_cast<const txl_fp16 *>(inp), NULL, w, b, n, d,
+                                              eps);
+}
+
 extern "C" void txl_cuda_add_layernorm_forward(void *res, void *out, float *mean, float *rstd,
                                                const void *x, const void *y, const float *w,
                                                const float *b, int64_t n, int d, float eps) {
@@ -173,6 +181,15 @@ extern "C" void txl_cuda_add_layernorm_forward_bf16(void *res, void *out, float 
   layernorm_forward_dispatch<txl_bf16, true>(
       static_cast<txl_bf16 *>(res), static_cast<txl_bf16 *>(out), mean, rstd,
       static_cast<const txl_bf16 *>(x), static_cast<const txl_bf16 *>(y), w, b, n, d, eps);
+}
+
+extern "C" void txl_cuda_add_layernorm_forward_fp16(void *res, void *out, float *mean,
+                                                    float *rstd, const void *x, const void *y,
+                                                    const float *w, const float *b, int64_t n,
+                                                    int d, float eps) {
+  layernorm_forward_dispatch<txl_fp16, true>(
+      static_cast<txl_fp16 *>(res), static_cast<txl_fp16 *>(out), mean, rstd,
+      static_cast<const txl_fp16 *>(x), static_cast<const txl_fp16 *>(y), w, b, n, d, eps);
 }
 
 /* ---- backward -------------------------------------------------------------------------- */
@@ -355,6 +372,14 @@ extern "C" void txl_cuda_layernorm_backward_bf16(void *dinp, float *dw, float *d
                      static_cast<const txl_bf16 *>(inp), w, mean, rstd, n, d);
 }
 
+extern "C" void txl_cuda_layernorm_backward_fp16(void *dinp, float *dw, float *db,
+                                                 const void *dout, const void *inp, const float *w,
+                                                 const float *mean, const float *rstd, int64_t n,
+                                                 int d) {
+  layernorm_backward(static_cast<txl_fp16 *>(dinp), dw, db, static_cast<const txl_fp16 *>(dout),
+                     static_cast<const txl_fp16 *>(inp), w, mean, rstd, n, d);
+}
+
 template <typename T>
 static void layernorm_backward_dropout(T *dinp, T *dbranch, float *dw, float *db, const T *dout,
                                        const T *inp, const float *w, const float *mean,
@@ -398,5 +423,17 @@ extern "C" void txl_cuda_layernorm_backward_dropout_bf16(void *dinp, void *dbran
   layernorm_backward_dropout(static_cast<txl_bf16 *>(dinp), static_cast<txl_bf16 *>(dbranch), dw,
                              db, static_cast<const txl_bf16 *>(dout),
                              static_cast<const txl_bf16 *>(inp), w, mean, rstd, rows, cols, d,
+                             col0, drop);
+}
+
+extern "C" void txl_cuda_layernorm_backward_dropout_fp16(void *dinp, void *dbranch, float *dw,
+                                                         float *db, const void *dout,
+                                                         const void *inp, const float *w,
+                                                         const float *mean, const float *rstd,
+                                                         int rows, int cols, int d, int col0,
+                                                         TxlDropout drop) {
+  layernorm_backward_dropout(static_cast<txl_fp16 *>(dinp), static_cast<txl_fp16 *>(dbranch), dw,
+                             db, static_cast<const txl_fp16 *>(dout),
+                             static_cast<const txl_fp16 *>(inp), w, mean, rstd, rows, cols, d,
                              col0, drop);
 }

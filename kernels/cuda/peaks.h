@@ -9,9 +9,9 @@
 extern "C" {
 #endif
 
-/* The arithmetic a peak is of: the fp32 CUDA cores, or the tensor cores on TF32 or bf16
+/* The arithmetic a peak is of: the fp32 CUDA cores, or the tensor cores on TF32, bf16 or fp16
  * operands (fp32 sums, dense: no 2:4 sparsity). */
-typedef enum { TXL_PEAK_FP32, TXL_PEAK_TF32, TXL_PEAK_BF16, TXL_PEAK_KINDS } TxlPeakKind;
+typedef enum { TXL_PEAK_FP32, TXL_PEAK_TF32, TXL_PEAK_BF16, TXL_PEAK_FP16, TXL_PEAK_KINDS } TxlPeakKind;
 
 typedef struct {
   int major, minor;
@@ -28,7 +28,7 @@ const TxlGpuPeaks *txl_gpu_peaks_find(int major, int minor, const char *name);
 /* FLOP/s: SMs x clock x FMAs per SM per clock x 2 (an FMA is two operations). */
 double txl_gpu_peak_flops(const TxlGpuPeaks *row, TxlPeakKind kind, int sms, double clock_hz);
 
-/* "fp32 CUDA cores", "TF32 tensor cores", "bf16 tensor cores". */
+/* "fp32 CUDA cores", "TF32 tensor cores", "bf16 tensor cores", "fp16 tensor cores". */
 const char *txl_peak_kind_name(TxlPeakKind kind);
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 /* Sinusoidal relative-position embedding, as the CPU backend (kernels/cpu/posemb.c):
  *   R[p, i] = sin(pos f_i),  R[p, d/2 + i] = cos(pos f_i),  f_i = 1 / 10000^(2i/d),
  *   pos = K-1-p, clamped to clamp_len when clamp_len > 0;
- * computed in double and rounded to float (then to bf16 for the bf16 table: stored through
+ * computed in double and rounded to float (then to bf16 or fp16 for those tables: stored through
  * txl_st, see cuda_util.h).   R [K, d], d even
  *
  * One thread per (p, i), i < d/2, grid-stride; it writes both the sine and the cosine. The
@@ -45,4 +45,8 @@ extern "C" void txl_cuda_posemb_forward(void *R, int K, int d, int clamp_len) {
 
 extern "C" void txl_cuda_posemb_forward_bf16(void *R, int K, int d, int clamp_len) {
   posemb_forward(static_cast<txl_bf16 *>(R), K, d, clamp_len);
+}
+
+extern "C" void txl_cuda_posemb_forward_fp16(void *R, int K, int d, int clamp_len) {
+  posemb_forward(static_cast<txl_fp16 *>(R), K, d, clamp_len);
 }

@@ -44,7 +44,8 @@
  * exact fp32 GEMMs: every product in fp32, as the CPU. TF32 (txl_cuda_set_gemm_math): the GEMM
  * operands are rounded to 10-bit mantissas inside the tensor cores. bf16 table: q + u, q + vb,
  * P~ and dS, dBD are rounded to bf16 once (they are GEMM operands); AC, BD, dP~, the gradient
- * GEMMs' results and every sum are fp32; each output rounded once when stored.
+ * GEMMs' results and every sum are fp32; each output rounded once when stored. fp16 table: the
+ * same roundings to IEEE fp16 (11-bit significand, range 2^-24 .. 65504).
  *
  * Rows without any visible key (only same_length with same_shift = 0 and M = 0): the CPU gives
  * them probabilities 0, so vec = 0 and zero gradients; so does this code (lse = -inf, every P 0).
@@ -413,14 +414,14 @@ struct Run {
 
 struct Count {
   TxlCudaCost *c;
-  bool tensor; /* the GEMMs run on tensor cores (tf32 or bf16) */
+  bool tensor; /* the GEMMs run on tensor cores (tf32, bf16 or fp16) */
   void gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, int64_t sA, const void *B,
             int ldb, int64_t sB, void *C, int ldc, int64_t sC, int batch, TxlDtype ab, TxlDtype ct) {
     (void)ta, (void)tb, (void)alpha, (void)A, (void)lda, (void)sA, (void)B, (void)ldb, (void)sB, (void)C;
     (void)ldc, (void)sC;
-    const double flops = 2.0 * M * N * K * batch, e = ab == TXL_BF16 ? 2.0 : 4.0;
+    const double flops = 2.0 * M * N * K * batch, e = (double)txl_dtype_size(ab);
     (tensor ? c->tensor_flops : c->core_flops) += flops;
-    c->bytes += (double)batch * ((double)M * K * e + (double)K * N * e + (double)M * N * (ct == TXL_BF16 ? 2 : 4));
+    c->bytes += (double)batch * ((double)M * K * e + (double)K * N * e + (double)M * N * (double)txl_dtype_size(ct));
     c->launches += 1.0;
   }
   template <typename Launch>
@@ -645,17 +646,23 @@ extern "C" size_t txl_cuda_rel_attn_workspace_bf16(int L, int K, int B, int H, i
   return workspace(L, K, B, H, dh, backward, sizeof(txl_bf16));
 }
 
+extern "C" size_t txl_cuda_rel_attn_workspace_fp16(int L, int K, int B, int H, int dh, int backward) {
+  return workspace(L, K, B, H, dh, backward, sizeof(txl_fp16));
+}
+
 extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, int bd, int rb,
                                        TxlCudaCost *c) {
   if (no_query(s)) return;
   const TxlDropout none = {0.0f, 0u, 0u, 0u};
   static const float mark_rb[1] = {0.0f}; /* a stand-in: the count reads no memory */
   const Geo g = make_geo(s, none, bd, rb ? mark_rb : nullptr);
-  const size_t e = act == TXL_BF16 ? sizeof(txl_bf16) : sizeof(float);
+  const size_t e = txl_dtype_size(act);
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, e, backward);
-  Count x = {c, act == TXL_BF16 || tf32 != 0};
+  Count x = {c, act != TXL_F32 || tf32 != 0};
   if (act == TXL_BF16)
     count_plan<txl_bf16>(x, g, p, backward, act);
+  else if (act == TXL_F16)
+    count_plan<txl_fp16>(x, g, p, backward, act);
   else
     count_plan<float>(x, g, p, backward, act);
 }
@@ -672,6 +679,13 @@ extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const vo
                                                TxlAttnShape s, TxlDropout drop, void *work) {
   rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb,
                    rb, s, drop, work, TXL_BF16);
+}
+
+extern "C" void txl_cuda_rel_attn_forward_fp16(void *vec, float *saved, const void *q, const void *kv,
+                                               const void *r, const float *u, const float *vb, const float *rb,
+                                               TxlAttnShape s, TxlDropout drop, void *work) {
+  rel_attn_forward((txl_fp16 *)vec, saved, (const txl_fp16 *)q, (const txl_fp16 *)kv, (const txl_fp16 *)r, u, vb,
+                   rb, s, drop, work, TXL_F16);
 }
 
 extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb,
@@ -692,4 +706,15 @@ extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, f
   rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb, drb, (const txl_bf16 *)dvec,
                     (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, rb, saved, s, drop, work,
                     TXL_BF16);
+}
+
+extern "C" void txl_cuda_rel_attn_backward_fp16(void *dq, void *dkv, void *dr, float *du, float *dvb,
+                                                float *drb, const void *dvec, const void *vec, const void *q,
+                                                const void *kv, const void *r, const float *u, const float *vb,
+                                                const float *rb, const float *saved, TxlAttnShape s,
+                                                TxlDropout drop, void *work) {
+  (void)vec;
+  rel_attn_backward((txl_fp16 *)dq, (txl_fp16 *)dkv, (txl_fp16 *)dr, du, dvb, drb, (const txl_fp16 *)dvec,
+                    (const txl_fp16 *)q, (const txl_fp16 *)kv, (const txl_fp16 *)r, u, vb, rb, saved, s, drop, work,
+                    TXL_F16);
 }

@@ -2,7 +2,7 @@
  *   loss[t] = log(sum_j exp(x[t,j] - m)) + (m - x[t, target[t]]),  m = max_j x[t, j];
  * and, when grad_scale != 0, the logits are overwritten with the gradient
  *   x[t, j] = exp(x[t,j] - m) * (grad_scale / sum) - (j == target[t] ? grad_scale : 0).
- *   logits [n, V] of type T (float or txl_bf16, see cuda_util.h: read widened, the gradient
+ *   logits [n, V] of type T (float, txl_bf16 or txl_fp16, see cuda_util.h: read widened, the gradient
  *   rounded once when stored), target [n], loss [n] (fp32)
  *
  * One block per row. Pass 1 reads the row once with an online max / sum (each thread keeps a
@@ -96,4 +96,10 @@ extern "C" void txl_cuda_xent_forward_backward_bf16(void *logits, float *loss,
                                                     const int32_t *target, float grad_scale,
                                                     int64_t n, int V) {
   xent_forward_backward(static_cast<txl_bf16 *>(logits), loss, target, grad_scale, n, V);
+}
+
+extern "C" void txl_cuda_xent_forward_backward_fp16(void *logits, float *loss,
+                                                    const int32_t *target, float grad_scale,
+                                                    int64_t n, int V) {
+  xent_forward_backward(static_cast<txl_fp16 *>(logits), loss, target, grad_scale, n, V);
 }

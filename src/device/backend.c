@@ -36,23 +36,31 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   txl_fatal_if_any(gpu < 0, "run.device = cuda: %s", err);
   TxlCudaDevice info;
   txl_cuda_set_device(gpu, &info);
-  /* TF32 and bf16 tensor arithmetic came with sm_80 (Ampere); cuBLAS has no such GEMMs before */
-  const int tensor_ok = c->precision == TXL_PRECISION_FP32 || info.major >= 8;
+  /* TF32 and bf16 tensor arithmetic came with sm_80 (Ampere); cuBLAS has no such GEMMs before.
+   * fp16 tensor cores came with sm_70 (Volta): fp16 runs on sm_75 (T4) too. */
+  const int tensor_ok =
+      c->precision == TXL_PRECISION_FP32 || c->precision == TXL_PRECISION_FP16 || info.major >= 8;
   txl_fatal_if_any(!tensor_ok, "run.precision = %s needs compute capability 8.0 or newer; cuda:%d (%s) is sm_%d%d: use "
-                   "run.precision = fp32",
+                   "run.precision = fp32 or fp16",
                    txl_config_choice_name(TXL_CFG_KEY_precision, c->precision), gpu, info.name, info.major, info.minor);
-  /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16: the table that stores the
-   * activations in bf16 (its GEMMs take bf16 operands; the TF32 setting does not apply to them) */
-  const int bf16 = c->precision == TXL_PRECISION_BF16;
+  /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16 / fp16: the table that stores the
+   * activations in bf16 / fp16 (its GEMMs take those operands; the TF32 setting does not apply) */
+  const int bf16 = c->precision == TXL_PRECISION_BF16, fp16 = c->precision == TXL_PRECISION_FP16;
   txl_cuda_set_gemm_math(c->precision == TXL_PRECISION_TF32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   b->gpu = gpu;
-  const TxlPeakKind kind = bf16 ? TXL_PEAK_BF16 : c->precision == TXL_PRECISION_TF32 ? TXL_PEAK_TF32 : TXL_PEAK_FP32;
+  const TxlPeakKind kind = bf16                                    ? TXL_PEAK_BF16
+                           : fp16                                  ? TXL_PEAK_FP16
+                           : c->precision == TXL_PRECISION_TF32 ? TXL_PEAK_TF32
+                                                                   : TXL_PEAK_FP32;
   b->peak_flops = info.peak[kind];
   b->peak_of = txl_peak_kind_name(kind);
   b->free_bytes = (double)info.free_memory;
   snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
            info.minor, (double)info.memory / 1073741824.0,
-           bf16 ? "bf16 activations and GEMMs" : c->precision == TXL_PRECISION_TF32 ? "TF32 GEMMs" : "fp32");
+           bf16                                 ? "bf16 activations and GEMMs"
+           : fp16                               ? "fp16 activations and GEMMs"
+           : c->precision == TXL_PRECISION_TF32 ? "TF32 GEMMs"
+                                                : "fp32");
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu);
 #else /* the CPU emulator of the kernels (tests/cuda/emu): no NCCL there */
@@ -63,15 +71,15 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
 #endif
 
 const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
-  const int bf16 = c->precision == TXL_PRECISION_BF16;
+  const int bf16 = c->precision == TXL_PRECISION_BF16, fp16 = c->precision == TXL_PRECISION_FP16;
   if (c->device == TXL_DEVICE_CPU) {
-    if (!bf16) return txl_ops_cpu();
-    snprintf(err, errlen, "run.precision = bf16 needs run.device = cuda (the CPU backend computes and stores in "
-             "fp32; use fp32)");
+    if (!bf16 && !fp16) return txl_ops_cpu();
+    snprintf(err, errlen, "run.precision = %s needs run.device = cuda (the CPU backend computes and stores in "
+             "fp32; use fp32)", bf16 ? "bf16" : "fp16");
     return NULL;
   }
 #ifdef TXL_HAVE_CUDA
-  return txl_ops_cuda(bf16 ? TXL_BF16 : TXL_F32);
+  return txl_ops_cuda(bf16 ? TXL_BF16 : fp16 ? TXL_F16 : TXL_F32);
 #else
   snprintf(err, errlen, "run.device = cuda: this txl was built without the CUDA backend (configure it where a CUDA "
            "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, Building)");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/fp16.h"
 #include "src/base/error.h"
 #include "src/model/adaptive.h"
 #include "src/model/layers.h"
@@ -55,20 +56,22 @@ void txl_model_params_changed(TxlModel *m) {
   if (m->param_act != m->param_buf) m->ops->to_act(m->param_act, m->param_buf, m->table.total);
 }
 
-/* Activation-type values between the device and fp32 on the host. bf16 travels as bf16 (half
- * the bytes) and is widened (exactly) on the host: in place, from the last element down, since
- * element i's 4 bytes cover bf16 elements 2i and 2i + 1, both >= i, so already read. */
+/* Activation-type values between the device and fp32 on the host. bf16 and fp16 travel as they
+ * are (half the bytes) and are widened (exactly) on the host: in place, from the last element
+ * down, since element i's 4 bytes cover 16-bit elements 2i and 2i + 1, both >= i, so already
+ * read. */
 void txl_act_to_host(const TxlModel *m, float *dst, const void *src, int64_t n) {
   if (m->ops->act == TXL_F32) {
     m->ops->to_host(dst, src, (size_t)n * sizeof(float));
     return;
   }
-  m->ops->to_host(dst, src, (size_t)n * sizeof(txl_bf16));
+  m->ops->to_host(dst, src, (size_t)n * sizeof(uint16_t));
   const unsigned char *raw = (const unsigned char *)dst;
+  const int fp16 = m->ops->act == TXL_F16;
   for (int64_t i = n - 1; i >= 0; i--) {
-    txl_bf16 h;
+    uint16_t h;
     memcpy(&h, raw + (size_t)i * sizeof h, sizeof h);
-    dst[i] = txl_bf16_to_float(h);
+    dst[i] = fp16 ? txl_fp16_to_float(txl_fp16_from_bits(h)) : txl_bf16_to_float(h);
   }
 }
 
@@ -77,8 +80,9 @@ void txl_act_to_device(const TxlModel *m, void *dst, const float *src, int64_t n
     m->ops->to_device(dst, src, (size_t)n * sizeof(float));
     return;
   }
-  txl_bf16 *tmp = txl_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp, "bf16 staging");
-  for (int64_t i = 0; i < n; i++) tmp[i] = txl_bf16_from_float(src[i]);
+  uint16_t *tmp = txl_malloc((size_t)(n > 0 ? n : 1) * sizeof *tmp, "bf16 / fp16 staging");
+  const int fp16 = m->ops->act == TXL_F16;
+  for (int64_t i = 0; i < n; i++) tmp[i] = fp16 ? txl_fp16_from_float(src[i]).bits : txl_bf16_from_float(src[i]);
   m->ops->to_device(dst, tmp, (size_t)n * sizeof *tmp);
   free(tmp);
 }

@@ -28,7 +28,7 @@ enum { OPT_DEVICE, OPT_PRECISION, OPT_THREADS, N_DEVICE_OPTS };
 static const TxlToolOption DEVICE_OPTS[N_DEVICE_OPTS] = {
     [OPT_DEVICE] = {"--device", "cpu|cuda", "run.device", NULL, "where to compute (default: run.device of the checkpoint)"},
     [OPT_PRECISION] = {"--precision", "P", "run.precision", NULL,
-                       "fp32|tf32|bf16, as run.precision (default: the checkpoint's; fp32 with\n"
+                       "fp32|tf32|bf16|fp16, as run.precision (default: the checkpoint's; fp32 with\n"
                        "--device cpu, which computes in fp32)"},
     [OPT_THREADS] = {"--threads", "N", "run.threads", NULL,
                      "CPU threads per rank, as run.threads (default: the checkpoint's)"},
@@ -55,7 +55,7 @@ void txl_loaded_options_help(FILE *f, const TxlToolOption *opts, int n) {
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c) {
   if (o->threads) txl_key_option_apply(c, "--threads", o->threads, "run.threads");
   if (o->device) txl_key_option_apply(c, "--device", o->device, "run.device");
-  /* a model trained in bf16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
+  /* a model trained in bf16 or fp16 on a GPU is evaluated on the CPU in fp32 (all the CPU computes in) */
   if (o->precision)
     txl_key_option_apply(c, "--precision", o->precision, "run.precision");
   else if (c->device == TXL_DEVICE_CPU)

@@ -159,7 +159,7 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
   fprintf(f,
           "memory per rank (estimate): %s on the %s: %s parameters, gradients and Adam moments%s, %s training "
           "activations and memory, %s evaluation run; ",
-          total, e->on_gpu ? "GPU" : "host", state, e->copy > 0 ? " (with the bf16 weight copy)" : "", train, eval);
+          total, e->on_gpu ? "GPU" : "host", state, e->copy > 0 ? " (with the 16-bit weight copy)" : "", train, eval);
   if (e->on_gpu)
     fprintf(f, "host: %s (checkpoint staging%s)\n", host, e->replica > 0 ? " and the replica check's copy" : "");
   else

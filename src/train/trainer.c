@@ -87,7 +87,7 @@ static void check_memory(const TxlTrainer *t) {
     txl_format_bytes(e->device, a, sizeof a);
     txl_format_bytes(t->backend.free_bytes, b, sizeof b);
     snprintf(msg, sizeof msg, "not enough GPU memory: this rank needs about %s on %s (estimated above) and %s is "
-             "free; use %s, or run.precision = bf16", a, t->backend.device, b, advice);
+             "free; use %s, or run.precision = bf16 (fp16 on a GPU older than sm_80)", a, t->backend.device, b, advice);
     short_of_memory = 1;
   }
   txl_fatal_if_any(short_of_memory, "%s", msg);
@@ -100,7 +100,7 @@ TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c) {
   case TXL_LSCALE_OFF: return TXL_LOSS_SCALE_OFF;
   case TXL_LSCALE_STATIC: return TXL_LOSS_SCALE_STATIC;
   case TXL_LSCALE_DYNAMIC: return TXL_LOSS_SCALE_DYNAMIC;
-  default: return TXL_LOSS_SCALE_OFF;
+  default: return c->precision == TXL_PRECISION_FP16 ? TXL_LOSS_SCALE_DYNAMIC : TXL_LOSS_SCALE_OFF;
   }
 }
 

@@ -50,8 +50,8 @@ typedef struct {
 void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
 
 /* train.loss_scale as a mode; auto: dynamic where activations are stored in a 16-bit float type
- * whose range loses small gradients (none of today's precisions: bf16 has fp32's exponent range),
- * else off. */
+ * whose range loses small gradients (run.precision = fp16: 5 exponent bits), else off (bf16 has
+ * fp32's exponent range). */
 TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c);
 
 /* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/fp16.h"
 #include "kernels/cuda/cuda_ops.h"
 
 /* ---- inputs ------------------------------------------------------------------------------ */
@@ -45,11 +46,25 @@ float *dev_poison(int64_t n, const char *what) { return dev_poison_act(n, TXL_F3
 
 /* ---- activations of either type ----------------------------------------------------------- */
 
-const char *act_name(TxlDtype act) { return act == TXL_BF16 ? "bf16" : "fp32"; }
+const char *act_name(TxlDtype act) { return act == TXL_BF16 ? "bf16" : act == TXL_F16 ? "fp16" : "fp32"; }
+
+float round_act1(float x, TxlDtype act) {
+  return act == TXL_BF16 ? txl_bf16_round(x) : act == TXL_F16 ? txl_fp16_round(x) : x;
+}
 
 void round_act(float *x, int64_t n, TxlDtype act) {
-  if (act == TXL_BF16)
-    for (int64_t i = 0; i < n; i++) x[i] = txl_bf16_round(x[i]);
+  for (int64_t i = 0; i < n; i++) x[i] = round_act1(x[i], act);
+}
+
+double act_unit(TxlDtype act) { return act == TXL_BF16 ? U_BF16 : act == TXL_F16 ? U_FP16 : 0.0; }
+double act_eta(TxlDtype act) { return act == TXL_F16 ? ETA_FP16 : 0.0; }
+
+/* The 16-bit storage of x (bf16 or fp16), widened back by half_to_float. */
+static uint16_t half_from_float(float x, TxlDtype act) {
+  return act == TXL_BF16 ? txl_bf16_from_float(x) : txl_fp16_from_float(x).bits;
+}
+static float half_to_float(uint16_t h, TxlDtype act) {
+  return act == TXL_BF16 ? txl_bf16_to_float(h) : txl_fp16_to_float(txl_fp16_from_bits(h));
 }
 
 void to_device_act(void *dev, const float *host, int64_t n, TxlDtype act) {
@@ -57,10 +72,10 @@ void to_device_act(void *dev, const float *host, int64_t n, TxlDtype act) {
     txl_cuda_to_device(dev, host, (size_t)n * sizeof(float));
     return;
   }
-  txl_bf16 *h = malloc((size_t)(n ? n : 1) * sizeof(txl_bf16));
+  uint16_t *h = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
   if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  for (int64_t i = 0; i < n; i++) h[i] = txl_bf16_from_float(host[i]);
-  txl_cuda_to_device(dev, h, (size_t)n * sizeof(txl_bf16));
+  for (int64_t i = 0; i < n; i++) h[i] = half_from_float(host[i], act);
+  txl_cuda_to_device(dev, h, (size_t)n * sizeof(uint16_t));
   free(h);
 }
 
@@ -72,11 +87,11 @@ void *dev_act(const float *host, int64_t n, TxlDtype act, const char *what) {
 
 float *host_from_act(const void *dev, int64_t n, TxlDtype act) {
   if (act == TXL_F32) return host_from(dev, n);
-  txl_bf16 *h = malloc((size_t)(n ? n : 1) * sizeof(txl_bf16));
+  uint16_t *h = malloc((size_t)(n ? n : 1) * sizeof(uint16_t));
   float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
   if (!h || !x) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  txl_cuda_to_host(h, dev, (size_t)n * sizeof(txl_bf16));
-  for (int64_t i = 0; i < n; i++) x[i] = txl_bf16_to_float(h[i]);
+  txl_cuda_to_host(h, dev, (size_t)n * sizeof(uint16_t));
+  for (int64_t i = 0; i < n; i++) x[i] = half_to_float(h[i], act);
   free(h);
   return x;
 }
@@ -84,15 +99,16 @@ float *host_from_act(const void *dev, int64_t n, TxlDtype act) {
 void *dev_poison_act(int64_t n, TxlDtype act, const char *what) {
   float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
   if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-  for (int64_t i = 0; i < n; i++) h[i] = NAN; /* bf16: 0x7fc0 */
+  for (int64_t i = 0; i < n; i++) h[i] = NAN; /* bf16: 0x7fc0, fp16: 0x7fff */
   void *d = dev_act(h, n, act, what);
   free(h);
   return d;
 }
 
 void bounds_act(double *bound, const float *want, int64_t n, TxlDtype act) {
-  if (act == TXL_BF16)
-    for (int64_t i = 0; i < n; i++) bound[i] = bound[i] * (1.0 + U_BF16) + U_BF16 * fabs((double)want[i]);
+  const double u = act_unit(act), eta = act_eta(act);
+  if (act != TXL_F32)
+    for (int64_t i = 0; i < n; i++) bound[i] = bound[i] * (1.0 + u) + u * fabs((double)want[i]) + eta;
 }
 
 void layernorm_forward_bounds(double *bo, double *bm, double *br, const float *x, const float *w,
@@ -158,6 +174,14 @@ int parity_has_tf32_bf16(const char *what) {
   if (dev.major >= 8) return 1;
   printf("SKIPPED on sm_%d%d (%s): %s needs sm_80 or newer\n", dev.major, dev.minor, dev.name, what);
   return 0;
+}
+
+int parity_acts(TxlDtype acts[3], const char *what) {
+  int n = 0;
+  acts[n++] = TXL_F32;
+  if (parity_has_tf32_bf16(what)) acts[n++] = TXL_BF16;
+  acts[n++] = TXL_F16;
+  return n;
 }
 
 int parity_end(void) {

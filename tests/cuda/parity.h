@@ -15,6 +15,9 @@
 #include "tests/lib/test_util.h"
 
 #define U_BF16 (1.0 / 256.0)      /* 2^-8: the unit roundoff of bf16 (kernels/common/bf16.h) */
+#define U_FP16 (1.0 / 2048.0)     /* 2^-11: the unit roundoff of fp16 (kernels/common/fp16.h) */
+#define ETA_FP16 0x1p-25          /* half the spacing of fp16's subnormals: the absolute error of a
+                                   * rounding to fp16 below 2^-14, where 2^-11 relative does not hold */
 #define TOL_C 4.0                 /* 2 backends x 2 of slack (see test_parity.c) */
 
 void parity_begin(const char *what);
@@ -23,6 +26,10 @@ int parity_end(void);
  * through txl_cuda_set_device); else prints "SKIPPED on sm_XY (NAME): WHAT needs sm_80 or newer"
  * and returns 0, and the test leaves those cases out (sm_75: TXL_EMU_ARCH=sm_75, a T4). */
 int parity_has_tf32_bf16(const char *what);
+/* The activation types of the CUDA tables this device runs, into acts[] (returns how many): fp32;
+ * bf16 where parity_has_tf32_bf16(what) (which prints the skip line otherwise); fp16 always (its
+ * tensor cores came with sm_70, before the oldest architecture txl supports, sm_75). */
+int parity_acts(TxlDtype acts[3], const char *what);
 
 double parity_urand(void);                            /* uniform in [0, 1), fixed seed */
 float *host_rand(int64_t n, double lo, double hi);    /* ot_alloc'ed, uniform in [lo, hi) */
@@ -32,20 +39,31 @@ float *host_from(const float *dev, int64_t n);        /* a new host copy of devi
 /* Device memory of n floats filled with NaN: an output every element of which must be written. */
 float *dev_poison(int64_t n, const char *what);
 
-/* Activations in the act type of a table (TXL_F32 or TXL_BF16): a test of the bf16 table rounds
- * its random inputs to bf16 on the host first (round_act), so that the CPU op, run in fp32 on
- * them, sees exactly the values the device reads; the device's outputs come back widened. */
-const char *act_name(TxlDtype act);                  /* "fp32" or "bf16" */
-void round_act(float *x, int64_t n, TxlDtype act);   /* x rounded to bf16 in place (fp32: as is) */
+/* Activations in the act type of a table (TXL_F32, TXL_BF16 or TXL_F16): a test of the bf16 or
+ * fp16 table rounds its random inputs to that type on the host first (round_act), so that the
+ * CPU op, run in fp32 on them, sees exactly the values the device reads; the device's outputs come
+ * back widened. fp16's range is 2^-24 .. 65504: a test keeps its inputs and outputs well inside
+ * it (no overflow; values below 2^-14 are covered by the absolute term ETA_FP16). */
+const char *act_name(TxlDtype act);                  /* "fp32", "bf16" or "fp16" */
+void round_act(float *x, int64_t n, TxlDtype act);   /* x rounded to act in place (fp32: as is) */
+float round_act1(float x, TxlDtype act);             /* one value rounded to act (fp32: as is) */
+/* The error of one rounding to act of a value v: |act(v) - v| <= act_unit(act) |v| + act_eta(act):
+ * fp32 0 and 0 (the stored value is the fp32 one), bf16 2^-8 and 0 (bf16 has fp32's exponent
+ * range), fp16 2^-11 and 2^-25. */
+double act_unit(TxlDtype act);
+double act_eta(TxlDtype act);
 void *dev_act(const float *host, int64_t n, TxlDtype act, const char *what); /* device copy */
 void to_device_act(void *dev, const float *host, int64_t n, TxlDtype act);   /* into dev     */
 float *host_from_act(const void *dev, int64_t n, TxlDtype act); /* a new widened host copy */
-/* Device memory of n NaNs of the act type (bf16: 0x7fc0): every element must be written. */
+/* Device memory of n NaNs of the act type (bf16: 0x7fc0, fp16: 0x7fff): every element must be
+ * written. */
 void *dev_poison_act(int64_t n, TxlDtype act, const char *what);
 /* The bound of an output stored in the act type, from its fp32 bound b_i against want_i (the CPU
  * reference): with bf16 the device's fp32 value v_i, within b_i of want_i, is rounded once,
  * |bf16(v) - v| <= 2^-8 |v| <= 2^-8 (|want_i| + b_i), so b_i becomes
- * b_i (1 + 2^-8) + 2^-8 |want_i|. fp32: unchanged. */
+ * b_i (1 + 2^-8) + 2^-8 |want_i|; with fp16 likewise with u = 2^-11, plus 2^-25 for a value that
+ * lands among the subnormals: b_i (1 + u) + u |want_i| + eta (act_unit, act_eta). fp32:
+ * unchanged. */
 void bounds_act(double *bound, const float *want, int64_t n, TxlDtype act);
 
 /* Bounds of the layer-norm forward of the n rows of x [n, d] (the derivation is in the tests that

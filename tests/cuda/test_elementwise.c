@@ -1,4 +1,4 @@
-/* The CUDA backend's two tables (txl_ops_cuda(TXL_F32), txl_ops_cuda(TXL_BF16)) and their
+/* The CUDA backend's three tables (txl_ops_cuda(TXL_F32), (TXL_BF16), (TXL_F16)) and their
  * conversion, element-wise, reduction, embedding, position, fused FFN and fused layer-norm ops
  * against the CPU op of the same name (kernels/cpu, itself tested against double-precision
  * references in tests/ops), on the same random non-zero inputs, odd sizes throughout.
@@ -26,7 +26,13 @@
  * bf16 output must be the CPU's fp32 bits rounded once. Intermediates the bf16 ops store and read
  * back (the residual sum of add_layernorm_forward, the ReLU output behind ad, the input gradient
  * behind dbranch) are the CPU's values rounded the same way before the CPU computes what depends
- * on them, as each case says. Parameter gradients and statistics stay fp32 (the fp32 bounds). */
+ * on them, as each case says. Parameter gradients and statistics stay fp32 (the fp32 bounds).
+ * The fp16 table runs the same cases the same way, each stored output adding fp16's rounding:
+ * 2^-11 relative plus 2^-25 absolute for a value among fp16's subnormals (bounds_act). Its inputs
+ * and outputs stay far inside fp16's range (|x| <= 65504): every case's values are O(1) to O(10)
+ * (the largest: the embedding gradient's sums of a few dout rows); only to_act takes values past
+ * 65504 and below 2^-24 on purpose, to check the rounding's overflow and underflow. It runs on
+ * sm_75 too (fp16 tensor cores came with sm_70). */
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
@@ -48,11 +54,13 @@
  * kernels/ops.def, as its type is: none can be forgotten). Returns the number of failures. */
 static int test_table(TxlDtype act) {
   const TxlOps *o = txl_ops_cuda(act);
-  const int bf16 = act == TXL_BF16;
-  const char *name = bf16 ? "cuda-bf16" : "cuda";
+  const char *name = act == TXL_BF16 ? "cuda-bf16" : act == TXL_F16 ? "cuda-fp16" : "cuda";
+  const char *label = act == TXL_BF16  ? "txl_ops_cuda(TXL_BF16) table"
+                      : act == TXL_F16 ? "txl_ops_cuda(TXL_F16) table"
+                                       : "txl_ops_cuda(TXL_F32) table";
   const int bad = !o || !o->name || strcmp(o->name, name) != 0 || o->act != act;
-  printf("%-50s \"%s\", act %d  %s\n", bf16 ? "txl_ops_cuda(TXL_BF16) table" : "txl_ops_cuda(TXL_F32) table",
-         o && o->name ? o->name : "(null)", o ? (int)o->act : -1, bad ? "FAIL" : "ok");
+  printf("%-50s \"%s\", act %d  %s\n", label, o && o->name ? o->name : "(null)", o ? (int)o->act : -1,
+         bad ? "FAIL" : "ok");
   return bad;
 }
 
@@ -75,15 +83,23 @@ static float *host_rand_nz(int64_t n, double lo, double hi) {
 /* The fp32 table's to_act is a copy and the bf16 table's one rounding to nearest even per element
  * (kernels/common/bf16.h): bits, on random values of many magnitudes, ties (1 + 2^-8 and
  * 1 + 3 2^-8 round to even: 1 and 1 + 2^-6), signed zeros, infinities, the largest float (it
- * rounds to infinity) and subnormals; the output is poisoned first. */
+ * rounds to infinity) and subnormals; the output is poisoned first. The fp16 table's likewise
+ * (kernels/common/fp16.h) with fp16's own edges: the magnitudes 2^-30 .. 2^30 run past 65504
+ * (infinity) and through the subnormals to zero, and the specials are fp16's ties (1 + 2^-11,
+ * 1 + 3 2^-11), 65504, 65519.996 (down to 65504), 65520 (the tie to infinity), 2^-25 (the tie to
+ * zero), 1.5 2^-24 (the tie up to 2^-23) and 2^-14 - 2^-25 (rounds up to the smallest normal). */
 static void test_to_act_case(TxlDtype act, int64_t n) {
   const TxlOps *o = txl_ops_cuda(act);
   float *x = host_rand_nz(n, -1.0, 1.0);
   for (int64_t i = 0; i < n; i++) x[i] *= powf(2.0f, (float)(i % 61 - 30));
   const float special[] = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, -(1.0f + 0x1p-8f), 0.0f, -0.0f, INFINITY,
                            -INFINITY, FLT_MAX, -FLT_MAX, 0x1p-140f, -0x1.8p-149f, 0x1.fffffep-127f};
-  const int64_t ns = (int64_t)(sizeof special / sizeof special[0]);
-  for (int64_t i = 0; i < ns && i < n; i++) x[i] = special[i];
+  const float special16[] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -(1.0f + 0x1p-11f), 65504.0f, 65519.996f, 65520.0f,
+                             -65520.0f, 0x1p-25f, -0x1p-25f, 0x1.8p-24f, 0x1p-14f - 0x1p-25f, 0.0f, -0.0f, INFINITY};
+  const float *sp = act == TXL_F16 ? special16 : special;
+  const int64_t ns = act == TXL_F16 ? (int64_t)(sizeof special16 / sizeof special16[0])
+                                    : (int64_t)(sizeof special / sizeof special[0]);
+  for (int64_t i = 0; i < ns && i < n; i++) x[i] = sp[i];
   float *dsrc = dev_copy_of(x, n, "test: to_act src");
   void *ddst = dev_poison_act(n, act, "test: to_act dst");
   o->to_act(ddst, dsrc, n);
@@ -210,7 +226,7 @@ static void test_add(TxlDtype act) {
   const int64_t sizes[] = {1, 7, 1000, 12345, 1000003};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
     test_add_case(act, act, sizes[k]);
-    if (act == TXL_BF16) test_add_case(act, TXL_F32, sizes[k]); /* fp32 tensors on the bf16 table */
+    if (act != TXL_F32) test_add_case(act, TXL_F32, sizes[k]); /* fp32 tensors on the bf16 / fp16 table */
   }
 }
 
@@ -383,7 +399,7 @@ static void test_embedding_backward(TxlDtype act) {
   printf("embedding_backward: the CPU %s multiply-adds: %s\n", fused ? "fuses" : "does not fuse",
          fused ? "bits required" : "bounded");
   test_embedding_backward_cases(act, TXL_F32, fused); /* a parameter gradient */
-  if (act == TXL_BF16) test_embedding_backward_cases(act, TXL_BF16, fused); /* an activation */
+  if (act != TXL_F32) test_embedding_backward_cases(act, act, fused); /* an activation */
 }
 
 /* ---- posemb ------------------------------------------------------------------------------- */
@@ -448,7 +464,7 @@ static void test_ffn_case(TxlDtype act, int rows, int cols, int feats, int col0,
   txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, col0, drop);
   o->bias_relu_dropout_forward(d_a, d_ad, d_b, rows, cols, feats, col0, drop);
   float *ga = host_from_act(d_a, n, act), *gad = host_from_act(d_ad, n, act);
-  if (act == TXL_BF16) { /* a as stored, then ad from it */
+  if (act != TXL_F32) { /* a as stored, then ad from it */
     round_act(a, n, act);
     if (drop.p > 0.0f) {
       memcpy(ad, a, (size_t)n * sizeof(float));
@@ -518,7 +534,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
   float *res = host_rand(n * d, -1, 1), *out = host_rand(n * d, -1, 1);
   float *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
   txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, eps);
-  if (act == TXL_BF16) { /* res as stored, normalized */
+  if (act != TXL_F32) { /* res as stored, normalized */
     round_act(res, n * d, act);
     txl_cpu_layernorm_forward(out, mean, rstd, res, w, b, n, d, eps);
   }
@@ -681,7 +697,7 @@ static void test_layernorm_fused(TxlDtype act) {
 
 int main(void) {
   /* the tables need no device */
-  const int table_bad = test_table(TXL_F32) + test_table(TXL_BF16);
+  const int table_bad = test_table(TXL_F32) + test_table(TXL_BF16) + test_table(TXL_F16);
   if (txl_cuda_device_count() == 0) {
     printf("SKIPPED: no CUDA device (the table checks above %s)\n", table_bad ? "FAILED" : "passed");
     return table_bad ? 1 : 0;
@@ -690,8 +706,8 @@ int main(void) {
   if (table_bad) check_fail("txl_ops_cuda tables");
   txl_cuda_reserve(20011, 300007, 1025); /* the largest bias_backward rows and n, layer-norm d */
   test_sumsq();
-  const TxlDtype acts[] = {TXL_F32, TXL_BF16};
-  const int n_acts = parity_has_tf32_bf16("the bf16 table") ? 2 : 1;
+  TxlDtype acts[3];
+  const int n_acts = parity_acts(acts, "the bf16 table");
   for (int a = 0; a < n_acts; a++) {
     test_to_act(acts[a]);
     test_bias(acts[a]);

@@ -1,5 +1,6 @@
 /* The GEMMs with a fused epilogue (kernels/cuda/gemm_lt.cu: gemm_bias, gemm_wgrad_bias) against
- * the CPU ops (kernels/cpu/gemm_epilogue.c: the unfused passes), in the fp32, TF32 and bf16 tables,
+ * the CPU ops (kernels/cpu/gemm_epilogue.c: the unfused passes), in the fp32, TF32, bf16 and fp16
+ * tables,
  * every transpose the model uses, odd sizes, C a column block of a wider matrix (ldc > N: the
  * columns beyond N must stay as they were), K = 0, NaN-poisoned outputs where the op overwrites.
  *
@@ -21,10 +22,14 @@
  *               the product, 2^-8 |sum|, is inside bounds_act's 2^-8 (|want| + b) only when
  *               |sum| <= |want| + b, which a cancelling bias breaks; so the bf16 bound adds
  *               2^-8 sum_k |a b| (the product's rounding, any path) to b before bounds_act.
+ *               fp16 table: the same with fp16's rounding, 2^-11 relative plus 2^-25 absolute
+ *               (a product or C among fp16's subnormals): 2^-11 sum_k |a b| + 2^-25 added
+ *               before bounds_act, which adds fp16's store (act_unit, act_eta). The values
+ *               (|A|, |B| <= 1, |bias| <= 2, K <= 257) stay far below 65504. Runs on sm_75 too.
  *   gemm_wgrad_bias  dw: dw0 + a K-term dot product, c ((K + 4) u + 2 u_in) (|dw0| + sum |a b|);
  *               db: db0 + the K-term column sum of dy (cuBLASLt's own sum, then one addition; or
  *               bias_backward's double sums): c (K + 2) u (|db0| + sum_k |dy|). dw and db are fp32
- *               in both tables. */
+ *               in every table. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +76,7 @@ static void test_bias_case(TxlDtype act, double u_in, const char *math, int ta, 
       got[e] = Cg[(int64_t)i * ldc + j];
       want[e] = Cc[(int64_t)i * ldc + j];
       bound[e] = TOL_C * ((K + 4) * OT_U + 2.0 * u_in) * (prod + fabs((double)bias[j])) +
-                 (act == TXL_BF16 ? U_BF16 * prod : 0.0);
+                 (act != TXL_F32 ? act_unit(act) * prod + act_eta(act) : 0.0);
     }
   bounds_act(bound, want, n, act);
   char what[112];
@@ -173,6 +178,7 @@ int main(void) {
     txl_cuda_set_gemm_math(TXL_GEMM_FP32);
     test_table(TXL_BF16, 0.0, "bf16");
   }
+  test_table(TXL_F16, 0.0, "fp16"); /* fp16 tensor cores from sm_70: every architecture */
   long fused = 0, unfused = 0;
   txl_cuda_gemm_epilogue_counts(&fused, &unfused);
   printf("epilogue paths: %ld calls fused (cuBLASLt), %ld unfused\n", fused, unfused);

@@ -29,7 +29,12 @@
  * fp32 bound above plus one rounding to bf16 of each stored output (relative 2^-8 of the value:
  * bounds_act in parity.c; no op here reads back an intermediate it stored in bf16). Where the
  * fp32 check demands identical bits, the bf16 output must be the bits of the CPU's fp32 result
- * rounded once. Outputs that the op overwrites are poisoned with NaN (bf16 0x7fc0) first. */
+ * rounded once. Outputs that the op overwrites are poisoned with NaN (bf16 0x7fc0) first.
+ * The fp16 table (txl_ops_cuda(TXL_F16)) runs them too, the same way with fp16's rounding: 2^-11
+ * of the value, plus 2^-25 absolute for an output among fp16's subnormals (below 2^-14, where
+ * the relative bound does not hold: bounds_act). Every input and output here stays far inside
+ * fp16's range (|x| <= 65504): inputs within [-48, 48], layer-norm outputs O(1), embedding values
+ * below 9, so nothing overflows. It runs on sm_75 too (fp16 tensor cores came with sm_70). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -89,7 +94,9 @@ static void test_memory(void) {
  * values; products of bf16 values are exact in fp32 on both sides, and the tensor cores' fp32
  * sums may truncate instead of rounding (unit roundoff 2u: within 2 gamma_K, c = 4 covers that
  * and the CPU's gamma_K); a bf16 C adds its one rounding (bounds_act). A C = NaN with beta = 0
- * must not be read. */
+ * must not be read. fp16 table: the same with fp16 operands (exact products in fp32 too: 11-bit
+ * significands) and an fp16 C's one rounding (2^-11 relative + 2^-25 absolute, bounds_act); the
+ * values (|A|, |B|, |C| < 1, K <= 257) keep C far below 65504. */
 static void test_gemm_case_math(TxlDtype act, TxlDtype c_type, int ta, int tb, int M, int N, int K,
                                 float alpha, float beta, int nan_c, double u_in, const char *math_name) {
   const TxlOps *o = txl_ops_cuda(act);
@@ -145,10 +152,12 @@ static void test_gemm_case_math(TxlDtype act, TxlDtype c_type, int ta, int tb, i
   free(A); free(B); free(C); free(Cc); free(Cg); free(got); free(want); free(bound);
 }
 
-/* The fp32 table, or the bf16 table with C of type c_type, with fp32 sums. */
+/* The fp32 table, or the bf16 / fp16 table with C of type c_type, with fp32 sums. */
 static void test_gemm_case(TxlDtype act, TxlDtype c_type, int ta, int tb, int M, int N, int K, float alpha,
                            float beta, int nan_c) {
-  const char *name = act == TXL_F32 ? "fp32" : c_type == TXL_BF16 ? "bf16->bf16" : "bf16->fp32";
+  char name[32];
+  snprintf(name, sizeof name, "%s->%s", act_name(act), act_name(c_type));
+  if (act == TXL_F32) snprintf(name, sizeof name, "fp32");
   test_gemm_case_math(act, c_type, ta, tb, M, N, K, alpha, beta, nan_c, 0.0, name);
 }
 
@@ -178,9 +187,30 @@ static void test_gemm(void) {
   test_gemm_case(TXL_BF16, TXL_F32, 0, 0, 5, 3, 0, 1.0f, 0.0f, 1);
 }
 
+/* The fp16 table's GEMMs: every architecture (sm_75 included), fp32 arithmetic whatever the fp32
+ * table's setting (checked under TF32 where there is TF32). */
+static void test_gemm_fp16(void) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      test_gemm_case(TXL_F16, TXL_F16, ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
+      test_gemm_case(TXL_F16, TXL_F32, ta, tb, 37, 53, 29, 0.7f, 0.3f, 0);
+    }
+  test_gemm_case(TXL_F16, TXL_F16, 0, 1, 131, 67, 257, 1.0f, 0.0f, 1);
+  test_gemm_case(TXL_F16, TXL_F32, 1, 0, 67, 131, 257, 1.0f, 0.0f, 1);
+  test_gemm_case(TXL_F16, TXL_F16, 1, 0, 5, 3, 0, 1.0f, 0.5f, 0); /* K = 0: C = beta C */
+  test_gemm_case(TXL_F16, TXL_F32, 0, 0, 5, 3, 0, 1.0f, 0.0f, 1);
+  TxlCudaDevice dev;
+  txl_cuda_set_device(0, &dev);
+  if (dev.major >= 8) {
+    txl_cuda_set_gemm_math(TXL_GEMM_TF32);
+    test_gemm_case(TXL_F16, TXL_F16, 1, 0, 64, 96, 128, 1.0f, 1.0f, 0);
+    txl_cuda_set_gemm_math(TXL_GEMM_FP32);
+  }
+}
+
 /* ---- embedding --------------------------------------------------------------------------- */
 
-/* One float multiply per element on both sides: bit-identical (bf16: the CPU's bits rounded). */
+/* One float multiply per element on both sides: bit-identical (bf16, fp16: the CPU's bits rounded). */
 static void test_embedding(TxlDtype act) {
   const TxlOps *o = txl_ops_cuda(act);
   const int V = 101, d = 67;
@@ -268,8 +298,8 @@ static void test_dropout(TxlDtype act) {
  * column:
  *   dinp:  c (d + a) u (|dinp0_i| + rstd (|g_i| + mean|g| + |xhat_i| mean|g xhat|)),  g = dout w
  *   dw:    c (n + a) u (|dw0_j| + sum_r |dout xhat|),   db: the same with |dout|.
- * bf16: out and dinp (activations, dinp0 rounded on the host like every input) add their one
- * rounding (bounds_act); mean, rstd, dw and db are fp32 in both tables. */
+ * bf16, fp16: out and dinp (activations, dinp0 rounded on the host like every input) add their
+ * one rounding (bounds_act); mean, rstd, dw and db are fp32 in every table. */
 static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   const TxlOps *o = txl_ops_cuda(act);
   const float eps = 1e-5f;
@@ -361,7 +391,7 @@ static void test_layernorm(TxlDtype act) {
  *   grad:  c (V + a + |x_j - m|) u |grad_scale| p_j  (+ the same for the -grad_scale at the
  *          target), p_j = softmax; |x_j - m| u is the relative error that rounding the argument
  *          of exp brings. With grad_scale = 0 the logits must come back untouched (bits).
- * bf16: the logits are rounded on the host; the loss is fp32 (the same bound), the gradient
+ * bf16, fp16: the logits are rounded on the host; the loss is fp32 (the same bound), the gradient
  * stored over the logits adds its one rounding (bounds_act). */
 static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, double spread) {
   const TxlOps *o = txl_ops_cuda(act);
@@ -567,8 +597,9 @@ int main(void) {
   txl_cuda_reserve(9001, 0, 333); /* the largest layer-norm backward: rows, d */
   test_memory();
   test_gemm();
-  const TxlDtype acts[] = {TXL_F32, TXL_BF16};
-  const int n_acts = parity_has_tf32_bf16("the bf16 table") ? 2 : 1;
+  test_gemm_fp16();
+  TxlDtype acts[3];
+  const int n_acts = parity_acts(acts, "the bf16 table");
   for (int a = 0; a < n_acts; a++) {
     test_embedding(acts[a]);
     test_dropout(acts[a]);

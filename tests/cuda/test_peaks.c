@@ -37,6 +37,15 @@ static const Case kCases[] = {
     {"Tesla T4", 7, 5, 40, 1590, TXL_PEAK_FP32, 8.1, 0.1},
     {"Tesla T4", 7, 5, 40, 1590, TXL_PEAK_TF32, 0, 0.1},
     {"Tesla T4", 7, 5, 40, 1590, TXL_PEAK_BF16, 0, 0.1},
+    /* ... but fp16 tensor cores: T4 datasheet 65 TFLOP/s (fp16, fp32 accumulation); Turing
+     * whitepaper, Appendix A: Quadro RTX 6000 (72 SMs, 1770 MHz) 130.5, GeForce RTX 2080 Ti (68 SMs,
+     * 1545 MHz) 53.8 (GeForce: half rate with fp32 sums) */
+    {"Tesla T4", 7, 5, 40, 1590, TXL_PEAK_FP16, 65, 1},
+    {"Quadro RTX 6000", 7, 5, 72, 1770, TXL_PEAK_FP16, 130.5, 0.1},
+    {"NVIDIA GeForce RTX 2080 Ti", 7, 5, 68, 1545, TXL_PEAK_FP16, 53.8, 0.1},
+    /* sm_80 and newer: fp16 at the bf16 rate (A100 312, H100 SXM5 989.4) */
+    {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 1410, TXL_PEAK_FP16, 312, 1},
+    {"NVIDIA H100 80GB HBM3", 9, 0, 132, 1830, TXL_PEAK_FP16, 989.4, 0.1},
     /* GA102 whitepaper, Appendix A: RTX 3090, 82 SMs, 1695 MHz (GeForce: half-rate fp32 sums) */
     {"NVIDIA GeForce RTX 3090", 8, 6, 82, 1695, TXL_PEAK_FP32, 35.6, 0.1},
     {"NVIDIA GeForce RTX 3090", 8, 6, 82, 1695, TXL_PEAK_TF32, 35.6, 0.1},

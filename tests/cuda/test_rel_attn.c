@@ -59,6 +59,17 @@
  *           dS or dBD, q + u or q + vb; dv: P~ and dvec), so rel grows by 4.01 u_o, and by the
  *           probabilities' 2 p_rel (p_rel from the grown serr).
  * The bf16 outputs are stored once, rounded: bounds_act adds u8 (|ref| + b).
+ * fp16 (the fp16 table) is the same with u_o = 2^-11, plus the absolute error eta = 2^-25 of a
+ * rounding among fp16's subnormals (below 2^-14: small probabilities, dS, dBD), where the
+ * relative bound does not hold: a product of operands a, b rounded to a + da, b + db with
+ * |da| <= u_o |a| + eta errs by at most 2.01 u_o |a b| + 1.01 eta (|a| + |b|) (eta (|b|) when only
+ * a is rounded). With |k|, |v|, |r|, |dvec| <= 1 (inputs, exact in fp16), |q + u|, |q + vb| <=
+ * qmax + 0.5 = Qmax, P~ <= keep = 1 / (1 - p), |dS|, |dBD| <= 2 keep dh = Smax (|dP~| <= keep dh,
+ * |D| the same), summed over each GEMM's inner dimension: score + 1.01 eta scale 2 dh (into
+ * serr); vec + 1.01 eta K; dq + 1.01 eta scale 2 K; dk (B L terms of dS (q + u)) and dr
+ * + 1.01 eta B L scale (Smax + Qmax), dv + 1.01 eta B L; du, dvb (B L K terms of dq's halves)
+ * + 1.01 eta scale B L K. The fp16 outputs' own rounding: bounds_act (2^-11 and 2^-25). Every
+ * value stays far below 65504 (|scores| <= scale 2 dh Qmax, the gradients O(dh)).
  * These are worst-case bounds: correct kernels sit well below them (the ratio err/bound is
  * printed for the tensor-core cases, where rounding an output to bf16 alone reaches nearly all
  * of the u8 |ref| term), while a wrong index, a missing term or a wrong mask is far above. */
@@ -74,7 +85,7 @@
 #include "tests/cuda/parity.h"
 #include "tests/lib/ref_rel_attn.h"
 
-/* The largest err/bound of the tf32 and bf16 checks (printed by main). */
+/* The largest err/bound of the tf32, bf16 and fp16 checks (printed by main). */
 static double g_tc_ratio = 0.0;
 
 #define U_TF32 (1.0 / 2048.0) /* 2^-11: the relative rounding of an operand to TF32 */
@@ -85,7 +96,10 @@ typedef struct {
   int tf32;
 } Mode;
 
-static double mode_u(Mode m) { return m.act == TXL_BF16 ? U_BF16 : m.tf32 ? U_TF32 : 0.0; }
+static double mode_u(Mode m) { return m.act != TXL_F32 ? act_unit(m.act) : m.tf32 ? U_TF32 : 0.0; }
+/* The absolute error of the device's rounding of a GEMM operand among the subnormals (fp16 only:
+ * the file comment). */
+static double mode_eta(Mode m) { return act_eta(m.act); }
 
 typedef struct {
   int L, M, B, H, dh, col0, same_length, mem_len;
@@ -110,12 +124,13 @@ enum { V_TYPE0, V_SHAW, V_PLAIN };
 static const char *const VARIANT_TAGS[] = {"", "shaw ", "plain "};
 
 /* One case in mode m: activations TXL_F32 (txl_cuda_rel_attn_forward / _backward, exact fp32 or
- * TF32 GEMMs) or TXL_BF16 (the _bf16 pair), bounds as in the file comment. */
+ * TF32 GEMMs), TXL_BF16 (the _bf16 pair) or TXL_F16 (the _fp16 pair), bounds as in the file
+ * comment. */
 static void run_case(const Case *cs, Mode m, int variant) {
   const int has_u = variant != V_PLAIN, has_vb = variant == V_TYPE0, has_r = variant != V_PLAIN;
   const int has_rb = variant == V_SHAW;
   const TxlDtype act = m.act;
-  const double uo = mode_u(m);
+  const double uo = mode_u(m), eta = mode_eta(m);
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   TxlAttnShape s;
   s.L = cs->L;
@@ -133,9 +148,9 @@ static void run_case(const Case *cs, Mode m, int variant) {
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD,
                 nr = (int64_t)K * HD, nrow = (int64_t)s.B * s.H * s.L;
   char tag[128], what[192];
-  const int bf16 = act == TXL_BF16;
   snprintf(tag, sizeof tag, "%s%s%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f", VARIANT_TAGS[variant],
-           bf16 ? "bf16 " : "", m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, dh, s.col0, s.same_length, s.same_shift,
+           act == TXL_BF16 ? "bf16 " : act == TXL_F16 ? "fp16 " : "", m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, dh,
+           s.col0, s.same_length, s.same_shift,
            (double)cs->p);
 
   float *q = host_rand(nq, -cs->qmax, cs->qmax), *kv = host_rand(nkv, -1.0, 1.0), *r = host_rand(nr, -1.0, 1.0);
@@ -165,7 +180,19 @@ static void run_case(const Case *cs, Mode m, int variant) {
   float *d_u = dev_from(u, (size_t)HD * 4, "test: u"), *d_vb = dev_from(vb, (size_t)HD * 4, "test: vb");
   float *d_rb = dev_from(rb, (size_t)nrb * 4, "test: rb");
   const size_t nsaved = txl_cuda_rel_attn_saved_floats(s.L, K, s.B, s.H);
-  const size_t wbytes = (bf16 ? txl_cuda_rel_attn_workspace_bf16 : txl_cuda_rel_attn_workspace)(s.L, K, s.B, s.H, dh, 1);
+  size_t (*workspace)(int, int, int, int, int, int) = txl_cuda_rel_attn_workspace;
+  void (*forward)(void *, float *, const void *, const void *, const void *, const float *, const float *,
+                  const float *, TxlAttnShape, TxlDropout, void *) = txl_cuda_rel_attn_forward;
+  void (*backward)(void *, void *, void *, float *, float *, float *, const void *, const void *, const void *,
+                   const void *, const void *, const float *, const float *, const float *, const float *,
+                   TxlAttnShape, TxlDropout, void *) = txl_cuda_rel_attn_backward;
+  if (act == TXL_BF16)
+    workspace = txl_cuda_rel_attn_workspace_bf16, forward = txl_cuda_rel_attn_forward_bf16,
+    backward = txl_cuda_rel_attn_backward_bf16;
+  if (act == TXL_F16)
+    workspace = txl_cuda_rel_attn_workspace_fp16, forward = txl_cuda_rel_attn_forward_fp16,
+    backward = txl_cuda_rel_attn_backward_fp16;
+  const size_t wbytes = workspace(s.L, K, s.B, s.H, dh, 1);
   float *d_work = dev_poison((int64_t)(wbytes / 4), "test: workspace");
   if (nsaved != (size_t)nrow) check_fail("saved floats != B * H * L");
   float *out[2][8]; /* vec, lse, dq, dkv, dr, du, dvb, drb */
@@ -178,13 +205,11 @@ static void run_case(const Case *cs, Mode m, int variant) {
     void *d_dr = dev_poison_act(nr, act, "test: dr");
     float *d_du = dev_from(du0, (size_t)HD * 4, "test: du"), *d_dvb = dev_from(dvb0, (size_t)HD * 4, "test: dvb");
     float *d_drb = dev_poison(nrb, "test: drb");
-    (bf16 ? txl_cuda_rel_attn_forward_bf16 : txl_cuda_rel_attn_forward)(
-        d_vec, d_lse, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL, has_rb ? d_rb : NULL,
-        s, drop, d_work);
-    (bf16 ? txl_cuda_rel_attn_backward_bf16 : txl_cuda_rel_attn_backward)(
-        d_dq, d_dkv, has_r ? d_dr : NULL, has_u ? d_du : NULL, has_vb ? d_dvb : NULL, has_rb ? d_drb : NULL, d_dvec,
-        d_vec, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL, has_rb ? d_rb : NULL, d_lse,
-        s, drop, d_work);
+    forward(d_vec, d_lse, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL,
+            has_rb ? d_rb : NULL, s, drop, d_work);
+    backward(d_dq, d_dkv, has_r ? d_dr : NULL, has_u ? d_du : NULL, has_vb ? d_dvb : NULL, has_rb ? d_drb : NULL,
+             d_dvec, d_vec, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL,
+             has_rb ? d_rb : NULL, d_lse, s, drop, d_work);
     void *dev[8] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb, d_drb};
     for (int k = 0; k < 8; k++) {
       out[run][k] = host_from_act(dev[k], sizes[k], types[k]);
@@ -208,6 +233,17 @@ static void run_case(const Case *cs, Mode m, int variant) {
   const double extra = has_rb ? 2.0 : 1.0; /* rb: scaled and added on the device */
   for (int64_t w = 0; w < nrow; w++)
     a.serr[w] *= ((2.0 * dh + 4.0 + extra) * OT_U + 2.01 * uo) / ((2.0 * dh + 4.0) * OT_U);
+  /* fp16: the absolute errors of operands among the subnormals (file comment); eta = 0 else.
+   * keep = 1 / (1 - p) bounds P~; |q + u|, |q + vb| <= qmax + 0.5 (Qmax); |dS|, |dBD| <= 2 keep
+   * dh (Smax); k, v, r, dvec are inputs within [-1, 1], exact in fp16. */
+  const double keep = 1.0 / (1.0 - (double)cs->p), Qmax = cs->qmax + 0.5, Smax = 2.0 * keep * dh;
+  const double BL = (double)s.B * s.L, sc = (double)s.scale;
+  for (int64_t w = 0; w < nrow; w++) a.serr[w] += 1.01 * eta * sc * 2.0 * dh;
+  const double eta_vec = 1.01 * eta * K, eta_dq = 1.01 * eta * sc * 2.0 * K,
+               eta_dkv = 1.01 * eta * BL * fmax(sc * (Smax + Qmax), 1.0), eta_dr = 1.01 * eta * BL * sc * (Smax + Qmax),
+               eta_duvb = 1.01 * eta * sc * BL * K;
+  /* drb: sums over the B L query rows of the scaled dBD, each stored in the act type first */
+  const double eta_drb = 1.01 * eta * sc * BL;
   double *p_rel = ot_alloc_d(nrow), p_rel_max = 0.0;
   for (int64_t w = 0; w < nrow; w++) {
     p_rel[w] = 2.0 * a.serr[w] + (2.0 * K + 16.0) * OT_U + 8.0 * OT_U * (a.sabs[w] + log((double)K) + 1.0);
@@ -224,7 +260,7 @@ static void run_case(const Case *cs, Mode m, int variant) {
           const int64_t o = q_at(&s, i, c, h) + e;
           for (int j = 0; j < K; j++)
             vmag[o] += a.prob[row * K + j] * a.drop_factor[row * K + j] * fabs((double)kv[v_at(&s, j, c, h) + e]);
-          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U + 2.01 * uo) * vmag[o];
+          bvec[o] = TOL_C * (p_rel[row] + (2.0 * K + 4.0) * OT_U + 2.01 * uo) * vmag[o] + eta_vec;
         }
       }
   bounds_act(bvec, vec_c, nq, act); /* the rounding of the store */
@@ -264,13 +300,13 @@ static void run_case(const Case *cs, Mode m, int variant) {
   double *mu = ot_alloc_d(HD), *mvb = ot_alloc_d(HD), *mrb = ot_alloc_d(nrb);
   ref_attn_backward(mq, mkv, mr, mu, mvb, has_rb ? mrb : NULL, &a, 1, NULL);
   const double rel = (4.0 * dh + 2.0 * K + 2.0 * s.B * s.L + 34.0) * OT_U + 2.0 * p_rel_max + 4.01 * uo;
-  for (int64_t k = 0; k < nq; k++) mq[k] *= TOL_C * rel;
-  for (int64_t k = 0; k < nkv; k++) mkv[k] *= TOL_C * rel;
-  for (int64_t k = 0; k < nr; k++) mr[k] *= TOL_C * rel;
-  for (int64_t k = 0; k < nrb; k++) mrb[k] *= TOL_C * rel; /* fp32, no store rounding */
+  for (int64_t k = 0; k < nq; k++) mq[k] = TOL_C * rel * mq[k] + eta_dq;
+  for (int64_t k = 0; k < nkv; k++) mkv[k] = TOL_C * rel * mkv[k] + eta_dkv;
+  for (int64_t k = 0; k < nr; k++) mr[k] = TOL_C * rel * mr[k] + eta_dr;
+  for (int64_t k = 0; k < nrb; k++) mrb[k] = TOL_C * rel * mrb[k] + eta_drb; /* fp32, no store rounding */
   for (int e = 0; e < HD; e++) {
-    mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e])));
-    mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e])));
+    mu[e] = TOL_C * (rel * mu[e] + OT_U * (fabs((double)du0[e]) + fabs((double)du_c[e]))) + eta_duvb;
+    mvb[e] = TOL_C * (rel * mvb[e] + OT_U * (fabs((double)dvb0[e]) + fabs((double)dvb_c[e]))) + eta_duvb;
   }
   /* the rounding of the stores of dq, dkv, dr (du, dvb are fp32) */
   bounds_act(mq, dq_c, nq, act), bounds_act(mkv, dkv_c, nkv, act), bounds_act(mr, dr_c, nr, act);
@@ -332,15 +368,16 @@ int main(void) {
                                                  M < mem_len, a flat softmax                     */
       {4, 0, 2, 2, 8, 0, 1, 0, 0.0f, 3},      /* same_shift 0, M = 0: no query sees any key     */
   };
-  /* every case in exact fp32, then in TF32, then in bf16 (file comment) */
-  static const Mode modes[] = {{TXL_F32, 0}, {TXL_F32, 1}, {TXL_BF16, 0}};
+  /* every case in exact fp32, then in TF32, then in bf16, then in fp16 (file comment); fp16 on
+   * sm_75 too (its tensor cores came with sm_70) */
+  static const Mode modes[] = {{TXL_F32, 0}, {TXL_F32, 1}, {TXL_BF16, 0}, {TXL_F16, 0}};
   const int tc = parity_has_tf32_bf16("the TF32 and bf16 cases");
   for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
-    if (mode_u(modes[mi]) > 0.0 && !tc) continue;
+    if ((modes[mi].tf32 || modes[mi].act == TXL_BF16) && !tc) continue;
     for (int v = V_TYPE0; v <= V_PLAIN; v++)
       for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], modes[mi], v);
   }
   txl_cuda_set_gemm_math(TXL_GEMM_FP32);
-  printf("tf32 and bf16 cases: largest err/bound %.3e\n", g_tc_ratio);
+  printf("tf32, bf16 and fp16 cases: largest err/bound %.3e\n", g_tc_ratio);
   return parity_end();
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # txl-train with run.device = cuda, end to end: the same run as the CPU backend (losses of 30
 # steps with dropout and dropatt on, the evaluations), bit-identical when repeated, exact resume
-# from a checkpoint, TF32 GEMMs close to fp32, bf16 mixed precision close to fp32 and itself
-# bit-identical when repeated and resumed, and with two GPUs, two ranks through NCCL equal to
-# one. Prints "SKIPPED: no CUDA device" and passes where there is no GPU.
+# from a checkpoint, TF32 GEMMs close to fp32, bf16 and fp16 mixed precision close to fp32 and
+# each bit-identical when repeated and resumed (fp16 on every architecture, sm_75 included), and
+# with two GPUs, two ranks through NCCL equal to one. Prints "SKIPPED: no CUDA device" and passes where there is no GPU.
 # usage: test_train.sh BIN_DIR SOURCE_DIR [emu]: with "emu", the tools built on the
 # kernels' CPU emulator (txl-train-emu, txl-eval-emu, txl-generate-emu) take the tools' place.
 source "$2/tests/train/lib.sh" "$1" "$2"
@@ -59,6 +59,9 @@ if [ "$tc" = 1 ]; then
   run bf16 1 --set run.device=cuda --set run.precision=bf16
   run bf16_again 1 --set run.device=cuda --set run.precision=bf16
 fi
+# fp16: fp16 tensor cores came with sm_70, so it runs on every architecture txl supports
+run fp16 1 --set run.device=cuda --set run.precision=fp16
+run fp16_again 1 --set run.device=cuda --set run.precision=fp16
 rc=0
 $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$WORK/stop" --stop-at 9 \
   > "$WORK/stop.txt" 2>&1 || rc=$?
@@ -80,6 +83,16 @@ if [ "$tc" = 1 ]; then
   else
     cat "$WORK/resumed16.txt"; fail "bf16: resume failed"
   fi
+fi
+rc=0
+$MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=fp16 --set run.work_dir="$WORK/stoph" \
+  --stop-at 9 > "$WORK/stoph.txt" 2>&1 || rc=$?
+[ "$rc" -eq 75 ] && ok "fp16: --stop-at 9, exit 75" || { cat "$WORK/stoph.txt"; fail "fp16 --stop-at: status $rc"; }
+if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=fp16 --set run.work_dir="$WORK/stoph" \
+     --resume "$WORK/stoph" --dump-params "$WORK/resumedh.bin" > "$WORK/resumedh.txt" 2>&1; then
+  ok "fp16: resumed"
+else
+  cat "$WORK/resumedh.txt"; fail "fp16: resume failed"
 fi
 if [ "$gpus" -ge 2 ]; then run cuda2 2 --set run.device=cuda; fi
 
@@ -114,6 +127,18 @@ if [ "$tc" = 1 ]; then
   "$GEN" "$WORK/bf16" --length 40 --seed 5 > "$WORK/gen16.txt" 2>&1 && [ "$(text "$WORK/gen16.txt" | wc -c)" -gt 20 ] \
     && ok "bf16: txl-generate samples ($(text "$WORK/gen16.txt" | wc -c) bytes)" || { cat "$WORK/gen16.txt"; fail "bf16: txl-generate failed"; }
 fi
+cmp -s "$WORK/fp16.bin" "$WORK/fp16_again.bin" && ok "fp16: the run repeats bit for bit (final parameters)" \
+  || fail "fp16: two identical runs ended with different parameters"
+cmp -s "$WORK/fp16.bin" "$WORK/resumedh.bin" && ok "fp16: stopped at step 9 and resumed = uninterrupted, bit for bit" \
+  || fail "fp16: the resumed run differs from the uninterrupted one"
+grep -q "fp16 activations and GEMMs" "$WORK/fp16.txt" && ok "fp16: the device line says fp16" \
+  || { cat "$WORK/fp16.txt"; fail "fp16: no 'fp16 activations and GEMMs' on the device line"; }
+# the fp16 checkpoint: evaluated in fp16 on the GPU (txl-eval's default: the checkpoint's
+# precision) and in fp32 on the CPU
+"$EVAL" "$WORK/fp16" --split test > "$WORK/eval_h_cuda.txt" 2>&1 || { cat "$WORK/eval_h_cuda.txt"; fail "txl-eval of the fp16 run failed"; }
+"$EVAL" "$WORK/fp16" --split test --device cpu > "$WORK/eval_h_cpu.txt" 2>&1 || { cat "$WORK/eval_h_cpu.txt"; fail "txl-eval --device cpu of the fp16 run failed"; }
+"$GEN" "$WORK/fp16" --length 40 --seed 5 > "$WORK/genh.txt" 2>&1 && [ "$(text "$WORK/genh.txt" | wc -c)" -gt 20 ] \
+  && ok "fp16: txl-generate samples ($(text "$WORK/genh.txt" | wc -c) bytes)" || { cat "$WORK/genh.txt"; fail "fp16: txl-generate failed"; }
 # Tolerances (relative, per printed loss). CPU against GPU: the step test (test_step.c)
 # bounds one step's loss and gradients at 1e-3 relative by the ops' rounding; over 30 Adam steps
 # the two runs drift apart by the accumulated parameter differences, each step adding at most
@@ -132,9 +157,18 @@ fi
 # adds lr * 1e-2 per step to parameters of scale 0.1 (3e-4 relative per step, 1e-2 over 30 steps).
 # TOL_BF16 = 2e-2, and 5e-3 for txl-eval's one forward (bf16 on the GPU against fp32 on the CPU,
 # the same parameters).
+# fp16 against fp32: the same count of roundings with fp16's u = 2^-11, eight times finer than
+# bf16's, every term of the estimate above scaling with u: TOL_FP16 = 2e-2 / 8 = 2.5e-3, and
+# 5e-3 / 8 = 6.25e-4 for txl-eval's one forward. The values stay inside fp16's range: activations
+# and logits of order 10 (far below 65504); gradients with the loss gradient 1 / (tgt_len
+# batch_size) = 1/64 and no loss scale (the dynamic loss scaler of src/train is not applied here)
+# are mostly above 2^-14, and the few among the subnormals (the attention's relative-position
+# gradient: tests/cuda/test_step.c) feed Adam, which steps by lr whatever a gradient's size, so
+# they change the direction of those few steps, not their length: inside the parameter drift
+# above.
 # Two ranks against one: only the order of the gradient sums changes (see tests/train/test_ranks.sh),
 # TOL_RANKS = 2e-5 as there.
-python3 - "$WORK" "$gpus" "$tc" <<'PY' && ok "GPU = CPU run, TF32 close, ranks equal" || fail "runs disagree"
+python3 - "$WORK" "$gpus" "$tc" <<'PY' && ok "GPU = CPU run, TF32, bf16 and fp16 close, ranks equal" || fail "runs disagree"
 import json, sys
 w, gpus, tc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def losses(name):
@@ -145,7 +179,7 @@ def compare(a, b, tol):
     if [k for k, _ in la] != [k for k, _ in lb] or sum(k == "train" for k, _ in la) != 30:
         print(f"{a} vs {b}: different rows"); return False
     worst = max(abs(x - y) / abs(y) for (_, x), (_, y) in zip(la, lb))
-    print(f"{a} vs {b}: {len(la)} losses, largest relative difference {worst:.2e} (tolerance {tol:.0e})")
+    print(f"{a} vs {b}: {len(la)} losses, largest relative difference {worst:.2e} (tolerance {tol:.2g})")
     return worst <= tol
 def eval_losses(dev):
     import re
@@ -165,6 +199,16 @@ if tc:
         ok = ok and rel <= 5e-3
 else:
     print("no TF32 / bf16 on this device: those runs are not compared")
+ok = compare("fp16", "cpu", 2.5e-3) and ok
+eh, eh_cpu = eval_losses("h_cuda"), eval_losses("h_cpu")
+if len(eh) != 1 or len(eh_cpu) != 1:
+    print(f"txl-eval of the fp16 run: expected one loss per device, got {eh} and {eh_cpu}")
+    ok = False
+else:
+    rel = abs(eh[0] - eh_cpu[0]) / eh_cpu[0]
+    print(f"txl-eval of the fp16 run: fp16 on the GPU {eh[0]}, fp32 on the CPU {eh_cpu[0]}: relative "
+          f"difference {rel:.2e} (tolerance 6.25e-4)")
+    ok = ok and rel <= 6.25e-4
 e_cpu, e_gpu = eval_losses("cpu"), eval_losses("cuda")
 if len(e_cpu) != 3 or len(e_gpu) != 3:
     print(f"txl-eval: expected 3 losses per device (test; valid with memory 20 and 40), got {e_cpu} and {e_gpu}")

@@ -51,6 +51,8 @@ expect_error_line "--check: no corpus and no n_token" "data.corpus = 'data/wt2.h
   "$BIN/txl-train" "$SRC/configs/wt2_small.ini" --check
 expect_error_line "--check: bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" -- \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set run.precision=bf16
+expect_error_line "--check: fp16 on the CPU" "run.precision = fp16 needs run.device = cuda" -- \
+  "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set run.precision=fp16
 expect_error_line "--check: a bad key" "no_such_key" -- \
   "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set train.no_such_key=1
 

@@ -100,8 +100,9 @@ if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     "run.device = cuda: (this txl was built without the CUDA backend|.*no CUDA device visible)" -- \
     "$BIN/txl-train" "$good" --set run.device=cuda
 fi
-expect_error_line "bad run.precision" "run.precision: 'fp16' is not one of fp32.tf32.bf16" -- "$BIN/txl-train" "$good" --set run.precision=fp16
+expect_error_line "bad run.precision" "run.precision: 'fp8' is not one of fp32.tf32.bf16.fp16" -- "$BIN/txl-train" "$good" --set run.precision=fp8
 expect_error_line "bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" -- "$BIN/txl-train" "$good" --set run.precision=bf16
+expect_error_line "fp16 on the CPU" "run.precision = fp16 needs run.device = cuda" -- "$BIN/txl-train" "$good" --set run.precision=fp16
 if [ -x "$BIN/txl-train-emu" ] && command -v mpirun >/dev/null; then
   expect_error_line "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" -- \
     timeout 120 mpirun -n 2 "$BIN/txl-train-emu" "$good" --set run.device=cuda --set train.batch_size=2

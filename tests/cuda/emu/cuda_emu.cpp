@@ -45,6 +45,7 @@
 #include <cblas.h>
 
 #include "kernels/common/bf16.h"
+#include "kernels/common/fp16.h"
 #include "tests/cuda/emu/emu_arch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -885,7 +886,7 @@ struct cublasContext {
   cublasMath_t math;
   cublasPointerMode_t pointer_mode;
   cudaStream_t stream;
-  std::vector<float> a, b, c; /* fp32 copies of operands that are rounded (TF32) or widened (bf16) */
+  std::vector<float> a, b, c; /* fp32 copies of operands that are rounded (TF32) or widened (bf16, fp16) */
 };
 
 cublasStatus_t cublasCreate(cublasHandle_t *handle) {
@@ -945,8 +946,32 @@ const char *cublasGetStatusString(cublasStatus_t status) {
 }
 
 /* How an operand reaches the fp32 product: as it is (fp32), rounded to TF32 (fp32 operands of a
- * TF32 GEMM), or widened from bf16 (exact). */
-enum Operand { OPERAND_F32, OPERAND_TF32, OPERAND_BF16 };
+ * TF32 GEMM), or widened from bf16 or fp16 (exact). */
+enum Operand { OPERAND_F32, OPERAND_TF32, OPERAND_BF16, OPERAND_F16 };
+
+/* The storage of a C / D matrix or a bias: fp32, bf16 or fp16 (widened exactly when read, rounded
+ * to nearest even once when stored: kernels/common/bf16.h, fp16.h). */
+enum Store { STORE_F32, STORE_BF16, STORE_F16 };
+
+static Store store_of(cudaDataType t) { return t == CUDA_R_16BF ? STORE_BF16 : t == CUDA_R_16F ? STORE_F16 : STORE_F32; }
+
+static float load_elem(const void *X, size_t at, Store s) {
+  switch (s) {
+    case STORE_BF16: return txl_bf16_to_float(static_cast<const txl_bf16 *>(X)[at]);
+    case STORE_F16: return txl_fp16_to_float(static_cast<const txl_fp16 *>(X)[at]);
+    case STORE_F32: break;
+  }
+  return static_cast<const float *>(X)[at];
+}
+
+static void store_elem(void *X, size_t at, Store s, float v) {
+  switch (s) {
+    case STORE_BF16: static_cast<txl_bf16 *>(X)[at] = txl_bf16_from_float(v); return;
+    case STORE_F16: static_cast<txl_fp16 *>(X)[at] = txl_fp16_from_float(v); return;
+    case STORE_F32: break;
+  }
+  static_cast<float *>(X)[at] = v;
+}
 
 /* x rounded to TF32 (8-bit exponent, 10-bit mantissa: 13 bits dropped) to nearest, ties away
  * from zero. Infinities and NaNs pass unchanged; a value that rounds past FLT_MAX becomes
@@ -961,16 +986,17 @@ static float round_tf32(float x) {
 }
 
 /* A column-major rows x cols matrix X (leading dimension ld) as fp32 values, packed (ld = rows)
- * into buf: TF32-rounded or bf16-widened per `kind` (not OPERAND_F32, which needs no copy). */
+ * into buf: TF32-rounded or bf16- / fp16-widened per `kind` (not OPERAND_F32, which needs no
+ * copy). */
 static const float *operand_copy(std::vector<float> &buf, const void *X, int rows, int cols, int ld,
                                  Operand kind) {
   buf.resize((size_t)rows * (size_t)cols);
   for (int j = 0; j < cols; j++)
     for (int i = 0; i < rows; i++) {
       const size_t at = (size_t)j * ld + i;
-      buf[(size_t)j * rows + i] = kind == OPERAND_BF16
-                                      ? txl_bf16_to_float(static_cast<const txl_bf16 *>(X)[at])
-                                      : round_tf32(static_cast<const float *>(X)[at]);
+      buf[(size_t)j * rows + i] = kind == OPERAND_BF16  ? load_elem(X, at, STORE_BF16)
+                                  : kind == OPERAND_F16 ? load_elem(X, at, STORE_F16)
+                                                        : round_tf32(static_cast<const float *>(X)[at]);
     }
   return buf.data();
 }
@@ -980,20 +1006,22 @@ static CBLAS_TRANSPOSE cblas_op(cublasOperation_t op) {
 }
 
 /* What cublasLtMatmul's BIAS and RELU_BIAS epilogues add to the fp32 result before it is
- * stored: bias[i] (fp32, or bf16 widened) on row i, then max(x, 0) if relu (a NaN stays NaN). */
+ * stored: bias[i] (fp32, or bf16 / fp16 widened) on row i, then max(x, 0) if relu (a NaN stays
+ * NaN). */
 struct BiasEpilogue {
   const void *bias;
-  bool bias_bf16;
+  Store bias_store;
   bool relu;
 };
 
-/* Column-major C = alpha op(A) op(B) + beta C: A and B as `operand` says, C fp32 or (c_bf16)
- * bf16: read widened (only when beta != 0, as BLAS reads C), the fp32 result (plus the
- * epilogue's bias, if any, in fp32) rounded to nearest even when stored. */
+/* Column-major C = alpha op(A) op(B) + beta C: A and B as `operand` says, C fp32 or (c_store)
+ * bf16 / fp16: read widened (only when beta != 0, as BLAS reads C), the fp32 result (plus the
+ * epilogue's bias, if any, in fp32) rounded to nearest even when stored (fp16: a result past
+ * 65504 becomes infinity, a tiny one subnormal or zero, kernels/common/fp16.h). */
 static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
                            cublasOperation_t transb, int m, int n, int k, const float *alpha,
                            const void *A, int lda, const void *B, int ldb, const float *beta,
-                           void *C, int ldc, Operand operand, bool c_bf16,
+                           void *C, int ldc, Operand operand, Store c_store,
                            const BiasEpilogue *epilogue = NULL) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   const bool op_ok = (transa == CUBLAS_OP_N || transa == CUBLAS_OP_T || transa == CUBLAS_OP_C) &&
@@ -1005,15 +1033,14 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const float al = *alpha, be = *beta; /* host or device pointer: the same memory here */
-  /* C as fp32: C itself, or a packed widened copy (ld = m) of a bf16 C */
+  /* C as fp32: C itself, or a packed widened copy (ld = m) of a bf16 / fp16 C */
   float *c32 = static_cast<float *>(C);
   int ld32 = ldc;
-  if (c_bf16) {
+  if (c_store != STORE_F32) {
     handle->c.assign((size_t)m * (size_t)n, 0.0f);
     if (be != 0.0f)
       for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++)
-          handle->c[(size_t)j * m + i] = txl_bf16_to_float(static_cast<const txl_bf16 *>(C)[(size_t)j * ldc + i]);
+        for (int i = 0; i < m; i++) handle->c[(size_t)j * m + i] = load_elem(C, (size_t)j * ldc + i, c_store);
     c32 = handle->c.data();
     ld32 = m;
   }
@@ -1037,16 +1064,14 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
   if (epilogue)
     for (int j = 0; j < n; j++)
       for (int i = 0; i < m; i++) {
-        const float b = epilogue->bias_bf16 ? txl_bf16_to_float(static_cast<const txl_bf16 *>(epilogue->bias)[i])
-                                            : static_cast<const float *>(epilogue->bias)[i];
+        const float b = load_elem(epilogue->bias, (size_t)i, epilogue->bias_store);
         float *c = &c32[(size_t)j * ld32 + i];
         const float x = *c + b;
         *c = epilogue->relu && x < 0.0f ? 0.0f : x;
       }
-  if (c_bf16)
+  if (c_store != STORE_F32)
     for (int j = 0; j < n; j++)
-      for (int i = 0; i < m; i++)
-        static_cast<txl_bf16 *>(C)[(size_t)j * ldc + i] = txl_bf16_from_float(c32[(size_t)j * m + i]);
+      for (int i = 0; i < m; i++) store_elem(C, (size_t)j * ldc + i, c_store, c32[(size_t)j * m + i]);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1056,7 +1081,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            float *C, int ldc) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   const Operand o = handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? OPERAND_TF32 : OPERAND_F32;
-  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, o, false);
+  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, o, STORE_F32);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -1075,18 +1100,20 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   const bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
                     (Ctype == CUDA_R_16BF || Ctype == CUDA_R_32F) &&
                     computeType != CUBLAS_COMPUTE_32F_FAST_TF32;
-  if (!f32 && !bf16) return CUBLAS_STATUS_NOT_SUPPORTED;
-  Operand o = OPERAND_BF16;
+  const bool f16 = Atype == CUDA_R_16F && Btype == CUDA_R_16F && (Ctype == CUDA_R_16F || Ctype == CUDA_R_32F) &&
+                   computeType != CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (!f32 && !bf16 && !f16) return CUBLAS_STATUS_NOT_SUPPORTED;
+  Operand o = bf16 ? OPERAND_BF16 : OPERAND_F16;
   if (f32) {
     const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32 ||
                       (computeType == CUBLAS_COMPUTE_32F && handle->math == CUBLAS_TF32_TENSOR_OP_MATH);
     o = tf32 ? OPERAND_TF32 : OPERAND_F32;
   }
   return gemm(handle, transa, transb, m, n, k, (const float *)alpha, A, lda, B, ldb,
-              (const float *)beta, C, ldc, o, Ctype == CUDA_R_16BF);
+              (const float *)beta, C, ldc, o, store_of(Ctype));
 }
 
-static size_t type_bytes(cudaDataType t) { return t == CUDA_R_16BF ? 2 : 4; }
+static size_t type_bytes(cudaDataType t) { return t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 4; }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
                                           cublasOperation_t transb, int m, int n, int k,
@@ -1255,7 +1282,7 @@ struct LtProblem {
   cublasOperation_t transa, transb;
   int m, n, k, lda, ldb, ldd;
   Operand operand;
-  bool ab_bf16, d_bf16;
+  Store ab_store, d_store; /* the operands' and D's (and the bias's) storage */
   uint32_t epilogue;
   const void *bias;
 };
@@ -1266,8 +1293,8 @@ static bool lt_fits_int(uint64_t x) { return x <= (uint64_t)INT32_MAX; }
  * invalid descriptors, operations, shapes (op(A) m x k, op(B) k x n, D m x n) and leading
  * dimensions (ld >= max(1, rows)) are CUBLAS_STATUS_INVALID_VALUE; sizes beyond int, a C layout
  * other than D's, type combinations outside those of cublasGemmEx (A, B fp32 with D fp32 and
- * compute 32F, 32F_PEDANTIC or 32F_FAST_TF32; A, B bf16 with D fp32 or bf16 and compute 32F or
- * 32F_PEDANTIC; scale type fp32), an epilogue outside the five (or any but DEFAULT under
+ * compute 32F, 32F_PEDANTIC or 32F_FAST_TF32; A, B bf16 with D fp32 or bf16, and A, B fp16 with
+ * D fp32 or fp16, with compute 32F or 32F_PEDANTIC; scale type fp32), an epilogue outside the five (or any but DEFAULT under
  * TXL_EMU_LT_EPILOGUES=off) and a bias type other than D's are CUBLAS_STATUS_NOT_SUPPORTED; a
  * NULL bias pointer with an epilogue that uses it is CUBLAS_STATUS_INVALID_VALUE. */
 static cublasStatus_t lt_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Adesc,
@@ -1296,7 +1323,9 @@ static cublasStatus_t lt_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout
   const bool f32 = a.type == CUDA_R_32F && b.type == CUDA_R_32F && o.type == CUDA_R_32F;
   const bool bf16 = a.type == CUDA_R_16BF && b.type == CUDA_R_16BF &&
                     (o.type == CUDA_R_32F || o.type == CUDA_R_16BF) && d.compute != CUBLAS_COMPUTE_32F_FAST_TF32;
-  if (!compute_ok || d.scale != CUDA_R_32F || (!f32 && !bf16)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const bool f16 = a.type == CUDA_R_16F && b.type == CUDA_R_16F && (o.type == CUDA_R_32F || o.type == CUDA_R_16F) &&
+                   d.compute != CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (!compute_ok || d.scale != CUDA_R_32F || (!f32 && !bf16 && !f16)) return CUBLAS_STATUS_NOT_SUPPORTED;
   const uint32_t e = d.epilogue;
   if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_RELU_BIAS &&
       e != CUBLASLT_EPILOGUE_BGRADA && e != CUBLASLT_EPILOGUE_BGRADB)
@@ -1310,9 +1339,12 @@ static cublasStatus_t lt_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout
   p->transb = (cublasOperation_t)d.transb;
   p->m = (int)m, p->n = (int)n, p->k = (int)k;
   p->lda = (int)a.ld, p->ldb = (int)b.ld, p->ldd = (int)o.ld;
-  p->operand = bf16 ? OPERAND_BF16 : d.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? OPERAND_TF32 : OPERAND_F32;
-  p->ab_bf16 = bf16;
-  p->d_bf16 = o.type == CUDA_R_16BF;
+  p->operand = bf16  ? OPERAND_BF16
+               : f16 ? OPERAND_F16
+               : d.compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? OPERAND_TF32
+                                                          : OPERAND_F32;
+  p->ab_store = store_of((cudaDataType)a.type);
+  p->d_store = store_of((cudaDataType)o.type);
   p->epilogue = e;
   p->bias = d.bias;
   return CUBLAS_STATUS_SUCCESS;
@@ -1359,8 +1391,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   const cublasStatus_t st = lt_problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (C != D) return CUBLAS_STATUS_NOT_SUPPORTED; /* only C == D is emulated */
-  /* The bias gradient, from the operands as stored (fp32 as they are, not TF32-rounded; bf16
-   * widened), summed in fp32 in increasing k, not scaled by alpha; computed before D is
+  /* The bias gradient, from the operands as stored (fp32 as they are, not TF32-rounded; bf16,
+   * fp16 widened), summed in fp32 in increasing k, not scaled by alpha; computed before D is
    * written and stored (overwriting) after it, in D's type. */
   std::vector<float> grad;
   if (p.epilogue == CUBLASLT_EPILOGUE_BGRADA || p.epilogue == CUBLASLT_EPILOGUE_BGRADB) {
@@ -1375,22 +1407,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
       float s = 0.0f;
       for (int q = 0; q < p.k; q++) {
         const size_t at = trans ? r * (size_t)ld + (size_t)q : (size_t)q * ld + r;
-        s += p.ab_bf16 ? txl_bf16_to_float(static_cast<const txl_bf16 *>(X)[at]) : static_cast<const float *>(X)[at];
+        s += load_elem(X, at, p.ab_store);
       }
       grad[r] = s;
     }
   }
-  const BiasEpilogue bias{p.bias, p.d_bf16, p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS};
+  const BiasEpilogue bias{p.bias, p.d_store, p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS};
   const bool with_bias = p.epilogue == CUBLASLT_EPILOGUE_BIAS || p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
   const cublasStatus_t g = gemm(&lightHandle->blas, p.transa, p.transb, p.m, p.n, p.k, (const float *)alpha, A,
-                                p.lda, B, p.ldb, (const float *)beta, D, p.ldd, p.operand, p.d_bf16,
+                                p.lda, B, p.ldb, (const float *)beta, D, p.ldd, p.operand, p.d_store,
                                 with_bias ? &bias : NULL);
   if (g != CUBLAS_STATUS_SUCCESS) return g;
-  for (size_t r = 0; r < grad.size(); r++) {
-    if (p.d_bf16)
-      static_cast<txl_bf16 *>(const_cast<void *>(p.bias))[r] = txl_bf16_from_float(grad[r]);
-    else
-      static_cast<float *>(const_cast<void *>(p.bias))[r] = grad[r];
-  }
+  for (size_t r = 0; r < grad.size(); r++) store_elem(const_cast<void *>(p.bias), r, p.d_store, grad[r]);
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -288,8 +288,9 @@ enum cublasComputeType_t {
   CUBLAS_COMPUTE_32F_FAST_TF32 = 77, /* operands rounded to TF32 */
 };
 /* The types of the emulated cublasGemmEx (the real values of library_types.h). CUDA_R_16BF is
- * bfloat16, stored as kernels/common/bf16.h stores it (the upper half of an fp32). */
-enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+ * bfloat16, stored as kernels/common/bf16.h stores it (the upper half of an fp32); CUDA_R_16F is
+ * IEEE binary16, as kernels/common/fp16.h stores it. */
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
 typedef cudaDataType_t cudaDataType;
 enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 };
 
@@ -309,8 +310,10 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
  * combinations (Atype = Btype, Ctype; computeType), a subset of those cuBLAS supports:
  *   CUDA_R_32F,  CUDA_R_32F;                 any of the three compute types above
  *   CUDA_R_16BF, CUDA_R_16BF or CUDA_R_32F;  CUBLAS_COMPUTE_32F or _32F_PEDANTIC
- * bf16 operands are widened to fp32 (exact), the products summed in fp32 as for fp32 operands,
- * a bf16 C read widened (beta != 0) and rounded to nearest even when stored. Any other
+ *   CUDA_R_16F,  CUDA_R_16F or CUDA_R_32F;   CUBLAS_COMPUTE_32F or _32F_PEDANTIC
+ * bf16 and fp16 operands are widened to fp32 (exact), the products summed in fp32 as for fp32
+ * operands, a bf16 / fp16 C read widened (beta != 0) and rounded to nearest even when stored
+ * (fp16: past 65504 to infinity, below 2^-14 to a subnormal; kernels/common/fp16.h). Any other
  * combination returns CUBLAS_STATUS_NOT_SUPPORTED, as cuBLAS does for an unsupported one. */
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cublasOperation_t transb, int m, int n, int k, const void *alpha,

@@ -3,7 +3,7 @@
  * block barrier, the three shuffles and __syncwarp, the block and thread numbering, per-thread
  * parameter copies, the poisoned dynamic shared memory, the launch checks a GPU makes
  * (threads per block, grid size, dynamic shared memory with and without
- * cudaFuncSetAttribute), the runtime and cuBLAS subset (bf16 GEMMs included), the cuBLASLt
+ * cudaFuncSetAttribute), the runtime and cuBLAS subset (bf16 and fp16 GEMMs included), the cuBLASLt
  * matmul with its epilogues (and TXL_EMU_LT_EPILOGUES), and the detection
  * of barriers that can never complete (each in a child process that must exit 1 with a message
  * naming the kernel);
@@ -645,6 +645,140 @@ static void test_cublas_bf16(void) {
   CUBLAS_CHECK(cublasDestroy(h));
 }
 
+/* The fp16 conversions of kernels/common/fp16.h (the emulator's CUDA_R_16F storage) against an
+ * independent reference in double: a finite f rounds to q 2^(e-10), e = max(floor(log2|f|), -14),
+ * q = f / 2^(e-10) rounded to nearest even by nearbyint (exact in double); a result of 2^16 or
+ * more is infinity (as is an infinity); a NaN is 0x7fff. Over every 1,009th fp32 bit pattern (all exponents, both
+ * signs) and the boundary cases; then every fp16 widens and rounds back to itself (NaNs to
+ * 0x7fff), the widening exact (compared with q 2^(e-10) of its fields). */
+static uint16_t fp16_reference(float f) {
+  if (isnan(f)) return 0x7fffu;
+  const uint16_t sign = signbit(f) ? 0x8000u : 0u;
+  const double a = fabs((double)f);
+  if (a == 0.0) return sign;
+  if (isinf(a)) return (uint16_t)(sign | 0x7c00u);
+  int e = ilogb(a);
+  if (e < -14) e = -14;
+  const double q = nearbyint(a / ldexp(1.0, e - 10)), r = q * ldexp(1.0, e - 10);
+  if (r >= 65536.0) return (uint16_t)(sign | 0x7c00u);
+  if (r < 0x1p-14) return (uint16_t)(sign | (uint16_t)q); /* subnormal (or zero) */
+  const int re = ilogb(r);
+  return (uint16_t)(sign | (uint16_t)((re + 15) << 10) | (uint16_t)(r / ldexp(1.0, re - 10) - 1024.0));
+}
+
+static void test_fp16_conversion(void) {
+  long wrong = 0, tried = 0;
+  const float edge[] = {65504.0f, 65519.996f, 65520.0f, 65536.0f, 0x1p-14f, 0x1.ffcp-15f, 0x1p-24f, 0x1p-25f,
+                        0x1.000002p-25f, 0x1.8p-24f, 0x1.4p-24f, 1.0f + 0x1p-11f, 1.0f + 0x1.8p-11f, INFINITY, 0.0f};
+  for (float f : edge)
+    for (int sg = 0; sg < 2; sg++) {
+      const float x = sg ? -f : f;
+      wrong += txl_fp16_from_float(x).bits != fp16_reference(x);
+      tried++;
+    }
+  for (uint64_t u = 0; u < (1ull << 32); u += 1009) {
+    const uint32_t b = (uint32_t)u;
+    float f;
+    memcpy(&f, &b, 4);
+    wrong += txl_fp16_from_float(f).bits != fp16_reference(f);
+    tried++;
+  }
+  check(wrong == 0, "fp16 rounding of %ld fp32 values (every 1,009th pattern and the edges): %ld wrong", tried,
+        wrong);
+  int back = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    const txl_fp16 x = txl_fp16_from_bits((uint16_t)h);
+    const float f = txl_fp16_to_float(x);
+    const uint32_t e = (h >> 10) & 31u, m = h & 1023u;
+    const bool nan = e == 31 && m != 0;
+    const double mag = e == 31 ? INFINITY : e == 0 ? m * 0x1p-24 : ldexp(1024.0 + m, (int)e - 25);
+    const double want = h & 0x8000u ? -mag : mag;
+    back += nan ? !(isnan(f) && txl_fp16_from_float(f).bits == 0x7fffu)
+                : !((double)f == want && txl_fp16_from_float(f).bits == h);
+  }
+  check(back == 0, "fp16 widening of all 65,536 patterns exact and rounding back to the same bits: %d wrong", back);
+}
+
+/* cublasGemmEx on fp16 operands (Atype = Btype = CUDA_R_16F, CUBLAS_COMPUTE_32F), C fp16 or
+ * fp32, against a double loop, as test_cublas_bf16: the inputs are j / 128 with |j| <= 127
+ * (exact in fp16's 11 bits), C0 multiples of 1/8 below 1, so every fp32 sum is exact (multiples
+ * of 2^-14 below 2^4) and so is alpha (a power of 2) times it, plus beta C0 (beta 0.5, only with
+ * alpha 2: multiples of 2^-14 below 2^5). An fp32 C must be the exact value and an fp16 C its
+ * fp16 rounding (bits). alpha = 2^16 takes results past 65504 (they must become infinities) and
+ * alpha = 2^-20 takes them below 2^-14 (subnormals of spacing 2^-24, most of which round). */
+static void test_cublas_fp16(void) {
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  const int m = 6, n = 5, k = 7, ld = 9;
+  txl_fp16 A[ld * ld], B[ld * ld], Ch[ld * ld];
+  float Cf[ld * ld], C0[ld * ld];
+  for (int i = 0; i < ld * ld; i++) {
+    A[i] = txl_fp16_from_float((float)((i * 37) % 255 - 127) / 128.0f);
+    B[i] = txl_fp16_from_float((float)((i * 53) % 255 - 127) / 128.0f);
+    C0[i] = (float)(i % 15 - 7) / 8.0f;
+  }
+  const struct {
+    float alpha, beta;
+  } cases[] = {{2.0f, 0.5f}, {2.0f, 0.0f}, {0x1p16f, 0.0f}, {0x1p-20f, 0.0f}};
+  for (int chf = 0; chf < 2; chf++)
+    for (const auto &c : cases)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          for (int i = 0; i < ld * ld; i++) {
+            Cf[i] = c.beta == 0.0f ? NAN : C0[i];
+            Ch[i] = txl_fp16_from_float(Cf[i]);
+          }
+          const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+          CUBLAS_CHECK(cublasGemmEx(h, oa, ob, m, n, k, &c.alpha, A, CUDA_R_16F, ld, B, CUDA_R_16F, ld, &c.beta,
+                                    chf ? (void *)Ch : (void *)Cf, chf ? CUDA_R_16F : CUDA_R_32F, ld,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          int bad = 0, rounded = 0, inf = 0, sub = 0;
+          for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+              double s = 0.0;
+              for (int p = 0; p < k; p++)
+                s += (double)txl_fp16_to_float(ta ? A[p + i * ld] : A[i + p * ld]) *
+                     txl_fp16_to_float(tb ? B[j + p * ld] : B[p + j * ld]);
+              const double want = c.alpha * s + (c.beta == 0.0f ? 0.0 : c.beta * C0[i + j * ld]);
+              const float exact = (float)want; /* exact: see above */
+              if (chf) {
+                const txl_fp16 w = txl_fp16_from_float(exact);
+                bad += Ch[i + j * ld].bits != w.bits;
+                rounded += txl_fp16_to_float(w) != exact;
+                inf += (w.bits & 0x7fffu) == 0x7c00u;
+                sub += (w.bits & 0x7c00u) == 0 && (w.bits & 0x3ffu) != 0;
+              } else {
+                bad += !(Cf[i + j * ld] == want);
+              }
+            }
+          /* an fp16 C must have been rounded, overflowed (alpha 2^16), gone subnormal (2^-20) */
+          const bool meaningful = !chf || (rounded > m * n / 2 && (c.alpha != 0x1p16f || inf > 0) &&
+                                           (c.alpha != 0x1p-20f || sub > m * n / 2));
+          check(bad == 0 && meaningful,
+                "cublasGemmEx fp16 x fp16 -> %s, alpha %g, beta %g, %c%c: %d wrong of %d (%d rounded, %d inf, %d "
+                "subnormal)%s",
+                chf ? "fp16" : "fp32", (double)c.alpha, (double)c.beta, ta ? 'T' : 'N', tb ? 'T' : 'N', bad, m * n,
+                rounded, inf, sub, meaningful ? "" : " (not meaningful)");
+        }
+  const float one = 1.0f;
+  struct {
+    cudaDataType a, b, c;
+    cublasComputeType_t ct;
+    const char *what;
+  } unsupported[] = {
+      {CUDA_R_16F, CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F, "A fp16, B bf16"},
+      {CUDA_R_16F, CUDA_R_16F, CUDA_R_16BF, CUBLAS_COMPUTE_32F, "A, B fp16, C bf16"},
+      {CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16F, CUBLAS_COMPUTE_32F, "A, B bf16, C fp16"},
+      {CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F_FAST_TF32, "fp16 with COMPUTE_32F_FAST_TF32"},
+  };
+  for (const auto &u : unsupported) {
+    const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, u.a, ld, B, u.b, ld,
+                                           &one, Ch, u.c, ld, u.ct, CUBLAS_GEMM_DEFAULT);
+    check(st == CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx with %s: %s", u.what, cublasGetStatusName(st));
+  }
+  CUBLAS_CHECK(cublasDestroy(h));
+}
+
 /* ---- barriers that can never complete (each in a child process) ----------------------------- */
 
 static __global__ void early_return_sync_kernel(int *x) {
@@ -795,10 +929,10 @@ static void test_fatal(void) {
 
 /* cublasGemmStridedBatchedEx against a double loop per batch: 3 batches of column-major
  * C_b = alpha op(A_b) op(B_b) + beta C_b at strides wider than a matrix (the gaps must stay
- * untouched), bf16 operands with a bf16 or fp32 C, and fp32 operands. Exactness as in
+ * untouched), bf16 (fp16) operands with a bf16 (fp16) or fp32 C, and fp32 operands. Exactness as in
  * test_cublas / test_cublas_bf16: the inputs are multiples of 1/128 (bf16) or 1/4 (fp32) below 1,
- * so every product and partial sum of k = 7 terms is exact in float; a bf16 C is rounded once
- * when stored, so it is compared with the bf16 rounding of the exact value. A negative
+ * so every product and partial sum of k = 7 terms is exact in float; a bf16 / fp16 C is rounded
+ * once when stored, so it is compared with the bf16 / fp16 rounding of the exact value. A negative
  * batchCount is refused. */
 static void test_cublas_batched(void) {
   cublasHandle_t h;
@@ -813,24 +947,32 @@ static void test_cublas_batched(void) {
   for (int i = 0; i < nc; i++) C0[i] = (float)(i % 15 - 7) / 8.0f;
   for (int i = 0; i < na; i++) Ab[i] = txl_bf16_from_float(Af[i]);
   for (int i = 0; i < nb; i++) Bb[i] = txl_bf16_from_float(Bf[i]);
+  std::vector<txl_fp16> Ah(na), Bh(nb), Ch(nc);
+  for (int i = 0; i < na; i++) Ah[i] = txl_fp16_from_float(Af[i]);
+  for (int i = 0; i < nb; i++) Bh[i] = txl_fp16_from_float(Bf[i]);
   const float alpha = 2.0f, beta = 0.5f;
-  for (int mode = 0; mode < 3; mode++) { /* 0: bf16 -> bf16 C, 1: bf16 -> fp32 C, 2: fp32 */
+  /* 0: bf16 -> bf16 C, 1: bf16 -> fp32 C, 2: fp32, 3: fp16 -> fp16 C, 4: fp16 -> fp32 C */
+  for (int mode = 0; mode < 5; mode++) {
     Cf = C0;
     for (int i = 0; i < nc; i++) Cb[i] = txl_bf16_from_float(C0[i]);
-    const bool bf = mode < 2, cbf = mode == 0;
-    const cudaDataType ab = bf ? CUDA_R_16BF : CUDA_R_32F;
-    const void *A = bf ? (const void *)Ab.data() : (const void *)Af.data();
-    const void *B = bf ? (const void *)Bb.data() : (const void *)Bf.data();
-    void *C = cbf ? (void *)Cb.data() : (void *)Cf.data();
+    for (int i = 0; i < nc; i++) Ch[i] = txl_fp16_from_float(C0[i]);
+    const bool bf = mode < 2, hf = mode >= 3, cbf = mode == 0, chf = mode == 3;
+    const cudaDataType ab = bf ? CUDA_R_16BF : hf ? CUDA_R_16F : CUDA_R_32F;
+    const void *A = bf ? (const void *)Ab.data() : hf ? (const void *)Ah.data() : (const void *)Af.data();
+    const void *B = bf ? (const void *)Bb.data() : hf ? (const void *)Bh.data() : (const void *)Bf.data();
+    void *C = cbf ? (void *)Cb.data() : chf ? (void *)Ch.data() : (void *)Cf.data();
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, A, ab, ld, sa, B, ab, ld, sb,
-                                            &beta, C, cbf ? CUDA_R_16BF : CUDA_R_32F, ld, sc, batch,
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                            &beta, C, cbf ? CUDA_R_16BF : chf ? CUDA_R_16F : CUDA_R_32F, ld, sc,
+                                            batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const auto got_at = [&](long long at) {
+      return cbf ? txl_bf16_to_float(Cb[at]) : chf ? txl_fp16_to_float(Ch[at]) : Cf[at];
+    };
     int wrong = 0;
     for (int b = 0; b < batch; b++)
       for (int j = 0; j < n; j++)
         for (int i = 0; i < ld; i++) {
           const long long at = b * sc + (long long)j * ld + i;
-          const float got = cbf ? txl_bf16_to_float(Cb[at]) : Cf[at];
+          const float got = got_at(at);
           float want = C0[at]; /* rows i >= m are outside C: untouched */
           if (i < m) {
             double sum = 0.0;
@@ -838,14 +980,15 @@ static void test_cublas_batched(void) {
               sum += (double)Af[b * sa + (long long)p * ld + i] * Bf[b * sb + (long long)j * ld + p];
             want = (float)(alpha * sum + beta * C0[at]);
           }
-          if (cbf) want = txl_bf16_to_float(txl_bf16_from_float(want));
+          if (cbf) want = txl_bf16_round(want);
+          if (chf) want = txl_fp16_round(want);
           wrong += got != want;
         }
     for (int b = 0; b + 1 < batch; b++) /* the gaps between the batches' C */
       for (long long at = b * sc + (long long)ld * n; at < (b + 1) * sc; at++)
-        wrong += (cbf ? txl_bf16_to_float(Cb[at]) : Cf[at]) != C0[at];
+        wrong += got_at(at) != C0[at];
     check(wrong == 0, "cublasGemmStridedBatchedEx %s operands, %s C, %d batches: %d elements wrong",
-          bf ? "bf16" : "fp32", cbf ? "bf16" : "fp32", batch, wrong);
+          bf ? "bf16" : hf ? "fp16" : "fp32", cbf ? "bf16" : chf ? "fp16" : "fp32", batch, wrong);
   }
   const cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, Af.data(),
                                                        CUDA_R_32F, ld, sa, Bf.data(), CUDA_R_32F, ld, sb, &beta,
@@ -929,21 +1072,23 @@ static float lt_random(uint64_t *state) {
  * sequence (Higham, Accuracy and Stability of Numerical Algorithms, 3.1). */
 static double lt_gamma(int r) { return r * 0x1p-24 / (1.0 - r * 0x1p-24); }
 
-/* cublasLtMatmul with each epilogue (DEFAULT, BIAS, RELU_BIAS, BGRADA, BGRADB) on fp32, TF32
- * and bf16 operands (a bf16 D too), N/T both ways, odd sizes (m 13, n 7, k 29) and leading
+/* cublasLtMatmul with each epilogue (DEFAULT, BIAS, RELU_BIAS, BGRADA, BGRADB) on fp32, TF32,
+ * bf16 and fp16 operands (a bf16 / fp16 D too), N/T both ways, odd sizes (m 13, n 7, k 29) and leading
  * dimensions larger than the rows, beta 0 (D NaN before: it must not be read) and 1, alpha 1.5,
- * against a double loop over the operands as the GEMM sees them (TF32-rounded, bf16 widened).
+ * against a double loop over the operands as the GEMM sees them (TF32-rounded, bf16 / fp16
+ * widened).
  * Tolerances:
  *   D: the fp32 dot product of k terms (any order, FMA or not) is within gamma_k of
  *   sum |a b|, and alpha times it, beta C, their sum and the bias add 4 more roundings: within
  *   gamma_(k+4) (|alpha| sum |a b| + |beta C| + |bias|) of the exact value (about 2e-6 relative
- *   here). A bf16 D is then rounded to nearest once more: 2^-8 of the value. The TF32 rounding
+ *   here). A bf16 D is then rounded to nearest once more: 2^-8 of the value; an fp16 D 2^-11 of
+ *   it plus 2^-25 absolute (a subnormal result). The TF32 rounding
  *   of the operands is in the reference, so a missing one is off by ~2^-11 sum |a b|, far
  *   outside the bound; likewise a missing or wrong bias, ReLU or transpose is off by O(1).
  *   ReLU is 1-Lipschitz, so the bound of the value before it holds after it.
  *   Bias gradient: the fp32 sum of k stored values (not TF32-rounded; not scaled by alpha) is
  *   within gamma_k of sum |x| (a TF32-rounded sum would be off by ~2^-12 sum |x|), plus 2^-8 of
- *   the value for a bf16 D. It is written over NaNs (so an accumulating one fails), and the
+ *   the value for a bf16 D (2^-11 + 2^-25 for fp16). It is written over NaNs (so an accumulating one fails), and the
  *   elements past its length (m for BGRADA, n for BGRADB) must stay untouched.
  * Every comparison fails on NaN (!(err <= bound)); the elements of D outside its m x n block
  * (rows m .. ldd - 1) must keep their bits. The DEFAULT, BGRADA and BGRADB results of D must
@@ -957,7 +1102,8 @@ static void test_cublaslt(void) {
   static const uint32_t epilogues[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS,
                                        CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB};
   static const char *const epilogue_name[] = {"DEFAULT", "BIAS", "RELU_BIAS", "BGRADA", "BGRADB"};
-  static const char *const mode_name[] = {"fp32", "TF32", "bf16 -> fp32 D", "bf16 -> bf16 D"};
+  static const char *const mode_name[] = {"fp32",           "TF32",           "bf16 -> fp32 D",
+                                         "bf16 -> bf16 D", "fp16 -> fp32 D", "fp16 -> fp16 D"};
   uint64_t rng = 12345;
   std::vector<float> Af(ldmax * ldmax), Bf(ldmax * ldmax), C0(ldd * n), bias0(vec);
   for (float &x : Af) x = lt_random(&rng);
@@ -967,10 +1113,27 @@ static void test_cublaslt(void) {
   std::vector<txl_bf16> Ab(Af.size()), Bb(Bf.size());
   for (size_t i = 0; i < Af.size(); i++) Ab[i] = txl_bf16_from_float(Af[i]);
   for (size_t i = 0; i < Bf.size(); i++) Bb[i] = txl_bf16_from_float(Bf[i]);
+  std::vector<txl_fp16> Ah(Af.size()), Bh(Bf.size());
+  for (size_t i = 0; i < Af.size(); i++) Ah[i] = txl_fp16_from_float(Af[i]);
+  for (size_t i = 0; i < Bf.size(); i++) Bh[i] = txl_fp16_from_float(Bf[i]);
   const float sentinel = 1234.5f;
-  for (int mode = 0; mode < 4; mode++) {
-    const bool tf32 = mode == 1, abf = mode >= 2, dbf = mode == 3;
-    const size_t dsize = dbf ? 2 : 4;
+  for (int mode = 0; mode < 6; mode++) {
+    /* half: the operands' 16-bit type (0 none, 1 bf16, 2 fp16); dhalf: D is of that type */
+    const int half = mode < 2 ? 0 : mode < 4 ? 1 : 2;
+    const bool tf32 = mode == 1, dhalf = mode == 3 || mode == 5;
+    const cudaDataType htype = half == 2 ? CUDA_R_16F : CUDA_R_16BF;
+    const size_t dsize = dhalf ? 2 : 4;
+    /* a value as D's type stores it, and back */
+    const auto st_d = [&](void *p, size_t i, float v) {
+      if (!dhalf) ((float *)p)[i] = v;
+      else if (half == 2) ((txl_fp16 *)p)[i] = txl_fp16_from_float(v);
+      else ((txl_bf16 *)p)[i] = txl_bf16_from_float(v);
+    };
+    /* the error of D's rounding of a value of magnitude at most x: none for fp32, 2^-8 x for bf16,
+     * 2^-11 x + 2^-25 for fp16 (half the subnormal spacing below 2^-14) */
+    const auto d_rounding = [&](double x) {
+      return !dhalf ? 0.0 : half == 2 ? 0x1p-11 * x + 0x1p-25 : 0x1p-8 * x;
+    };
     int same_as_gemmex = 0, compared_gemmex = 0;
     for (int e = 0; e < 5; e++) {
       const uint32_t epi = epilogues[e];
@@ -989,25 +1152,20 @@ static void test_cublaslt(void) {
             std::vector<unsigned char> bias(vec * dsize);
             for (int j = 0; j < n; j++)
               for (int i = 0; i < ldd; i++) {
-                const float v = i >= m ? sentinel : bz ? NAN : C0[i + j * ldd];
-                if (dbf) ((txl_bf16 *)D.data())[i + j * ldd] = txl_bf16_from_float(v);
-                else ((float *)D.data())[i + j * ldd] = v;
+                st_d(D.data(), i + j * ldd, i >= m ? sentinel : bz ? NAN : C0[i + j * ldd]);
               }
-            for (int i = 0; i < vec; i++) { /* a gradient's elements start as NaN */
-              const float v = grad ? NAN : bias0[i];
-              if (dbf) ((txl_bf16 *)bias.data())[i] = txl_bf16_from_float(v);
-              else ((float *)bias.data())[i] = v;
-            }
+            for (int i = 0; i < vec; i++) /* a gradient's elements start as NaN */
+              st_d(bias.data(), i, grad ? NAN : bias0[i]);
             const std::vector<unsigned char> Dinit = D, bias_init = bias;
             LtCall c{tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                     abf ? CUDA_R_16BF : CUDA_R_32F,
-                     dbf ? CUDA_R_16BF : CUDA_R_32F,
-                     (e % 2) ? (int32_t)(dbf ? CUDA_R_16BF : CUDA_R_32F) : -1, /* set or left at the default */
+                     half ? htype : CUDA_R_32F,
+                     dhalf ? htype : CUDA_R_32F,
+                     (e % 2) ? (int32_t)(dhalf ? htype : CUDA_R_32F) : -1, /* set or left at the default */
                      ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                      tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                      epi, m, n, k, lda, ldb, ldd,
-                     abf ? (const void *)Ab.data() : (const void *)Af.data(),
-                     abf ? (const void *)Bb.data() : (const void *)Bf.data(),
+                     half == 2 ? (const void *)Ah.data() : half ? (const void *)Ab.data() : (const void *)Af.data(),
+                     half == 2 ? (const void *)Bh.data() : half ? (const void *)Bb.data() : (const void *)Bf.data(),
                      D.data(), bias.data(), alpha, beta};
             const LtStatus st = lt_run(lt, c);
             calls++;
@@ -1016,17 +1174,19 @@ static void test_cublaslt(void) {
               continue;
             }
             const auto rd = [&](const std::vector<unsigned char> &v, size_t i) {
-              return dbf ? txl_bf16_to_float(((const txl_bf16 *)v.data())[i]) : ((const float *)v.data())[i];
+              return !dhalf     ? ((const float *)v.data())[i]
+                     : half == 2 ? txl_fp16_to_float(((const txl_fp16 *)v.data())[i])
+                                 : txl_bf16_to_float(((const txl_bf16 *)v.data())[i]);
             };
             /* an operand element as the GEMM sees it, and as stored (the gradient's input) */
             const auto a_at = [&](int i, int p, bool rounded) {
               const size_t at = ta ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda;
-              const float v = abf ? txl_bf16_to_float(Ab[at]) : Af[at];
+              const float v = half == 2 ? txl_fp16_to_float(Ah[at]) : half ? txl_bf16_to_float(Ab[at]) : Af[at];
               return rounded && tf32 ? round_tf32_ref(v) : v;
             };
             const auto b_at = [&](int p, int j, bool rounded) {
               const size_t at = tb ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb;
-              const float v = abf ? txl_bf16_to_float(Bb[at]) : Bf[at];
+              const float v = half == 2 ? txl_fp16_to_float(Bh[at]) : half ? txl_bf16_to_float(Bb[at]) : Bf[at];
               return rounded && tf32 ? round_tf32_ref(v) : v;
             };
             for (int j = 0; j < n; j++)
@@ -1048,7 +1208,7 @@ static void test_cublaslt(void) {
                 clipped += relu && pre < 0.0;
                 const double want = relu && pre < 0.0 ? 0.0 : pre;
                 double bound = lt_gamma(k + 4) * (fabs(alpha) * mag + fabs(beta * cval) + fabs(bval));
-                if (dbf) bound += 0x1p-8 * (fabs(want) + bound);
+                bound += d_rounding(fabs(want) + bound);
                 const double err = fabs(rd(D, at) - want);
                 if (!(err <= bound)) bad++;
                 else if (bound > 0) worst = fmax(worst, err / bound);
@@ -1068,7 +1228,7 @@ static void test_cublaslt(void) {
                   mag += fabs(x);
                 }
                 double bound = lt_gamma(k) * mag;
-                if (dbf) bound += 0x1p-8 * (fabs(g) + bound);
+                bound += d_rounding(fabs(g) + bound);
                 const double err = fabs(rd(bias, r) - g);
                 if (!(err <= bound)) bad++;
                 else if (bound > 0) worst = fmax(worst, err / bound);
@@ -1106,6 +1266,10 @@ static void test_cublaslt(void) {
                    m, n, k, m, k, ldd, Af.data(), Bf.data(), Df.data(), biasf.data(), 1.0f, 1.0f};
   LtCall bf = f32;
   bf.ab = bf.d = CUDA_R_16BF, bf.A = Ab.data(), bf.B = Bb.data(), bf.D = Db.data(), bf.bias = biasb.data();
+  std::vector<txl_fp16> Dh(ldd * n, txl_fp16_from_float(0.5f)), biash(vec, txl_fp16_from_float(0.25f));
+  const std::vector<txl_fp16> Dh0 = Dh;
+  LtCall hf = f32;
+  hf.ab = hf.d = CUDA_R_16F, hf.A = Ah.data(), hf.B = Bh.data(), hf.D = Dh.data(), hf.bias = biash.data();
   struct Refused {
     LtCall call;
     cublasStatus_t want;
@@ -1115,6 +1279,8 @@ static void test_cublaslt(void) {
       {f32, CUBLAS_STATUS_NOT_SUPPORTED, "bf16 bias with an fp32 D"},
       {f32, CUBLAS_STATUS_NOT_SUPPORTED, "fp32 A, B with a bf16 D"},
       {bf, CUBLAS_STATUS_NOT_SUPPORTED, "bf16 A, B with CUBLAS_COMPUTE_32F_FAST_TF32"},
+      {hf, CUBLAS_STATUS_NOT_SUPPORTED, "bf16 bias with an fp16 D"},
+      {hf, CUBLAS_STATUS_NOT_SUPPORTED, "fp16 A, B with a bf16 D"},
       {f32, CUBLAS_STATUS_NOT_SUPPORTED, "the epilogue RELU (2), not emulated"},
       {f32, CUBLAS_STATUS_INVALID_VALUE, "BIAS with a NULL bias pointer"},
       {f32, CUBLAS_STATUS_INVALID_VALUE, "D's leading dimension below its rows"},
@@ -1123,13 +1289,15 @@ static void test_cublaslt(void) {
   refused[1].call.bias_type = CUDA_R_16BF;
   refused[2].call.d = CUDA_R_16BF, refused[2].call.D = Db.data(), refused[2].call.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   refused[3].call.compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  refused[4].call.epilogue = 2;
-  refused[5].call.bias = NULL;
-  refused[6].call.ldd = m - 1;
+  refused[4].call.bias_type = CUDA_R_16BF;
+  refused[5].call.d = CUDA_R_16BF, refused[5].call.D = Db.data(), refused[5].call.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  refused[6].call.epilogue = 2;
+  refused[7].call.bias = NULL;
+  refused[8].call.ldd = m - 1;
   for (const Refused &r : refused) {
     const LtStatus st = lt_run(lt, r.call);
     check(st.heuristic == r.want && st.returned == 0 && st.matmul == r.want && Df == Df0 &&
-              memcmp(Db.data(), Db0.data(), Db.size() * 2) == 0,
+              memcmp(Db.data(), Db0.data(), Db.size() * 2) == 0 && memcmp(Dh.data(), Dh0.data(), Dh.size() * 2) == 0,
           "cublasLt with %s: heuristic %s (%d results), matmul %s, D untouched", r.what,
           cublasGetStatusName(st.heuristic), st.returned, cublasGetStatusName(st.matmul));
   }
@@ -1257,6 +1425,8 @@ int main(int argc, char **argv) {
   test_unknown_arch();
   test_cublas();
   test_cublas_bf16();
+  test_fp16_conversion();
+  test_cublas_fp16();
   test_cublas_batched();
   test_cublaslt();
   test_cublaslt_env();
