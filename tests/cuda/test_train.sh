@@ -133,6 +133,9 @@ cmp -s "$WORK/fp16.bin" "$WORK/resumedh.bin" && ok "fp16: stopped at step 9 and 
   || fail "fp16: the resumed run differs from the uninterrupted one"
 grep -q "fp16 activations and GEMMs" "$WORK/fp16.txt" && ok "fp16: the device line says fp16" \
   || { cat "$WORK/fp16.txt"; fail "fp16: no 'fp16 activations and GEMMs' on the device line"; }
+grep -q "| scale 2^16, 0 skipped |" "$WORK/fp16.txt" && ! grep -Eq "scale 2\^[0-9]+, [1-9][0-9]* skipped" "$WORK/fp16.txt" \
+  && ok "fp16: dynamic loss scaling at 2^16 (train.loss_scale = auto), no step skipped" \
+  || { grep "^step" "$WORK/fp16.txt"; fail "fp16: not the dynamic scale 2^16 without skipped steps"; }
 # the fp16 checkpoint: evaluated in fp16 on the GPU (txl-eval's default: the checkpoint's
 # precision) and in fp32 on the CPU
 "$EVAL" "$WORK/fp16" --split test > "$WORK/eval_h_cuda.txt" 2>&1 || { cat "$WORK/eval_h_cuda.txt"; fail "txl-eval of the fp16 run failed"; }
@@ -160,12 +163,12 @@ grep -q "fp16 activations and GEMMs" "$WORK/fp16.txt" && ok "fp16: the device li
 # fp16 against fp32: the same count of roundings with fp16's u = 2^-11, eight times finer than
 # bf16's, every term of the estimate above scaling with u: TOL_FP16 = 2e-2 / 8 = 2.5e-3, and
 # 5e-3 / 8 = 6.25e-4 for txl-eval's one forward. The values stay inside fp16's range: activations
-# and logits of order 10 (far below 65504); gradients with the loss gradient 1 / (tgt_len
-# batch_size) = 1/64 and no loss scale (the dynamic loss scaler of src/train is not applied here)
-# are mostly above 2^-14, and the few among the subnormals (the attention's relative-position
-# gradient: tests/cuda/test_step.c) feed Adam, which steps by lr whatever a gradient's size, so
-# they change the direction of those few steps, not their length: inside the parameter drift
-# above.
+# and logits of order 10 (far below 65504); the gradients carry train.loss_scale = auto's dynamic
+# scale 2^16 (src/optim/loss_scale.h; the loss gradient 2^16 / (tgt_len batch_size) = 1024, far
+# from fp16's largest value, and no step of these runs is skipped: the progress lines say so), so
+# they are above fp16's subnormals; a few that are not still feed Adam, which steps by lr whatever
+# a gradient's size, so they change the direction of those few steps, not their length: inside the
+# parameter drift above.
 # Two ranks against one: only the order of the gradient sums changes (see tests/train/test_ranks.sh),
 # TOL_RANKS = 2e-5 as there.
 python3 - "$WORK" "$gpus" "$tc" <<'PY' && ok "GPU = CPU run, TF32, bf16 and fp16 close, ranks equal" || fail "runs disagree"
@@ -184,31 +187,25 @@ def compare(a, b, tol):
 def eval_losses(dev):
     import re
     return [float(x) for x in re.findall(r"loss ([0-9.]+) nats", open(f"{w}/eval_{dev}.txt").read())]
+def compare_eval(prec, tag, tol):
+    """txl-eval of the `prec` run on the GPU (in prec) against the CPU (fp32): eval_<tag>_{cuda,cpu}.txt"""
+    g, c = eval_losses(tag + "_cuda"), eval_losses(tag + "_cpu")
+    if len(g) != 1 or len(c) != 1:
+        print(f"txl-eval of the {prec} run: expected one loss per device, got {g} and {c}")
+        return False
+    rel = abs(g[0] - c[0]) / c[0]
+    print(f"txl-eval of the {prec} run: {prec} on the GPU {g[0]}, fp32 on the CPU {c[0]}: relative "
+          f"difference {rel:.2e} (tolerance {tol:g})")
+    return rel <= tol
 ok = compare("cuda", "cpu", 3e-3)
 if tc:
     ok = compare("tf32", "cuda", 3e-2) and ok
     ok = compare("bf16", "cpu", 2e-2) and ok
-    e16, e16_cpu = eval_losses("16_cuda"), eval_losses("16_cpu")
-    if len(e16) != 1 or len(e16_cpu) != 1:
-        print(f"txl-eval of the bf16 run: expected one loss per device, got {e16} and {e16_cpu}")
-        ok = False
-    else:
-        rel = abs(e16[0] - e16_cpu[0]) / e16_cpu[0]
-        print(f"txl-eval of the bf16 run: bf16 on the GPU {e16[0]}, fp32 on the CPU {e16_cpu[0]}: relative "
-              f"difference {rel:.2e} (tolerance 5e-3)")
-        ok = ok and rel <= 5e-3
+    ok = compare_eval("bf16", "16", 5e-3) and ok
 else:
     print("no TF32 / bf16 on this device: those runs are not compared")
 ok = compare("fp16", "cpu", 2.5e-3) and ok
-eh, eh_cpu = eval_losses("h_cuda"), eval_losses("h_cpu")
-if len(eh) != 1 or len(eh_cpu) != 1:
-    print(f"txl-eval of the fp16 run: expected one loss per device, got {eh} and {eh_cpu}")
-    ok = False
-else:
-    rel = abs(eh[0] - eh_cpu[0]) / eh_cpu[0]
-    print(f"txl-eval of the fp16 run: fp16 on the GPU {eh[0]}, fp32 on the CPU {eh_cpu[0]}: relative "
-          f"difference {rel:.2e} (tolerance 6.25e-4)")
-    ok = ok and rel <= 6.25e-4
+ok = compare_eval("fp16", "h", 6.25e-4) and ok
 e_cpu, e_gpu = eval_losses("cpu"), eval_losses("cuda")
 if len(e_cpu) != 3 or len(e_gpu) != 3:
     print(f"txl-eval: expected 3 losses per device (test; valid with memory 20 and 40), got {e_cpu} and {e_gpu}")

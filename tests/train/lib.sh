@@ -63,6 +63,14 @@ PY
 
 MPI="timeout 300 mpirun --oversubscribe --bind-to none"
 
+# "STEP LOSS GRAD_NORM" of each train line of a run folder's metrics.jsonl, the numbers as Python
+# prints them (exact)
+train_losses() { python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r["kind"] == "train": print(r["step"], repr(r["loss"]), repr(r["grad_norm"]))' "$1/metrics.jsonl"; }
+
 # txl-train of INI on RANKS ranks into $WORK/NAME, its output in $WORK/NAME.out; the status is
 # txl-train's.
 train_into() { # NAME INI RANKS ARGS...

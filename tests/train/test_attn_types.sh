@@ -13,16 +13,11 @@ make_corpus "$WORK/c.h5" 4000 300
 # small_run_ini: 2 layers of width 32, 4 columns of 16 rows, 24 rows of memory, dropout and
 # dropatt 0.1; the positional tables of types 1 and 3 have max_klen = 16 + 24 = 40 rows
 small_run_ini "$WORK/c.h5" train.max_step=40 train.warmup_step=4 > "$WORK/r.ini"
-train() { # NAME RANKS ARGS...: txl-train into $WORK/NAME, output in $WORK/NAME.out
-  local name=$1 ranks=$2
-  shift 2
-  $MPI -n "$ranks" "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
+train() { # NAME RANKS ARGS...: txl-train of r.ini into $WORK/NAME, output in $WORK/NAME.out
+  local name=$1
+  shift
+  train_into "$name" "$WORK/r.ini" "$@"
 }
-train_losses() { python3 -c '
-import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if r["kind"] == "train": print(r["step"], repr(r["loss"]), repr(r["grad_norm"]))' "$1/metrics.jsonl"; }
 # mean training loss of steps [a, b]
 mean_loss() { python3 -c '
 import json, sys

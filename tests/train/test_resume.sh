@@ -11,11 +11,6 @@ train() { # NAME RANKS ARGS...: run txl-train into $WORK/NAME, output in $WORK/N
   shift 2
   $MPI -n "$ranks" "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
 }
-train_losses() { python3 -c '
-import json, sys
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    if r["kind"] == "train": print(r["step"], repr(r["loss"]), repr(r["grad_norm"]))' "$1/metrics.jsonl"; }
 same_state() { # A B: parameters and both Adam moments bit-identical in two checkpoints
   h5diff -q "$1" "$2" /params /params && h5diff -q "$1" "$2" /adam_m /adam_m && h5diff -q "$1" "$2" /adam_v /adam_v
 }
