@@ -2,11 +2,15 @@
 """Turns a run folder's metrics.jsonl (written by txl-train) into PNG plots:
 
     scripts/plot-metrics.py RUN_DIR [--out DIR]
+    scripts/plot-metrics.py RUN_DIR RUN_DIR... --out DIR
 
 writes DIR/loss.png (training loss per logged step, validation and test losses, the validation
 split's unigram entropy as the bar to beat), DIR/lr.png (learning rate) and DIR/throughput.png
-(training tokens/s); DIR defaults to RUN_DIR. A figure written as null (a NaN or an infinity in
-the run) is a gap in its curve. Needs matplotlib (Debian: python3-matplotlib)."""
+(training tokens/s); DIR defaults to RUN_DIR. With several run folders (an ablation: the same
+config with one key changed) it writes DIR/compare.png instead: each run's training loss and
+validation losses on one set of axes, labelled by the folder's name. A figure written as null (a
+NaN or an infinity in the run) is a gap in its curve. Needs matplotlib (Debian:
+python3-matplotlib)."""
 import argparse
 import json
 import os
@@ -42,22 +46,64 @@ def num(v):
     return float("nan") if v is None else v
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("run_dir", help="folder holding metrics.jsonl")
-    ap.add_argument("--out", help="folder for the PNG files (default: the run folder)")
-    a = ap.parse_args()
-    path = os.path.join(a.run_dir, "metrics.jsonl")
+def load_run(run_dir):
+    """A run folder's metrics.jsonl: all its rows, and its train rows (at least one)."""
+    path = os.path.join(run_dir, "metrics.jsonl")
     rows = load(path)
     train = [r for r in rows if r["kind"] == "train"]
     if not train:
         die("%s: no training steps logged yet" % path)
+    return rows, train
+
+
+def pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         die("matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+    return plt
+
+
+def compare(run_dirs, out):
+    """out/compare.png: the training and validation losses of several runs on one set of axes."""
+    runs = [(os.path.basename(os.path.abspath(d)), load_run(d)) for d in run_dirs]
+    plt = pyplot()
+    os.makedirs(out, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, (name, (rows, train)) in enumerate(runs):
+        color = "C%d" % (i % 10)
+        ax.plot([r["step"] for r in train], [num(r["loss"]) for r in train], lw=1, c=color, label=name + " train")
+        pts = [r for r in rows if r["kind"] == "valid"]
+        if pts:
+            ax.plot([r["step"] for r in pts], [num(r["loss"]) for r in pts], "o--", ms=4, c=color,
+                    label="%s valid (last %.4g)" % (name, num(pts[-1]["loss"])))
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title("loss: " + ", ".join(name for name, _ in runs))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = os.path.join(out, "compare.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print("plot-metrics: wrote %s" % path)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dir", nargs="+", help="folder holding metrics.jsonl (several: a comparison)")
+    ap.add_argument("--out", help="folder for the PNG files (default: the run folder; needed with several)")
+    a = ap.parse_args()
+    if len(a.run_dir) > 1:
+        if not a.out:
+            die("several run folders are compared in one plot: give --out DIR for compare.png")
+        return compare(a.run_dir, a.out)
+    a.run_dir = a.run_dir[0]
+    rows, train = load_run(a.run_dir)
+    plt = pyplot()
     out = a.out or a.run_dir
     os.makedirs(out, exist_ok=True)
     quality = "bpc" if "bpc" in train[0] else "ppl"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plot-metrics.py on a real run folder: three PNG files (checked by their signature and
-# size), also with null figures; a missing folder, a damaged metrics line and a run with no steps
-# are one-line errors.
+# size), also with null figures; two runs compared in one PNG; a missing folder, a damaged metrics
+# line, a run with no steps and two runs without --out are one-line errors.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 PY=/usr/bin/python3
 PLOT="$SRC/scripts/plot-metrics.py"
@@ -56,6 +56,27 @@ perr() { # NAME PATTERN ARGS...: plot-metrics must fail with one error line matc
     fail "$name: $(cat "$WORK/err.txt")"
   else ok "$name ($(cat "$WORK/err.txt"))"; fi
 }
+# two runs compared: one PNG of both (the second a copy of the first with every loss + 0.5)
+mkdir -p "$WORK/shifted"
+python3 - "$WORK/run/metrics.jsonl" "$WORK/shifted/metrics.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    if r["kind"] in ("train", "valid") and r.get("loss") is not None:
+        r["loss"] += 0.5
+with open(sys.argv[2], "w") as f:
+    f.writelines(json.dumps(r) + "\n" for r in rows)
+PY
+if "$PY" "$PLOT" "$WORK/run" "$WORK/shifted" --out "$WORK/cmp" > "$WORK/cmp.out" 2>&1 &&
+   [ "$(head -c 8 "$WORK/cmp/compare.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
+   [ "$(stat -c %s "$WORK/cmp/compare.png")" -gt 10000 ] && [ ! -e "$WORK/cmp/loss.png" ]; then
+  ok "two runs: compare.png, a PNG of $(stat -c %s "$WORK/cmp/compare.png") bytes"
+else
+  cat "$WORK/cmp.out"; fail "two runs: no compare.png"
+fi
+perr "two runs without --out" "give --out DIR" "$WORK/run" "$WORK/shifted"
+mkdir -p "$WORK/nosteps2" && grep -v '"kind": "train"' "$WORK/run/metrics.jsonl" > "$WORK/nosteps2/metrics.jsonl"
+perr "two runs, one without steps" "nosteps2/metrics.jsonl: no training steps" "$WORK/run" "$WORK/nosteps2" --out "$WORK/cmp2"
 perr "missing folder" "nowhere/metrics.jsonl: No such file" "$WORK/nowhere"
 mkdir -p "$WORK/bad" && { head -n 3 "$WORK/run/metrics.jsonl"; echo '{"kind": "train", "step": 1'; } > "$WORK/bad/metrics.jsonl"
 perr "damaged line" "metrics.jsonl: line 4 is not JSON" "$WORK/bad"
