@@ -62,38 +62,24 @@ fi
 # fp16: fp16 tensor cores came with sm_70, so it runs on every architecture txl supports
 run fp16 1 --set run.device=cuda --set run.precision=fp16
 run fp16_again 1 --set run.device=cuda --set run.precision=fp16
-rc=0
-$MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$WORK/stop" --stop-at 9 \
-  > "$WORK/stop.txt" 2>&1 || rc=$?
-[ "$rc" -eq 75 ] && ok "--stop-at 9 on the GPU: checkpoint, exit 75" || { cat "$WORK/stop.txt"; fail "--stop-at: status $rc"; }
-if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.work_dir="$WORK/stop" \
-     --resume "$WORK/stop" --dump-params "$WORK/resumed.bin" > "$WORK/resumed.txt" 2>&1; then
-  ok "resumed on the GPU"
-else
-  cat "$WORK/resumed.txt"; fail "resume on the GPU failed"
-fi
-if [ "$tc" = 1 ]; then
-  rc=0
-  $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/stop16" \
-    --stop-at 9 > "$WORK/stop16.txt" 2>&1 || rc=$?
-  [ "$rc" -eq 75 ] && ok "bf16: --stop-at 9, exit 75" || { cat "$WORK/stop16.txt"; fail "bf16 --stop-at: status $rc"; }
-  if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/stop16" \
-       --resume "$WORK/stop16" --dump-params "$WORK/resumed16.bin" > "$WORK/resumed16.txt" 2>&1; then
-    ok "bf16: resumed"
+# --stop-at 9 on the GPU in precision PREC (a checkpoint, exit 75), then a resume to the end:
+# $WORK/stopNAME, its parameters in $WORK/resumedNAME.bin
+stop_and_resume() { # PREC NAME
+  local prec=$1 name=$2 rc=0
+  $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision="$prec" --set run.work_dir="$WORK/stop$name" \
+    --stop-at 9 > "$WORK/stop$name.txt" 2>&1 || rc=$?
+  [ "$rc" -eq 75 ] && ok "$prec: --stop-at 9 on the GPU: checkpoint, exit 75" \
+    || { cat "$WORK/stop$name.txt"; fail "$prec --stop-at: status $rc"; }
+  if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision="$prec" --set run.work_dir="$WORK/stop$name" \
+       --resume "$WORK/stop$name" --dump-params "$WORK/resumed$name.bin" > "$WORK/resumed$name.txt" 2>&1; then
+    ok "$prec: resumed on the GPU"
   else
-    cat "$WORK/resumed16.txt"; fail "bf16: resume failed"
+    cat "$WORK/resumed$name.txt"; fail "$prec: resume on the GPU failed"
   fi
-fi
-rc=0
-$MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=fp16 --set run.work_dir="$WORK/stoph" \
-  --stop-at 9 > "$WORK/stoph.txt" 2>&1 || rc=$?
-[ "$rc" -eq 75 ] && ok "fp16: --stop-at 9, exit 75" || { cat "$WORK/stoph.txt"; fail "fp16 --stop-at: status $rc"; }
-if $MPI -n 1 "$TRAIN" "$WORK/t.ini" --set run.device=cuda --set run.precision=fp16 --set run.work_dir="$WORK/stoph" \
-     --resume "$WORK/stoph" --dump-params "$WORK/resumedh.bin" > "$WORK/resumedh.txt" 2>&1; then
-  ok "fp16: resumed"
-else
-  cat "$WORK/resumedh.txt"; fail "fp16: resume failed"
-fi
+}
+stop_and_resume fp32 ""
+if [ "$tc" = 1 ]; then stop_and_resume bf16 16; fi
+stop_and_resume fp16 h
 if [ "$gpus" -ge 2 ]; then run cuda2 2 --set run.device=cuda; fi
 
 # the trained checkpoint evaluated and sampled on both devices
