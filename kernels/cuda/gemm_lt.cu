@@ -232,14 +232,13 @@ static void gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void 
   }
   T *c = static_cast<T *>(C);
   const T *b = static_cast<const T *>(bias);
-  void (*gemm)(int, int, int, int, int, float, const void *, int, const void *, int, float, void *, int, TxlDtype) =
-      act == TXL_BF16 ? txl_cuda_gemm_bf16 : act == TXL_F16 ? txl_cuda_gemm_fp16 : txl_cuda_gemm;
+  const TxlOps *o = txl_ops_cuda(act); /* the unfused passes: this table's own gemm */
   if (relu) {
-    gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, act);
+    o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, act);
     bias_pass(c, b, M, N, ldc, 1);
   } else {
     bias_pass(c, b, M, N, ldc, 0);
-    gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, act);
+    o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, act);
   }
 }
 
@@ -273,16 +272,9 @@ static void gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const
     CUDA_LAUNCH_CHECK();
     return;
   }
-  if (act == TXL_BF16) {
-    txl_cuda_bias_backward_bf16(db, dy_is_a ? A : B, K, n);
-    txl_cuda_gemm_bf16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
-  } else if (act == TXL_F16) {
-    txl_cuda_bias_backward_fp16(db, dy_is_a ? A : B, K, n);
-    txl_cuda_gemm_fp16(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
-  } else {
-    txl_cuda_bias_backward(db, dy_is_a ? A : B, K, n);
-    txl_cuda_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
-  }
+  const TxlOps *o = txl_ops_cuda(act); /* the unfused passes: this table's own ops */
+  o->bias_backward(db, dy_is_a ? A : B, K, n);
+  o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
 }
 
 extern "C" void txl_cuda_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
