@@ -56,6 +56,8 @@ typedef struct {
 typedef struct TxlOps {
   const char *name; /* "cpu", "cuda", "cuda-bf16" or "cuda-fp16" */
   TxlDtype act;     /* storage type of activations (the `void *` tensors of the ops) */
+  int row_align;    /* elements the rows of a GEMM operand are padded to (src/model/params.h):
+                       8 on CUDA (16 bytes of bf16 / fp16, cuBLAS's fast kernels), 1 on the CPU */
 #define TXL_OP(kind, ret, name, params) ret(*name) params;
 #include "kernels/ops.def"
 #undef TXL_OP

@@ -14,6 +14,7 @@ static TxlOps make_cuda_ops(TxlDtype act) {
   TxlOps t = {};
   t.name = txl_cuda_table_name(act);
   t.act = act;
+  t.row_align = 8;
 #define TXL_OP(kind, ret, name, params) t.name = TXL_CUDA_PICK_##kind(txl_cuda_##name);
 #include "kernels/ops.def"
 #undef TXL_OP

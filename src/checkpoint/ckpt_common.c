@@ -396,3 +396,23 @@ void ckpt_close_file(CkptCtx *c, hid_t *file) {
   if (H5Fclose(*file) < 0) ckpt_fail_h5(c, "closing the file failed");
   *file = -1;
 }
+
+hid_t ckpt_tensor_memspace(const TxlTensorInfo *ti) {
+  if (ti->rank != 2 || ti->ld == ti->shape[1]) return H5S_ALL;
+  const hsize_t rows = (hsize_t)ti->shape[0], cols = (hsize_t)ti->shape[1], split = (hsize_t)ti->split;
+  const hsize_t dims[2] = {rows, (hsize_t)ti->ld};
+  const hsize_t start0[2] = {0, 0}, count0[2] = {rows, split};
+  const hsize_t start1[2] = {0, (hsize_t)ti->split_at}, count1[2] = {rows, cols - split};
+  hid_t msp = H5Screate_simple(2, dims, NULL);
+  if (msp < 0) return -1;
+  if (H5Sselect_hyperslab(msp, H5S_SELECT_SET, start0, NULL, count0, NULL) < 0 ||
+      (split < cols && H5Sselect_hyperslab(msp, H5S_SELECT_OR, start1, NULL, count1, NULL) < 0)) {
+    H5Sclose(msp);
+    return -1;
+  }
+  return msp;
+}
+
+void ckpt_close_memspace(hid_t msp) {
+  if (msp >= 0 && msp != H5S_ALL) H5Sclose(msp);
+}

@@ -63,6 +63,12 @@ void ckpt_check_buffers(CkptCtx *c, const TxlCkptBuffers *b, int need_mem_rows, 
 
 /* ---- HDF5 helpers (ckpt_common.c) ------------------------------------------------------- */
 hid_t ckpt_make_fapl(void);
+/* The memory dataspace of a parameter tensor in its buffer (from ti->offset): its rows ld floats
+ * apart (the padding of the layout, src/model/params.h), the tensor's values selected (packed in
+ * the file). H5S_ALL for a tensor whose values lie end to end; -1 on failure. Close with
+ * ckpt_close_memspace. */
+hid_t ckpt_tensor_memspace(const TxlTensorInfo *ti);
+void ckpt_close_memspace(hid_t msp);
 /* Every rank writes the same value (attribute writes are collective). collective */
 void ckpt_attr_write(CkptCtx *c, hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *v);
 void ckpt_attr_write_string(CkptCtx *c, hid_t obj, const char *name, const char *value);

@@ -130,7 +130,14 @@ static void read_tensor(CkptCtx *c, hid_t g, const char *group, const TxlTensorI
     ckpt_fail_h5(c, "cannot open dataset '/%s/%s'", group, ti->name);
     return;
   }
-  if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, dxpl, dst) < 0) {
+  hid_t msp = ckpt_tensor_memspace(ti); /* the file's values packed, dst's rows maybe padded */
+  if (msp < 0) {
+    ckpt_fail_h5(c, "selecting the rows of '/%s/%s' in memory", group, ti->name);
+    H5Dclose(d);
+    return;
+  }
+  hid_t fsp = msp == H5S_ALL ? H5S_ALL : H5Dget_space(d);
+  if (fsp < 0 || H5Dread(d, H5T_NATIVE_FLOAT, msp, fsp, dxpl, dst) < 0) {
     CkptH5Trace t;
     ckpt_h5_trace(&t);
     if (t.checksum)
@@ -139,6 +146,8 @@ static void read_tensor(CkptCtx *c, hid_t g, const char *group, const TxlTensorI
     else
       ckpt_fail_h5(c, "reading dataset '/%s/%s' failed", group, ti->name);
   }
+  ckpt_close_memspace(fsp);
+  ckpt_close_memspace(msp);
   H5Dclose(d);
 }
 
@@ -180,14 +189,24 @@ static void check_group_values(CkptCtx *c, const char *group, const TxlParamTabl
   int64_t index = 0;
   const TxlTensorInfo *bad = txl_param_first_nonfinite(t, buf, &index);
   if (!bad && strcmp(group, "adam_v") == 0)
-    for (int i = 0; i < t->n_tensors && !bad; i++) {
-      index = first_bad_value(buf + t->tensors[i].offset, t->tensors[i].numel, 1);
-      if (index >= 0) bad = &t->tensors[i];
+    for (int i = 0; i < t->n_tensors && !bad; i++) { /* the tensor's runs: its values, not the padding */
+      const TxlTensorInfo *ti = &t->tensors[i];
+      const int64_t n = txl_tensor_runs(ti, NULL);
+      int64_t *seg = txl_malloc((size_t)n * 2 * sizeof(int64_t), "tensor runs");
+      txl_tensor_runs(ti, seg);
+      for (int64_t k = 0, e = 0; k < n && !bad; e += seg[2 * k + 1], k++) {
+        const int64_t at = first_bad_value(buf + seg[2 * k], seg[2 * k + 1], 1);
+        if (at >= 0) {
+          bad = ti;
+          index = e + at;
+        }
+      }
+      free(seg);
     }
   if (!bad) return;
   char dataset[160], text[512];
   snprintf(dataset, sizeof dataset, "/%s/%s", group, bad->name);
-  bad_value_text(text, sizeof text, dataset, buf[bad->offset + index], index);
+  bad_value_text(text, sizeof text, dataset, buf[bad->offset + txl_tensor_at(bad, index)], index);
   ckpt_fail(c, "%s", text);
 }
 

@@ -24,7 +24,7 @@ const char *const CKPT_GROUPS[3] = {"params", "adam_m", "adam_v"};
  * datasets). collective */
 static void write_dataset(CkptCtx *c, hid_t loc, const char *group, const char *name, int nd,
                           const hsize_t *dims, const hsize_t *chunk, const hsize_t *start,
-                          const hsize_t *count, const float *buf, hid_t dxpl) {
+                          const hsize_t *count, const TxlTensorInfo *ti, const float *buf, hid_t dxpl) {
   const char *sep = group[0] ? "/" : "";
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
   hid_t fsp = H5Screate_simple(nd, dims, NULL);
@@ -40,8 +40,9 @@ static void write_dataset(CkptCtx *c, hid_t loc, const char *group, const char *
   int created = ckpt_all_true(d >= 0);
   if (ckpt_agree(c) && chunk) {
     hid_t msp = -1;
-    if (count) {
-      msp = H5Screate_simple(nd, count, NULL);
+    if (count) { /* buf holds count values end to end, or ti's padded rows */
+      msp = ti ? ckpt_tensor_memspace(ti) : H5Screate_simple(nd, count, NULL);
+      if (msp == H5S_ALL) msp = H5Screate_simple(nd, count, NULL);
       if (msp < 0 || H5Sselect_hyperslab(fsp, H5S_SELECT_SET, start, NULL, count, NULL) < 0)
         ckpt_fail_h5(c, "selecting the part of '/%s%s%s' to write", group, sep, name);
     } else {
@@ -90,7 +91,7 @@ static void write_group(CkptCtx *c, hid_t file, const char *group, const TxlPara
     tensor_chunk(ti, chunk);
     int empty = ti->numel == 0;
     write_dataset(c, g, group, ti->name, ti->rank, dims, empty ? NULL : chunk, start,
-                  c->rank == 0 ? dims : NULL, base + ti->offset, dxpl);
+                  c->rank == 0 ? dims : NULL, ti, base + ti->offset, dxpl);
   }
   if (g >= 0 && created && H5Gclose(g) < 0) ckpt_fail_h5(c, "closing group '/%s' failed", group);
   ckpt_agree(c);
@@ -263,7 +264,7 @@ static void write_mems(CkptCtx *c, hid_t file, const TxlCkptBuffers *b, hid_t dx
                       (hsize_t)b->d_model};
   int empty = b->mem_len == 0;
   write_dataset(c, file, "", "mems", 4, dims, empty ? NULL : chunk, start,
-                b->B_local > 0 ? count : NULL, b->mems, dxpl);
+                b->B_local > 0 ? count : NULL, NULL, b->mems, dxpl);
 }
 
 /* Everything the file holds, into the open file; stops at the first failure. collective */

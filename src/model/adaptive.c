@@ -31,10 +31,11 @@ static float *proj(const TxlParams *p, int i, int out) {
   return t[out][i];
 }
 
-static Cluster cluster(const TxlDims *dm, const TxlParams *p, int i) {
+static Cluster cluster(const TxlModel *m, const TxlParams *p, int i) {
   Cluster c;
+  const TxlDims *dm = &m->spec.dims;
   const int split = txl_dims_split(dm);
-  const int64_t off = split ? 0 : (int64_t)dm->cut[i] * dm->d_embed; /* rows of the one table */
+  const int64_t off = split ? 0 : (int64_t)dm->cut[i] * txl_model_ldw(m, dm->d_embed); /* rows of the one table */
   c.E = split ? split_table(p, i, 0) : p->word_emb + off;
   c.W = dm->tie_weight ? c.E : (split ? split_table(p, i, 1) : p->out_weight + off);
   c.Pe = c.Po = NULL;
@@ -84,13 +85,14 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
-    const Cluster c = cluster(dm, &m->p, i);
+    const Cluster c = cluster(m, &m->p, i);
+    const int ldw = txl_model_ldw(m, de); /* E [csize, de] and Pe [d, de] */
     void *e = txl_act_at(m, r->ad_emb, offe);
-    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de); /* one table: i = 0, global ids */
+    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de, ldw); /* one table: i = 0, global ids */
     /* one table: the rows are every row in order, so the product lands in h directly */
     void *y = split ? r->tmp : h;
-    txl_linear_t_forward(o, y, d, 0.0f, scale, e, txl_model_w(m, c.Pe), n, de, d); /* y = s e Pe^T */
-    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d); /* h rows = y (h was 0) */
+    txl_linear_t_forward(o, y, d, 0.0f, scale, e, txl_model_w(m, c.Pe), ldw, n, de, d); /* y = s e Pe^T */
+    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d, d); /* h rows = y (h was 0) */
     off += n;
     offe += (int64_t)n * de;
   }
@@ -105,15 +107,16 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
-    const Cluster c = cluster(dm, &m->p, i), g = cluster(dm, &m->g, i);
+    const Cluster c = cluster(m, &m->p, i), g = cluster(m, &m->g, i);
+    const int ldw = txl_model_ldw(m, de);
     const void *dy = dh;
     if (split) { /* this cluster's rows of dh */
-      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d);
+      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d, d);
       dy = r->dtmp;
     }
-    txl_linear_t_backward_w(o, g.Pe, scale, dy, d, txl_act_at(m, r->ad_emb, offe), n, de, d); /* dP += s dy^T e */
-    txl_linear_t_backward_x(o, r->ad_dhp, 0.0f, scale, dy, d, txl_model_w(m, c.Pe), n, de, d); /* de = s dy P */
-    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de);
+    txl_linear_t_backward_w(o, g.Pe, ldw, scale, dy, d, txl_act_at(m, r->ad_emb, offe), n, de, d); /* dP += s dy^T e */
+    txl_linear_t_backward_x(o, r->ad_dhp, 0.0f, scale, dy, d, txl_model_w(m, c.Pe), ldw, n, de, d); /* de = s dy P */
+    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de, ldw);
     off += n;
     offe += (int64_t)n * de;
   }
@@ -127,14 +130,15 @@ static void tail_forward(const TxlModel *m, int i, void *tail, void *hp, const v
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
-  const Cluster c = cluster(dm, &m->p, i);
+  const Cluster c = cluster(m, &m->p, i);
+  const int ldw = txl_model_ldw(m, de); /* Po [d, de], W [cs, de] */
   const void *x = hc;
   if (c.Po) {
-    txl_linear_forward(o, hp, hc, txl_model_w(m, c.Po), n, d, de, de);
+    txl_linear_forward(o, hp, hc, txl_model_w(m, c.Po), n, d, de, ldw);
     x = hp;
   }
-  txl_linear_t_bias_forward(o, tail, cs, x, txl_model_w(m, c.W), txl_model_w(m, m->p.out_bias + dm->cut[i]), n, de,
-                            cs);
+  txl_linear_t_bias_forward(o, tail, cs, x, txl_model_w(m, c.W), ldw, txl_model_w(m, m->p.out_bias + dm->cut[i]), n,
+                            de, cs);
 }
 
 /* The head's logits: r->logits [LB, hs] = [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias],
@@ -144,16 +148,17 @@ static void head_forward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
-  const int de0 = txl_dims_demb(dm, 0);
-  const Cluster c0 = cluster(dm, p, 0);
+  const int de0 = txl_dims_demb(dm, 0), ldw = txl_model_ldw(m, de0); /* P_0, W_0, cluster_weight */
+  const Cluster c0 = cluster(m, p, 0);
   const void *hp0 = r->hout;
   if (c0.Po) {
-    txl_linear_forward(o, r->ad_hp0, r->hout, txl_model_w(m, c0.Po), LB, d, de0, de0);
+    txl_linear_forward(o, r->ad_hp0, r->hout, txl_model_w(m, c0.Po), LB, d, de0, ldw);
     hp0 = r->ad_hp0;
   }
-  txl_linear_t_bias_forward(o, r->logits, hs, hp0, txl_model_w(m, c0.W), txl_model_w(m, p->out_bias), LB, de0, c1);
+  txl_linear_t_bias_forward(o, r->logits, hs, hp0, txl_model_w(m, c0.W), ldw, txl_model_w(m, p->out_bias), LB, de0,
+                            c1);
   if (nc)
-    txl_linear_t_bias_forward(o, txl_act_at(m, r->logits, c1), hs, hp0, txl_model_w(m, p->cluster_weight),
+    txl_linear_t_bias_forward(o, txl_act_at(m, r->logits, c1), hs, hp0, txl_model_w(m, p->cluster_weight), ldw,
                               txl_model_w(m, p->cluster_bias), LB, de0, nc);
 }
 
@@ -192,7 +197,7 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
     void *hc = txl_act_at(m, r->ad_hc, off * d), *tail = txl_act_at(m, r->ad_tail, offt);
-    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d); /* the rows of this cluster */
+    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d, d); /* the rows of this cluster */
     tail_forward(m, i, tail, txl_act_at(m, r->ad_hp, offe), hc, n);
     o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs);
     off += n;
@@ -209,22 +214,23 @@ static void head_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p, *g = &m->g;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
-  const int de0 = txl_dims_demb(dm, 0);
-  const Cluster c0 = cluster(dm, p, 0), g0 = cluster(dm, g, 0);
+  const int de0 = txl_dims_demb(dm, 0), ldw = txl_model_ldw(m, de0);
+  const Cluster c0 = cluster(m, p, 0), g0 = cluster(m, g, 0);
   const void *hp0 = c0.Po ? r->ad_hp0 : r->hout;
   const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (ld hs) the cluster columns' gradient */
   o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
   o->bias_backward(r->ad_dbias, r->logits, LB, hs);
   o->add(g->out_bias, g->out_bias, r->ad_dbias, c1, TXL_F32);
   if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc, TXL_F32);
-  txl_linear_t_backward_w(o, g0.W, 1.0f, r->logits, hs, hp0, LB, de0, c1);
-  if (nc) txl_linear_t_backward_w(o, g->cluster_weight, 1.0f, dclus, hs, hp0, LB, de0, nc);
+  txl_linear_t_backward_w(o, g0.W, ldw, 1.0f, r->logits, hs, hp0, LB, de0, c1);
+  if (nc) txl_linear_t_backward_w(o, g->cluster_weight, ldw, 1.0f, dclus, hs, hp0, LB, de0, nc);
   void *dhp0 = c0.Po ? r->ad_dhp : r->dh;
-  txl_linear_t_backward_x(o, dhp0, 0.0f, 1.0f, r->logits, hs, txl_model_w(m, c0.W), LB, de0, c1);
-  if (nc) txl_linear_t_backward_x(o, dhp0, 1.0f, 1.0f, dclus, hs, txl_model_w(m, p->cluster_weight), LB, de0, nc);
+  txl_linear_t_backward_x(o, dhp0, 0.0f, 1.0f, r->logits, hs, txl_model_w(m, c0.W), ldw, LB, de0, c1);
+  if (nc)
+    txl_linear_t_backward_x(o, dhp0, 1.0f, 1.0f, dclus, hs, txl_model_w(m, p->cluster_weight), ldw, LB, de0, nc);
   if (c0.Po) {
-    txl_linear_backward_w(o, g0.Po, r->hout, dhp0, LB, d, de0, de0);
-    txl_linear_backward_x(o, r->dh, 0.0f, dhp0, txl_model_w(m, c0.Po), LB, d, de0, de0);
+    txl_linear_backward_w(o, g0.Po, r->hout, dhp0, LB, d, de0, ldw);
+    txl_linear_backward_x(o, r->dh, 0.0f, dhp0, txl_model_w(m, c0.Po), LB, d, de0, ldw);
   }
 }
 
@@ -239,17 +245,18 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   for (int i = 1; i <= nc; i++) {
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
-    const Cluster c = cluster(dm, p, i), gc = cluster(dm, g, i);
+    const Cluster c = cluster(m, p, i), gc = cluster(m, g, i);
+    const int ldw = txl_model_ldw(m, de);
     const void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = c.Po ? txl_act_at(m, r->ad_hp, offe) : hc;
     const void *tail = txl_act_at(m, r->ad_tail, offt);
-    txl_linear_t_bias_backward_w(o, gc.W, g->out_bias + dm->cut[i], tail, hp, n, de, cs);
+    txl_linear_t_bias_backward_w(o, gc.W, ldw, g->out_bias + dm->cut[i], tail, hp, n, de, cs);
     void *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
-    txl_linear_t_backward_x(o, dhp, 0.0f, 1.0f, tail, cs, txl_model_w(m, c.W), n, de, cs);
+    txl_linear_t_backward_x(o, dhp, 0.0f, 1.0f, tail, cs, txl_model_w(m, c.W), ldw, n, de, cs);
     if (c.Po) {
-      txl_linear_backward_w(o, gc.Po, hc, dhp, n, d, de, de);
-      txl_linear_backward_x(o, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, de);
+      txl_linear_backward_w(o, gc.Po, hc, dhp, n, d, de, ldw);
+      txl_linear_backward_x(o, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, ldw);
     }
-    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d); /* scatter-add */
+    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d, d); /* scatter-add */
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;

@@ -56,7 +56,7 @@ void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_forward(m, r, tokens, h, sg->LB, sqrtf((float)d));
   else
-    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d);
+    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d));
   txl_pos_embed_add(m, r, sg, h); /* attn_type 2: + the absolute positions, dropped together */
   o->dropout(h, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
 }
@@ -69,7 +69,7 @@ void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh) 
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_backward(m, r, dh, sg->LB, sqrtf((float)d));
   else
-    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d);
+    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d));
 }
 
 double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *targets, float grad_scale) {
@@ -80,8 +80,8 @@ double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const in
   o->dropout(r->hout, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
   if (txl_adaptive_output(dm)) return txl_adaptive_output_forward(m, r, targets, sg->LB, grad_scale);
   const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
-  txl_linear_t_bias_forward(o, r->logits, V, r->hout, txl_model_w(m, w_out), txl_model_w(m, p->out_bias), sg->LB, d,
-                            V);
+  txl_linear_t_bias_forward(o, r->logits, V, r->hout, txl_model_w(m, w_out), txl_model_ldw(m, d),
+                            txl_model_w(m, p->out_bias), sg->LB, d, V);
   if (!targets) return 0.0;
   o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V);
   return txl_loss_sum(m, r, r->loss, sg->LB, 0.0);
@@ -97,8 +97,9 @@ void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg) {
   } else { /* logits holds d(loss)/d(logits) */
     const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
     float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
-    txl_linear_t_bias_backward_w(o, gw_out, g->out_bias, r->logits, r->hout, sg->LB, d, V);
-    txl_linear_t_backward_x(o, r->dh, 0.0f, 1.0f, r->logits, V, txl_model_w(m, w_out), sg->LB, d, V);
+    txl_linear_t_bias_backward_w(o, gw_out, txl_model_ldw(m, d), g->out_bias, r->logits, r->hout, sg->LB, d, V);
+    txl_linear_t_backward_x(o, r->dh, 0.0f, 1.0f, r->logits, V, txl_model_w(m, w_out), txl_model_ldw(m, d), sg->LB, d,
+                            V);
   }
   o->dropout(r->dh, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
 }
@@ -112,7 +113,7 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   TxlLayerActs *a = txl_slot(r, l);
   /* q = in[M:] W_q; [k v] = in W_kv; r = R W_r */
   const void *in_new = txl_act_at(m, in, (int64_t)sg->M * r->B * d); /* [L, B, d] the current rows */
-  txl_linear_forward(o, a->q, in_new, txl_model_w(m, lp->w_qkv), sg->LB, d, HD, 3 * HD);
+  txl_linear_forward(o, a->q, in_new, txl_model_w(m, lp->w_qkv), sg->LB, d, HD, txl_model_ld_qkv(m));
   txl_memory_kv_forward(m, r, l, sg, in);
   /* the relative term's r: R W_r (attn_type 0), the clamped r_emb rows (1), none (2, 3) */
   const void *rl = NULL;
@@ -124,7 +125,7 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   o->rel_attn_forward(a->vec, a->saved, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), a->rb, sg->as,
                       txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* attention output W_o, dropout */
-  txl_linear_forward(o, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, d);
+  txl_linear_forward(o, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, txl_model_ldw(m, d));
   o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
 }
 
@@ -137,22 +138,23 @@ void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   TxlLayerActs *a = txl_slot(r, l);
   float *gu = gp->r_w_bias ? gp->r_w_bias : m->g.r_w_bias;
   float *gvb = gp->r_r_bias ? gp->r_r_bias : m->g.r_r_bias;
-  const void *w_q = txl_model_w(m, lp->w_qkv), *w_kv = txl_model_w(m, lp->w_qkv + HD);
+  const int kv_col = txl_model_kv_col(m), ld_qkv = txl_model_ld_qkv(m), ld_o = txl_model_ldw(m, d);
+  const void *w_q = txl_model_w(m, lp->w_qkv), *w_kv = txl_model_w(m, lp->w_qkv + kv_col);
   /* W_o */
-  txl_linear_backward_w(o, gp->w_o, a->vec, datt, sg->LB, HD, d, d);
-  txl_linear_backward_x(o, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, d);
+  txl_linear_backward_w(o, gp->w_o, a->vec, datt, sg->LB, HD, d, ld_o);
+  txl_linear_backward_x(o, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, ld_o);
   const int at = m->spec.dims.attn_type;
   o->rel_attn_backward(r->dq, r->dkv, at <= 1 ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
                        at <= 1 ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
                        txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* W_r (attn_type 0; 1: r_emb, r_bias), W_q, W_kv: the weights' gradients, then d(in) */
-  if (at == 0) txl_linear_backward_w(o, gp->w_r, r->R, r->dr, sg->K, d, HD, HD);
+  if (at == 0) txl_linear_backward_w(o, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ldw(m, HD));
   if (at == 1) txl_pos_rel_backward(m, r, l, sg);
-  txl_linear_backward_w(o, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * d), r->dq, sg->LB, d, HD, 3 * HD);
-  txl_linear_backward_w(o, gp->w_qkv + HD, in, r->dkv, sg->KB, d, 2 * HD, 3 * HD);
-  txl_linear_backward_x(o, dx, 1.0f, r->dq, w_q, sg->LB, d, HD, 3 * HD);
-  txl_linear_backward_x(o, dx, 1.0f, txl_act_at(m, r->dkv, (int64_t)M * B * 2 * HD), w_kv, sg->LB, d, 2 * HD, 3 * HD);
-  if (dmem && M) txl_linear_backward_x(o, dmem, 0.0f, r->dkv, w_kv, (int64_t)M * B, d, 2 * HD, 3 * HD);
+  txl_linear_backward_w(o, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * d), r->dq, sg->LB, d, HD, ld_qkv);
+  txl_linear_backward_w(o, gp->w_qkv + kv_col, in, r->dkv, sg->KB, d, 2 * HD, ld_qkv);
+  txl_linear_backward_x(o, dx, 1.0f, r->dq, w_q, sg->LB, d, HD, ld_qkv);
+  txl_linear_backward_x(o, dx, 1.0f, txl_act_at(m, r->dkv, (int64_t)M * B * 2 * HD), w_kv, sg->LB, d, 2 * HD, ld_qkv);
+  if (dmem && M) txl_linear_backward_x(o, dmem, 0.0f, r->dkv, w_kv, (int64_t)M * B, d, 2 * HD, ld_qkv);
 }
 
 /* ---- FFN block ------------------------------------------------------------------------------ */
@@ -166,14 +168,16 @@ void txl_ffn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
    * bias and ReLU are the GEMM's epilogue; with it they share the dropout's pass. */
   const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
   if (dhid.p > 0.0f) {
-    txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
+    txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ldw(m, di));
     o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, r->col0, dhid);
   } else {
-    txl_linear_bias_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), txl_model_w(m, lp->b_ff1), 1, sg->LB, d, di);
+    txl_linear_bias_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), txl_model_ldw(m, di),
+                            txl_model_w(m, lp->b_ff1), 1, sg->LB, d, di);
   }
   const void *ffd = dhid.p > 0.0f ? r->ff_drop : a->ff_a;
   /* W2 + b2, dropout */
-  txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), txl_model_w(m, lp->b_ff2), 0, sg->LB, di, d);
+  txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), txl_model_ldw(m, d), txl_model_w(m, lp->b_ff2), 0,
+                          sg->LB, di, d);
   o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
 }
 
@@ -192,12 +196,12 @@ void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void 
     o->dropout(r->ff_drop, sg->L, r->B, di, r->col0, dhid);
     ffd = r->ff_drop;
   }
-  txl_linear_bias_backward_w(o, gp->w_ff2, gp->b_ff2, ffd, dout, sg->LB, di, d);
-  txl_linear_backward_x(o, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, d);
+  txl_linear_bias_backward_w(o, gp->w_ff2, txl_model_ldw(m, d), gp->b_ff2, ffd, dout, sg->LB, di, d);
+  txl_linear_backward_x(o, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, txl_model_ldw(m, d));
   /* dropout, ReLU, W1 + b1 */
   o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, r->col0, dhid);
-  txl_linear_bias_backward_w(o, gp->w_ff1, gp->b_ff1, x, r->dff, sg->LB, d, di);
-  txl_linear_backward_x(o, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, di);
+  txl_linear_bias_backward_w(o, gp->w_ff1, txl_model_ldw(m, di), gp->b_ff1, x, r->dff, sg->LB, d, di);
+  txl_linear_backward_x(o, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ldw(m, di));
 }
 
 /* ---- layers --------------------------------------------------------------------------------- */

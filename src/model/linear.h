@@ -1,11 +1,12 @@
 /* Linear layers as named backend GEMMs, forward and backward (private to src/model). Thin
  * inline wrappers: each is exactly one gemm, gemm_bias or gemm_wgrad_bias of the op table.
  * n rows of x; `in` / `out` features; activations in the table's act type, parameter
- * gradients fp32. Two weight layouts:
- *   txl_linear_*    y = x W,     W [in, out], rows ldw apart (ldw > out: a column block of a
- *                                wider matrix, such as W_q or W_kv inside W_qkv [d, 3 H dh]);
- *   txl_linear_t_*  y = s x W^T, W [out, in] (embedding-shaped: the output layers, the adaptive
- *                                projections), y's rows ldy apart (ldy > out: a column block). */
+ * gradients fp32. Two weight layouts, both with rows ldw apart (the weight's padded rows,
+ * txl_model_ldw; or a column block of a wider matrix, such as W_q or W_kv inside W_qkv):
+ *   txl_linear_*    y = x W,     W [in, out], ldw >= out;
+ *   txl_linear_t_*  y = s x W^T, W [out, in], ldw >= in (embedding-shaped: the output layers,
+ *                                the adaptive projections); y's rows ldy apart (ldy > out: a
+ *                                column block). */
 #ifndef TXL_MODEL_LINEAR_H
 #define TXL_MODEL_LINEAR_H
 
@@ -19,9 +20,9 @@ static inline void txl_linear_forward(const TxlOps *o, void *y, const void *x, c
 
 /* y = x W + b, or y = max(x W + b, 0) when relu (one GEMM with a fused epilogue).
  * b [out] in the act type (txl_model_w of the fp32 bias), W [in, out] */
-static inline void txl_linear_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, const void *b,
-                                           int relu, int64_t n, int in, int out) {
-  o->gemm_bias(0, 0, (int)n, out, in, x, in, w, out, b, relu, y, out);
+static inline void txl_linear_bias_forward(const TxlOps *o, void *y, const void *x, const void *w, int ldw,
+                                           const void *b, int relu, int64_t n, int in, int out) {
+  o->gemm_bias(0, 0, (int)n, out, in, x, in, w, ldw, b, relu, y, out);
 }
 
 /* dW += x^T dy.   dW [in, out] fp32 (rows ldw apart), x [n, in], dy [n, out] */
@@ -32,9 +33,9 @@ static inline void txl_linear_backward_w(const TxlOps *o, float *dw, const void 
 
 /* dW += x^T dy and db += the column sums of dy (one GEMM with a fused bias-gradient epilogue).
  * dW [in, out] fp32, db [out] fp32, x [n, in], dy [n, out] */
-static inline void txl_linear_bias_backward_w(const TxlOps *o, float *dw, float *db, const void *x, const void *dy,
-                                              int64_t n, int in, int out) {
-  o->gemm_wgrad_bias(1, 0, in, out, (int)n, x, in, dy, out, dw, out, db, 0);
+static inline void txl_linear_bias_backward_w(const TxlOps *o, float *dw, int ldw, float *db, const void *x,
+                                              const void *dy, int64_t n, int in, int out) {
+  o->gemm_wgrad_bias(1, 0, in, out, (int)n, x, in, dy, out, dw, ldw, db, 0);
 }
 
 /* dx = dy W^T + beta dx (beta 0: overwrite; 1: add into the residual stream).   dx [n, in] */
@@ -45,34 +46,34 @@ static inline void txl_linear_backward_x(const TxlOps *o, void *dx, float beta, 
 
 /* y = s x W^T + beta y.   y [n, out] (rows ldy apart), x [n, in], W [out, in] */
 static inline void txl_linear_t_forward(const TxlOps *o, void *y, int ldy, float beta, float s, const void *x,
-                                        const void *w, int64_t n, int in, int out) {
-  o->gemm(0, 1, (int)n, out, in, s, x, in, w, in, beta, y, ldy, o->act);
+                                        const void *w, int ldw, int64_t n, int in, int out) {
+  o->gemm(0, 1, (int)n, out, in, s, x, in, w, ldw, beta, y, ldy, o->act);
 }
 
 /* y = x W^T + b (one GEMM with a fused epilogue).   b [out] in the act type, y [n, out] (rows ldy
  * apart: ldy > out for a column block) */
 static inline void txl_linear_t_bias_forward(const TxlOps *o, void *y, int ldy, const void *x, const void *w,
-                                             const void *b, int64_t n, int in, int out) {
-  o->gemm_bias(0, 1, (int)n, out, in, x, in, w, in, b, 0, y, ldy);
+                                             int ldw, const void *b, int64_t n, int in, int out) {
+  o->gemm_bias(0, 1, (int)n, out, in, x, in, w, ldw, b, 0, y, ldy);
 }
 
 /* dW += s dy^T x.   dW [out, in] fp32, dy [n, out] (rows ldy apart), x [n, in] */
-static inline void txl_linear_t_backward_w(const TxlOps *o, float *dw, float s, const void *dy, int ldy, const void *x,
-                                           int64_t n, int in, int out) {
-  o->gemm(1, 0, out, in, (int)n, s, dy, ldy, x, in, 1.0f, dw, in, TXL_F32);
+static inline void txl_linear_t_backward_w(const TxlOps *o, float *dw, int ldw, float s, const void *dy, int ldy,
+                                           const void *x, int64_t n, int in, int out) {
+  o->gemm(1, 0, out, in, (int)n, s, dy, ldy, x, in, 1.0f, dw, ldw, TXL_F32);
 }
 
 /* dW += dy^T x and db += the column sums of dy (one GEMM with a fused bias-gradient epilogue).
  * dW [out, in] fp32, db [out] fp32, dy [n, out] (contiguous), x [n, in] */
-static inline void txl_linear_t_bias_backward_w(const TxlOps *o, float *dw, float *db, const void *dy, const void *x,
-                                                int64_t n, int in, int out) {
-  o->gemm_wgrad_bias(1, 0, out, in, (int)n, dy, out, x, in, dw, in, db, 1);
+static inline void txl_linear_t_bias_backward_w(const TxlOps *o, float *dw, int ldw, float *db, const void *dy,
+                                                const void *x, int64_t n, int in, int out) {
+  o->gemm_wgrad_bias(1, 0, out, in, (int)n, dy, out, x, in, dw, ldw, db, 1);
 }
 
 /* dx = s dy W + beta dx.   dx [n, in], dy [n, out] (rows ldy apart), W [out, in] */
 static inline void txl_linear_t_backward_x(const TxlOps *o, void *dx, float beta, float s, const void *dy, int ldy,
-                                           const void *w, int64_t n, int in, int out) {
-  o->gemm(0, 0, (int)n, in, out, s, dy, ldy, w, in, beta, dx, in, o->act);
+                                           const void *w, int ldw, int64_t n, int in, int out) {
+  o->gemm(0, 0, (int)n, in, out, s, dy, ldy, w, ldw, beta, dx, in, o->act);
 }
 
 #endif

@@ -33,15 +33,16 @@ void txl_memory_kv_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, 
   const int M = sg->M, Mnew = sg->Mnew;
   const size_t AS = txl_dtype_size(o->act);
   TxlLayerActs *a = txl_slot(r, l);
-  const void *w_kv = txl_model_w(m, m->p.layers[l].w_qkv + HD); /* [d, 2*HD] in W_qkv [d, 3*HD] */
+  const void *w_kv = txl_model_w(m, m->p.layers[l].w_qkv + txl_model_kv_col(m)); /* [d, 2*HD] in W_qkv */
+  const int ld_qkv = txl_model_ld_qkv(m);
   const int64_t kv_row = (int64_t)B * 2 * HD;
   void *kv_cache = r->kv_cache ? txl_act_at(m, r->kv_cache, l * r->kv_stride) : NULL;
   if (sg->cached_kv) { /* the memory rows' from the cache, the new rows' computed */
     if (M) o->copy(a->kv, kv_cache, (size_t)(M * kv_row) * AS);
     txl_linear_forward(o, txl_act_at(m, a->kv, M * kv_row), txl_act_at(m, in, (int64_t)M * B * d), w_kv, sg->LB, d,
-                       2 * HD, 3 * HD);
+                       2 * HD, ld_qkv);
   } else {
-    txl_linear_forward(o, a->kv, in, w_kv, sg->KB, d, 2 * HD, 3 * HD);
+    txl_linear_forward(o, a->kv, in, w_kv, sg->KB, d, 2 * HD, ld_qkv);
   }
   if (kv_cache && Mnew) o->copy(kv_cache, txl_act_at(m, a->kv, (sg->K - Mnew) * kv_row), (size_t)(Mnew * kv_row) * AS);
 }
@@ -52,11 +53,11 @@ const void *txl_memory_rw_forward(TxlModel *m, TxlRun *r, int l, const TxlSegmen
   const void *w_r = txl_model_w(m, m->p.layers[l].w_r); /* [d, HD] */
   TxlLayerActs *a = txl_slot(r, l);
   if (!r->r_cache) {
-    txl_linear_forward(o, a->r, r->R, w_r, sg->K, d, HD, HD);
+    txl_linear_forward(o, a->r, r->R, w_r, sg->K, d, HD, txl_model_ldw(m, HD));
     return a->r;
   }
   void *rl = txl_act_at(m, r->r_cache, l * r->r_stride); /* [K, HD], kept while K stays */
-  if (!sg->R_kept) txl_linear_forward(o, rl, r->R, w_r, sg->K, d, HD, HD);
+  if (!sg->R_kept) txl_linear_forward(o, rl, r->R, w_r, sg->K, d, HD, txl_model_ldw(m, HD));
   return rl;
 }
 

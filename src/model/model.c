@@ -21,7 +21,7 @@ void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec) 
   memset(m, 0, sizeof *m);
   m->ops = ops;
   m->spec = *spec;
-  txl_param_table_build(&m->table, &spec->dims);
+  txl_param_table_build(&m->table, &spec->dims, txl_model_row_align(ops, spec));
   size_t bytes = (size_t)m->table.total * sizeof(float);
   m->param_buf = ops->alloc(bytes, "parameters");
   m->grad_buf = ops->alloc(bytes, "gradients");

@@ -16,6 +16,8 @@ typedef struct {
   float dropatt;   /* p of the attention-probability dropout */
   int pre_lnorm;   /* 1: pre-norm layers, 0: post-norm */
   uint32_t seed;   /* dropout key */
+  int row_align;   /* rows of the GEMM weights padded to this many floats (params.h); 0: the
+                      backend's (TxlOps.row_align). Tests force 8 on the CPU: same numbers. */
 } TxlModelSpec;
 
 typedef struct {
@@ -47,6 +49,19 @@ void txl_model_params_changed(TxlModel *m);
 static inline const void *txl_model_w(const TxlModel *m, const float *master) {
   if (!master) return NULL;
   return (const char *)m->param_act + (size_t)(master - m->param_buf) * txl_dtype_size(m->ops->act);
+}
+/* The row padding of m's weights, and the row strides of its GEMM weights (params.h): a ROWS
+ * weight of `cols` columns; W_qkv, whose W_kv starts at column txl_model_kv_col. */
+static inline int txl_model_row_align(const TxlOps *o, const TxlModelSpec *s) {
+  return s->row_align > 0 ? s->row_align : o->row_align;
+}
+static inline int txl_model_ldw(const TxlModel *m, int64_t cols) { return (int)txl_row_ld(m->table.row_align, cols); }
+static inline int txl_model_kv_col(const TxlModel *m) {
+  return (int)txl_split_col(m->table.row_align, (int64_t)m->spec.dims.n_head * m->spec.dims.d_head);
+}
+static inline int txl_model_ld_qkv(const TxlModel *m) {
+  const int64_t HD = (int64_t)m->spec.dims.n_head * m->spec.dims.d_head;
+  return (int)txl_split_ld(m->table.row_align, HD, 3 * HD);
 }
 /* Alignment in bytes of the tensors the run state carves out of one allocation (each layer's
  * memory, key/value cache and R W_r cache): the backend's alloc gives buffers aligned at least

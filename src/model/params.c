@@ -22,14 +22,36 @@ enum { SEC_HEAD, SEC_LAYER, SEC_TAIL };
 #define FIELD_OF_LAYER(name) offsetof(TxlLayerParams, name)
 #define FIELD_OF_TAIL(name) offsetof(TxlParams, name)
 
+/* params.def's row layouts as the column where the aligned second block starts: FLAT none
+ * (-1), ROWS none but padded (0), SPLIT(s) at s. */
+#define ROWS_FLAT (-1)
+#define ROWS_ROWS 0
+#define ROWS_SPLIT(s) (s)
+
 static int64_t numel_of(int rank, int64_t d0, int64_t d1) { return rank == 1 ? d0 : d0 * d1; }
 static int64_t align_up(int64_t n) { return (n + TXL_PARAM_ALIGN - 1) / TXL_PARAM_ALIGN * TXL_PARAM_ALIGN; }
 
+/* ld, split, split_at and span of ti (shape set) for the row layout `rows` (ROWS_*). */
+static void lay_rows(TxlTensorInfo *ti, int64_t rows, int row_align) {
+  const int64_t cols = ti->shape[1];
+  ti->split = ti->split_at = ti->ld = cols;
+  if (ti->rank == 2 && rows > 0 && rows < cols) {
+    ti->split = rows;
+    ti->split_at = txl_split_col(row_align, rows);
+    ti->ld = txl_split_ld(row_align, rows, cols);
+  } else if (ti->rank == 2 && rows == ROWS_ROWS) {
+    ti->ld = txl_row_ld(row_align, cols);
+  }
+  ti->span = ti->rank == 2 ? ti->shape[0] * ti->ld : ti->numel;
+}
+
 /* Walks the table in storage order: head tensors, then each layer's, then the tail's. `off`
  * runs over the padded buffer (each tensor starts aligned), `packed` over the packed view. */
-void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
+void txl_param_table_build(TxlParamTable *t, const TxlDims *m, int row_align) {
   int cap = 32 + 32 * m->n_layer;
+  if (row_align < 1) txl_fatal("internal: parameter rows aligned to %d floats", row_align);
   memset(t, 0, sizeof *t);
+  t->row_align = row_align;
   t->tensors = txl_calloc((size_t)cap, sizeof(TxlTensorInfo), "parameter table");
   t->n_layer = m->n_layer;
   t->attn_type = m->attn_type;
@@ -39,7 +61,7 @@ void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
     int layers = pass == SEC_LAYER ? m->n_layer : 1;
     if (pass == SEC_LAYER) t->layer_begin = off;
     for (int l = 0; l < layers; l++) {
-#define X(pname, section, present, pinit, prank, d0, d1)                                       \
+#define X(pname, section, present, pinit, prank, d0, d1, prows)                                \
       if (SEC_ID_##section == pass && (present)) {                                           \
         TxlTensorInfo *ti = &t->tensors[n++];                                                \
         if (pass == SEC_LAYER) snprintf(ti->name, sizeof ti->name, "layers.%d.%s", l, #pname); \
@@ -53,7 +75,8 @@ void txl_param_table_build(TxlParamTable *t, const TxlDims *m) {
         ti->init = INIT_ID_##pinit;                                                           \
         ti->layer = pass == SEC_LAYER ? l : -1;                                              \
         ti->field = FIELD_OF_##section(pname);                                               \
-        off = align_up(off + ti->numel);                                                     \
+        lay_rows(ti, ROWS_##prows, row_align);                                               \
+        off = align_up(off + ti->span);                                                      \
         packed += ti->numel;                                                                 \
       }
 #include "src/model/params.def"
@@ -93,10 +116,7 @@ void txl_params_init(float *host, const TxlParamTable *t, float init_std, float 
   for (int k = 0; k < t->n_tensors; k++) {
     const TxlTensorInfo *ti = &t->tensors[k];
     float *x = host + ti->offset;
-    if (ti->init == TXL_INIT_ZERO) {
-      memset(x, 0, (size_t)ti->numel * sizeof(float));
-      continue;
-    }
+    if (ti->init == TXL_INIT_ZERO) continue; /* zero already, like the padding */
     const float mean = ti->init == TXL_INIT_NORMAL_ONE ? 1.0f : 0.0f;
     const float std = ti->init == TXL_INIT_PROJ ? proj_std : init_std;
     for (int64_t e = 0; e < ti->numel; e += 2) {
@@ -105,36 +125,73 @@ void txl_params_init(float *host, const TxlParamTable *t, float init_std, float 
       double u1 = ((double)r.v[0] + 1.0) / 4294967296.0; /* (0, 1] */
       double u2 = (double)r.v[1] / 4294967296.0;
       double rad = sqrt(-2.0 * log(u1));
-      x[e] = (float)(mean + std * rad * cos(2.0 * M_PI * u2));
-      if (e + 1 < ti->numel) x[e + 1] = (float)(mean + std * rad * sin(2.0 * M_PI * u2));
+      x[txl_tensor_at(ti, e)] = (float)(mean + std * rad * cos(2.0 * M_PI * u2));
+      if (e + 1 < ti->numel) x[txl_tensor_at(ti, e + 1)] = (float)(mean + std * rad * sin(2.0 * M_PI * u2));
     }
   }
 }
 
-void txl_params_pack(const TxlParamTable *t, const float *buf, float *packed) {
-  for (int k = 0; k < t->n_tensors; k++) {
-    const TxlTensorInfo *ti = &t->tensors[k];
-    memcpy(packed + ti->packed_offset, buf + ti->offset, (size_t)ti->numel * sizeof(float));
+int64_t txl_tensor_runs(const TxlTensorInfo *ti, int64_t *seg) {
+  if (ti->ld == ti->shape[1] || ti->numel == 0) { /* not padded: one run */
+    if (seg) {
+      seg[0] = ti->offset;
+      seg[1] = ti->numel;
+    }
+    return 1;
   }
+  const int64_t cols = ti->shape[1], blocks = ti->split < cols ? 2 : 1;
+  if (seg)
+    for (int64_t r = 0; r < ti->shape[0]; r++) {
+      int64_t *s = seg + 2 * blocks * r;
+      s[0] = ti->offset + r * ti->ld;
+      s[1] = ti->split;
+      if (blocks == 2) {
+        s[2] = ti->offset + r * ti->ld + ti->split_at;
+        s[3] = cols - ti->split;
+      }
+    }
+  return blocks * ti->shape[0];
+}
+
+/* Copies tensor ti between the buffer (padded rows) and the packed view: to_packed 1 packs. */
+static void copy_tensor(const TxlTensorInfo *ti, float *buf, float *packed, int to_packed) {
+  const int64_t n = txl_tensor_runs(ti, NULL);
+  int64_t *seg = txl_malloc((size_t)n * 2 * sizeof(int64_t), "parameter runs");
+  txl_tensor_runs(ti, seg);
+  float *p = packed + ti->packed_offset;
+  for (int64_t k = 0; k < n; k++) {
+    float *b = buf + seg[2 * k];
+    const size_t bytes = (size_t)seg[2 * k + 1] * sizeof(float);
+    if (bytes) memcpy(to_packed ? p : b, to_packed ? b : p, bytes);
+    p += seg[2 * k + 1];
+  }
+  free(seg);
+}
+
+void txl_params_pack(const TxlParamTable *t, const float *buf, float *packed) {
+  for (int k = 0; k < t->n_tensors; k++) copy_tensor(&t->tensors[k], (float *)buf, packed, 1);
 }
 
 void txl_params_unpack(const TxlParamTable *t, const float *packed, float *buf) {
   memset(buf, 0, (size_t)t->total * sizeof(float));
-  for (int k = 0; k < t->n_tensors; k++) {
-    const TxlTensorInfo *ti = &t->tensors[k];
-    memcpy(buf + ti->offset, packed + ti->packed_offset, (size_t)ti->numel * sizeof(float));
-  }
+  for (int k = 0; k < t->n_tensors; k++) copy_tensor(&t->tensors[k], buf, (float *)packed, 0);
 }
 
 const TxlTensorInfo *txl_param_first_nonfinite(const TxlParamTable *t, const float *buf, int64_t *index) {
   for (int i = 0; i < t->n_tensors; i++) {
     const TxlTensorInfo *ti = &t->tensors[i];
-    const float *p = buf + ti->offset;
-    for (int64_t k = 0; k < ti->numel; k++)
-      if (!isfinite(p[k])) {
-        if (index) *index = k;
-        return ti;
-      }
+    const int64_t n = txl_tensor_runs(ti, NULL);
+    int64_t *seg = txl_malloc((size_t)n * 2 * sizeof(int64_t), "parameter runs");
+    txl_tensor_runs(ti, seg);
+    int64_t e = 0; /* the element index of the run's first value */
+    for (int64_t k = 0; k < n; e += seg[2 * k + 1], k++)
+      for (int64_t j = 0; j < seg[2 * k + 1]; j++)
+        if (!isfinite(buf[seg[2 * k] + j])) {
+          if (index) *index = e + j;
+          free(seg);
+          return ti;
+        }
+    free(seg);
   }
   return NULL;
 }

@@ -7,7 +7,15 @@
  * the gap after each tensor up to the next multiple holds zeros in every buffer (gradients are
  * zero there, so Adam keeps parameters and moments zero there). The padding never leaves the
  * process: checkpoints, --dump-params and txl_params_pack hold the tensors packed, in table
- * order (TxlParamTable.packed values). */
+ * order (TxlParamTable.packed values).
+ *
+ * Row padding: the rows of a GEMM operand (params.def's ROWS and SPLIT tensors) lie ld floats
+ * apart, ld = txl_row_ld(row_align, columns), so that a 16-bit copy's rows start on 16 bytes
+ * (cuBLAS's fast kernels want leading dimensions that are multiples of 8 elements); a SPLIT(s)
+ * tensor's columns s.. start at column txl_row_ld(row_align, s) of the row, so that the second
+ * operand (W_kv of W_qkv) starts aligned too. The gaps hold zeros, like the gaps between tensors.
+ * row_align is the backend's (TxlOps.row_align: 8 on CUDA, 1 on the CPU, whose layout is then
+ * the packed rows of before). */
 #ifndef TXL_MODEL_PARAMS_H
 #define TXL_MODEL_PARAMS_H
 
@@ -73,13 +81,13 @@ static inline int txl_dims_rows0(const TxlDims *m) { return txl_dims_split(m) ? 
 
 /* Pointers into one buffer (parameters, or gradients, or a moment). Absent tensors are NULL. */
 typedef struct {
-#define X(name, section, present, init, rank, d0, d1) TXL_PFIELD_LAYER_##section(name)
+#define X(name, section, present, init, rank, d0, d1, rows) TXL_PFIELD_LAYER_##section(name)
 #include "src/model/params.def"
 #undef X
 } TxlLayerParams;
 
 typedef struct {
-#define X(name, section, present, init, rank, d0, d1) TXL_PFIELD_HEAD_##section(name)
+#define X(name, section, present, init, rank, d0, d1, rows) TXL_PFIELD_HEAD_##section(name)
 #include "src/model/params.def"
 #undef X
   TxlLayerParams *layers; /* [n_layer] */
@@ -91,6 +99,16 @@ typedef struct {
 
 typedef enum { TXL_INIT_NORMAL, TXL_INIT_NORMAL_ONE, TXL_INIT_ZERO, TXL_INIT_PROJ } TxlInit;
 
+/* The row stride of a padded matrix of `cols` columns: cols rounded up to row_align. */
+static inline int64_t txl_row_ld(int row_align, int64_t cols) {
+  return (cols + row_align - 1) / row_align * row_align;
+}
+/* A SPLIT(s) matrix of `cols` columns: where its columns s.. start in a row, and its row stride. */
+static inline int64_t txl_split_col(int row_align, int64_t s) { return txl_row_ld(row_align, s); }
+static inline int64_t txl_split_ld(int row_align, int64_t s, int64_t cols) {
+  return txl_row_ld(row_align, txl_split_col(row_align, s) + cols - s);
+}
+
 /* One present tensor of the buffer, in storage order. */
 typedef struct {
   char name[64];     /* "word_emb", "layers.3.w_qkv", ... (also the HDF5 dataset name) */
@@ -99,6 +117,10 @@ typedef struct {
   int64_t numel;
   int rank;          /* 1 or 2 */
   int64_t shape[2];
+  int64_t ld;        /* floats from one row to the next in the buffer (shape[1] when not padded) */
+  int64_t split;     /* SPLIT tensors: columns split.. start at column split_at of the row; */
+  int64_t split_at;  /* otherwise both shape[1] (one block of columns) */
+  int64_t span;      /* floats from the tensor's start to the end of its last row: shape[0] * ld */
   TxlInit init;
   int layer;         /* -1 for tensors outside the layers */
   size_t field;      /* byte offset of this tensor's pointer in TxlParams (layer -1) or in
@@ -109,6 +131,7 @@ typedef struct {
   TxlTensorInfo *tensors;
   int n_tensors;
   int n_layer;
+  int row_align;                  /* the row padding (1: none) */
   int attn_type;                  /* the model's (TxlDims.attn_type): checkpoints record it */
   int64_t total;                  /* floats in the buffer, padding included (a multiple of
                                      TXL_PARAM_ALIGN) */
@@ -119,8 +142,9 @@ typedef struct {
   int64_t layer_size;
 } TxlParamTable;
 
-/* The one place that lays the buffer out (offsets, padding, the layer slices). */
-void txl_param_table_build(TxlParamTable *t, const TxlDims *m);
+/* The one place that lays the buffer out (offsets, padding, the layer slices), rows padded to
+ * row_align floats (>= 1). */
+void txl_param_table_build(TxlParamTable *t, const TxlDims *m, int row_align);
 void txl_param_table_free(TxlParamTable *t);
 /* Points every field of p into base (a buffer of t->total floats) at the table's offsets.
  * Allocates p->layers. */
@@ -135,6 +159,15 @@ void txl_params_unbind(TxlParams *p);
  * e of the k-th tensor draws from Philox counter (e, k): the values do not depend on the
  * padding). */
 void txl_params_init(float *host, const TxlParamTable *t, float init_std, float proj_std, uint32_t seed);
+/* The position of element e (row-major in the tensor's shape) from the tensor's start. */
+static inline int64_t txl_tensor_at(const TxlTensorInfo *ti, int64_t e) {
+  const int64_t r = e / ti->shape[1], c = e % ti->shape[1];
+  return r * ti->ld + (c < ti->split ? c : c - ti->split + ti->split_at);
+}
+/* The tensor's contiguous runs of values, as (offset in the buffer, length) pairs in seg (the
+ * packed view's order): one run when its rows are not padded, else one or two per row.
+ * Returns the count; seg NULL only counts. */
+int64_t txl_tensor_runs(const TxlTensorInfo *ti, int64_t *seg);
 /* The first tensor of `t` holding a NaN or an infinity in buf (host memory, t->total floats), or
  * NULL when every value is finite; *index gets the element's index within that tensor. */
 const TxlTensorInfo *txl_param_first_nonfinite(const TxlParamTable *t, const float *buf, int64_t *index);

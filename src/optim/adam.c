@@ -1,6 +1,7 @@
 #include "src/optim/adam.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "src/base/error.h"
@@ -38,13 +39,16 @@ void txl_adam_destroy(TxlAdam *a) {
   a->m = a->v = 0;
 }
 
+/* The sum over the tensors' runs (params.h), the packed view's order: on the CPU the bits of
+ * the packed layout whatever the row padding. */
 double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *t) {
-  int64_t *seg = txl_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * 2 * sizeof(int64_t), "gradient segments");
-  for (int k = 0; k < t->n_tensors; k++) {
-    seg[2 * k] = t->tensors[k].offset;
-    seg[2 * k + 1] = t->tensors[k].numel;
-  }
-  const double s = ops->sumsq_segments(grad, t->n_tensors, seg);
+  int64_t n = 0;
+  for (int k = 0; k < t->n_tensors; k++) n += txl_tensor_runs(&t->tensors[k], NULL);
+  if (n > INT32_MAX) txl_fatal("internal: %lld runs of gradients", (long long)n);
+  int64_t *seg = txl_malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof(int64_t), "gradient segments");
+  int64_t at = 0;
+  for (int k = 0; k < t->n_tensors; k++) at += txl_tensor_runs(&t->tensors[k], seg + 2 * at);
+  const double s = ops->sumsq_segments(grad, (int)n, seg);
   free(seg);
   return sqrt(s);
 }

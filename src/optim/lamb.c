@@ -1,19 +1,28 @@
 /* LAMB (You et al. 2020, as NVIDIA's FusedLAMB with bias correction): Adam's moments give the
  * direction u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p (ops->lamb_moments, written over
  * the gradient), then each parameter tensor moves by lr * ratio * u with its trust ratio
- * ratio = ||p|| / ||u|| when both norms are > 0, else 1. The norms are ops->sumsq of each tensor
- * (double sums in the backend's fixed order, so the same bits on every rank and every run); the
+ * ratio = ||p|| / ||u|| when both norms are > 0, else 1. The norms are ops->sumsq_segments of each
+ * tensor's runs (double sums in the backend's fixed order, so the same bits on every rank and every run); the
  * ratios are taken on the host in double. */
 #include <math.h>
+#include <stdlib.h>
 
+#include "src/base/error.h"
 #include "src/optim/adam.h"
 
 void txl_lamb_update(TxlAdam *a, float *params, float *grad, float coef, float lr) {
   const TxlOps *ops = a->ops;
   ops->lamb_moments(grad, params, a->m, a->v, a->n, a->beta1, a->beta2, a->eps, a->weight_decay, a->t, coef);
   for (int k = 0; k < a->table->n_tensors; k++) {
-    const int64_t off = a->table->tensors[k].offset, n = a->table->tensors[k].numel;
-    const double pn = sqrt(ops->sumsq(params + off, n)), un = sqrt(ops->sumsq(grad + off, n));
+    /* the norms over the tensor's runs (the packed view's sums whatever the row padding); the
+     * step over its span, whose padding holds zeros in p and u (u is 0 where p, m and v are) */
+    const TxlTensorInfo *ti = &a->table->tensors[k];
+    const int64_t off = ti->offset, n = ti->span, runs = txl_tensor_runs(ti, NULL);
+    int64_t *seg = txl_malloc((size_t)runs * 2 * sizeof(int64_t), "LAMB tensor runs");
+    txl_tensor_runs(ti, seg);
+    const double pn = sqrt(ops->sumsq_segments(params, (int)runs, seg));
+    const double un = sqrt(ops->sumsq_segments(grad, (int)runs, seg));
+    free(seg);
     const double ratio = pn > 0.0 && un > 0.0 ? pn / un : 1.0;
     ops->axpy(params + off, grad + off, (float)(-(double)lr * ratio), n);
   }

@@ -32,7 +32,7 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
   memset(&shell, 0, sizeof shell);
   shell.ops = ops;
   txl_model_spec_from_config(c, n_token, &shell.spec);
-  txl_param_table_build(&shell.table, &shell.spec.dims);
+  txl_param_table_build(&shell.table, &shell.spec.dims, txl_model_row_align(ops, &shell.spec));
   const double P = (double)shell.table.total;
   e->n_params = shell.table.packed; /* P (the buffers' size) counts the padding too */
   e->n_params_ne = txl_param_count_non_embedding(&shell.table);

@@ -75,6 +75,25 @@ cp good.h5 zero_v.h5 && check "write 0 and -0 into /adam_v/word_emb" "$TOOL" pok
 "$TOOL" poke zero_v.h5 /adam_v/word_emb 1 -0.0
 run_driver "a zero second moment (+0 and -0) is no error" mpi 2 read-any zero_v.h5 small
 
+echo "== padded rows (the CUDA backend's layout, CKPT_TEST_ROW_ALIGN=8): the same file"
+# the odd shape's widths (d_model 20, H*dh 21, d_inner 30) are no multiple of 8: with rows padded
+# to 8 every GEMM weight's rows lie apart and W_kv starts at column 24 of W_qkv's 72
+run_driver "write odd.h5 from packed rows" mpi 2 write odd.h5 odd 4
+export CKPT_TEST_ROW_ALIGN=8
+run_driver "odd.h5 read into rows padded to 8: bit-identical, the gaps untouched" mpi 2 read odd.h5 odd 4 2
+run_driver "write odd8.h5 from rows padded to 8" mpi 2 write odd8.h5 odd 4
+cp odd.h5 odd_nan.h5 && check "write NaN into /params/layers.0.w_qkv[25] (W_kv's block)" \
+  "$TOOL" poke odd_nan.h5 /params/layers.0.w_qkv 25 nan
+run_driver "NaN in padded W_qkv named at its element" mpi 2 read-fail odd_nan.h5 odd 4 \
+  "dataset '/params/layers.0.w_qkv' holds NaN at element 25|unusable"
+cp odd.h5 odd_neg.h5 && check "write -0.25 into /adam_v/layers.1.w_ff1[40]" \
+  "$TOOL" poke odd_neg.h5 /adam_v/layers.1.w_ff1 40 -0.25
+run_driver "negative moment in padded rows named at its element" mpi 2 read-fail odd_neg.h5 odd 4 \
+  "dataset '/adam_v/layers.1.w_ff1' holds -0.25 at element 40, a negative second moment"
+unset CKPT_TEST_ROW_ALIGN
+run_driver "odd8.h5 read into packed rows: bit-identical" mpi 2 read odd8.h5 odd 4 2
+check "odd.h5 and odd8.h5 hold the same bytes" cmp odd.h5 odd8.h5
+
 echo "== missing datasets"
 cp good.h5 nov.h5 && check "delete /adam_v/layers.1.b_ff2" "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
 run_driver "missing moment tensor" mpi 2 read-fail nov.h5 small 4 "'/adam_v/layers.1.b_ff2' is missing"

@@ -32,13 +32,18 @@ static struct {
   TxlCudaCost cost[TXL_COUNT_FAMILIES];
   TxlCountGemmFamily gemm_family;
   void *gemm_ctx;
+  TxlCountAlign align;
   /* the live mappings, for munmap's length */
   void **maps;
   size_t *map_bytes;
   int n_maps, cap_maps;
 } g;
 
-void txl_count_reset(void) { memset(g.cost, 0, sizeof g.cost); }
+void txl_count_reset(void) {
+  memset(g.cost, 0, sizeof g.cost);
+  memset(&g.align, 0, sizeof g.align);
+}
+const TxlCountAlign *txl_count_gemm_align(void) { return &g.align; }
 const TxlCudaCost *txl_count_costs(void) { return g.cost; }
 
 void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx) {
@@ -117,10 +122,29 @@ static void count_to_act(void *dst, const float *src, int64_t n) {
 
 /* 2 M N K on the tensor cores (bf16 operands, or TF32) or the CUDA cores (fp32); A and B read,
  * C read when beta != 0 (and scaled when K = 0, 1 FLOP each), C written. */
+/* x starts on 16 bytes and its rows (ld elements of `size` bytes) lie a multiple of 16 apart */
+static int on16(const void *x, int ld, size_t size) {
+  return (uintptr_t)x % 16 == 0 && ((size_t)ld * size) % 16 == 0;
+}
+
+static TxlCountFamily gemm_family_of(const void *A, const void *B, const void *C, int *weight) {
+  *weight = -1;
+  return g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C, weight) : TXL_COUNT_GEMM_IO;
+}
+
 static void count_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
                        const void *B, int ldb, float beta, void *C, int ldc, TxlDtype c_type) {
-  (void)trans_a, (void)trans_b, (void)alpha, (void)lda, (void)ldb, (void)ldc;
-  const TxlCountFamily f = g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C) : TXL_COUNT_GEMM_IO;
+  (void)trans_a, (void)trans_b, (void)alpha;
+  int w;
+  const TxlCountFamily f = gemm_family_of(A, B, C, &w);
+  const int ok[3] = {on16(A, lda, txl_dtype_size(g.act)), on16(B, ldb, txl_dtype_size(g.act)),
+                     on16(C, ldc, txl_dtype_size(c_type))};
+  g.align.calls += 1.0;
+  g.align.all_aligned += ok[0] && ok[1] && ok[2];
+  if (w >= 0) {
+    g.align.weight_calls += 1.0;
+    g.align.weight_aligned += ok[w];
+  }
   const double mn = (double)M * N, c = (double)txl_dtype_size(c_type);
   const double bytes = ((double)M * K + (double)K * N) * act_bytes() + mn * c * (beta != 0.0f ? 2.0 : 1.0);
   const double flops = K > 0 ? 2.0 * mn * K : (beta != 0.0f ? mn : 0.0);
@@ -151,7 +175,8 @@ static void count_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const
                             int ldb, const void *bias, int relu, void *C, int ldc) {
   (void)bias;
   count_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, g.act);
-  const TxlCountFamily f = g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C) : TXL_COUNT_GEMM_IO;
+  int w;
+  const TxlCountFamily f = gemm_family_of(A, B, C, &w);
   g.cost[TXL_COUNT_OTHER].core_flops += (relu ? 2.0 : 1.0) * (double)M * N;
   g.cost[f].bytes += (double)N * act_bytes();
 }
@@ -163,7 +188,8 @@ static void count_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K,
   (void)db;
   count_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
   const double n = dy_is_a ? M : N;
-  const TxlCountFamily f = g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, dw) : TXL_COUNT_GEMM_IO;
+  int w;
+  const TxlCountFamily f = gemm_family_of(A, B, dw, &w);
   g.cost[TXL_COUNT_OTHER].core_flops += (double)K * n;
   g.cost[f].bytes += 4.0 * n;
   add(TXL_COUNT_OTHER, n, 12.0 * n);
@@ -189,16 +215,17 @@ static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg
 /* ---- embedding and positions --------------------------------------------------------------- */
 
 /* reads the tokens and n rows of the table, writes out; 1 FLOP (the scale) per element */
-static void count_embedding_forward(void *out, const int32_t *tok, const void *emb, float scale, int64_t n, int d) {
-  (void)out, (void)tok, (void)emb, (void)scale;
+static void count_embedding_forward(void *out, const int32_t *tok, const void *emb, float scale, int64_t n, int d,
+                                    int lde) {
+  (void)out, (void)tok, (void)emb, (void)scale, (void)lde;
   add(TXL_COUNT_EMBEDDING, (double)n * d, 4.0 * (double)n + 2.0 * (double)n * d * act_bytes());
 }
 /* reads dout and the tokens, the gradient rows read and written; the sort of the positions by
  * token reads and writes n (key, position) pairs once (16 n bytes); 2 FLOPs (scale, add) per
  * element */
 static void count_embedding_backward(void *demb, TxlDtype demb_type, const void *dout, const int32_t *tok, float scale,
-                                     int64_t n, int d) {
-  (void)demb, (void)dout, (void)tok, (void)scale;
+                                     int64_t n, int d, int lde) {
+  (void)demb, (void)dout, (void)tok, (void)scale, (void)lde;
   const double nd = (double)n * d;
   add(TXL_COUNT_EMBEDDING, 2.0 * nd,
       nd * act_bytes() + 2.0 * nd * (double)txl_dtype_size(demb_type) + 4.0 * (double)n + 16.0 * (double)n);
@@ -346,6 +373,7 @@ static TxlOps make_table(TxlDtype act) {
   memset(&t, 0, sizeof t);
   t.name = act == TXL_BF16 ? "count-bf16" : "count";
   t.act = act;
+  t.row_align = 8; /* the CUDA backend's layout */
 #define TXL_OP(kind, ret, name, params) t.name = count_##name;
 #include "kernels/ops.def"
 #undef TXL_OP

@@ -37,10 +37,19 @@ const char *txl_count_family_name(int family);
  * products) count as TF32 on tensor cores (run.precision = tf32). Resets the counts. */
 const TxlOps *txl_count_ops(TxlDtype act, int tf32);
 
-/* Which GEMM family a gemm call belongs to, from its operands (A, B, C as passed); NULL (the
- * default) puts every GEMM into TXL_COUNT_GEMM_IO. */
-typedef TxlCountFamily (*TxlCountGemmFamily)(void *ctx, const void *A, const void *B, const void *C);
+/* Which GEMM family a gemm call belongs to, from its operands (A, B, C as passed), and in
+ * *weight which operand is a parameter tensor (0 A, 1 B, 2 C, -1 none); NULL (the default) puts
+ * every GEMM into TXL_COUNT_GEMM_IO, without a weight. */
+typedef TxlCountFamily (*TxlCountGemmFamily)(void *ctx, const void *A, const void *B, const void *C, int *weight);
 void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx);
+
+/* The GEMM calls whose operands start on 16 bytes and whose rows lie a multiple of 16 bytes apart
+ * (pointer and leading dimension: what cuBLAS's fast kernels ask), since the last reset. */
+typedef struct {
+  double calls, all_aligned;         /* every call; those with A, B and C aligned */
+  double weight_calls, weight_aligned; /* the calls with a weight operand; those whose weight is aligned */
+} TxlCountAlign;
+const TxlCountAlign *txl_count_gemm_align(void);
 
 /* Sets every family's count to zero. */
 void txl_count_reset(void);

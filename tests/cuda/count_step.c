@@ -108,17 +108,19 @@ static const TxlTensorInfo *tensor_at(const TxlModel *m, const void *p) {
   if (off < 0) return NULL;
   for (int i = 0; i < m->table.n_tensors; i++) {
     const TxlTensorInfo *t = &m->table.tensors[i];
-    if (off >= t->offset && off < t->offset + t->numel) return t;
+    if (off >= t->offset && off < t->offset + t->span) return t;
   }
   return NULL;
 }
 
-static TxlCountFamily gemm_family(void *ctx, const void *A, const void *B, const void *C) {
+static TxlCountFamily gemm_family(void *ctx, const void *A, const void *B, const void *C, int *weight) {
   const TxlModel *m = ctx;
   const void *operands[3] = {B, A, C};
+  static const int index[3] = {1, 0, 2}; /* operands[i] is GEMM operand index[i] */
   for (int i = 0; i < 3; i++) {
     const TxlTensorInfo *t = tensor_at(m, operands[i]);
     if (!t) continue;
+    *weight = index[i];
     const char *dot = strrchr(t->name, '.'), *base = dot ? dot + 1 : t->name;
     if (!strcmp(base, "w_ff1") || !strcmp(base, "w_ff2")) return TXL_COUNT_GEMM_FFN;
     if (!strcmp(base, "w_qkv") || !strcmp(base, "w_r") || !strcmp(base, "w_o")) return TXL_COUNT_GEMM_ATTN_PROJ;
@@ -156,6 +158,10 @@ static void print_counts(const char *recipe, const char *precision, double tenso
   }
   printf("%-16s %10.0f %16.6f %16.6f %14.6f %12.4f\n", "total", tot.launches, tot.tensor_flops / 1e9,
          tot.core_flops / 1e9, tot.bytes / 1e9, est * 1e3);
+  const TxlCountAlign *al = txl_count_gemm_align();
+  printf("GEMM operands on 16 bytes (pointer and leading dimension): the weight in %.0f of %.0f calls with a weight; "
+         "all three operands in %.0f of %.0f calls\n",
+         al->weight_aligned, al->weight_calls, al->all_aligned, al->calls);
   const TxlCudaCost *a = &f[TXL_COUNT_ATTENTION];
   const double all = tot.tensor_flops + tot.core_flops, attn = a->tensor_flops + a->core_flops;
   printf("attention: %.2f%% of the step's FLOPs; %.2f%% of the attention's FLOPs on tensor cores, %.6f GFLOP of "

@@ -26,11 +26,12 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     if (!have_total) bad(title ": no total row")
     if (!have_attn) bad(title ": no attention line")
     if (!have_est) bad(title ": no ESTIMATE line")
+    if (!have_align) bad(title ": no GEMM alignment line")
     in_table = 0
   }
   /^-- / {
     close_table()
-    title = $0; in_table = 1; nfam = 0; have_total = 0; have_attn = 0; have_est = 0
+    title = $0; in_table = 1; nfam = 0; have_total = 0; have_attn = 0; have_est = 0; have_align = 0
     split($0, f, "|"); prec = f[2]; gsub(/ /, "", prec)
     train = index($0, "training step") > 0
     if (!match($0, /: [0-9]+ rows/)) bad(title ": no rows")
@@ -67,11 +68,21 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     next
   }
   in_table && /^attention: [0-9.]+% of the step/ { have_attn = 1; next }
+  # the weights rows padded (TxlOps.row_align 8): every weight operand of every GEMM on 16 bytes
+  in_table && /^GEMM operands on 16 bytes/ {
+    have_align = 1
+    if (!match($0, /the weight in [0-9]+ of [0-9]+ calls/)) bad(title ": unparsable: " $0)
+    split(substr($0, RSTART, RLENGTH), w, " ")
+    if (w[6] + 0 == 0 || w[4] != w[6]) bad(title ": weight operands aligned in " w[4] " of " w[6] " GEMM calls")
+    aligned_checked++
+    next
+  }
   in_table && /^ESTIMATE \(not measured\)/ { have_est = 1; next }
   END {
     if (failed) exit 1
     close_table()
     if (tables != 6) bad(tables " tables, expected 6 (fp32, tf32, bf16; training, evaluation)")
     if (ffn_checked != 6) bad("gemm_ffn checked in " ffn_checked " tables")
-    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each"
+    if (aligned_checked != 6) bad("GEMM alignment checked in " aligned_checked " tables")
+    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each, every GEMM weight operand on 16 bytes"
   }'

@@ -312,7 +312,7 @@ static int cpu_embedding_fuses(void) {
   const float o = 1.0f + 0x1p-12f, g0 = -(1.0f + 0x1p-11f);
   float g = g0;
   const int32_t tok = 0;
-  txl_cpu_embedding_backward(&g, TXL_F32, &o, &tok, o, 1, 1);
+  txl_cpu_embedding_backward(&g, TXL_F32, &o, &tok, o, 1, 1, 1);
   return g != 0.0f;
 }
 
@@ -321,12 +321,13 @@ static int cpu_embedding_fuses(void) {
  * fuse, element (v, j) is a sum of 1 + k_v terms (k_v occurrences of v, one extra rounding each
  * for the product): bound = c (k_v + 2) u (|demb0| + |scale| sum_t |dout_tj|).
  * Rows of tokens that do not occur must come back untouched (part of the comparison).
- * A second call from the same demb0 must give the same bits.
+ * A second call from the same demb0 must give the same bits. With lde > d the table's rows are
+ * padded (a weight's layout): the gaps must come back untouched (bound 0).
  * bf16 table: dout (and a bf16 demb0) rounded on the host; the device accumulates each element
  * in float from its widened start and rounds once when a bf16 demb is stored: the CPU's result
  * rounded (bits where fused, bounds_act otherwise). An fp32 demb (a parameter gradient) takes no
  * rounding. */
-static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64_t n, int d, int V,
+static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64_t n, int d, int lde, int V,
                                          int skew, int fused) {
   const TxlOps *o = txl_ops_cuda(act);
   char what[128];
@@ -341,44 +342,46 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
   if (n > 2) tok[n - 1] = 0, tok[n / 2] = V - 1;
   float *dout = host_rand_nz(n * d, -1.0, 1.0);
   round_act(dout, n * d, act);
-  float *e0 = host_rand_nz((int64_t)V * d, -1.0, 1.0);
-  round_act(e0, (int64_t)V * d, demb_type);
-  float *want = host_copy(e0, (int64_t)V * d);
-  txl_cpu_embedding_backward(want, TXL_F32, dout, tok, scale, n, d);
+  const int64_t VE = (int64_t)V * lde; /* the table's floats, gaps included */
+  float *e0 = host_rand_nz(VE, -1.0, 1.0);
+  round_act(e0, VE, demb_type);
+  float *want = host_copy(e0, VE);
+  txl_cpu_embedding_backward(want, TXL_F32, dout, tok, scale, n, d, lde);
 
-  void *d_emb = dev_act(e0, (int64_t)V * d, demb_type, "test: demb");
+  void *d_emb = dev_act(e0, VE, demb_type, "test: demb");
   void *d_out = dev_act(dout, n * d, act, "test: dout");
   int32_t *d_tok = dev_from(tok, (size_t)n * sizeof(int32_t), "test: tok");
-  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d);
-  float *got = host_from_act(d_emb, (int64_t)V * d, demb_type);
-  snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d V=%d%s (+=)", act_name(act),
-           act_name(demb_type), (long long)n, d, V, skew ? " skewed" : "");
+  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde);
+  float *got = host_from_act(d_emb, VE, demb_type);
+  snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d lde=%d V=%d%s (+=)", act_name(act),
+           act_name(demb_type), (long long)n, d, lde, V, skew ? " skewed" : "");
   if (fused) {
-    round_act(want, (int64_t)V * d, demb_type);
-    check_bits(what, got, want, (int64_t)V * d);
+    round_act(want, VE, demb_type);
+    check_bits(what, got, want, VE);
   } else {
-    double *bound = ot_alloc_d((int64_t)V * d);
+    double *bound = ot_alloc_d(VE);
     int64_t *count = calloc((size_t)V, sizeof(int64_t));
-    for (int64_t i = 0; i < (int64_t)V * d; i++) bound[i] = fabs((double)e0[i]);
+    for (int64_t i = 0; i < VE; i++) bound[i] = fabs((double)e0[i]);
     for (int64_t t = 0; t < n; t++) {
       count[tok[t]]++;
       for (int j = 0; j < d; j++)
-        bound[(int64_t)tok[t] * d + j] += fabs((double)scale) * fabs((double)dout[t * d + j]);
+        bound[(int64_t)tok[t] * lde + j] += fabs((double)scale) * fabs((double)dout[t * d + j]);
     }
     for (int v = 0; v < V; v++)
-      for (int j = 0; j < d; j++) bound[(int64_t)v * d + j] *= TOL_C * ((double)count[v] + 2.0) * OT_U;
-    bounds_act(bound, want, (int64_t)V * d, demb_type);
-    check_close(what, got, want, bound, (int64_t)V * d);
+      for (int j = 0; j < lde; j++)
+        bound[(int64_t)v * lde + j] *= j < d ? TOL_C * ((double)count[v] + 2.0) * OT_U : 0.0;
+    bounds_act(bound, want, VE, demb_type);
+    check_close(what, got, want, bound, VE);
     free(bound);
     free(count);
   }
 
-  to_device_act(d_emb, e0, (int64_t)V * d, demb_type);
-  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d);
-  float *again = host_from_act(d_emb, (int64_t)V * d, demb_type);
+  to_device_act(d_emb, e0, VE, demb_type);
+  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde);
+  float *again = host_from_act(d_emb, VE, demb_type);
   snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d V=%d rerun", act_name(act),
            act_name(demb_type), (long long)n, d, V);
-  check_bits(what, again, got, (int64_t)V * d);
+  check_bits(what, again, got, VE);
 
   txl_cuda_free(d_emb); txl_cuda_free(d_out); txl_cuda_free(d_tok);
   free(tok); free(dout); free(e0); free(want); free(got); free(again);
@@ -386,12 +389,13 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
 
 /* The cases, for a destination of type demb_type on the table of act. */
 static void test_embedding_backward_cases(TxlDtype act, TxlDtype demb_type, int fused) {
-  test_embedding_backward_case(act, demb_type, 1, 1, 1, 0, fused);
-  test_embedding_backward_case(act, demb_type, 7, 33, 3, 0, fused);
-  test_embedding_backward_case(act, demb_type, 1000, 67, 50, 0, fused);
-  test_embedding_backward_case(act, demb_type, 1001, 300, 1000, 1, fused);   /* two column tiles, a long run */
-  test_embedding_backward_case(act, demb_type, 12345, 33, 300007, 0, fused); /* ids of 19 bits, mostly unique */
-  test_embedding_backward_case(act, demb_type, 12345, 7, 37, 1, fused);      /* runs of thousands */
+  test_embedding_backward_case(act, demb_type, 1, 1, 1, 1, 0, fused);
+  test_embedding_backward_case(act, demb_type, 7, 33, 33, 3, 0, fused);
+  test_embedding_backward_case(act, demb_type, 1000, 67, 67, 50, 0, fused);
+  test_embedding_backward_case(act, demb_type, 1000, 67, 72, 50, 0, fused);   /* padded rows, as a weight's */
+  test_embedding_backward_case(act, demb_type, 1001, 300, 300, 1000, 1, fused); /* two column tiles, a long run */
+  test_embedding_backward_case(act, demb_type, 12345, 33, 33, 300007, 0, fused); /* ids of 19 bits, mostly unique */
+  test_embedding_backward_case(act, demb_type, 12345, 7, 7, 37, 1, fused);      /* runs of thousands */
 }
 
 static void test_embedding_backward(TxlDtype act) {

@@ -213,26 +213,26 @@ static void test_gemm_fp16(void) {
 /* One float multiply per element on both sides: bit-identical (bf16, fp16: the CPU's bits rounded). */
 static void test_embedding(TxlDtype act) {
   const TxlOps *o = txl_ops_cuda(act);
-  const int V = 101, d = 67;
+  const int V = 101, d = 67, lde = 72; /* the table's rows padded, as a weight's (values in the gaps) */
   const int64_t n = 45;
   const float scale = sqrtf((float)d);
-  float *emb = host_rand((int64_t)V * d, -1.0, 1.0);
-  round_act(emb, (int64_t)V * d, act);
+  float *emb = host_rand((int64_t)V * lde, -1.0, 1.0);
+  round_act(emb, (int64_t)V * lde, act);
   int32_t tok[45];
   for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)(parity_urand() * V);
   tok[0] = 0;
   tok[1] = V - 1;
   float *want = host_rand(n * d, -1.0, 1.0);
-  txl_cpu_embedding_forward(want, tok, emb, scale, n, d);
+  txl_cpu_embedding_forward(want, tok, emb, scale, n, d, lde);
   round_act(want, n * d, act);
 
-  void *demb = dev_act(emb, (int64_t)V * d, act, "test: emb");
+  void *demb = dev_act(emb, (int64_t)V * lde, act, "test: emb");
   int32_t *dtok = dev_from(tok, sizeof tok, "test: tok");
   void *dout = dev_poison_act(n * d, act, "test: out");
-  o->embedding_forward(dout, dtok, demb, scale, n, d);
+  o->embedding_forward(dout, dtok, demb, scale, n, d, lde);
   float *got = host_from_act(dout, n * d, act);
   char what[96];
-  snprintf(what, sizeof what, "embedding_forward %s n=45 d=67 V=101", act_name(act));
+  snprintf(what, sizeof what, "embedding_forward %s n=45 d=67 lde=72 V=101", act_name(act));
   check_bits(what, got, want, n * d);
   txl_cuda_free(demb);
   txl_cuda_free(dtok);

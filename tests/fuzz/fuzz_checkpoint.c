@@ -42,7 +42,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   atexit(finalize);
   g_path = fuzz_path("checkpoint.h5");
   fuzz_ckpt_dims(&g_dims);
-  txl_param_table_build(&g_table, &g_dims);
+  txl_param_table_build(&g_table, &g_dims, 8); /* read into padded rows, as the CUDA backend */
   const size_t n = (size_t)g_table.total;
   const size_t nm = (size_t)g_dims.n_layer * FUZZ_CKPT_MEM_LEN * FUZZ_CKPT_BATCH * (size_t)g_dims.d_model;
   g_buf = (TxlCkptBuffers){.table = &g_table, .params = malloc(n * sizeof(float)),

@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
   TxlDims dims;
   fuzz_ckpt_dims(&dims);
   TxlParamTable table;
-  txl_param_table_build(&table, &dims);
+  txl_param_table_build(&table, &dims, 1);
 
   char *ini = fuzz_ckpt_config();
   if (!ini) txl_fatal("out of memory writing the config");

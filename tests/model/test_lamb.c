@@ -38,6 +38,8 @@ int main(void) {
     info[k].rank = 1;
     info[k].shape[0] = numel[k];
     info[k].shape[1] = 1;
+    info[k].ld = info[k].split = info[k].split_at = 1; /* rank 1: one run */
+    info[k].span = numel[k];
     info[k].layer = -1;
   }
   TxlParamTable table;

@@ -11,7 +11,11 @@
  *     bound to a packed copy of its table (the layout the buffer had before the padding) is
  *     initialised and trained side by side, and the losses, gradient norms, gradients,
  *     parameters, Adam moments and the memory are compared with memcmp;
- *   - the run state's per-layer memory, key/value and R W_r slices are 256-byte aligned.
+ *   - the run state's per-layer memory, key/value and R W_r slices are 256-byte aligned;
+ *   - row padding (spec.row_align 8, the CUDA backend's layout, forced on the CPU): every GEMM
+ *     weight's rows (and W_kv's columns inside W_qkv) start on a multiple of 8 floats, the FLAT
+ *     tensors stay packed, the gaps inside the rows are zero, and training with it gives the
+ *     packed layout's numbers bit for bit, as above.
  * Shapes: wt103_base (d_model 410, d_head 41, adaptive softmax; table only) and two small
  * models with odd widths, one of them with every adaptive tensor (split tables, projections,
  * untied output, per-layer biases). */
@@ -33,11 +37,11 @@ static const TxlTensorInfo *find(const TxlParamTable *t, const char *name) {
   return NULL;
 }
 
-/* The table's layout rules. */
-static void check_table(const char *shape, const TxlDims *m) {
+/* The table's layout rules, rows padded to row_align. */
+static void check_table(const char *shape, const TxlDims *m, int row_align) {
   TxlParamTable t;
-  txl_param_table_build(&t, m);
-  int aligned = 1, apart = 1, tight = 1, packed_ok = 1, in_slice = 1, uniform = 1, outside = 1;
+  txl_param_table_build(&t, m, row_align);
+  int aligned = 1, apart = 1, tight = 1, packed_ok = 1, in_slice = 1, uniform = 1, outside = 1, rows_ok = 1;
   int64_t end = 0, packed = 0;
   char bad[160] = "";
   for (int k = 0; k < t.n_tensors; k++) {
@@ -49,7 +53,20 @@ static void check_table(const char *shape, const TxlDims *m) {
     if (ti->offset < end) apart = 0;
     if (ti->offset - end >= TXL_PARAM_ALIGN) tight = 0;
     if (ti->packed_offset != packed) packed_ok = 0;
-    end = ti->offset + ti->numel;
+    /* rows: a GEMM weight's (rank 2, not r_*) padded to row_align, W_kv's columns too; the rest packed */
+    const int gemm = ti->rank == 2 && !strstr(ti->name, "r_w_bias") && !strstr(ti->name, "r_r_bias") &&
+                     !strstr(ti->name, "r_emb") && !strstr(ti->name, "r_bias");
+    const int qkv = strstr(ti->name, "w_qkv") != NULL;
+    const int64_t cols = ti->shape[1], split = qkv ? (int64_t)m->n_head * m->d_head : cols;
+    if (ti->span != ti->shape[0] * ti->ld || ti->ld < cols || ti->split != split || ti->split_at < split ||
+        (gemm && (ti->ld % row_align || (split < cols && ti->split_at % row_align) ||
+                  ti->ld - (ti->split_at + cols - split) >= row_align || ti->split_at - split >= row_align)) ||
+        (!gemm && ti->ld != cols)) {
+      rows_ok = 0;
+      snprintf(bad, sizeof bad, "%s: ld %lld split %lld at %lld", ti->name, (long long)ti->ld, (long long)ti->split,
+               (long long)ti->split_at);
+    }
+    end = ti->offset + ti->span;
     packed += ti->numel;
     if (ti->layer >= 0) {
       const int64_t lo = t.layer_begin + ti->layer * t.layer_size;
@@ -65,8 +82,10 @@ static void check_table(const char *shape, const TxlDims *m) {
     }
   }
   char what[160];
-  snprintf(what, sizeof what, "%s: %d tensors 256-byte aligned (fp32 and bf16)", shape, t.n_tensors);
+  snprintf(what, sizeof what, "%s rows %d: %d tensors 256-byte aligned (fp32 and bf16)", shape, row_align, t.n_tensors);
   ot_check_true(what, aligned, "%s", bad);
+  snprintf(what, sizeof what, "%s rows %d: GEMM weights' rows and W_kv aligned, the rest packed", shape, row_align);
+  ot_check_true(what, rows_ok, "%s", bad);
   snprintf(what, sizeof what, "%s: tensors in order, apart, gaps < %d floats", shape, TXL_PARAM_ALIGN);
   ot_check_true(what, apart && tight, "apart %d tight %d", apart, tight);
   snprintf(what, sizeof what, "%s: packed offsets the running sum, packed = %lld", shape, (long long)packed);
@@ -105,7 +124,7 @@ static void check_bind(const char *shape, const TxlParams *p, const float *base,
     snprintf(name, sizeof name, "layers.%d.%s", l, #pname);                 \
     CHECK_FIELD(p->layers[l].pname, name);                                  \
   }
-#define X(pname, section, present, init, rank, d0, d1) BIND_##section(pname)
+#define X(pname, section, present, init, rank, d0, d1, rows) BIND_##section(pname)
 #include "src/model/params.def"
 #undef X
   char what[128];
@@ -123,7 +142,28 @@ static int padding_zero(const TxlParamTable *t, const float *buf) {
       memcpy(&bits, buf + i, sizeof bits);
       if (bits) return 0;
     }
-    if (k < t->n_tensors) end = t->tensors[k].offset + t->tensors[k].numel;
+    if (k < t->n_tensors) end = t->tensors[k].offset + t->tensors[k].span;
+  }
+  /* inside the tensors: every float not in one of their runs */
+  for (int k = 0; k < t->n_tensors; k++) {
+    const TxlTensorInfo *ti = &t->tensors[k];
+    const int64_t n = txl_tensor_runs(ti, NULL);
+    int64_t *seg = malloc((size_t)n * 2 * sizeof(int64_t));
+    txl_tensor_runs(ti, seg);
+    int64_t at = ti->offset;
+    for (int64_t r = 0; r <= n; r++) {
+      const int64_t next = r < n ? seg[2 * r] : ti->offset + ti->span;
+      for (int64_t i = at; i < next; i++) {
+        uint32_t bits;
+        memcpy(&bits, buf + i, sizeof bits);
+        if (bits) {
+          free(seg);
+          return 0;
+        }
+      }
+      if (r < n) at = seg[2 * r] + seg[2 * r + 1];
+    }
+    free(seg);
   }
   return 1;
 }
@@ -136,6 +176,8 @@ static void make_packed(TxlModel *m) {
   for (int k = 0; k < t->n_tensors; k++) {
     TxlTensorInfo *ti = &t->tensors[k];
     ti->offset = ti->packed_offset;
+    ti->ld = ti->split = ti->split_at = ti->shape[1]; /* rows end to end */
+    ti->span = ti->numel;
     if (ti->layer == 0 && begin < 0) begin = ti->offset;
     if (ti->layer == 0) end = ti->offset + ti->numel;
   }
@@ -143,6 +185,7 @@ static void make_packed(TxlModel *m) {
   t->layer_size = end - begin;
   t->layer_end = begin + t->n_layer * t->layer_size;
   t->total = t->packed;
+  t->row_align = 1;
   txl_params_unbind(&m->p);
   txl_params_unbind(&m->g);
   txl_params_bind(&m->p, m->param_buf, t);
@@ -295,7 +338,8 @@ int main(void) {
   wt.cut[2] = 40000;
   wt.cut[3] = 200000;
   wt.cut[4] = wt.n_token;
-  check_table("wt103_base", &wt);
+  check_table("wt103_base", &wt, 1);
+  check_table("wt103_base", &wt, 8);
 
   TxlModelSpec a;
   memset(&a, 0, sizeof a);
@@ -303,8 +347,12 @@ int main(void) {
   a.dropout = 0.1f;
   a.dropatt = 0.1f;
   a.seed = 5;
-  check_table("small", &a.dims);
+  check_table("small", &a.dims, 1);
+  check_table("small", &a.dims, 8);
   check_training("small", &a);
+  TxlModelSpec a8 = a; /* the CUDA backend's row padding */
+  a8.row_align = 8;
+  check_training("small rows 8", &a8);
 
   TxlModelSpec b = a; /* every adaptive tensor, untied, per-layer biases, pre-norm */
   b.dims = dims_of(301, 3, 46, 3, 13, 70);
@@ -318,7 +366,11 @@ int main(void) {
   b.dims.d_embed = 38;
   b.dims.tie_projs = 0;
   b.pre_lnorm = 1;
-  check_table("adaptive", &b.dims);
+  check_table("adaptive", &b.dims, 1);
+  check_table("adaptive", &b.dims, 8);
   check_training("adaptive", &b);
+  TxlModelSpec b8 = b;
+  b8.row_align = 8;
+  check_training("adaptive rows 8", &b8);
   return ot_finish("test_params");
 }

@@ -44,7 +44,7 @@ static void test_embedding(int64_t n, int V, int d, int use_fd, OtRng *rng) {
   /* forward: one rounding (emb * scale): |err| <= u |want| */
   for (int64_t t = 0; t < n; t++)
     for (int j = 0; j < d; j++) want[t * d + j] = (double)emb[(int64_t)tok[t] * d + j] * scale;
-  txl_cpu_embedding_forward(out, tok, emb, scale, n, d);
+  txl_cpu_embedding_forward(out, tok, emb, scale, n, d, d);
   snprintf(name, sizeof name, "embedding_forward n=%lld V=%d d=%d", (long long)n, V, d);
   ot_check(name, out, want, n * d, 0.0, OT_U);
 
@@ -79,7 +79,7 @@ static void test_embedding(int64_t n, int V, int d, int use_fd, OtRng *rng) {
       gw[k] += demb[k];
       bound[k] = 1.01 * (cnt[v] + 2) * OT_U * (fabs(demb[k]) + sabs[k]) + fd_tol;
     }
-  txl_cpu_embedding_backward(demb, TXL_F32, dout, tok, scale, n, d);
+  txl_cpu_embedding_backward(demb, TXL_F32, dout, tok, scale, n, d, d);
   snprintf(name, sizeof name, "embedding_backward demb (%s)", use_fd ? "vs FD" : "vs double sum");
   ot_check_bound(name, demb, gw, bound, (int64_t)V * d);
   free(tok), free(emb), free(out), free(dout), free(demb), free(want), free(wd), free(embd);
@@ -95,11 +95,11 @@ static void test_embedding_threads(OtRng *rng) {
   float *g3 = ot_alloc((int64_t)V * d);
   ot_fill(dout, n * d, -1.0f, 1.0f, rng);
   omp_set_num_threads(1);
-  txl_cpu_embedding_backward(g1, TXL_F32, dout, tok, 0.5f, n, d);
+  txl_cpu_embedding_backward(g1, TXL_F32, dout, tok, 0.5f, n, d, d);
   omp_set_num_threads(2);
-  txl_cpu_embedding_backward(g2, TXL_F32, dout, tok, 0.5f, n, d);
+  txl_cpu_embedding_backward(g2, TXL_F32, dout, tok, 0.5f, n, d, d);
   omp_set_num_threads(3);
-  txl_cpu_embedding_backward(g3, TXL_F32, dout, tok, 0.5f, n, d);
+  txl_cpu_embedding_backward(g3, TXL_F32, dout, tok, 0.5f, n, d, d);
   omp_set_num_threads(2);
   ot_check_same("embedding_backward threads 1 vs 2", g1, g2, (size_t)V * d * sizeof(float));
   ot_check_same("embedding_backward threads 1 vs 3", g1, g3, (size_t)V * d * sizeof(float));
