@@ -1,4 +1,5 @@
-/* Layer norm over the last dimension, as torch.nn.LayerNorm:
+/* Layer norm over the last dimension, as torch.nn.LayerNorm, of rows ld >= d floats apart (only
+ * the first d of each row are read or written):
  *   mean = sum(x) / d,  var = sum((x - mean)^2) / d (biased),  rstd = 1 / sqrt(var + eps),
  *   out = (x - mean) * rstd * w + b.
  * The backward adds into dinp (+=, residual stream; skipped when dinp is NULL) and into dw, db
@@ -30,28 +31,28 @@ static inline void ln_forward_row(float *y, float *mean, float *rstd, const floa
 }
 
 void txl_cpu_layernorm_forward(void *out_, float *mean, float *rstd, const void *inp_,
-                               const float *w, const float *b, int64_t n, int d, float eps) {
+                               const float *w, const float *b, int64_t n, int d, int ld, float eps) {
   float *out = out_;
   const float *inp = inp_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
-  for (int64_t r = 0; r < n; r++) ln_forward_row(out + r * d, mean + r, rstd + r, inp + r * d, w, b, d, eps);
+  for (int64_t r = 0; r < n; r++) ln_forward_row(out + r * ld, mean + r, rstd + r, inp + r * ld, w, b, d, eps);
 }
 
 /* res = x + y and out = LayerNorm(res), row by row while the row is in cache. */
 void txl_cpu_add_layernorm_forward(void *res_, void *out_, float *mean, float *rstd,
                                    const void *x_, const void *y_, const float *w, const float *b,
-                                   int64_t n, int d, float eps) {
+                                   int64_t n, int d, int ld, float eps) {
   float *res = res_;
   float *out = out_;
   const float *x = x_;
   const float *y = y_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t r = 0; r < n; r++) {
-    float *rr = res + r * d;
-    const float *xr = x + r * d, *yr = y + r * d;
+    float *rr = res + r * ld;
+    const float *xr = x + r * ld, *yr = y + r * ld;
 #pragma omp simd
     for (int j = 0; j < d; j++) rr[j] = xr[j] + yr[j];
-    ln_forward_row(out + r * d, mean + r, rstd + r, rr, w, b, d, eps);
+    ln_forward_row(out + r * ld, mean + r, rstd + r, rr, w, b, d, eps);
   }
 }
 
@@ -90,7 +91,7 @@ static inline void ln_backward_row(float *dx, int set, double *pw, double *pb, c
  * added in chunk order; for wider rows, a second pass over column blocks. */
 void txl_cpu_layernorm_backward(void *dinp_, float *dw, float *db, const void *dout_,
                                 const void *inp_, const float *w, const float *mean,
-                                const float *rstd, int64_t n, int d) {
+                                const float *rstd, int64_t n, int d, int ld) {
   float *dinp = dinp_;
   const float *dout = dout_;
   const float *inp = inp_;
@@ -104,7 +105,7 @@ void txl_cpu_layernorm_backward(void *dinp_, float *dw, float *db, const void *d
       double *pw = part + (int64_t)c * 2 * d, *pb = pw + d;
       for (int j = 0; j < d; j++) pw[j] = 0.0, pb[j] = 0.0;
       for (int64_t r = n * c / nc; r < n * (c + 1) / nc; r++)
-        ln_backward_row(dinp ? dinp + r * d : NULL, 0, pw, pb, dout + r * d, inp + r * d, w, mean[r],
+        ln_backward_row(dinp ? dinp + r * ld : NULL, 0, pw, pb, dout + r * ld, inp + r * ld, w, mean[r],
                         rstd[r], d);
     }
     for (int j = 0; j < d; j++) {
@@ -120,7 +121,7 @@ void txl_cpu_layernorm_backward(void *dinp_, float *dw, float *db, const void *d
   {
 #pragma omp for schedule(static) nowait
     for (int64_t r = 0; r < (dinp ? n : 0); r++)
-      ln_backward_row(dinp + r * d, 0, NULL, NULL, dout + r * d, inp + r * d, w, mean[r], rstd[r], d);
+      ln_backward_row(dinp + r * ld, 0, NULL, NULL, dout + r * ld, inp + r * ld, w, mean[r], rstd[r], d);
 #pragma omp for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
       const int j0 = blk * TXL_CPU_COL_BLOCK;
@@ -128,7 +129,7 @@ void txl_cpu_layernorm_backward(void *dinp_, float *dw, float *db, const void *d
       double aw[TXL_CPU_COL_BLOCK], ab[TXL_CPU_COL_BLOCK];
       for (int j = 0; j < bw; j++) aw[j] = dw[j0 + j], ab[j] = db[j0 + j];
       for (int64_t r = 0; r < n; r++) {
-        const float *x = inp + r * d + j0, *dy = dout + r * d + j0;
+        const float *x = inp + r * ld + j0, *dy = dout + r * ld + j0;
         const float mu = mean[r], rs = rstd[r];
 #pragma omp simd
         for (int j = 0; j < bw; j++) {
@@ -148,18 +149,21 @@ void txl_cpu_layernorm_backward(void *dinp_, float *dw, float *db, const void *d
 void txl_cpu_layernorm_backward_dropout(void *dinp_, void *dbranch_, float *dw, float *db,
                                         const void *dout_, const void *inp_, const float *w,
                                         const float *mean, const float *rstd, int rows, int cols,
-                                        int d, int col0, TxlDropout drop) {
+                                        int d, int ld, int col0, TxlDropout drop) {
   float *dinp = dinp_;
   float *dbranch = dbranch_;
   const float *dout = dout_;
   const float *inp = inp_;
   const int64_t n = (int64_t)rows * cols;
   if (n <= 0 || d <= 0) return;
-  if (d > TXL_CPU_COLSUM_MAX_N) {
-    memset(dinp, 0, (size_t)n * d * sizeof(float));
-    txl_cpu_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, n, d);
-    memcpy(dbranch, dinp, (size_t)n * d * sizeof(float));
-    txl_cpu_dropout(dbranch, rows, cols, d, col0, drop);
+  if (d > TXL_CPU_COLSUM_MAX_N) { /* the separate ops, row by row where the rows are padded */
+    for (int64_t r = 0; r < n; r++) memset(dinp + r * ld, 0, (size_t)d * sizeof(float));
+    txl_cpu_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, n, d, ld);
+#pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
+    for (int64_t r = 0; r < n; r++) {
+      memcpy(dbranch + r * ld, dinp + r * ld, (size_t)d * sizeof(float));
+      txl_cpu_dropout_rows(dbranch + r * ld, (int)(r / cols), 1, 1, d, col0 + (int)(r % cols), drop);
+    }
     return;
   }
   const int nc = txl_cpu_row_chunks(n, 2 * (int64_t)d);
@@ -169,10 +173,10 @@ void txl_cpu_layernorm_backward_dropout(void *dinp_, void *dbranch_, float *dw, 
     double *pw = part + (int64_t)c * 2 * d, *pb = pw + d;
     for (int j = 0; j < d; j++) pw[j] = 0.0, pb[j] = 0.0;
     for (int64_t r = n * c / nc; r < n * (c + 1) / nc; r++) {
-      ln_backward_row(dinp + r * d, 1, pw, pb, dout + r * d, inp + r * d, w, mean[r], rstd[r], d);
-      memcpy(dbranch + r * d, dinp + r * d, (size_t)d * sizeof(float));
+      ln_backward_row(dinp + r * ld, 1, pw, pb, dout + r * ld, inp + r * ld, w, mean[r], rstd[r], d);
+      memcpy(dbranch + r * ld, dinp + r * ld, (size_t)d * sizeof(float));
       /* one (row, column) pair: row r / cols, global column col0 + r % cols */
-      txl_cpu_dropout_rows(dbranch + r * d, (int)(r / cols), 1, 1, d, col0 + (int)(r % cols), drop);
+      txl_cpu_dropout_rows(dbranch + r * ld, (int)(r / cols), 1, 1, d, col0 + (int)(r % cols), drop);
     }
   }
   for (int j = 0; j < d; j++) {

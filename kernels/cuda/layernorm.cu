@@ -8,7 +8,8 @@
  *   layernorm_backward_dropout  dinp = (OVERWRITTEN) d(input), dbranch = dropout(dinp) keyed by
  *                               (row i = r / cols, column col0 + r % cols, feature), dw, db +=
  *
- * Shapes: out, inp, res, x, y, dout, dinp, dbranch [n, d] (n = rows * cols for the dropout one);
+ * Shapes: out, inp, res, x, y, dout, dinp, dbranch [n, d] with rows ld >= d apart (n = rows * cols
+ * for the dropout one; the features ld - d past each row are neither read nor written);
  * mean, rstd [n]; w, b, dw, db [d].
  * Types: the activations (out, inp, res, x, y, dout, dinp, dbranch) are of type T (float,
  * txl_bf16 or txl_fp16, see cuda_util.h: widened when read, rounded once when stored); mean, rstd, w, b, dw, db
@@ -106,22 +107,22 @@ static __device__ __forceinline__ void ln_forward_row(T *res, T *out, float *mea
 template <typename T, int NV, bool ADD>
 static __global__ void layernorm_forward_kernel(T *res, T *out, float *mean, float *rstd,
                                                 const T *x, const T *y, const float *w,
-                                                const float *b, int64_t n, int d, float eps) {
+                                                const float *b, int64_t n, int d, int ld, float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
   /* r is the same for the 32 lanes of a warp, so the shuffles see full warps */
   for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps)
-    ln_forward_row<T, NV, ADD>(ADD ? res + r * d : NULL, out + r * d, mean + r, rstd + r,
-                               x + r * d, ADD ? y + r * d : NULL, w, b, d, eps, lane);
+    ln_forward_row<T, NV, ADD>(ADD ? res + r * ld : NULL, out + r * ld, mean + r, rstd + r,
+                               x + r * ld, ADD ? y + r * ld : NULL, w, b, d, eps, lane);
 }
 
 template <typename T, int NV, bool ADD>
 static void layernorm_forward_launch(T *res, T *out, float *mean, float *rstd, const T *x,
-                                     const T *y, const float *w, const float *b, int64_t n, int d,
+                                     const T *y, const float *w, const float *b, int64_t n, int d, int ld,
                                      float eps) {
   auto k = layernorm_forward_kernel<T, NV, ADD>;
   TXL_LAUNCH(k, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-      res, out, mean, rstd, x, y, w, b, n, d, eps);
+      res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -129,67 +130,67 @@ static void layernorm_forward_launch(T *res, T *out, float *mean, float *rstd, c
 template <typename T, bool ADD>
 static void layernorm_forward_dispatch(T *res, T *out, float *mean, float *rstd, const T *x,
                                        const T *y, const float *w, const float *b, int64_t n,
-                                       int d, float eps) {
+                                       int d, int ld, float eps) {
   if (n <= 0 || d <= 0) return;
   if (d <= 32 * 4)
-    layernorm_forward_launch<T, 4, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 4, ADD>(res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
   else if (d <= 32 * 8)
-    layernorm_forward_launch<T, 8, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 8, ADD>(res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
   else if (d <= 32 * 16)
-    layernorm_forward_launch<T, 16, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 16, ADD>(res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
   else if (d <= 32 * 32)
-    layernorm_forward_launch<T, 32, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 32, ADD>(res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
   else
-    layernorm_forward_launch<T, 0, ADD>(res, out, mean, rstd, x, y, w, b, n, d, eps);
+    layernorm_forward_launch<T, 0, ADD>(res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
 }
 
 extern "C" void txl_cuda_layernorm_forward(void *out, float *mean, float *rstd, const void *inp,
-                                           const float *w, const float *b, int64_t n, int d,
+                                           const float *w, const float *b, int64_t n, int d, int ld,
                                            float eps) {
   layernorm_forward_dispatch<float, false>(NULL, static_cast<float *>(out), mean, rstd,
-                                           static_cast<const float *>(inp), NULL, w, b, n, d, eps);
+                                           static_cast<const float *>(inp), NULL, w, b, n, d, ld, eps);
 }
 
 extern "C" void txl_cuda_layernorm_forward_bf16(void *out, float *mean, float *rstd,
                                                 const void *inp, const float *w, const float *b,
-                                                int64_t n, int d, float eps) {
+                                                int64_t n, int d, int ld, float eps) {
   layernorm_forward_dispatch<txl_bf16, false>(NULL, static_cast<txl_bf16 *>(out), mean, rstd,
-                                              static_cast<const txl_bf16 *>(inp), NULL, w, b, n, d,
+                                              static_cast<const txl_bf16 *>(inp), NULL, w, b, n, d, ld,
                                               eps);
 }
 
 extern "C" void txl_cuda_layernorm_forward_fp16(void *out, float *mean, float *rstd,
                                                 const void *inp, const float *w, const float *b,
-                                                int64_t n, int d, float eps) {
+                                                int64_t n, int d, int ld, float eps) {
   layernorm_forward_dispatch<txl_fp16, false>(NULL, static_cast<txl_fp16 *>(out), mean, rstd,
-                                              static_cast<const txl_fp16 *>(inp), NULL, w, b, n, d,
+                                              static_cast<const txl_fp16 *>(inp), NULL, w, b, n, d, ld,
                                               eps);
 }
 
 extern "C" void txl_cuda_add_layernorm_forward(void *res, void *out, float *mean, float *rstd,
                                                const void *x, const void *y, const float *w,
-                                               const float *b, int64_t n, int d, float eps) {
+                                               const float *b, int64_t n, int d, int ld, float eps) {
   layernorm_forward_dispatch<float, true>(static_cast<float *>(res), static_cast<float *>(out),
                                           mean, rstd, static_cast<const float *>(x),
-                                          static_cast<const float *>(y), w, b, n, d, eps);
+                                          static_cast<const float *>(y), w, b, n, d, ld, eps);
 }
 
 extern "C" void txl_cuda_add_layernorm_forward_bf16(void *res, void *out, float *mean,
                                                     float *rstd, const void *x, const void *y,
                                                     const float *w, const float *b, int64_t n,
-                                                    int d, float eps) {
+                                                    int d, int ld, float eps) {
   layernorm_forward_dispatch<txl_bf16, true>(
       static_cast<txl_bf16 *>(res), static_cast<txl_bf16 *>(out), mean, rstd,
-      static_cast<const txl_bf16 *>(x), static_cast<const txl_bf16 *>(y), w, b, n, d, eps);
+      static_cast<const txl_bf16 *>(x), static_cast<const txl_bf16 *>(y), w, b, n, d, ld, eps);
 }
 
 extern "C" void txl_cuda_add_layernorm_forward_fp16(void *res, void *out, float *mean,
                                                     float *rstd, const void *x, const void *y,
                                                     const float *w, const float *b, int64_t n,
-                                                    int d, float eps) {
+                                                    int d, int ld, float eps) {
   layernorm_forward_dispatch<txl_fp16, true>(
       static_cast<txl_fp16 *>(res), static_cast<txl_fp16 *>(out), mean, rstd,
-      static_cast<const txl_fp16 *>(x), static_cast<const txl_fp16 *>(y), w, b, n, d, eps);
+      static_cast<const txl_fp16 *>(x), static_cast<const txl_fp16 *>(y), w, b, n, d, ld, eps);
 }
 
 /* ---- backward -------------------------------------------------------------------------- */
@@ -221,12 +222,12 @@ static __device__ __forceinline__ float ln_dx(float dy, float x, float w, float 
 template <typename T>
 static __global__ void layernorm_backward_input_kernel(T *dinp, const T *dout, const T *inp,
                                                        const float *w, const float *mean,
-                                                       const float *rstd, int64_t n, int d) {
+                                                       const float *rstd, int64_t n, int d, int ld) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
   for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps) {
-    const T *x = inp + r * d, *dy = dout + r * d;
-    T *dx = dinp + r * d;
+    const T *x = inp + r * ld, *dy = dout + r * ld;
+    T *dx = dinp + r * ld;
     const float mu = mean[r], rs = rstd[r];
     float mg, mgx;
     ln_backward_means(mg, mgx, dy, x, w, mu, rs, d, lane);
@@ -241,7 +242,7 @@ template <typename T, bool DROP>
 static __global__ void layernorm_backward_dropout_kernel(T *dinp, T *dbranch, const T *dout,
                                                          const T *inp, const float *w,
                                                          const float *mean, const float *rstd,
-                                                         int rows, int cols, int d, int col0,
+                                                         int rows, int cols, int d, int ld, int col0,
                                                          TxlDropout drop, uint32_t threshold,
                                                          float scale) {
   const int lane = threadIdx.x & 31;
@@ -249,8 +250,8 @@ static __global__ void layernorm_backward_dropout_kernel(T *dinp, T *dbranch, co
   const int64_t nwarps = (int64_t)gridDim.x * TXL_LN_WARPS;
   const int groups = (d + 3) / 4;
   for (int64_t r = (int64_t)blockIdx.x * TXL_LN_WARPS + threadIdx.x / 32; r < n; r += nwarps) {
-    const T *x = inp + r * d, *dy = dout + r * d;
-    T *dx = dinp + r * d, *dbr = dbranch + r * d;
+    const T *x = inp + r * ld, *dy = dout + r * ld;
+    T *dx = dinp + r * ld, *dbr = dbranch + r * ld;
     const float mu = mean[r], rs = rstd[r];
     float mg, mgx;
     ln_backward_means(mg, mgx, dy, x, w, mu, rs, d, lane);
@@ -282,7 +283,7 @@ template <typename T>
 static __global__ void layernorm_backward_partial_kernel(float *part_w, float *part_b,
                                                          const T *dout, const T *inp,
                                                          const float *mean, const float *rstd,
-                                                         int64_t n, int d, int64_t chunk_rows) {
+                                                         int64_t n, int d, int ld, int64_t chunk_rows) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= d) return;
   const int64_t p = blockIdx.y;
@@ -290,8 +291,8 @@ static __global__ void layernorm_backward_partial_kernel(float *part_w, float *p
   const int64_t r1 = r0 + chunk_rows < n ? r0 + chunk_rows : n;
   float aw = 0.0f, ab = 0.0f;
   for (int64_t r = r0; r < r1; r++) {
-    const float dy = txl_ld(&dout[r * d + j]);
-    aw += dy * ((txl_ld(&inp[r * d + j]) - mean[r]) * rstd[r]);
+    const float dy = txl_ld(&dout[r * ld + j]);
+    aw += dy * ((txl_ld(&inp[r * ld + j]) - mean[r]) * rstd[r]);
     ab += dy;
   }
   part_w[p * d + j] = aw;
@@ -326,7 +327,7 @@ void txl_cuda_layernorm_release(void) { txl_cuda_scratch_release(&g_scratch); }
 /* dw += sum_r dout * xhat, db += sum_r dout, by kernels 1 and 2 (n, d > 0). */
 template <typename T>
 static void layernorm_param_grads(float *dw, float *db, const T *dout, const T *inp,
-                                  const float *mean, const float *rstd, int64_t n, int d) {
+                                  const float *mean, const float *rstd, int64_t n, int d, int ld) {
   int64_t nchunks = (n + TXL_LN_MIN_CHUNK_ROWS - 1) / TXL_LN_MIN_CHUNK_ROWS;
   if (nchunks > TXL_LN_MAX_CHUNKS) nchunks = TXL_LN_MAX_CHUNKS;
   const int64_t chunk_rows = (n + nchunks - 1) / nchunks;
@@ -337,7 +338,7 @@ static void layernorm_param_grads(float *dw, float *db, const T *dout, const T *
   const int tiles = (d + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
   const dim3 grid1((unsigned int)tiles, (unsigned int)nchunks);
   TXL_LAUNCH(layernorm_backward_partial_kernel<T>, grid1, TXL_CUDA_THREADS, 0)(
-      part_w, part_b, dout, inp, mean, rstd, n, d, chunk_rows);
+      part_w, part_b, dout, inp, mean, rstd, n, d, ld, chunk_rows);
   CUDA_LAUNCH_CHECK();
   TXL_LAUNCH(layernorm_backward_final_kernel, tiles, TXL_CUDA_THREADS, 0)(dw, db, part_w, part_b,
                                                                           (int)nchunks, d);
@@ -347,43 +348,43 @@ static void layernorm_param_grads(float *dw, float *db, const T *dout, const T *
 template <typename T>
 static void layernorm_backward(T *dinp, float *dw, float *db, const T *dout, const T *inp,
                                const float *w, const float *mean, const float *rstd, int64_t n,
-                               int d) {
+                               int d, int ld) {
   if (n <= 0 || d <= 0) return;
   if (dinp) { /* NULL: rows whose input takes no gradient, only dw and db */
     TXL_LAUNCH(layernorm_backward_input_kernel<T>, txl_cuda_blocks(n * 32, TXL_CUDA_THREADS),
-               TXL_CUDA_THREADS, 0)(dinp, dout, inp, w, mean, rstd, n, d);
+               TXL_CUDA_THREADS, 0)(dinp, dout, inp, w, mean, rstd, n, d, ld);
     CUDA_LAUNCH_CHECK();
   }
-  layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d);
+  layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d, ld);
 }
 
 extern "C" void txl_cuda_layernorm_backward(void *dinp, float *dw, float *db, const void *dout,
                                             const void *inp, const float *w, const float *mean,
-                                            const float *rstd, int64_t n, int d) {
+                                            const float *rstd, int64_t n, int d, int ld) {
   layernorm_backward(static_cast<float *>(dinp), dw, db, static_cast<const float *>(dout),
-                     static_cast<const float *>(inp), w, mean, rstd, n, d);
+                     static_cast<const float *>(inp), w, mean, rstd, n, d, ld);
 }
 
 extern "C" void txl_cuda_layernorm_backward_bf16(void *dinp, float *dw, float *db,
                                                  const void *dout, const void *inp, const float *w,
                                                  const float *mean, const float *rstd, int64_t n,
-                                                 int d) {
+                                                 int d, int ld) {
   layernorm_backward(static_cast<txl_bf16 *>(dinp), dw, db, static_cast<const txl_bf16 *>(dout),
-                     static_cast<const txl_bf16 *>(inp), w, mean, rstd, n, d);
+                     static_cast<const txl_bf16 *>(inp), w, mean, rstd, n, d, ld);
 }
 
 extern "C" void txl_cuda_layernorm_backward_fp16(void *dinp, float *dw, float *db,
                                                  const void *dout, const void *inp, const float *w,
                                                  const float *mean, const float *rstd, int64_t n,
-                                                 int d) {
+                                                 int d, int ld) {
   layernorm_backward(static_cast<txl_fp16 *>(dinp), dw, db, static_cast<const txl_fp16 *>(dout),
-                     static_cast<const txl_fp16 *>(inp), w, mean, rstd, n, d);
+                     static_cast<const txl_fp16 *>(inp), w, mean, rstd, n, d, ld);
 }
 
 template <typename T>
 static void layernorm_backward_dropout(T *dinp, T *dbranch, float *dw, float *db, const T *dout,
                                        const T *inp, const float *w, const float *mean,
-                                       const float *rstd, int rows, int cols, int d, int col0,
+                                       const float *rstd, int rows, int cols, int d, int ld, int col0,
                                        TxlDropout drop) {
   if (!(drop.p >= 0.0f && drop.p < 1.0f))
     txl_fatal("layernorm_backward_dropout: dropout probability %g is not in [0, 1)", (double)drop.p);
@@ -393,36 +394,36 @@ static void layernorm_backward_dropout(T *dinp, T *dbranch, float *dw, float *db
   if (drop.p > 0.0f) {
     auto k = layernorm_backward_dropout_kernel<T, true>;
     TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dinp, dbranch, dout, inp, w, mean, rstd, rows, cols,
-                                              d, col0, drop, txl_dropout_threshold(drop.p),
+                                              d, ld, col0, drop, txl_dropout_threshold(drop.p),
                                               txl_dropout_scale(drop.p));
   } else {
     auto k = layernorm_backward_dropout_kernel<T, false>;
     TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dinp, dbranch, dout, inp, w, mean, rstd, rows, cols,
-                                              d, col0, drop, 0u, 1.0f);
+                                              d, ld, col0, drop, 0u, 1.0f);
   }
   CUDA_LAUNCH_CHECK();
-  layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d);
+  layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d, ld);
 }
 
 extern "C" void txl_cuda_layernorm_backward_dropout(void *dinp, void *dbranch, float *dw,
                                                     float *db, const void *dout, const void *inp,
                                                     const float *w, const float *mean,
-                                                    const float *rstd, int rows, int cols, int d,
+                                                    const float *rstd, int rows, int cols, int d, int ld,
                                                     int col0, TxlDropout drop) {
   layernorm_backward_dropout(static_cast<float *>(dinp), static_cast<float *>(dbranch), dw, db,
                              static_cast<const float *>(dout), static_cast<const float *>(inp), w,
-                             mean, rstd, rows, cols, d, col0, drop);
+                             mean, rstd, rows, cols, d, ld, col0, drop);
 }
 
 extern "C" void txl_cuda_layernorm_backward_dropout_bf16(void *dinp, void *dbranch, float *dw,
                                                          float *db, const void *dout,
                                                          const void *inp, const float *w,
                                                          const float *mean, const float *rstd,
-                                                         int rows, int cols, int d, int col0,
+                                                         int rows, int cols, int d, int ld, int col0,
                                                          TxlDropout drop) {
   layernorm_backward_dropout(static_cast<txl_bf16 *>(dinp), static_cast<txl_bf16 *>(dbranch), dw,
                              db, static_cast<const txl_bf16 *>(dout),
-                             static_cast<const txl_bf16 *>(inp), w, mean, rstd, rows, cols, d,
+                             static_cast<const txl_bf16 *>(inp), w, mean, rstd, rows, cols, d, ld,
                              col0, drop);
 }
 
@@ -430,10 +431,10 @@ extern "C" void txl_cuda_layernorm_backward_dropout_fp16(void *dinp, void *dbran
                                                          float *db, const void *dout,
                                                          const void *inp, const float *w,
                                                          const float *mean, const float *rstd,
-                                                         int rows, int cols, int d, int col0,
+                                                         int rows, int cols, int d, int ld, int col0,
                                                          TxlDropout drop) {
   layernorm_backward_dropout(static_cast<txl_fp16 *>(dinp), static_cast<txl_fp16 *>(dbranch), dw,
                              db, static_cast<const txl_fp16 *>(dout),
-                             static_cast<const txl_fp16 *>(inp), w, mean, rstd, rows, cols, d,
+                             static_cast<const txl_fp16 *>(inp), w, mean, rstd, rows, cols, d, ld,
                              col0, drop);
 }

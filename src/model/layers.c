@@ -215,20 +215,20 @@ void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   txl_memory_concat(m, r, l, sg);
   if (m->spec.pre_lnorm) {
     /* out1 = h + Attn(LN1(cat)) (a->res1), h1 = LN2(out1), out = out1 + FFN(h1) */
-    o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, 1e-5f);
+    o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, d, 1e-5f);
     txl_attn_forward(m, r, l, sg, a->ln_cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln2_mean, a->ln2_rstd, h, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             1e-5f);
+                             d, 1e-5f);
     txl_ffn_forward(m, r, l, sg);
     o->add(out, a->res1, r->tmp, sg->LB * d, o->act);
   } else {
     /* h1 = LN1(h + Attn(cat)) (res1 its input), out = LN2(h1 + FFN(h1)) (res2 its input) */
     txl_attn_forward(m, r, l, sg, a->cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln1_mean, a->ln1_rstd, h, r->tmp, lp->ln1_w, lp->ln1_b, sg->LB, d,
-                             1e-5f);
+                             d, 1e-5f);
     txl_ffn_forward(m, r, l, sg);
     o->add_layernorm_forward(a->res2, out, a->ln2_mean, a->ln2_rstd, a->h1, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             1e-5f);
+                             d, 1e-5f);
   }
 }
 
@@ -239,10 +239,10 @@ static void post_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *
   const TxlLayerParams *lp = &m->p.layers[l], *gp = &m->g.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   o->layernorm_backward_dropout(r->dres, r->dtmp, gp->ln2_w, gp->ln2_b, r->dh, a->res2, lp->ln2_w, a->ln2_mean,
-                                a->ln2_rstd, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+                                a->ln2_rstd, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
   txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d h1 */
   o->layernorm_backward_dropout(r->dh, r->dtmp, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w, a->ln1_mean,
-                                a->ln1_rstd, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+                                a->ln1_rstd, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
   /* attn_type 3 also needs d(memory rows): their positions take a gradient */
   void *dmem = txl_pos_mem_grad(m) ? r->dmem : NULL;
   txl_attn_backward(m, r, l, sg, r->dh, dmem, r->dtmp, a->cat);
@@ -261,7 +261,7 @@ static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *s
   o->zero(r->dres, act_bytes);
   txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d LN2(out1) */
   o->layernorm_backward(r->dh, gp->ln2_w, gp->ln2_b, r->dres, a->res1, lp->ln2_w, a->ln2_mean, a->ln2_rstd, sg->LB,
-                        d);
+                        d, d);
   o->copy(r->dtmp, r->dh, act_bytes);
   o->dropout(r->dtmp, sg->L, B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
   o->zero(r->dres, act_bytes);
@@ -275,9 +275,9 @@ static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *s
   }
   if (M)
     o->layernorm_backward(dmem_in, gp->ln1_w, gp->ln1_b, r->dmem, a->cat, lp->ln1_w, a->ln_cat_mean, a->ln_cat_rstd,
-                          (int64_t)M * B, d);
+                          (int64_t)M * B, d, d);
   o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, txl_layer_input(m, r, l, M), lp->ln1_w,
-                        a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, sg->LB, d);
+                        a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, sg->LB, d, d);
   txl_pos_layer_backward(m, r, l, sg, dmem_in);
 }
 

@@ -129,12 +129,12 @@ static void call_ffn_bwd(void *c) {
 }
 static void call_add_ln(void *c) {
   Bufs *b = c;
-  b->o->add_layernorm_forward(b->z, b->y, b->mean, b->rstd, b->x, b->x, b->wf, b->b, b->LB, b->s->d, 1e-5f);
+  b->o->add_layernorm_forward(b->z, b->y, b->mean, b->rstd, b->x, b->x, b->wf, b->b, b->LB, b->s->d, b->s->d, 1e-5f);
 }
 static void call_ln_bwd(void *c) {
   Bufs *b = c;
   b->o->layernorm_backward_dropout(b->z, b->y, b->dw, b->db, b->x, b->x, b->wf, b->mean, b->rstd, b->s->L,
-                                   b->s->B, b->s->d, 0, b->drop);
+                                   b->s->B, b->s->d, b->s->d, 0, b->drop);
 }
 static void call_dropout(void *c) {
   Bufs *b = c;

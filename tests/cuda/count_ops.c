@@ -272,27 +272,29 @@ static void count_relu_dropout_backward(void *dx, const void *a, int rows, int c
  * db fp32 [d] (dw and db read and written). */
 
 static void count_layernorm_forward(void *out, float *mean, float *rstd, const void *inp, const float *w,
-                                    const float *b, int64_t n, int d, float eps) {
-  (void)out, (void)mean, (void)rstd, (void)inp, (void)w, (void)b, (void)eps;
+                                    const float *b, int64_t n, int d, int ld, float eps) {
+  (void)out, (void)mean, (void)rstd, (void)inp, (void)w, (void)b, (void)eps, (void)ld;
   const double nd = (double)n * d;
   add(TXL_COUNT_LAYERNORM, 7.0 * nd, 2.0 * nd * act_bytes() + 8.0 * (double)n + 8.0 * d);
 }
 static void count_layernorm_backward(void *dinp, float *dw, float *db, const void *dout, const void *inp,
-                                     const float *w, const float *mean, const float *rstd, int64_t n, int d) {
-  (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd;
+                                     const float *w, const float *mean, const float *rstd, int64_t n, int d,
+                                     int ld) {
+  (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)ld;
   const double nd = (double)n * d, acc = dinp ? 1.0 : 0.0; /* dinp read and written (+=) */
   add(TXL_COUNT_LAYERNORM, (10.0 + acc) * nd, (2.0 + 2.0 * acc) * nd * act_bytes() + 8.0 * (double)n + 20.0 * d);
 }
 static void count_add_layernorm_forward(void *res, void *out, float *mean, float *rstd, const void *x, const void *y,
-                                        const float *w, const float *b, int64_t n, int d, float eps) {
-  (void)res, (void)out, (void)mean, (void)rstd, (void)x, (void)y, (void)w, (void)b, (void)eps;
+                                        const float *w, const float *b, int64_t n, int d, int ld, float eps) {
+  (void)res, (void)out, (void)mean, (void)rstd, (void)x, (void)y, (void)w, (void)b, (void)eps, (void)ld;
   const double nd = (double)n * d;
   add(TXL_COUNT_LAYERNORM, 8.0 * nd, 4.0 * nd * act_bytes() + 8.0 * (double)n + 8.0 * d);
 }
 static void count_layernorm_backward_dropout(void *dinp, void *dbranch, float *dw, float *db, const void *dout,
                                              const void *inp, const float *w, const float *mean, const float *rstd,
-                                             int rows, int cols, int d, int col0, TxlDropout drop) {
-  (void)dinp, (void)dbranch, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)col0;
+                                             int rows, int cols, int d, int ld, int col0, TxlDropout drop) {
+  (void)dinp, (void)dbranch, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)col0,
+      (void)ld;
   const double n = (double)rows * cols, nd = n * d, dr = drop.p > 0.0f ? 1.0 : 0.0;
   add(TXL_COUNT_LAYERNORM, (10.0 + dr) * nd, 4.0 * nd * act_bytes() + 8.0 * n + 20.0 * d);
 }

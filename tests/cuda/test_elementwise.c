@@ -537,17 +537,17 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
   float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
   float *res = host_rand(n * d, -1, 1), *out = host_rand(n * d, -1, 1);
   float *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
-  txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, eps);
+  txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, d, eps);
   if (act != TXL_F32) { /* res as stored, normalized */
     round_act(res, n * d, act);
-    txl_cpu_layernorm_forward(out, mean, rstd, res, w, b, n, d, eps);
+    txl_cpu_layernorm_forward(out, mean, rstd, res, w, b, n, d, d, eps);
   }
 
   void *d_x = dev_act(x, n * d, act, "test: x"), *d_y = dev_act(y, n * d, act, "test: y");
   float *d_w = dev_copy_of(w, d, "test: w"), *d_b = dev_copy_of(b, d, "test: b");
   void *d_res = dev_poison_act(n * d, act, "test: res"), *d_out = dev_poison_act(n * d, act, "test: out");
   float *d_mean = dev_poison(n, "test: mean"), *d_rstd = dev_poison(n, "test: rstd");
-  o->add_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, eps);
+  o->add_layernorm_forward(d_res, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, d, eps);
   float *gres = host_from_act(d_res, n * d, act), *gout = host_from_act(d_out, n * d, act);
   float *gmean = host_from(d_mean, n), *grstd = host_from(d_rstd, n);
 
@@ -567,7 +567,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
   void *u_res = dev_poison_act(n * d, act, "test: res2"), *u_out = dev_poison_act(n * d, act, "test: out2");
   float *u_mean = dev_poison(n, "test: mean2"), *u_rstd = dev_poison(n, "test: rstd2");
   o->add(u_res, d_x, d_y, n * d, act);
-  o->layernorm_forward(u_out, u_mean, u_rstd, u_res, d_w, d_b, n, d, eps);
+  o->layernorm_forward(u_out, u_mean, u_rstd, u_res, d_w, d_b, n, d, d, eps);
   float *h = host_from_act(u_out, n * d, act);
   snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: = add + layernorm", an, (long long)n, d);
   check_bits(what, gout, h, n * d);
@@ -578,7 +578,7 @@ static void test_add_layernorm_case(TxlDtype act, int64_t n, int d) {
   free(h);
 
   /* in place: res = x */
-  o->add_layernorm_forward(d_x, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, eps);
+  o->add_layernorm_forward(d_x, d_out, d_mean, d_rstd, d_x, d_y, d_w, d_b, n, d, d, eps);
   h = host_from_act(d_x, n * d, act);
   snprintf(what, sizeof what, "add_layernorm_forward %s n=%lld d=%d: res = x in place", an, (long long)n, d);
   check_bits(what, h, res, n * d);
@@ -617,13 +617,13 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
   round_act(x, n * d, act);
   float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
   float *out = host_rand(n * d, -1, 1), *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
-  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, eps);
+  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, d, eps);
   float *dy = host_rand_nz(n * d, -1.0, 1.0);
   round_act(dy, n * d, act);
   float *dw0 = host_rand_nz(d, -1.0, 1.0), *db0 = host_rand_nz(d, -1.0, 1.0);
   float *dw = host_copy(dw0, d), *db = host_copy(db0, d);
   float *dinp = host_rand(n * d, -1, 1), *dbranch = host_rand(n * d, -1, 1);
-  txl_cpu_layernorm_backward_dropout(dinp, dbranch, dw, db, dy, x, w, mean, rstd, rows, cols, d,
+  txl_cpu_layernorm_backward_dropout(dinp, dbranch, dw, db, dy, x, w, mean, rstd, rows, cols, d, d,
                                      col0, drop);
 
   void *d_x = dev_act(x, n * d, act, "test: x");
@@ -632,7 +632,7 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
   void *d_dy = dev_act(dy, n * d, act, "test: dout");
   float *d_dw = dev_copy_of(dw0, d, "test: dw"), *d_db = dev_copy_of(db0, d, "test: db");
   void *d_dinp = dev_poison_act(n * d, act, "test: dinp"), *d_dbr = dev_poison_act(n * d, act, "test: dbranch");
-  o->layernorm_backward_dropout(d_dinp, d_dbr, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, rows, cols, d,
+  o->layernorm_backward_dropout(d_dinp, d_dbr, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, rows, cols, d, d,
                                 col0, drop);
   float *g_dinp = host_from_act(d_dinp, n * d, act), *g_dbr = host_from_act(d_dbr, n * d, act);
   float *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
@@ -659,7 +659,7 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
   /* layernorm_backward without dinp: the same dw, db */
   txl_cuda_to_device(d_dw, dw0, (size_t)d * sizeof(float));
   txl_cuda_to_device(d_db, db0, (size_t)d * sizeof(float));
-  o->layernorm_backward(NULL, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, n, d);
+  o->layernorm_backward(NULL, d_dw, d_db, d_dy, d_x, d_w, d_mean, d_rstd, n, d, d);
   float *h = host_from(d_dw, d);
   snprintf(what, sizeof what, "layernorm_backward %s dinp=NULL n=%lld d=%d: dw", an, (long long)n, d);
   check_bits(what, h, g_dw, d);
@@ -675,6 +675,94 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
   free(x); free(w); free(b); free(out); free(mean); free(rstd); free(dy); free(dw0); free(db0);
   free(dw); free(db); free(dinp); free(dbranch); free(g_dinp); free(g_dbr); free(g_dw);
   free(g_db); free(bdi); free(bdw); free(bdb); free(want_br);
+}
+
+/* ---- padded rows --------------------------------------------------------------------------
+ * An op given rows ld > d apart reads and writes the first d features of each row only, with the
+ * same arithmetic: its results are the bits of the same op on the packed rows (which the cases
+ * above check against the CPU), and the gaps keep what they held (a fill value). */
+
+#define PAD_FILL (-3072.0f) /* exact in bf16 and fp16 */
+
+/* [n, ld] copy of packed [n, d], the gaps PAD_FILL */
+static float *pad_rows(const float *x, int64_t n, int d, int ld) {
+  float *p = ot_alloc(n * ld);
+  for (int64_t r = 0; r < n; r++)
+    for (int j = 0; j < ld; j++) p[r * ld + j] = j < d ? x[r * d + j] : PAD_FILL;
+  return p;
+}
+
+/* the device's padded rows against the packed result, gaps included */
+static void check_padded(const char *what, const void *dev_padded, const void *dev_packed, int64_t n, int d, int ld,
+                         TxlDtype act) {
+  float *got = host_from_act(dev_padded, n * ld, act), *packed = host_from_act(dev_packed, n * d, act);
+  float *want = pad_rows(packed, n, d, ld);
+  check_bits(what, got, want, n * ld);
+  free(got), free(packed), free(want);
+}
+
+static void test_layernorm_padded(TxlDtype act) {
+  const TxlOps *o = txl_ops_cuda(act);
+  const int rows = 7, cols = 5, d = 67, ld = 72;
+  const int64_t n = (int64_t)rows * cols;
+  const float eps = 1e-5f;
+  const TxlDropout drop = {0.3f, 5u, txl_layer_site(1, TXL_LSITE_FF_OUT), 2u};
+  char what[128];
+  float *x = host_rand_nz(n * d, -1.0, 1.0), *y = host_rand_nz(n * d, -1.0, 1.0), *dy = host_rand_nz(n * d, -1.0, 1.0);
+  round_act(x, n * d, act), round_act(y, n * d, act), round_act(dy, n * d, act);
+  float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
+  float *xp = pad_rows(x, n, d, ld), *yp = pad_rows(y, n, d, ld), *dyp = pad_rows(dy, n, d, ld);
+  float *d_w = dev_copy_of(w, d, "test: w"), *d_b = dev_copy_of(b, d, "test: b");
+  /* packed (q) and padded (p) buffers: x, y, res, out, dinp, dbranch */
+  void *qx = dev_act(x, n * d, act, "x"), *qy = dev_act(y, n * d, act, "y"), *qdy = dev_act(dy, n * d, act, "dy");
+  void *px = dev_act(xp, n * ld, act, "x"), *py = dev_act(yp, n * ld, act, "y"), *pdy = dev_act(dyp, n * ld, act, "dy");
+  void *qres = dev_act(y, n * d, act, "res"), *qout = dev_act(y, n * d, act, "out");
+  void *pres = dev_act(yp, n * ld, act, "res"), *pout = dev_act(yp, n * ld, act, "out");
+  float *qm = dev_poison(n, "mean"), *qr = dev_poison(n, "rstd"), *pm = dev_poison(n, "mean"), *pr = dev_poison(n, "rstd");
+
+  o->add_layernorm_forward(qres, qout, qm, qr, qx, qy, d_w, d_b, n, d, d, eps);
+  o->add_layernorm_forward(pres, pout, pm, pr, px, py, d_w, d_b, n, d, ld, eps);
+  snprintf(what, sizeof what, "add_layernorm_forward %s rows ld %d of d %d: res", act_name(act), ld, d);
+  check_padded(what, pres, qres, n, d, ld, act);
+  snprintf(what, sizeof what, "add_layernorm_forward %s rows ld %d of d %d: out", act_name(act), ld, d);
+  check_padded(what, pout, qout, n, d, ld, act);
+  float *a = host_from(qr, n), *c = host_from(pr, n);
+  snprintf(what, sizeof what, "add_layernorm_forward %s rows ld %d of d %d: rstd", act_name(act), ld, d);
+  check_bits(what, c, a, n);
+  free(a), free(c);
+
+  o->layernorm_forward(qout, qm, qr, qx, d_w, d_b, n, d, d, eps);
+  o->layernorm_forward(pout, pm, pr, px, d_w, d_b, n, d, ld, eps);
+  snprintf(what, sizeof what, "layernorm_forward %s rows ld %d of d %d: out", act_name(act), ld, d);
+  check_padded(what, pout, qout, n, d, ld, act);
+
+  /* backward (+=) into dinp = y, the parameters' gradients from the same start */
+  float *zero = calloc((size_t)d, sizeof(float));
+  float *qdw = dev_copy_of(zero, d, "dw"), *qdb = dev_copy_of(zero, d, "db");
+  float *pdw = dev_copy_of(zero, d, "dw"), *pdb = dev_copy_of(zero, d, "db");
+  o->layernorm_backward(qy, qdw, qdb, qdy, qx, d_w, qm, qr, n, d, d);
+  o->layernorm_backward(py, pdw, pdb, pdy, px, d_w, pm, pr, n, d, ld);
+  snprintf(what, sizeof what, "layernorm_backward %s rows ld %d of d %d: dinp (+=)", act_name(act), ld, d);
+  check_padded(what, py, qy, n, d, ld, act);
+  a = host_from(qdw, d), c = host_from(pdw, d);
+  snprintf(what, sizeof what, "layernorm_backward %s rows ld %d of d %d: dw", act_name(act), ld, d);
+  check_bits(what, c, a, d);
+  free(a), free(c);
+
+  o->layernorm_backward_dropout(qres, qout, qdw, qdb, qdy, qx, d_w, qm, qr, rows, cols, d, d, 4, drop);
+  o->layernorm_backward_dropout(pres, pout, pdw, pdb, pdy, px, d_w, pm, pr, rows, cols, d, ld, 4, drop);
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s rows ld %d of d %d: dinp", act_name(act), ld, d);
+  check_padded(what, pres, qres, n, d, ld, act);
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s rows ld %d of d %d: dbranch", act_name(act), ld, d);
+  check_padded(what, pout, qout, n, d, ld, act);
+  a = host_from(qdb, d), c = host_from(pdb, d);
+  snprintf(what, sizeof what, "layernorm_backward_dropout %s rows ld %d of d %d: db", act_name(act), ld, d);
+  check_bits(what, c, a, d);
+  free(a), free(c);
+
+  void *bufs[] = {qx, qy, qdy, px, py, pdy, qres, qout, pres, pout, qm, qr, pm, pr, qdw, qdb, pdw, pdb, d_w, d_b};
+  for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) txl_cuda_free(bufs[k]);
+  free(x), free(y), free(dy), free(w), free(b), free(xp), free(yp), free(dyp), free(zero);
 }
 
 static void test_layernorm_fused(TxlDtype act) {
@@ -720,6 +808,7 @@ int main(void) {
     test_posemb(acts[a]);
     test_ffn(acts[a]);
     test_layernorm_fused(acts[a]);
+    test_layernorm_padded(acts[a]);
   }
   return parity_end();
 }

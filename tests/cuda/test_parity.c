@@ -310,7 +310,7 @@ static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   round_act(x, n * d, act);
   float *w = host_rand(d, 0.5, 1.5), *b = host_rand(d, -0.2, 0.2);
   float *out = host_rand(n * d, -1, 1), *mean = host_rand(n, -1, 1), *rstd = host_rand(n, -1, 1);
-  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, eps);
+  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, d, eps);
 
   void *dx = dev_act(x, n * d, act, "test: ln x");
   float *dw_ = dev_from(w, (size_t)d * sizeof(float), "test: ln w");
@@ -318,7 +318,7 @@ static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   void *dout = dev_poison_act(n * d, act, "test: ln out");
   float *dmean = dev_poison(n, "test: ln mean");
   float *drstd = dev_poison(n, "test: ln rstd");
-  o->layernorm_forward(dout, dmean, drstd, dx, dw_, db_, n, d, eps);
+  o->layernorm_forward(dout, dmean, drstd, dx, dw_, db_, n, d, d, eps);
   float *gout = host_from_act(dout, n * d, act), *gmean = host_from(dmean, n), *grstd = host_from(drstd, n);
 
   double *bo = ot_alloc_d(n * d), *bm = ot_alloc_d(n), *br = ot_alloc_d(n);
@@ -344,8 +344,8 @@ static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   float *d_db = dev_from(dbp, (size_t)d * sizeof(float), "test: ln db");
   txl_cuda_to_device(dmean, mean, (size_t)n * sizeof(float));
   txl_cuda_to_device(drstd, rstd, (size_t)n * sizeof(float));
-  txl_cpu_layernorm_backward(dinp, dwp, dbp, dy, x, w, mean, rstd, n, d);
-  o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
+  txl_cpu_layernorm_backward(dinp, dwp, dbp, dy, x, w, mean, rstd, n, d, d);
+  o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d, d);
   float *g_dinp = host_from_act(d_dinp, n * d, act), *g_dw = host_from(d_dw, d), *g_db = host_from(d_db, d);
 
   double *bdi = ot_alloc_d(n * d), *bdw = ot_alloc_d(d), *bdb = ot_alloc_d(d);
@@ -362,7 +362,7 @@ static void test_layernorm_case(TxlDtype act, int64_t n, int d) {
   to_device_act(d_dinp, dinp0, n * d, act);
   txl_cuda_to_device(d_dw, dw0, (size_t)d * sizeof(float));
   txl_cuda_to_device(d_db, db0, (size_t)d * sizeof(float));
-  o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d);
+  o->layernorm_backward(d_dinp, d_dw, d_db, d_dy, dx, dw_, dmean, drstd, n, d, d);
   float *g2_dw = host_from(d_dw, d), *g2_db = host_from(d_db, d);
   snprintf(what, sizeof what, "layernorm_backward %s n=%lld d=%d: dw rerun", act_name(act), (long long)n, d);
   check_bits(what, g2_dw, g_dw, d);

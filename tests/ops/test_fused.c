@@ -63,15 +63,15 @@ static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng 
   float *res = ot_alloc(nd), *out = ot_alloc(nd), *mean = ot_alloc(n), *rstd = ot_alloc(n);
   float *rres = ot_alloc(nd), *rout = ot_alloc(nd), *rmean = ot_alloc(n), *rrstd = ot_alloc(n);
   txl_cpu_add(rres, x, y, nd, TXL_F32);
-  txl_cpu_layernorm_forward(rout, rmean, rrstd, rres, w, b, n, d, 1e-5f);
-  txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, 1e-5f);
+  txl_cpu_layernorm_forward(rout, rmean, rrstd, rres, w, b, n, d, d, 1e-5f);
+  txl_cpu_add_layernorm_forward(res, out, mean, rstd, x, y, w, b, n, d, d, 1e-5f);
   snprintf(name, sizeof name, "add_layernorm %lldx%d: res, out, mean, rstd", (long long)n, d);
   int same = !memcmp(res, rres, (size_t)nd * 4) && !memcmp(out, rout, (size_t)nd * 4) &&
              !memcmp(mean, rmean, (size_t)n * 4) && !memcmp(rstd, rrstd, (size_t)n * 4);
   ot_check_true(name, same, "%s", same ? "" : "differ");
   /* the aliased form the model may use: res in place of x */
   float *alias = rand_copy(x, nd);
-  txl_cpu_add_layernorm_forward(alias, out, mean, rstd, alias, y, w, b, n, d, 1e-5f);
+  txl_cpu_add_layernorm_forward(alias, out, mean, rstd, alias, y, w, b, n, d, d, 1e-5f);
   snprintf(name, sizeof name, "add_layernorm %lldx%d: res aliasing x", (long long)n, d);
   ot_check_same(name, alias, rres, (size_t)nd * sizeof(float));
 
@@ -79,10 +79,10 @@ static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng 
   ot_fill(dout, nd, -1.0f, 1.0f, rng), ot_fill(dinp, nd, -9.0f, 9.0f, rng); /* overwritten */
   ot_fill(dw, d, -1.0f, 1.0f, rng), ot_fill(db, d, -1.0f, 1.0f, rng);        /* accumulated */
   float *rdinp = ot_alloc(nd), *rdw = rand_copy(dw, d), *rdb = rand_copy(db, d);
-  txl_cpu_layernorm_backward(rdinp, rdw, rdb, dout, rres, w, rmean, rrstd, n, d);
+  txl_cpu_layernorm_backward(rdinp, rdw, rdb, dout, rres, w, rmean, rrstd, n, d, d);
   float *rdbr = rand_copy(rdinp, nd);
   txl_cpu_dropout(rdbr, rows, cols, d, col0, drop);
-  txl_cpu_layernorm_backward_dropout(dinp, dbr, dw, db, dout, rres, w, rmean, rrstd, rows, cols, d, col0, drop);
+  txl_cpu_layernorm_backward_dropout(dinp, dbr, dw, db, dout, rres, w, rmean, rrstd, rows, cols, d, d, col0, drop);
   snprintf(name, sizeof name, "layernorm_backward_dropout %dx%dx%d p=%g", rows, cols, d, (double)drop.p);
   same = !memcmp(dinp, rdinp, (size_t)nd * 4) && !memcmp(dbr, rdbr, (size_t)nd * 4) &&
          !memcmp(dw, rdw, (size_t)d * 4) && !memcmp(db, rdb, (size_t)d * 4);

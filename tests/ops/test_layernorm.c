@@ -90,7 +90,7 @@ static void test_layernorm(int64_t n, int d, int use_fd, OtRng *rng) {
   double *meand = ot_alloc_d(n), *rstdd = ot_alloc_d(n), *dyd = ot_alloc_d(N);
   ot_to_double(xd, x, N), ot_to_double(wd, w, d), ot_to_double(bd, b, d), ot_to_double(dyd, dy, N);
   ln_ref(outd, meand, rstdd, xd, wd, bd, n, d, kEps);
-  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, kEps);
+  txl_cpu_layernorm_forward(out, mean, rstd, x, w, b, n, d, d, kEps);
 
   /* Forward error bounds, per row (u = 2^-24):
    *   mean: a d-term fp32 sum then a division: dmu <= (d + 1) u sum|x| / d;
@@ -171,9 +171,9 @@ static void test_layernorm(int64_t n, int d, int use_fd, OtRng *rng) {
   for (int j = 0; j < d; j++) gw[j] += dw[j], gb[j] += db[j];
   float *dw2 = ot_alloc(d), *db2 = ot_alloc(d);
   memcpy(dw2, dw, (size_t)d * sizeof(float)), memcpy(db2, db, (size_t)d * sizeof(float));
-  txl_cpu_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, n, d);
+  txl_cpu_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, n, d, d);
   /* dinp = NULL (rows that take no input gradient): the same dw, db, bit for bit */
-  txl_cpu_layernorm_backward(NULL, dw2, db2, dy, x, w, mean, rstd, n, d);
+  txl_cpu_layernorm_backward(NULL, dw2, db2, dy, x, w, mean, rstd, n, d, d);
   ot_check_same("layernorm_backward dinp=NULL: same dw", dw2, dw, (size_t)d * sizeof(float));
   ot_check_same("layernorm_backward dinp=NULL: same db", db2, db, (size_t)d * sizeof(float));
   free(dw2), free(db2);
@@ -202,8 +202,8 @@ static void test_threads(OtRng *rng) {
     out[t] = ot_alloc(N), mean[t] = ot_alloc(n), rstd[t] = ot_alloc(n);
     dx[t] = ot_alloc(N), dw[t] = ot_alloc(d), db[t] = ot_alloc(d);
     omp_set_num_threads(t + 1);
-    txl_cpu_layernorm_forward(out[t], mean[t], rstd[t], x, w, b, n, d, kEps);
-    txl_cpu_layernorm_backward(dx[t], dw[t], db[t], dy, x, w, mean[t], rstd[t], n, d);
+    txl_cpu_layernorm_forward(out[t], mean[t], rstd[t], x, w, b, n, d, d, kEps);
+    txl_cpu_layernorm_backward(dx[t], dw[t], db[t], dy, x, w, mean[t], rstd[t], n, d, d);
   }
   omp_set_num_threads(2);
   ot_check_same("layernorm out threads 1 vs 2", out[0], out[1], (size_t)N * sizeof(float));
@@ -212,6 +212,52 @@ static void test_threads(OtRng *rng) {
   ot_check_same("layernorm db threads 1 vs 2", db[0], db[1], (size_t)d * sizeof(float));
   for (int t = 0; t < 2; t++) free(out[t]), free(mean[t]), free(rstd[t]), free(dx[t]), free(dw[t]), free(db[t]);
   free(x), free(w), free(b), free(dy);
+}
+
+/* Rows ld > d apart: every op reads and writes the first d features of each row only, with the
+ * same arithmetic, so its results are the packed rows' bits and the gaps keep their fill. Narrow
+ * rows and rows wider than TXL_CPU_COLSUM_MAX_N (the separate-pass paths). */
+static void test_padded(int rows, int cols, int d, int ld, OtRng *rng) {
+  const int64_t n = (int64_t)rows * cols;
+  const float fill = -3072.0f;
+  const TxlDropout drop = {0.3f, 5u, 7u, 2u};
+  float *x = ot_alloc(n * d), *y = ot_alloc(n * d), *dy = ot_alloc(n * d), *w = ot_alloc(d), *b = ot_alloc(d);
+  for (int64_t i = 0; i < n * d; i++)
+    x[i] = (float)ot_uniform(rng) - 0.5f, y[i] = (float)ot_uniform(rng) - 0.5f, dy[i] = (float)ot_uniform(rng) - 0.5f;
+  for (int j = 0; j < d; j++) w[j] = 0.5f + (float)ot_uniform(rng), b[j] = (float)ot_uniform(rng) - 0.5f;
+  /* [6][n * ld]: x, y, dy, res, out, dinp padded; the packed ones [6][n * d] */
+  float *p[6], *q[6];
+  const float *src[6] = {x, y, dy, y, y, y};
+  for (int k = 0; k < 6; k++) {
+    p[k] = ot_alloc(n * ld), q[k] = ot_alloc(n * d);
+    memcpy(q[k], src[k], (size_t)(n * d) * sizeof(float));
+    for (int64_t r = 0; r < n; r++)
+      for (int j = 0; j < ld; j++) p[k][r * ld + j] = j < d ? src[k][r * d + j] : fill;
+  }
+  float *qm = ot_alloc(n), *qr = ot_alloc(n), *pm = ot_alloc(n), *pr = ot_alloc(n);
+  float *qg = calloc((size_t)2 * d, sizeof(float)), *pg = calloc((size_t)2 * d, sizeof(float)); /* dw, db */
+  txl_cpu_add_layernorm_forward(q[3], q[4], qm, qr, q[0], q[1], w, b, n, d, d, 1e-5f);
+  txl_cpu_add_layernorm_forward(p[3], p[4], pm, pr, p[0], p[1], w, b, n, d, ld, 1e-5f);
+  txl_cpu_layernorm_backward(q[5], qg, qg + d, q[2], q[3], w, qm, qr, n, d, d);
+  txl_cpu_layernorm_backward(p[5], pg, pg + d, p[2], p[3], w, pm, pr, n, d, ld);
+  txl_cpu_layernorm_backward_dropout(q[1], q[4], qg, qg + d, q[2], q[3], w, qm, qr, rows, cols, d, d, 3, drop);
+  txl_cpu_layernorm_backward_dropout(p[1], p[4], pg, pg + d, p[2], p[3], w, pm, pr, rows, cols, d, ld, 3, drop);
+  txl_cpu_layernorm_forward(q[0], qm, qr, q[3], w, b, n, d, d, 1e-5f);
+  txl_cpu_layernorm_forward(p[0], pm, pr, p[3], w, b, n, d, ld, 1e-5f);
+  int same = memcmp(qm, pm, (size_t)n * sizeof(float)) == 0 && memcmp(qr, pr, (size_t)n * sizeof(float)) == 0 &&
+             memcmp(qg, pg, (size_t)2 * d * sizeof(float)) == 0;
+  int gaps = 1;
+  for (int k = 0; k < 6; k++)
+    for (int64_t r = 0; r < n; r++) {
+      same &= memcmp(p[k] + r * ld, q[k] + r * d, (size_t)d * sizeof(float)) == 0;
+      for (int j = d; j < ld; j++) gaps &= p[k][r * ld + j] == fill;
+    }
+  char what[128];
+  snprintf(what, sizeof what, "layer-norm ops on rows %d apart (d %d, %dx%d): the packed bits, gaps untouched", ld, d,
+           rows, cols);
+  ot_check_true(what, same && gaps, "same %d gaps %d", same, gaps);
+  for (int k = 0; k < 6; k++) free(p[k]), free(q[k]);
+  free(x), free(y), free(dy), free(w), free(b), free(qm), free(qr), free(pm), free(pr), free(qg), free(pg);
 }
 
 int main(void) {
@@ -224,5 +270,7 @@ int main(void) {
   test_layernorm(300, 129, 0, &rng); /* parallel path, against the analytic double backward */
   test_layernorm(9, 4101, 0, &rng);  /* wide rows: the column-block path for dw, db */
   test_threads(&rng);
+  test_padded(7, 5, 67, 72, &rng);
+  test_padded(3, 2, 4101, 4104, &rng); /* wider than TXL_CPU_COLSUM_MAX_N */
   return ot_finish("test_op_layernorm");
 }
