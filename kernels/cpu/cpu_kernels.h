@@ -20,6 +20,6 @@
 
 /* The dropout op on rows [row0, row0 + rows) of a larger tensor: x points at row row0 (the masks
  * are those of the whole tensor's rows). Used by the fused ops, one row at a time. */
-void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int col0, TxlDropout d);
+void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int ld, int col0, TxlDropout d);
 
 #endif

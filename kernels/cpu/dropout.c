@@ -70,8 +70,8 @@ static void dropout_row(float *x, int feats, uint32_t row, uint32_t column, TxlD
 
 /* Rows narrower than one batch of lanes: the lanes take consecutive groups of four features
  * across rows, group q = (rc, f4) with rc = q / groups_per_row. Groups [q0, q1). */
-static void dropout_narrow(float *x, int row0, int cols, int feats, int col0, TxlDropout d, uint32_t threshold,
-                           float scale, int64_t q0, int64_t q1) {
+static void dropout_narrow(float *x, int row0, int cols, int feats, int ld, int col0, TxlDropout d,
+                           uint32_t threshold, float scale, int64_t q0, int64_t q1) {
   const int gpr = (feats + 3) / 4;
   uint32_t words[4][TXL_PHILOX_LANES];
   uint32_t c0[TXL_PHILOX_LANES], c1[TXL_PHILOX_LANES], c2[TXL_PHILOX_LANES];
@@ -94,19 +94,19 @@ static void dropout_narrow(float *x, int row0, int cols, int feats, int col0, Tx
     }
     philox_lanes(words, c0, c1, c2, d.step, d.seed, d.site);
     for (int l = 0; l < nl; l++) {
-      float *xr = x + rcl[l] * feats;
+      float *xr = x + rcl[l] * ld;
       const int f0 = 4 * (int)c0[l], n = feats - f0 < 4 ? feats - f0 : 4;
       for (int w = 0; w < n; w++) xr[f0 + w] *= (words[w][l] >> 8) >= threshold ? scale : 0.0f;
     }
   }
 }
 
-void txl_cpu_dropout(void *x_, int rows, int cols, int feats, int col0, TxlDropout d) {
+void txl_cpu_dropout(void *x_, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
   float *x = x_;
-  txl_cpu_dropout_rows(x, 0, rows, cols, feats, col0, d);
+  txl_cpu_dropout_rows(x, 0, rows, cols, feats, ld, col0, d);
 }
 
-void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int col0, TxlDropout d) {
+void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
   if (d.p == 0.0f) return;
   if (!(d.p > 0.0f && d.p < 1.0f)) txl_fatal("dropout: probability %g is not in [0, 1)", (double)d.p);
   const uint32_t threshold = txl_dropout_threshold(d.p);
@@ -118,12 +118,13 @@ void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int
     const int64_t nblk = (ng + per - 1) / per;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t b = 0; b < nblk; b++)
-      dropout_narrow(x, row0, cols, feats, col0, d, threshold, scale, b * per, ng - b * per < per ? ng : (b + 1) * per);
+      dropout_narrow(x, row0, cols, feats, ld, col0, d, threshold, scale, b * per,
+                     ng - b * per < per ? ng : (b + 1) * per);
     return;
   }
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t rc = 0; rc < nrc; rc++) {
     const int i = (int)(rc / cols), c = (int)(rc % cols);
-    dropout_row(x + rc * feats, feats, (uint32_t)(row0 + i), (uint32_t)(col0 + c), d, threshold, scale);
+    dropout_row(x + rc * ld, feats, (uint32_t)(row0 + i), (uint32_t)(col0 + c), d, threshold, scale);
   }
 }

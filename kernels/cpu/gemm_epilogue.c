@@ -18,7 +18,7 @@ void txl_cpu_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void
     if (ldc != N) txl_fatal("internal: gemm_bias with ReLU on rows %d apart for %d columns (the CPU needs ldc == N)", ldc, N);
     txl_cpu_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, TXL_F32);
     const TxlDropout none = {0.0f, 0, 0, 0};
-    txl_cpu_bias_relu_dropout_forward(C, NULL, bias, M, 1, N, 0, none);
+    txl_cpu_bias_relu_dropout_forward(C, NULL, bias, M, 1, N, N, 0, none);
     return;
   }
   if (ldc == N) {

@@ -162,7 +162,7 @@ void txl_cpu_layernorm_backward_dropout(void *dinp_, void *dbranch_, float *dw, 
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
     for (int64_t r = 0; r < n; r++) {
       memcpy(dbranch + r * ld, dinp + r * ld, (size_t)d * sizeof(float));
-      txl_cpu_dropout_rows(dbranch + r * ld, (int)(r / cols), 1, 1, d, col0 + (int)(r % cols), drop);
+      txl_cpu_dropout_rows(dbranch + r * ld, (int)(r / cols), 1, 1, d, d, col0 + (int)(r % cols), drop);
     }
     return;
   }
@@ -176,7 +176,7 @@ void txl_cpu_layernorm_backward_dropout(void *dinp_, void *dbranch_, float *dw, 
       ln_backward_row(dinp + r * ld, 1, pw, pb, dout + r * ld, inp + r * ld, w, mean[r], rstd[r], d);
       memcpy(dbranch + r * ld, dinp + r * ld, (size_t)d * sizeof(float));
       /* one (row, column) pair: row r / cols, global column col0 + r % cols */
-      txl_cpu_dropout_rows(dbranch + r * ld, (int)(r / cols), 1, 1, d, col0 + (int)(r % cols), drop);
+      txl_cpu_dropout_rows(dbranch + r * ld, (int)(r / cols), 1, 1, d, d, col0 + (int)(r % cols), drop);
     }
   }
   for (int j = 0; j < d; j++) {

@@ -4,18 +4,18 @@
  * touches nothing.
  *
  * One thread per group of 4 features (one Philox call gives the 4 words of the group).
- *   x [rows, cols, feats] of type T (float, txl_bf16 or txl_fp16, see cuda_util.h);
+ *   x [rows, cols, feats] (each (row, column) row of feats features ld apart) of type T (float, txl_bf16 or txl_fp16, see cuda_util.h);
  *   thread t -> (row, column c, group q), feats f = 4q .. 4q+3 (< feats) */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/dropout_group.h"
 
 template <typename T>
-static __global__ void dropout_kernel(T *x, int rows, int cols, int feats, int col0, TxlDropout d,
+static __global__ void dropout_kernel(T *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d,
                                       uint32_t threshold, float scale) {
   const int64_t total = txl_drop_groups(rows, cols, feats);
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
-    const TxlDropGroup g = txl_drop_group(t, cols, feats, col0, d, true);
+    const TxlDropGroup g = txl_drop_group(t, cols, feats, ld, col0, d, true);
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n)
@@ -24,26 +24,26 @@ static __global__ void dropout_kernel(T *x, int rows, int cols, int feats, int c
 }
 
 template <typename T>
-static void dropout(T *x, int rows, int cols, int feats, int col0, TxlDropout d) {
+static void dropout(T *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
   if (d.p == 0.0f) return;
   if (!(d.p > 0.0f && d.p < 1.0f)) txl_fatal("dropout: probability %g is not in [0, 1)", (double)d.p);
   if (rows <= 0 || cols <= 0 || feats <= 0) return;
   const int64_t total = txl_drop_groups(rows, cols, feats);
   TXL_LAUNCH(dropout_kernel<T>, txl_cuda_blocks(total, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-      x, rows, cols, feats, col0, d, txl_dropout_threshold(d.p), txl_dropout_scale(d.p));
+      x, rows, cols, feats, ld, col0, d, txl_dropout_threshold(d.p), txl_dropout_scale(d.p));
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_dropout(void *x, int rows, int cols, int feats, int col0, TxlDropout d) {
-  dropout(static_cast<float *>(x), rows, cols, feats, col0, d);
+extern "C" void txl_cuda_dropout(void *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
+  dropout(static_cast<float *>(x), rows, cols, feats, ld, col0, d);
 }
 
-extern "C" void txl_cuda_dropout_bf16(void *x, int rows, int cols, int feats, int col0,
+extern "C" void txl_cuda_dropout_bf16(void *x, int rows, int cols, int feats, int ld, int col0,
                                       TxlDropout d) {
-  dropout(static_cast<txl_bf16 *>(x), rows, cols, feats, col0, d);
+  dropout(static_cast<txl_bf16 *>(x), rows, cols, feats, ld, col0, d);
 }
 
-extern "C" void txl_cuda_dropout_fp16(void *x, int rows, int cols, int feats, int col0,
+extern "C" void txl_cuda_dropout_fp16(void *x, int rows, int cols, int feats, int ld, int col0,
                                       TxlDropout d) {
-  dropout(static_cast<txl_fp16 *>(x), rows, cols, feats, col0, d);
+  dropout(static_cast<txl_fp16 *>(x), rows, cols, feats, ld, col0, d);
 }

@@ -9,6 +9,7 @@
 
 struct TxlDropGroup {
   int64_t e0;   /* the group's first element in x     */
+  int f0;       /* and its feature                     */
   int n;        /* its features: 4, fewer at a row end */
   TxlPhilox4 w; /* the mask words (when drawn)         */
 };
@@ -19,14 +20,15 @@ static inline TXL_HD int64_t txl_drop_groups(int rows, int cols, int feats) {
 }
 
 /* Group t; the words are drawn only when `draw` (dropout on), keyed by the row, the global column
- * col0 + c and the feature. */
-static __device__ __forceinline__ TxlDropGroup txl_drop_group(int64_t t, int cols, int feats, int col0,
+ * col0 + c and the feature. Each (row, c) holds feats features, ld >= feats apart in x. */
+static __device__ __forceinline__ TxlDropGroup txl_drop_group(int64_t t, int cols, int feats, int ld, int col0,
                                                              TxlDropout d, bool draw) {
   const int groups = (feats + 3) / 4;
   const int64_t rc = t / groups; /* row * cols + c */
   const uint32_t f0 = 4u * (uint32_t)(t % groups);
   TxlDropGroup g;
-  g.e0 = rc * feats + f0;
+  g.e0 = rc * ld + f0;
+  g.f0 = (int)f0;
   g.n = feats - (int)f0 < 4 ? feats - (int)f0 : 4;
   g.w = TxlPhilox4{{0u, 0u, 0u, 0u}};
   if (draw) g.w = txl_dropout_words(d, (uint32_t)(rc / cols), (uint32_t)(col0 + rc % cols), f0);

@@ -3,7 +3,7 @@
  *              touched when drop.p == 0)
  *   backward:  dx = a > 0 ? dropout(dx) : 0 in place (the backward of the dropout, then of the
  *              ReLU; a is the forward's ReLU output)
- *   a, ad, dx [rows, cols, feats]; b [feats]
+ *   a, ad, dx [rows, cols, feats] (each (row, column) row of feats features ld apart); b [feats]
  * The masks are those of the dropout op (kernels/cuda/dropout.cu): Philox words from
  * txl_dropout_words keyed by (row, col0 + column, feature / 4), and the same single float
  * operations as the unfused ops, so the results are the same bits as bias + relu + dropout.
@@ -18,17 +18,16 @@
 /* The Philox words are computed only when DROP (p > 0). */
 template <typename T, bool DROP>
 static __global__ void bias_relu_dropout_kernel(T *a, T *ad, const float *b, int rows, int cols,
-                                                int feats, int col0, TxlDropout d,
+                                                int feats, int ld, int col0, TxlDropout d,
                                                 uint32_t threshold, float scale) {
   const int64_t total = txl_drop_groups(rows, cols, feats);
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
-    const TxlDropGroup g = txl_drop_group(t, cols, feats, col0, d, DROP);
-    const int f0 = (int)(g.e0 % feats);
+    const TxlDropGroup g = txl_drop_group(t, cols, feats, ld, col0, d, DROP);
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
-        const float v = txl_ld(&a[g.e0 + k]) + b[f0 + k];
+        const float v = txl_ld(&a[g.e0 + k]) + b[g.f0 + k];
         T r;
         txl_st(&r, v > 0.0f ? v : 0.0f); /* as the CPU: -0 and NaN give +0 */
         a[g.e0 + k] = r;
@@ -39,12 +38,12 @@ static __global__ void bias_relu_dropout_kernel(T *a, T *ad, const float *b, int
 
 template <typename T, bool DROP>
 static __global__ void relu_dropout_backward_kernel(T *dx, const T *a, int rows, int cols,
-                                                    int feats, int col0, TxlDropout d,
+                                                    int feats, int ld, int col0, TxlDropout d,
                                                     uint32_t threshold, float scale) {
   const int64_t total = txl_drop_groups(rows, cols, feats);
   for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
        t += (int64_t)gridDim.x * blockDim.x) {
-    const TxlDropGroup g = txl_drop_group(t, cols, feats, col0, d, DROP);
+    const TxlDropGroup g = txl_drop_group(t, cols, feats, ld, col0, d, DROP);
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
@@ -60,7 +59,7 @@ static void check_p(const char *op, float p) {
 }
 
 template <typename T>
-static void bias_relu_dropout_forward(T *a, T *ad, const float *b, int rows, int cols, int feats,
+static void bias_relu_dropout_forward(T *a, T *ad, const float *b, int rows, int cols, int feats, int ld,
                                       int col0, TxlDropout drop) {
   check_p("bias_relu_dropout_forward", drop.p);
   if (rows <= 0 || cols <= 0 || feats <= 0) return;
@@ -68,18 +67,18 @@ static void bias_relu_dropout_forward(T *a, T *ad, const float *b, int rows, int
   const unsigned int blocks = txl_cuda_blocks(total, TXL_CUDA_THREADS);
   if (drop.p > 0.0f) {
     auto k = bias_relu_dropout_kernel<T, true>;
-    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(a, ad, b, rows, cols, feats, col0, drop,
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(a, ad, b, rows, cols, feats, ld, col0, drop,
                                               txl_dropout_threshold(drop.p),
                                               txl_dropout_scale(drop.p));
   } else {
     auto k = bias_relu_dropout_kernel<T, false>;
-    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(a, ad, b, rows, cols, feats, col0, drop, 0u, 1.0f);
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(a, ad, b, rows, cols, feats, ld, col0, drop, 0u, 1.0f);
   }
   CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
-static void relu_dropout_backward(T *dx, const T *a, int rows, int cols, int feats, int col0,
+static void relu_dropout_backward(T *dx, const T *a, int rows, int cols, int feats, int ld, int col0,
                                   TxlDropout drop) {
   check_p("relu_dropout_backward", drop.p);
   if (rows <= 0 || cols <= 0 || feats <= 0) return;
@@ -87,51 +86,51 @@ static void relu_dropout_backward(T *dx, const T *a, int rows, int cols, int fea
   const unsigned int blocks = txl_cuda_blocks(total, TXL_CUDA_THREADS);
   if (drop.p > 0.0f) {
     auto k = relu_dropout_backward_kernel<T, true>;
-    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dx, a, rows, cols, feats, col0, drop,
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dx, a, rows, cols, feats, ld, col0, drop,
                                               txl_dropout_threshold(drop.p),
                                               txl_dropout_scale(drop.p));
   } else {
     auto k = relu_dropout_backward_kernel<T, false>;
-    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dx, a, rows, cols, feats, col0, drop, 0u, 1.0f);
+    TXL_LAUNCH(k, blocks, TXL_CUDA_THREADS, 0)(dx, a, rows, cols, feats, ld, col0, drop, 0u, 1.0f);
   }
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows,
-                                                   int cols, int feats, int col0,
+                                                   int cols, int feats, int ld, int col0,
                                                    TxlDropout drop) {
   bias_relu_dropout_forward(static_cast<float *>(a), static_cast<float *>(ad), b, rows, cols,
-                            feats, col0, drop);
+                            feats, ld, col0, drop);
 }
 
 extern "C" void txl_cuda_bias_relu_dropout_forward_bf16(void *a, void *ad, const float *b,
-                                                        int rows, int cols, int feats, int col0,
+                                                        int rows, int cols, int feats, int ld, int col0,
                                                         TxlDropout drop) {
   bias_relu_dropout_forward(static_cast<txl_bf16 *>(a), static_cast<txl_bf16 *>(ad), b, rows,
-                            cols, feats, col0, drop);
+                            cols, feats, ld, col0, drop);
 }
 
 extern "C" void txl_cuda_bias_relu_dropout_forward_fp16(void *a, void *ad, const float *b,
-                                                        int rows, int cols, int feats, int col0,
+                                                        int rows, int cols, int feats, int ld, int col0,
                                                         TxlDropout drop) {
   bias_relu_dropout_forward(static_cast<txl_fp16 *>(a), static_cast<txl_fp16 *>(ad), b, rows,
-                            cols, feats, col0, drop);
+                            cols, feats, ld, col0, drop);
 }
 
 extern "C" void txl_cuda_relu_dropout_backward(void *dx, const void *a, int rows, int cols,
-                                               int feats, int col0, TxlDropout drop) {
+                                               int feats, int ld, int col0, TxlDropout drop) {
   relu_dropout_backward(static_cast<float *>(dx), static_cast<const float *>(a), rows, cols,
-                        feats, col0, drop);
+                        feats, ld, col0, drop);
 }
 
 extern "C" void txl_cuda_relu_dropout_backward_bf16(void *dx, const void *a, int rows, int cols,
-                                                    int feats, int col0, TxlDropout drop) {
+                                                    int feats, int ld, int col0, TxlDropout drop) {
   relu_dropout_backward(static_cast<txl_bf16 *>(dx), static_cast<const txl_bf16 *>(a), rows,
-                        cols, feats, col0, drop);
+                        cols, feats, ld, col0, drop);
 }
 
 extern "C" void txl_cuda_relu_dropout_backward_fp16(void *dx, const void *a, int rows, int cols,
-                                                    int feats, int col0, TxlDropout drop) {
+                                                    int feats, int ld, int col0, TxlDropout drop) {
   relu_dropout_backward(static_cast<txl_fp16 *>(dx), static_cast<const txl_fp16 *>(a), rows,
-                        cols, feats, col0, drop);
+                        cols, feats, ld, col0, drop);
 }

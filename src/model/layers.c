@@ -58,14 +58,14 @@ void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32
   else
     o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d));
   txl_pos_embed_add(m, r, sg, h); /* attn_type 2: + the absolute positions, dropped together */
-  o->dropout(h, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+  o->dropout(h, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
 }
 
 void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model;
-  o->dropout(dh, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+  o->dropout(dh, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_backward(m, r, dh, sg->LB, sqrtf((float)d));
   else
@@ -77,7 +77,7 @@ double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const in
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p;
   const int d = dm->d_model, V = dm->n_token;
-  o->dropout(r->hout, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
+  o->dropout(r->hout, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
   if (txl_adaptive_output(dm)) return txl_adaptive_output_forward(m, r, targets, sg->LB, grad_scale);
   const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
   txl_linear_t_bias_forward(o, r->logits, V, r->hout, txl_model_w(m, w_out), txl_model_ldw(m, d),
@@ -101,7 +101,7 @@ void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg) {
     txl_linear_t_backward_x(o, r->dh, 0.0f, 1.0f, r->logits, V, txl_model_w(m, w_out), txl_model_ldw(m, d), sg->LB, d,
                             V);
   }
-  o->dropout(r->dh, sg->L, r->B, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
+  o->dropout(r->dh, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
 }
 
 /* ---- attention block ------------------------------------------------------------------------ */
@@ -126,7 +126,7 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
                       txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* attention output W_o, dropout */
   txl_linear_forward(o, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, txl_model_ldw(m, d));
-  o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+  o->dropout(r->tmp, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
 }
 
 void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *dx, void *dmem, const void *datt,
@@ -169,7 +169,7 @@ void txl_ffn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
   if (dhid.p > 0.0f) {
     txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ldw(m, di));
-    o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, r->col0, dhid);
+    o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, di, r->col0, dhid);
   } else {
     txl_linear_bias_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), txl_model_ldw(m, di),
                             txl_model_w(m, lp->b_ff1), 1, sg->LB, d, di);
@@ -178,7 +178,7 @@ void txl_ffn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   /* W2 + b2, dropout */
   txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), txl_model_ldw(m, d), txl_model_w(m, lp->b_ff2), 0,
                           sg->LB, di, d);
-  o->dropout(r->tmp, sg->L, r->B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+  o->dropout(r->tmp, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
 }
 
 void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *dx, const void *dout,
@@ -193,13 +193,13 @@ void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void 
   const void *ffd = a->ff_a;
   if (dhid.p > 0.0f) { /* recompute the dropped hidden layer from its mask */
     o->copy(r->ff_drop, a->ff_a, (size_t)sg->LB * di * txl_dtype_size(o->act));
-    o->dropout(r->ff_drop, sg->L, r->B, di, r->col0, dhid);
+    o->dropout(r->ff_drop, sg->L, r->B, di, di, r->col0, dhid);
     ffd = r->ff_drop;
   }
   txl_linear_bias_backward_w(o, gp->w_ff2, txl_model_ldw(m, d), gp->b_ff2, ffd, dout, sg->LB, di, d);
   txl_linear_backward_x(o, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, txl_model_ldw(m, d));
   /* dropout, ReLU, W1 + b1 */
-  o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, r->col0, dhid);
+  o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, di, r->col0, dhid);
   txl_linear_bias_backward_w(o, gp->w_ff1, txl_model_ldw(m, di), gp->b_ff1, x, r->dff, sg->LB, d, di);
   txl_linear_backward_x(o, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ldw(m, di));
 }
@@ -257,13 +257,13 @@ static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *s
   const TxlLayerParams *lp = &m->p.layers[l], *gp = &m->g.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   o->copy(r->dtmp, r->dh, act_bytes);
-  o->dropout(r->dtmp, sg->L, B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+  o->dropout(r->dtmp, sg->L, B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
   o->zero(r->dres, act_bytes);
   txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d LN2(out1) */
   o->layernorm_backward(r->dh, gp->ln2_w, gp->ln2_b, r->dres, a->res1, lp->ln2_w, a->ln2_mean, a->ln2_rstd, sg->LB,
                         d, d);
   o->copy(r->dtmp, r->dh, act_bytes);
-  o->dropout(r->dtmp, sg->L, B, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+  o->dropout(r->dtmp, sg->L, B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
   o->zero(r->dres, act_bytes);
   txl_attn_backward(m, r, l, sg, r->dres, r->dmem, r->dtmp, a->ln_cat); /* d LN1(cat): dmem rows, then dres */
   /* the memory rows: LayerNorm parameters only, the memory takes no gradient; with attn_type 3

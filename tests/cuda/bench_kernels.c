@@ -121,11 +121,11 @@ static void call_attn_bwd(void *c) {
 }
 static void call_ffn_fwd(void *c) {
   Bufs *b = c;
-  b->o->bias_relu_dropout_forward(b->y, b->z, b->b, b->s->L, b->s->B, b->s->di, 0, b->drop);
+  b->o->bias_relu_dropout_forward(b->y, b->z, b->b, b->s->L, b->s->B, b->s->di, b->s->di, 0, b->drop);
 }
 static void call_ffn_bwd(void *c) {
   Bufs *b = c;
-  b->o->relu_dropout_backward(b->z, b->y, b->s->L, b->s->B, b->s->di, 0, b->drop);
+  b->o->relu_dropout_backward(b->z, b->y, b->s->L, b->s->B, b->s->di, b->s->di, 0, b->drop);
 }
 static void call_add_ln(void *c) {
   Bufs *b = c;
@@ -138,7 +138,7 @@ static void call_ln_bwd(void *c) {
 }
 static void call_dropout(void *c) {
   Bufs *b = c;
-  b->o->dropout(b->x, b->s->L, b->s->B, b->s->d, 0, b->drop);
+  b->o->dropout(b->x, b->s->L, b->s->B, b->s->d, b->s->d, 0, b->drop);
 }
 static void call_xent(void *c) {
   Bufs *b = c;

@@ -240,8 +240,8 @@ static void count_posemb_forward(void *R, int K, int d, int clamp_len) {
 /* ---- dropout ------------------------------------------------------------------------------- */
 
 /* nothing when p = 0 (no launch); else x read and written, 1 FLOP (the keep x scale) per element */
-static void count_dropout(void *x, int rows, int cols, int feats, int col0, TxlDropout d) {
-  (void)x, (void)col0;
+static void count_dropout(void *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
+  (void)x, (void)col0, (void)ld;
   if (d.p == 0.0f || rows <= 0 || cols <= 0 || feats <= 0) return;
   const double n = (double)rows * cols * feats;
   add(TXL_COUNT_DROPOUT, n, 2.0 * n * act_bytes());
@@ -251,16 +251,16 @@ static void count_dropout(void *x, int rows, int cols, int feats, int col0, TxlD
 
 /* a read and written, ad written when p > 0, b read; 2 FLOPs (add, max) per element, 1 more for
  * the dropout */
-static void count_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows, int cols, int feats, int col0,
-                                            TxlDropout drop) {
-  (void)a, (void)ad, (void)b, (void)col0;
+static void count_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows, int cols, int feats, int ld,
+                                            int col0, TxlDropout drop) {
+  (void)a, (void)ad, (void)b, (void)col0, (void)ld;
   const double n = (double)rows * cols * feats, dr = drop.p > 0.0f ? 1.0 : 0.0;
   add(TXL_COUNT_FFN_ELEMENTWISE, (2.0 + dr) * n, (2.0 + dr) * n * act_bytes() + 4.0 * feats);
 }
 /* dx read and written, a read; 1 FLOP (the ReLU's select) per element, 1 more for the dropout */
-static void count_relu_dropout_backward(void *dx, const void *a, int rows, int cols, int feats, int col0,
+static void count_relu_dropout_backward(void *dx, const void *a, int rows, int cols, int feats, int ld, int col0,
                                         TxlDropout drop) {
-  (void)dx, (void)a, (void)col0;
+  (void)dx, (void)a, (void)col0, (void)ld;
   const double n = (double)rows * cols * feats, dr = drop.p > 0.0f ? 1.0 : 0.0;
   add(TXL_COUNT_FFN_ELEMENTWISE, (1.0 + dr) * n, 3.0 * n * act_bytes());
 }

@@ -465,14 +465,14 @@ static void test_ffn_case(TxlDtype act, int rows, int cols, int feats, int col0,
   void *d_a = dev_act(a, n, act, "test: a");
   float *d_b = dev_copy_of(b, feats, "test: b");
   void *d_ad = drop.p > 0.0f ? dev_poison_act(n, act, "test: ad") : dev_act(ad, n, act, "test: ad");
-  txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, col0, drop);
-  o->bias_relu_dropout_forward(d_a, d_ad, d_b, rows, cols, feats, col0, drop);
+  txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, feats, col0, drop);
+  o->bias_relu_dropout_forward(d_a, d_ad, d_b, rows, cols, feats, feats, col0, drop);
   float *ga = host_from_act(d_a, n, act), *gad = host_from_act(d_ad, n, act);
   if (act != TXL_F32) { /* a as stored, then ad from it */
     round_act(a, n, act);
     if (drop.p > 0.0f) {
       memcpy(ad, a, (size_t)n * sizeof(float));
-      txl_cpu_dropout(ad, rows, cols, feats, col0, drop);
+      txl_cpu_dropout(ad, rows, cols, feats, feats, col0, drop);
       round_act(ad, n, act);
     }
   }
@@ -487,9 +487,9 @@ static void test_ffn_case(TxlDtype act, int rows, int cols, int feats, int col0,
   float *dx = host_rand_nz(n, -1.0, 1.0);
   round_act(dx, n, act);
   void *d_dx = dev_act(dx, n, act, "test: dx");
-  txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, col0, drop);
+  txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, feats, col0, drop);
   round_act(dx, n, act);
-  o->relu_dropout_backward(d_dx, d_a, rows, cols, feats, col0, drop);
+  o->relu_dropout_backward(d_dx, d_a, rows, cols, feats, feats, col0, drop);
   float *gdx = host_from_act(d_dx, n, act);
   snprintf(what, sizeof what, "relu_dropout_backward %s %dx%dx%d col0=%d p=%g", act_name(act), rows, cols,
            feats, col0, (double)drop.p);
@@ -644,7 +644,7 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
            (double)drop.p);
   check_close(what, g_dinp, dinp, bdi, n * d);
   float *want_br = host_copy(g_dinp, n * d);
-  txl_cpu_dropout(want_br, rows, cols, d, col0, drop);
+  txl_cpu_dropout(want_br, rows, cols, d, d, col0, drop);
   round_act(want_br, n * d, act);
   snprintf(what, sizeof what, "layernorm_backward_dropout %s %dx%dx%d p=%g: dbranch", an, rows, cols, d,
            (double)drop.p);
@@ -678,7 +678,7 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
 }
 
 /* ---- padded rows --------------------------------------------------------------------------
- * An op given rows ld > d apart reads and writes the first d features of each row only, with the
+ * The layer-norm and dropout families. An op given rows ld > d apart reads and writes the first d features of each row only, with the
  * same arithmetic: its results are the bits of the same op on the packed rows (which the cases
  * above check against the CPU), and the gaps keep what they held (a fill value). */
 
@@ -701,7 +701,7 @@ static void check_padded(const char *what, const void *dev_padded, const void *d
   free(got), free(packed), free(want);
 }
 
-static void test_layernorm_padded(TxlDtype act) {
+static void test_padded_rows(TxlDtype act) {
   const TxlOps *o = txl_ops_cuda(act);
   const int rows = 7, cols = 5, d = 67, ld = 72;
   const int64_t n = (int64_t)rows * cols;
@@ -760,6 +760,26 @@ static void test_layernorm_padded(TxlDtype act) {
   check_bits(what, c, a, d);
   free(a), free(c);
 
+  /* the dropout family on the same buffers: x as the hidden layer, y its dropped copy, dy its gradient */
+  float *bias = host_rand_nz(d, -0.5, 0.5);
+  float *d_bias = dev_copy_of(bias, d, "test: bias");
+  o->dropout(qdy, rows, cols, d, d, 1, drop);
+  o->dropout(pdy, rows, cols, d, ld, 1, drop);
+  snprintf(what, sizeof what, "dropout %s rows ld %d of d %d", act_name(act), ld, d);
+  check_padded(what, pdy, qdy, n, d, ld, act);
+  o->bias_relu_dropout_forward(qx, qy, d_bias, rows, cols, d, d, 1, drop);
+  o->bias_relu_dropout_forward(px, py, d_bias, rows, cols, d, ld, 1, drop);
+  snprintf(what, sizeof what, "bias_relu_dropout_forward %s rows ld %d of d %d: a", act_name(act), ld, d);
+  check_padded(what, px, qx, n, d, ld, act);
+  snprintf(what, sizeof what, "bias_relu_dropout_forward %s rows ld %d of d %d: ad", act_name(act), ld, d);
+  check_padded(what, py, qy, n, d, ld, act);
+  o->relu_dropout_backward(qdy, qx, rows, cols, d, d, 1, drop);
+  o->relu_dropout_backward(pdy, px, rows, cols, d, ld, 1, drop);
+  snprintf(what, sizeof what, "relu_dropout_backward %s rows ld %d of d %d", act_name(act), ld, d);
+  check_padded(what, pdy, qdy, n, d, ld, act);
+  txl_cuda_free(d_bias);
+  free(bias);
+
   void *bufs[] = {qx, qy, qdy, px, py, pdy, qres, qout, pres, pout, qm, qr, pm, pr, qdw, qdb, pdw, pdb, d_w, d_b};
   for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) txl_cuda_free(bufs[k]);
   free(x), free(y), free(dy), free(w), free(b), free(xp), free(yp), free(dyp), free(zero);
@@ -808,7 +828,7 @@ int main(void) {
     test_posemb(acts[a]);
     test_ffn(acts[a]);
     test_layernorm_fused(acts[a]);
-    test_layernorm_padded(acts[a]);
+    test_padded_rows(acts[a]);
   }
   return parity_end();
 }

@@ -254,9 +254,9 @@ static void test_dropout_case(TxlDtype act, int rows, int cols, int feats, int c
       for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
     round_act(x, n, act);
     void *dx = dev_act(x, n, act, "test: dropout x");
-    txl_cpu_dropout(x, rows, cols, feats, col0, d);
+    txl_cpu_dropout(x, rows, cols, feats, feats, col0, d);
     round_act(x, n, act);
-    o->dropout(dx, rows, cols, feats, col0, d);
+    o->dropout(dx, rows, cols, feats, feats, col0, d);
     float *got = host_from_act(dx, n, act);
     snprintf(what, sizeof what, "dropout %s %s %dx%dx%d col0=%d p=%g", act_name(act), ones ? "mask" : "values",
              rows, cols, feats, col0, (double)d.p);

@@ -37,7 +37,7 @@ static void test_mask(int rows, int cols, int feats, int col0, TxlDropout d, OtR
         /* as torch: x * (mask * scale), so a dropped negative value becomes -0 */
         want[k] = x[k] * (txl_dropout_keep(d, (uint32_t)i, (uint32_t)(col0 + c), (uint32_t)f) ? scale : 0.0f);
       }
-  txl_cpu_dropout(x, rows, cols, feats, col0, d);
+  txl_cpu_dropout(x, rows, cols, feats, feats, col0, d);
   snprintf(name, sizeof name, "dropout mask p=%.2f [%d,%d,%d] col0=%d", (double)d.p, rows, cols,
            feats, col0);
   ot_check_same(name, x, want, (size_t)n * sizeof(float));
@@ -54,7 +54,7 @@ static void test_fraction(float p) {
   float *x = ot_alloc(n);
   for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
   TxlDropout d = {p, 1234u, TXL_SITE_EMBED, 7u};
-  txl_cpu_dropout(x, rows, cols, feats, 0, d);
+  txl_cpu_dropout(x, rows, cols, feats, feats, 0, d);
   const float scale = txl_dropout_scale(p);
   int64_t kept = 0, bad = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -79,8 +79,8 @@ static void test_col_split(OtRng *rng) {
   ot_fill(full, (int64_t)rows * 6 * feats, -1.0f, 1.0f, rng);
   for (int i = 0; i < rows; i++)
     memcpy(part + (int64_t)i * 3 * feats, full + ((int64_t)i * 6 + 3) * feats, 3 * feats * sizeof(float));
-  txl_cpu_dropout(full, rows, 6, feats, 0, d);
-  txl_cpu_dropout(part, rows, 3, feats, 3, d);
+  txl_cpu_dropout(full, rows, 6, feats, feats, 0, d);
+  txl_cpu_dropout(part, rows, 3, feats, feats, 3, d);
   int same = 1;
   for (int i = 0; i < rows; i++)
     if (memcmp(part + (int64_t)i * 3 * feats, full + ((int64_t)i * 6 + 3) * feats, 3 * feats * sizeof(float)))
@@ -99,8 +99,8 @@ static void test_keys_differ(void) {
   const char *what[3] = {"step", "seed", "site"};
   for (int k = 0; k < 3; k++) {
     for (int i = 0; i < n; i++) a[i] = b[i] = 1.0f;
-    txl_cpu_dropout(a, 1, 1, n, 0, base);
-    txl_cpu_dropout(b, 1, 1, n, 0, other[k]);
+    txl_cpu_dropout(a, 1, 1, n, n, 0, base);
+    txl_cpu_dropout(b, 1, 1, n, n, 0, other[k]);
     int differ = 0;
     for (int i = 0; i < n; i++) differ += a[i] != b[i];
     char name[64];
@@ -133,10 +133,10 @@ int main(void) {
 
   /* p = 0: identity, and no memory is touched (a NULL tensor would crash otherwise) */
   TxlDropout d0 = {0.0f, 1u, 0u, 0u};
-  txl_cpu_dropout(NULL, 1000, 1000, 1000, 0, d0);
+  txl_cpu_dropout(NULL, 1000, 1000, 1000, 1000, 0, d0);
   float x[5] = {1.0f, -2.0f, 3.0f, 0.5f, -0.25f}, x0[5];
   memcpy(x0, x, sizeof x);
-  txl_cpu_dropout(x, 1, 1, 5, 0, d0);
+  txl_cpu_dropout(x, 1, 1, 5, 5, 0, d0);
   ot_check_same("dropout p=0 identity (NULL untouched)", x, x0, sizeof x);
   return ot_finish("test_op_dropout");
 }

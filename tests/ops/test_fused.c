@@ -33,9 +33,9 @@ static void test_ffn(int rows, int cols, int feats, int col0, TxlDropout d, OtRn
   }
   if (d.p > 0.0f) {
     rad = rand_copy(ra, n);
-    txl_cpu_dropout(rad, rows, cols, feats, col0, d);
+    txl_cpu_dropout(rad, rows, cols, feats, feats, col0, d);
   }
-  txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, col0, d);
+  txl_cpu_bias_relu_dropout_forward(a, ad, b, rows, cols, feats, feats, col0, d);
   snprintf(name, sizeof name, "bias_relu_dropout %dx%dx%d p=%g: a", rows, cols, feats, (double)d.p);
   ot_check_same(name, a, ra, (size_t)n * sizeof(float));
   if (rad) {
@@ -46,9 +46,9 @@ static void test_ffn(int rows, int cols, int feats, int col0, TxlDropout d, OtRn
     for (int64_t k = 0; k < n; k++) untouched &= ad[k] == -7.0f;
     ot_check_true("bias_relu_dropout p=0 leaves the dropped copy alone", untouched, "%s", untouched ? "" : "written");
   }
-  txl_cpu_dropout(rdx, rows, cols, feats, col0, d);
+  txl_cpu_dropout(rdx, rows, cols, feats, feats, col0, d);
   for (int64_t k = 0; k < n; k++) rdx[k] = a[k] > 0.0f ? rdx[k] : 0.0f;
-  txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, col0, d);
+  txl_cpu_relu_dropout_backward(dx, a, rows, cols, feats, feats, col0, d);
   snprintf(name, sizeof name, "relu_dropout_backward %dx%dx%d p=%g", rows, cols, feats, (double)d.p);
   ot_check_same(name, dx, rdx, (size_t)n * sizeof(float));
   free(a), free(b), free(ad), free(dx), free(ra), free(rad), free(rdx);
@@ -81,7 +81,7 @@ static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng 
   float *rdinp = ot_alloc(nd), *rdw = rand_copy(dw, d), *rdb = rand_copy(db, d);
   txl_cpu_layernorm_backward(rdinp, rdw, rdb, dout, rres, w, rmean, rrstd, n, d, d);
   float *rdbr = rand_copy(rdinp, nd);
-  txl_cpu_dropout(rdbr, rows, cols, d, col0, drop);
+  txl_cpu_dropout(rdbr, rows, cols, d, d, col0, drop);
   txl_cpu_layernorm_backward_dropout(dinp, dbr, dw, db, dout, rres, w, rmean, rrstd, rows, cols, d, d, col0, drop);
   snprintf(name, sizeof name, "layernorm_backward_dropout %dx%dx%d p=%g", rows, cols, d, (double)drop.p);
   same = !memcmp(dinp, rdinp, (size_t)nd * 4) && !memcmp(dbr, rdbr, (size_t)nd * 4) &&
@@ -90,6 +90,41 @@ static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng 
   free(x), free(y), free(w), free(b), free(res), free(out), free(mean), free(rstd), free(rres), free(rout);
   free(rmean), free(rrstd), free(alias), free(dout), free(dinp), free(dbr), free(dw), free(db), free(rdinp);
   free(rdw), free(rdb), free(rdbr);
+}
+
+/* Rows ld > feats apart: dropout, bias + ReLU + dropout and its backward read and write the first
+ * feats features of each (row, column) only, with the same masks: the packed rows' bits, the gaps
+ * untouched. Narrow rows (the dropout's lanes across rows) and wide ones. */
+static void test_padded(int rows, int cols, int feats, int ld, OtRng *rng) {
+  const int64_t n = (int64_t)rows * cols;
+  const float fill = -3072.0f;
+  const TxlDropout d = {0.3f, 9u, 4u, 6u};
+  float *b = ot_alloc(feats), *p[3], *q[3]; /* a, ad, dx: packed q [n, feats], padded p [n, ld] */
+  for (int f = 0; f < feats; f++) b[f] = (float)ot_uniform(rng) - 0.5f;
+  for (int k = 0; k < 3; k++) {
+    q[k] = ot_alloc(n * feats), p[k] = ot_alloc(n * ld);
+    for (int64_t i = 0; i < n * feats; i++) q[k][i] = (float)ot_uniform(rng) - 0.5f;
+    for (int64_t r = 0; r < n; r++)
+      for (int j = 0; j < ld; j++) p[k][r * ld + j] = j < feats ? q[k][r * feats + j] : fill;
+  }
+  txl_cpu_dropout(q[2], rows, cols, feats, feats, 1, d);
+  txl_cpu_dropout(p[2], rows, cols, feats, ld, 1, d);
+  txl_cpu_bias_relu_dropout_forward(q[0], q[1], b, rows, cols, feats, feats, 1, d);
+  txl_cpu_bias_relu_dropout_forward(p[0], p[1], b, rows, cols, feats, ld, 1, d);
+  txl_cpu_relu_dropout_backward(q[2], q[0], rows, cols, feats, feats, 1, d);
+  txl_cpu_relu_dropout_backward(p[2], p[0], rows, cols, feats, ld, 1, d);
+  int same = 1, gaps = 1;
+  for (int k = 0; k < 3; k++)
+    for (int64_t r = 0; r < n; r++) {
+      same &= memcmp(p[k] + r * ld, q[k] + r * feats, (size_t)feats * sizeof(float)) == 0;
+      for (int j = feats; j < ld; j++) gaps &= p[k][r * ld + j] == fill;
+    }
+  char what[128];
+  snprintf(what, sizeof what, "dropout / bias_relu_dropout / relu_dropout_backward, rows %d apart (%dx%dx%d)", ld,
+           rows, cols, feats);
+  ot_check_true(what, same && gaps, "same %d gaps %d", same, gaps);
+  for (int k = 0; k < 3; k++) free(p[k]), free(q[k]);
+  free(b);
 }
 
 int main(void) {
@@ -104,5 +139,7 @@ int main(void) {
   }
   test_ln(9, 3, 410, 5, off, &rng);
   test_ln(200, 2, 5000, 0, heavy, &rng); /* the wide-row path of the layer-norm backward */
+  test_padded(5, 3, 13, 16, &rng);   /* narrower than the dropout's lanes */
+  test_padded(4, 3, 210, 216, &rng); /* wider: row by row */
   return ot_finish("fused");
 }
