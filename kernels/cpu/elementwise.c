@@ -15,7 +15,7 @@ void txl_cpu_bias_fill(void *x_, const float *b, int64_t rows, int n) {
 
 /* db[j] += sum_r dy[r, j], accumulated in double (groups of four rows in float) in an order
  * fixed by the shape, never by the thread count (see cpu_util.h). */
-void txl_cpu_bias_backward(float *db, const void *dy_, int64_t rows, int n) {
+void txl_cpu_bias_backward(float *db, const void *dy_, int64_t rows, int n, int ld) {
   const float *dy = dy_;
   if (rows <= 0 || n <= 0) return;
   const int par = rows * n >= TXL_CPU_PAR_MIN_WORK;
@@ -26,7 +26,7 @@ void txl_cpu_bias_backward(float *db, const void *dy_, int64_t rows, int n) {
     for (int c = 0; c < nc; c++) {
       double *pc = part + (int64_t)c * n;
       for (int j = 0; j < n; j++) pc[j] = 0.0;
-      txl_cpu_add_rows(pc, dy + rows * c / nc * n, rows * (c + 1) / nc - rows * c / nc, n, n);
+      txl_cpu_add_rows(pc, dy + rows * c / nc * ld, rows * (c + 1) / nc - rows * c / nc, n, ld);
     }
     for (int j = 0; j < n; j++) {
       double s = db[j];
@@ -42,7 +42,7 @@ void txl_cpu_bias_backward(float *db, const void *dy_, int64_t rows, int n) {
     const int w = n - j0 < TXL_CPU_COL_BLOCK ? n - j0 : TXL_CPU_COL_BLOCK;
     double acc[TXL_CPU_COL_BLOCK];
     for (int j = 0; j < w; j++) acc[j] = db[j0 + j];
-    txl_cpu_add_rows(acc, dy + j0, rows, w, n);
+    txl_cpu_add_rows(acc, dy + j0, rows, w, ld);
     for (int j = 0; j < w; j++) db[j0 + j] = (float)acc[j];
   }
 }

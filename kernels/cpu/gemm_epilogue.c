@@ -15,10 +15,9 @@ void txl_cpu_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void
   float *C = C_;
   if (M <= 0 || N <= 0) return;
   if (relu) {
-    if (ldc != N) txl_fatal("internal: gemm_bias with ReLU on rows %d apart for %d columns (the CPU needs ldc == N)", ldc, N);
     txl_cpu_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, TXL_F32);
     const TxlDropout none = {0.0f, 0, 0, 0};
-    txl_cpu_bias_relu_dropout_forward(C, NULL, bias, M, 1, N, N, 0, none);
+    txl_cpu_bias_relu_dropout_forward(C, NULL, bias, M, 1, N, ldc, 0, none);
     return;
   }
   if (ldc == N) {
@@ -33,11 +32,11 @@ void txl_cpu_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void
 void txl_cpu_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
                              int ldb, float *dw, int lddw, float *db, int dy_is_a) {
   if (dy_is_a) {
-    if (!trans_a || lda != M) txl_fatal("internal: gemm_wgrad_bias: dy as A needs trans_a and lda == M");
-    txl_cpu_bias_backward(db, A, K, M);
+    if (!trans_a || lda < M) txl_fatal("internal: gemm_wgrad_bias: dy as A needs trans_a and lda >= M");
+    txl_cpu_bias_backward(db, A, K, M, lda);
   } else {
-    if (trans_b || ldb != N) txl_fatal("internal: gemm_wgrad_bias: dy as B needs no trans_b and ldb == N");
-    txl_cpu_bias_backward(db, B, K, N);
+    if (trans_b || ldb < N) txl_fatal("internal: gemm_wgrad_bias: dy as B needs no trans_b and ldb >= N");
+    txl_cpu_bias_backward(db, B, K, N, ldb);
   }
   txl_cpu_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
 }

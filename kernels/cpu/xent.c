@@ -1,4 +1,5 @@
-/* Softmax cross-entropy per row, with the max shift; optionally overwrites the logits with
+/* Softmax cross-entropy per row (rows ld >= V apart; only the first V values of a row are read or
+ * written), with the max shift; optionally overwrites the logits with
  * the gradient (softmax - onehot) * grad_scale.
  * The sum of exponentials is taken in float over blocks of TXL_XENT_BLOCK (vectorised: a float
  * to double conversion inside the loop would stop that) and the block sums in double. */
@@ -34,7 +35,7 @@ static inline double sum_exp(float *x, int V, float m, int store) {
 }
 
 void txl_cpu_xent_forward_backward(void *logits_, float *loss, const int32_t *target,
-                                   float grad_scale, int64_t n, int V) {
+                                   float grad_scale, int64_t n, int V, int ld) {
   float *logits = logits_;
   for (int64_t t = 0; t < n; t++)
     if (target[t] < 0 || target[t] >= V)
@@ -42,7 +43,7 @@ void txl_cpu_xent_forward_backward(void *logits_, float *loss, const int32_t *ta
                 (long long)t, V);
 #pragma omp parallel for schedule(static) if (n * V >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t t = 0; t < n; t++) {
-    float *x = logits + t * V;
+    float *x = logits + t * ld;
     const float xt = x[target[t]];
     float m = x[0];
 #pragma omp simd reduction(max : m)

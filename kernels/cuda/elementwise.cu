@@ -87,17 +87,17 @@ extern "C" void txl_cuda_bias_fill_fp16(void *x, const float *b, int64_t rows, i
 }
 
 /* Kernel 1: part[p, j] = sum of dy[r, j] over the rows r of chunk p, in increasing r, in double.
- * grid (ceil(n / threads), P); dy [rows, n], part [P, n] */
+ * grid (ceil(n / threads), P); dy [rows, n] (rows ld apart), part [P, n] */
 template <typename T>
 static __global__ void bias_backward_partial_kernel(double *part, const T *dy, int64_t rows, int n,
-                                                    int64_t chunk_rows) {
+                                                    int ld, int64_t chunk_rows) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return; /* no barrier in this kernel */
   const int64_t p = blockIdx.y;
   const int64_t r0 = p * chunk_rows;
   const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
   double s = 0.0;
-  for (int64_t r = r0; r < r1; r++) s += (double)txl_ld(&dy[r * n + j]);
+  for (int64_t r = r0; r < r1; r++) s += (double)txl_ld(&dy[r * ld + j]);
   part[p * n + j] = s;
 }
 
@@ -112,7 +112,7 @@ static __global__ void bias_backward_final_kernel(float *db, const double *part,
 }
 
 template <typename T>
-static void bias_backward(float *db, const T *dy, int64_t rows, int n) {
+static void bias_backward(float *db, const T *dy, int64_t rows, int n, int ld) {
   if (rows <= 0 || n <= 0) return;
   /* P: at least TXL_EW_MIN_CHUNK_ROWS rows per chunk, at most TXL_EW_MAX_CHUNKS chunks, and
    * P * n <= TXL_EW_PART_DOUBLES (but at least one chunk) */
@@ -127,22 +127,22 @@ static void bias_backward(float *db, const T *dy, int64_t rows, int n) {
   const int tiles = (n + TXL_CUDA_THREADS - 1) / TXL_CUDA_THREADS;
   const dim3 grid1((unsigned int)tiles, (unsigned int)nchunks);
   TXL_LAUNCH(bias_backward_partial_kernel<T>, grid1, TXL_CUDA_THREADS, 0)(part, dy, rows, n,
-                                                                          chunk_rows);
+                                                                          ld, chunk_rows);
   CUDA_LAUNCH_CHECK();
   TXL_LAUNCH(bias_backward_final_kernel, tiles, TXL_CUDA_THREADS, 0)(db, part, (int)nchunks, n);
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_bias_backward(float *db, const void *dy, int64_t rows, int n) {
-  bias_backward(db, static_cast<const float *>(dy), rows, n);
+extern "C" void txl_cuda_bias_backward(float *db, const void *dy, int64_t rows, int n, int ld) {
+  bias_backward(db, static_cast<const float *>(dy), rows, n, ld);
 }
 
-extern "C" void txl_cuda_bias_backward_bf16(float *db, const void *dy, int64_t rows, int n) {
-  bias_backward(db, static_cast<const txl_bf16 *>(dy), rows, n);
+extern "C" void txl_cuda_bias_backward_bf16(float *db, const void *dy, int64_t rows, int n, int ld) {
+  bias_backward(db, static_cast<const txl_bf16 *>(dy), rows, n, ld);
 }
 
-extern "C" void txl_cuda_bias_backward_fp16(float *db, const void *dy, int64_t rows, int n) {
-  bias_backward(db, static_cast<const txl_fp16 *>(dy), rows, n);
+extern "C" void txl_cuda_bias_backward_fp16(float *db, const void *dy, int64_t rows, int n, int ld) {
+  bias_backward(db, static_cast<const txl_fp16 *>(dy), rows, n, ld);
 }
 
 /* ---- element-wise -------------------------------------------------------------------------- */

@@ -259,9 +259,9 @@ extern "C" void txl_cuda_gemm_bias_fp16(int trans_a, int trans_b, int M, int N, 
 
 static void gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
                             int ldb, float *dw, int lddw, float *db, int dy_is_a, TxlDtype act) {
-  if (dy_is_a ? !trans_a || lda != M : trans_b || ldb != N)
+  if (dy_is_a ? !trans_a || lda < M : trans_b || ldb < N)
     txl_fatal("internal: gemm_wgrad_bias: dy as %s needs %s", dy_is_a ? "A" : "B",
-              dy_is_a ? "trans_a and lda == M" : "no trans_b and ldb == N");
+              dy_is_a ? "trans_a and lda >= M" : "no trans_b and ldb >= N");
   if (M <= 0 || N <= 0 || K <= 0) return; /* dw += 0, db += 0 */
   const int n = dy_is_a ? M : N;
   float *v = static_cast<float *>(txl_cuda_scratch(&g_bgrad, (size_t)n * sizeof(float)));
@@ -273,7 +273,7 @@ static void gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const
     return;
   }
   const TxlOps *o = txl_ops_cuda(act); /* the unfused passes: this table's own ops */
-  o->bias_backward(db, dy_is_a ? A : B, K, n);
+  o->bias_backward(db, dy_is_a ? A : B, K, n, dy_is_a ? lda : ldb);
   o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
 }
 

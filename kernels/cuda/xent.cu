@@ -2,7 +2,7 @@
  *   loss[t] = log(sum_j exp(x[t,j] - m)) + (m - x[t, target[t]]),  m = max_j x[t, j];
  * and, when grad_scale != 0, the logits are overwritten with the gradient
  *   x[t, j] = exp(x[t,j] - m) * (grad_scale / sum) - (j == target[t] ? grad_scale : 0).
- *   logits [n, V] of type T (float, txl_bf16 or txl_fp16, see cuda_util.h: read widened, the gradient
+ *   logits [n, V] (rows ld >= V apart) of type T (float, txl_bf16 or txl_fp16, see cuda_util.h: read widened, the gradient
  *   rounded once when stored), target [n], loss [n] (fp32)
  *
  * One block per row. Pass 1 reads the row once with an online max / sum (each thread keeps a
@@ -27,11 +27,11 @@ static __device__ __forceinline__ void combine(float &m, float &s, float m2, flo
 
 template <typename T>
 static __global__ void xent_kernel(T *logits, float *loss, const int32_t *target, float grad_scale,
-                                   int64_t n, int V) {
+                                   int64_t n, int V, int ld) {
   __shared__ float sm[TXL_CUDA_THREADS / 32], ss[TXL_CUDA_THREADS / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   for (int64_t t = blockIdx.x; t < n; t += gridDim.x) { /* t is uniform across the block */
-    T *x = logits + t * V;
+    T *x = logits + t * ld;
     const int tg = target[t];
     const bool tg_ok = tg >= 0 && tg < V;
     const float xt = tg_ok ? txl_ld(&x[tg]) : NAN; /* read before any thread overwrites the row */
@@ -80,26 +80,26 @@ static __global__ void xent_kernel(T *logits, float *loss, const int32_t *target
 
 template <typename T>
 static void xent_forward_backward(T *logits, float *loss, const int32_t *target, float grad_scale,
-                                  int64_t n, int V) {
+                                  int64_t n, int V, int ld) {
   if (n <= 0 || V <= 0) return;
   const unsigned int blocks = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
-  TXL_LAUNCH(xent_kernel<T>, blocks, TXL_CUDA_THREADS, 0)(logits, loss, target, grad_scale, n, V);
+  TXL_LAUNCH(xent_kernel<T>, blocks, TXL_CUDA_THREADS, 0)(logits, loss, target, grad_scale, n, V, ld);
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_xent_forward_backward(void *logits, float *loss, const int32_t *target,
-                                               float grad_scale, int64_t n, int V) {
-  xent_forward_backward(static_cast<float *>(logits), loss, target, grad_scale, n, V);
+                                               float grad_scale, int64_t n, int V, int ld) {
+  xent_forward_backward(static_cast<float *>(logits), loss, target, grad_scale, n, V, ld);
 }
 
 extern "C" void txl_cuda_xent_forward_backward_bf16(void *logits, float *loss,
                                                     const int32_t *target, float grad_scale,
-                                                    int64_t n, int V) {
-  xent_forward_backward(static_cast<txl_bf16 *>(logits), loss, target, grad_scale, n, V);
+                                                    int64_t n, int V, int ld) {
+  xent_forward_backward(static_cast<txl_bf16 *>(logits), loss, target, grad_scale, n, V, ld);
 }
 
 extern "C" void txl_cuda_xent_forward_backward_fp16(void *logits, float *loss,
                                                     const int32_t *target, float grad_scale,
-                                                    int64_t n, int V) {
-  xent_forward_backward(static_cast<txl_fp16 *>(logits), loss, target, grad_scale, n, V);
+                                                    int64_t n, int V, int ld) {
+  xent_forward_backward(static_cast<txl_fp16 *>(logits), loss, target, grad_scale, n, V, ld);
 }

@@ -189,7 +189,7 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   head_forward(m, r, LB);
   if (!targets) return 0.0;
   targets_to_device(m, r, targets, LB);
-  o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs);
+  o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs, hs);
   double sum = txl_loss_sum(m, r, r->loss, LB, 0.0);
 
   int64_t off = 0, offe = 0, offt = 0;
@@ -199,7 +199,7 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     void *hc = txl_act_at(m, r->ad_hc, off * d), *tail = txl_act_at(m, r->ad_tail, offt);
     o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d, d); /* the rows of this cluster */
     tail_forward(m, i, tail, txl_act_at(m, r->ad_hp, offe), hc, n);
-    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs);
+    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs, cs);
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;
@@ -219,7 +219,7 @@ static void head_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const void *hp0 = c0.Po ? r->ad_hp0 : r->hout;
   const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (ld hs) the cluster columns' gradient */
   o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
-  o->bias_backward(r->ad_dbias, r->logits, LB, hs);
+  o->bias_backward(r->ad_dbias, r->logits, LB, hs, hs);
   o->add(g->out_bias, g->out_bias, r->ad_dbias, c1, TXL_F32);
   if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc, TXL_F32);
   txl_linear_t_backward_w(o, g0.W, ldw, 1.0f, r->logits, hs, hp0, LB, de0, c1);

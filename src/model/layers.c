@@ -83,7 +83,7 @@ double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const in
   txl_linear_t_bias_forward(o, r->logits, V, r->hout, txl_model_w(m, w_out), txl_model_ldw(m, d),
                             txl_model_w(m, p->out_bias), sg->LB, d, V);
   if (!targets) return 0.0;
-  o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V);
+  o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V, V);
   return txl_loss_sum(m, r, r->loss, sg->LB, 0.0);
 }
 

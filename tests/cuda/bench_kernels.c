@@ -142,11 +142,11 @@ static void call_dropout(void *c) {
 }
 static void call_xent(void *c) {
   Bufs *b = c;
-  b->o->xent_forward_backward(b->logits, b->loss, b->tgt, 1e-3f, b->LB, b->s->V);
+  b->o->xent_forward_backward(b->logits, b->loss, b->tgt, 1e-3f, b->LB, b->s->V, b->s->V);
 }
 static void call_bias_bwd(void *c) {
   Bufs *b = c;
-  b->o->bias_backward(b->db, b->logits, b->LB, b->s->V);
+  b->o->bias_backward(b->db, b->logits, b->LB, b->s->V, b->s->V);
 }
 static void call_emb_fwd(void *c) {
   Bufs *b = c;

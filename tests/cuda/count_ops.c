@@ -161,8 +161,8 @@ static void count_bias_fill(void *x, const float *b, int64_t rows, int n) {
   add(TXL_COUNT_OTHER, 0.0, (double)rows * n * act_bytes() + 4.0 * n);
 }
 /* reads dy, db read and written; 1 FLOP (an addition) per element of dy */
-static void count_bias_backward(float *db, const void *dy, int64_t rows, int n) {
-  (void)db, (void)dy;
+static void count_bias_backward(float *db, const void *dy, int64_t rows, int n, int ld) {
+  (void)db, (void)dy, (void)ld;
   add(TXL_COUNT_OTHER, (double)rows * n, (double)rows * n * act_bytes() + 8.0 * n);
 }
 /* The fused GEMMs, counted as cuBLASLt running the epilogue in the GEMM's one launch (the
@@ -328,8 +328,8 @@ static size_t count_rel_attn_workspace(int L, int K, int B, int H, int dh, int b
 /* logits read, and written as the gradient when grad_scale != 0; targets read, losses written.
  * 4 FLOPs per logit (max, subtract, exp, sum), 2 more for the gradient (divide, scale). */
 static void count_xent_forward_backward(void *logits, float *loss, const int32_t *target, float grad_scale, int64_t n,
-                                        int V) {
-  (void)logits, (void)loss, (void)target;
+                                        int V, int ld) {
+  (void)logits, (void)loss, (void)target, (void)ld;
   const double nv = (double)n * V, gr = grad_scale != 0.0f ? 1.0 : 0.0;
   add(TXL_COUNT_SOFTMAX_XENT, (4.0 + 2.0 * gr) * nv, (1.0 + gr) * nv * act_bytes() + 8.0 * (double)n);
 }

@@ -128,8 +128,9 @@ static void test_to_act(TxlDtype act) {
  * and rounds once. Both are within (3 + rows 2^-29) u (|db0_j| + sum_r |dy_rj|) of the exact value:
  *   bound_j = c (3 + rows 2^-29) u (|db0_j| + sum_r |dy_rj|)
  * (db is an fp32 parameter gradient in both tables: no bf16 term).
- * A second call from the same db0 must give the same bits (determinism). */
-static void test_bias_case(TxlDtype act, int64_t rows, int n) {
+ * A second call from the same db0 must give the same bits (determinism). With ld > n, dy's rows lie
+ * ld apart on the device, the gaps holding 1e30 (the sums would show any of them read). */
+static void test_bias_case(TxlDtype act, int64_t rows, int n, int ld) {
   const TxlOps *o = txl_ops_cuda(act);
   char what[96];
   const int64_t total = rows * n;
@@ -148,10 +149,13 @@ static void test_bias_case(TxlDtype act, int64_t rows, int n) {
   float *dy = host_rand_nz(total, -1.0, 1.0);
   round_act(dy, total, act);
   float *acc0 = host_rand_nz(n, -1.0, 1.0), *acc = host_copy(acc0, n);
-  txl_cpu_bias_backward(acc, dy, rows, n);
-  to_device_act(dx, dy, total, act);
+  txl_cpu_bias_backward(acc, dy, rows, n, n);
+  float *dyp = ot_alloc(rows * ld);
+  for (int64_t r = 0; r < rows; r++)
+    for (int j = 0; j < ld; j++) dyp[r * ld + j] = j < n ? dy[r * n + j] : 1e30f;
+  void *d_dy = dev_act(dyp, rows * ld, act, "test: dy");
   txl_cuda_to_device(db_dev, acc0, (size_t)n * sizeof(float));
-  o->bias_backward(db_dev, dx, rows, n);
+  o->bias_backward(db_dev, d_dy, rows, n, ld);
   got = host_from(db_dev, n);
   double *bound = ot_alloc_d(n);
   for (int j = 0; j < n; j++) bound[j] = fabs((double)acc0[j]);
@@ -159,27 +163,29 @@ static void test_bias_case(TxlDtype act, int64_t rows, int n) {
     for (int j = 0; j < n; j++) bound[j] += fabs((double)dy[r * n + j]);
   const double k = TOL_C * (3.0 + (double)rows * U_F64 / OT_U) * OT_U;
   for (int j = 0; j < n; j++) bound[j] *= k;
-  snprintf(what, sizeof what, "bias_backward %s rows=%lld n=%d (+=)", act_name(act), (long long)rows, n);
+  snprintf(what, sizeof what, "bias_backward %s rows=%lld n=%d ld=%d (+=)", act_name(act), (long long)rows, n, ld);
   check_close(what, got, acc, bound, n);
 
   txl_cuda_to_device(db_dev, acc0, (size_t)n * sizeof(float));
-  o->bias_backward(db_dev, dx, rows, n);
+  o->bias_backward(db_dev, d_dy, rows, n, ld);
   float *again = host_from(db_dev, n);
   snprintf(what, sizeof what, "bias_backward %s rows=%lld n=%d rerun", act_name(act), (long long)rows, n);
   check_bits(what, again, got, n);
 
   txl_cuda_free(db_dev);
   txl_cuda_free(dx);
-  free(b); free(want); free(got); free(dy); free(acc0); free(acc); free(bound); free(again);
+  txl_cuda_free(d_dy);
+  free(b); free(want); free(got); free(dy); free(dyp); free(acc0); free(acc); free(bound); free(again);
 }
 
 static void test_bias(TxlDtype act) {
-  test_bias_case(act, 1, 1);
-  test_bias_case(act, 37, 33);
-  test_bias_case(act, 1001, 1025);
-  test_bias_case(act, 20011, 33);  /* the chunk count reaches its cap (512) */
-  test_bias_case(act, 7, 5000);    /* the CPU's wide-row path */
-  test_bias_case(act, 112, 300007); /* a vocabulary-wide output: the partials' size caps the chunks */
+  test_bias_case(act, 1, 1, 1);
+  test_bias_case(act, 37, 33, 33);
+  test_bias_case(act, 37, 33, 40);   /* padded rows */
+  test_bias_case(act, 1001, 1025, 1025);
+  test_bias_case(act, 20011, 33, 33);  /* the chunk count reaches its cap (512) */
+  test_bias_case(act, 7, 5000, 5000);    /* the CPU's wide-row path */
+  test_bias_case(act, 112, 300007, 300007); /* a vocabulary-wide output: the partials' size caps the chunks */
 }
 
 /* ---- add ---------------------------------------------------------------------------------- */
@@ -779,6 +785,20 @@ static void test_padded_rows(TxlDtype act) {
   check_padded(what, pdy, qdy, n, d, ld, act);
   txl_cuda_free(d_bias);
   free(bias);
+
+  /* xent over the d logits of each row: the losses and the gradient written over the logits */
+  int32_t *tg = malloc((size_t)n * sizeof(int32_t));
+  for (int64_t t = 0; t < n; t++) tg[t] = (int32_t)((t * 37) % d);
+  int32_t *d_tg = dev_from(tg, (size_t)n * sizeof(int32_t), "test: targets");
+  o->xent_forward_backward(qy, qm, d_tg, 0.25f, n, d, d);
+  o->xent_forward_backward(py, pm, d_tg, 0.25f, n, d, ld);
+  snprintf(what, sizeof what, "xent_forward_backward %s rows ld %d of V %d: gradient", act_name(act), ld, d);
+  check_padded(what, py, qy, n, d, ld, act);
+  a = host_from(qm, n), c = host_from(pm, n);
+  snprintf(what, sizeof what, "xent_forward_backward %s rows ld %d of V %d: loss", act_name(act), ld, d);
+  check_bits(what, c, a, n);
+  free(a), free(c), free(tg);
+  txl_cuda_free(d_tg);
 
   void *bufs[] = {qx, qy, qdy, px, py, pdy, qres, qout, pres, pout, qm, qr, pm, pr, qdw, qdb, pdw, pdb, d_w, d_b};
   for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) txl_cuda_free(bufs[k]);

@@ -45,7 +45,7 @@ static void test_bias_case(TxlDtype act, double u_in, const char *math, int ta, 
                            int relu, int pad_c) {
   const TxlOps *o = txl_ops_cuda(act);
   const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-  const int lda = ac + 1, ldb = bc + 3, ldc = relu ? N : N + pad_c;
+  const int lda = ac + 1, ldb = bc + 3, ldc = N + pad_c;
   float *A = host_rand((int64_t)ar * lda, -1.0, 1.0), *B = host_rand((int64_t)br * ldb, -1.0, 1.0);
   float *bias = host_rand(N, -2.0, 2.0);
   float *C = host_rand((int64_t)M * ldc, -1.0, 1.0); /* the columns beyond N: must stay */
@@ -102,23 +102,30 @@ static void test_bias_case(TxlDtype act, double u_in, const char *math, int ta, 
 /* ---- gemm_wgrad_bias --------------------------------------------------------------------------- */
 
 /* dy_is_a 0: dw [in, out] += x^T dy (the W [in, out] layers); 1: dw [out, in] += dy^T x (the
- * output layers). K rows; x [K, nx], dy [K, ny]. */
-static void test_wgrad_case(TxlDtype act, double u_in, const char *math, int dy_is_a, int K, int nx, int ny) {
+ * output layers). K rows; x [K, nx], dy [K, ny], their rows `pad` further apart than their
+ * widths (padded activations; the gaps NaN, never to be read). */
+static void test_wgrad_case(TxlDtype act, double u_in, const char *math, int dy_is_a, int K, int nx, int ny, int pad) {
   const TxlOps *o = txl_ops_cuda(act);
   const int M = dy_is_a ? ny : nx, N = dy_is_a ? nx : ny, lddw = N + 2;
-  float *x = host_rand((int64_t)K * nx, -1.0, 1.0), *dy = host_rand((int64_t)K * ny, -1.0, 1.0);
-  round_act(x, (int64_t)K * nx, act);
-  round_act(dy, (int64_t)K * ny, act);
+  const int ldx = nx + pad, ldy = ny + pad;
+  float *x = host_rand((int64_t)K * ldx, -1.0, 1.0), *dy = host_rand((int64_t)K * ldy, -1.0, 1.0);
+  for (int64_t k = 0; k < K; k++) {
+    for (int j = nx; j < ldx; j++) x[k * ldx + j] = NAN;
+    for (int j = ny; j < ldy; j++) dy[k * ldy + j] = NAN;
+  }
+  round_act(x, (int64_t)K * ldx, act);
+  round_act(dy, (int64_t)K * ldy, act);
   float *dw = host_rand((int64_t)M * lddw, -1.0, 1.0), *db = host_rand(ny, -1.0, 1.0);
   float *dwc = host_copy(dw, (int64_t)M * lddw), *dbc = host_copy(db, ny);
-  void *dx = dev_act(x, (int64_t)K * nx, act, "test: x"), *ddy = dev_act(dy, (int64_t)K * ny, act, "test: dy");
+  void *dx = dev_act(x, (int64_t)K * ldx, act, "test: x"), *ddy = dev_act(dy, (int64_t)K * ldy, act, "test: dy");
   float *ddw = dev_from(dw, (size_t)M * lddw * sizeof(float), "test: dw");
   float *ddb = dev_from(db, (size_t)ny * sizeof(float), "test: db");
   const float *hA = dy_is_a ? dy : x, *hB = dy_is_a ? x : dy;
   const void *dA = dy_is_a ? ddy : dx, *dB = dy_is_a ? dx : ddy;
 
-  txl_cpu_gemm_wgrad_bias(1, 0, M, N, K, hA, M, hB, N, dwc, lddw, dbc, dy_is_a);
-  o->gemm_wgrad_bias(1, 0, M, N, K, dA, M, dB, N, ddw, lddw, ddb, dy_is_a);
+  const int lda = dy_is_a ? ldy : ldx, ldb = dy_is_a ? ldx : ldy;
+  txl_cpu_gemm_wgrad_bias(1, 0, M, N, K, hA, lda, hB, ldb, dwc, lddw, dbc, dy_is_a);
+  o->gemm_wgrad_bias(1, 0, M, N, K, dA, lda, dB, ldb, ddw, lddw, ddb, dy_is_a);
   float *gw = host_from(ddw, (int64_t)M * lddw), *gb = host_from(ddb, ny);
 
   const int64_t n = (int64_t)M * N;
@@ -127,18 +134,19 @@ static void test_wgrad_case(TxlDtype act, double u_in, const char *math, int dy_
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
       double mag = fabs((double)dw[(int64_t)i * lddw + j]);
-      for (int k = 0; k < K; k++) mag += fabs((double)hA[(int64_t)k * M + i] * (double)hB[(int64_t)k * N + j]);
+      for (int k = 0; k < K; k++) mag += fabs((double)hA[(int64_t)k * lda + i] * (double)hB[(int64_t)k * ldb + j]);
       got[(int64_t)i * N + j] = gw[(int64_t)i * lddw + j];
       want[(int64_t)i * N + j] = dwc[(int64_t)i * lddw + j];
       bw[(int64_t)i * N + j] = TOL_C * ((K + 4) * OT_U + 2.0 * u_in) * mag;
     }
   for (int j = 0; j < ny; j++) {
     double mag = fabs((double)db[j]);
-    for (int k = 0; k < K; k++) mag += fabs((double)dy[(int64_t)k * ny + j]);
+    for (int k = 0; k < K; k++) mag += fabs((double)dy[(int64_t)k * ldy + j]);
     bb[j] = TOL_C * (K + 2) * OT_U * mag;
   }
   char what[112];
-  snprintf(what, sizeof what, "gemm_wgrad_bias %s dy as %c K=%d: dw [%d, %d]", math, dy_is_a ? 'A' : 'B', K, M, N);
+  snprintf(what, sizeof what, "gemm_wgrad_bias %s dy as %c K=%d pad %d: dw [%d, %d]", math, dy_is_a ? 'A' : 'B', K, pad,
+           M, N);
   check_close(what, got, want, bw, n);
   snprintf(what, sizeof what, "gemm_wgrad_bias %s dy as %c K=%d: db [%d]", math, dy_is_a ? 'A' : 'B', K, ny);
   check_close(what, gb, dbc, bb, ny);
@@ -162,9 +170,10 @@ static void test_table(TxlDtype act, double u_in, const char *math) {
   test_bias_case(act, u_in, math, 0, 1, 5, 3, 0, 0, 2);      /* K = 0: C = bias */
   test_bias_case(act, u_in, math, 0, 0, 5, 3, 0, 1, 0);      /* K = 0: C = max(bias, 0) */
   for (int dy_is_a = 0; dy_is_a < 2; dy_is_a++) {
-    test_wgrad_case(act, u_in, math, dy_is_a, 77, 19, 43);
-    test_wgrad_case(act, u_in, math, dy_is_a, 300, 33, 130);
-    test_wgrad_case(act, u_in, math, dy_is_a, 0, 3, 5); /* no rows: dw and db unchanged */
+    test_wgrad_case(act, u_in, math, dy_is_a, 77, 19, 43, 0);
+    test_wgrad_case(act, u_in, math, dy_is_a, 77, 19, 43, 5); /* padded rows */
+    test_wgrad_case(act, u_in, math, dy_is_a, 300, 33, 130, 0);
+    test_wgrad_case(act, u_in, math, dy_is_a, 0, 3, 5, 0); /* no rows: dw and db unchanged */
   }
 }
 

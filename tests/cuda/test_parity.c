@@ -409,8 +409,8 @@ static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, dou
   void *dx = dev_act(x, n * V, act, "test: logits");
   int32_t *dtg = dev_from(tg, (size_t)n * sizeof(int32_t), "test: target");
   float *dloss = dev_poison(n, "test: loss");
-  txl_cpu_xent_forward_backward(x, loss, tg, grad_scale, n, V);
-  o->xent_forward_backward(dx, dloss, dtg, grad_scale, n, V);
+  txl_cpu_xent_forward_backward(x, loss, tg, grad_scale, n, V, V);
+  o->xent_forward_backward(dx, dloss, dtg, grad_scale, n, V, V);
   float *gx = host_from_act(dx, n * V, act), *gloss = host_from(dloss, n);
 
   double *bl = ot_alloc_d(n), *bg = ot_alloc_d(n * V);

@@ -27,7 +27,7 @@ static void test_bias(int64_t rows, int n, OtRng *rng) {
     wdb[j] = s;
     bound[j] = OT_U * fabs(s) + 1.01 * (double)(rows + 1) * OT_U * sa;
   }
-  txl_cpu_bias_backward(db, x, rows, n); /* x is dy here (before bias_fill overwrites it) */
+  txl_cpu_bias_backward(db, x, rows, n, n); /* x is dy here (before bias_fill overwrites it) */
   snprintf(name, sizeof name, "bias_backward db rows=%lld n=%d", (long long)rows, n);
   ot_check_bound(name, db, wdb, bound, n);
   txl_cpu_bias_fill(x, b, rows, n);
@@ -114,11 +114,11 @@ static void test_bias_backward_threads(int64_t rows, int n, OtRng *rng) {
   float *dy = ot_alloc(rows * n), *db1 = ot_alloc(n), *db2 = ot_alloc(n), *db3 = ot_alloc(n);
   ot_fill(dy, rows * n, -1.0f, 1.0f, rng);
   omp_set_num_threads(1);
-  txl_cpu_bias_backward(db1, dy, rows, n);
+  txl_cpu_bias_backward(db1, dy, rows, n, n);
   omp_set_num_threads(2);
-  txl_cpu_bias_backward(db2, dy, rows, n);
+  txl_cpu_bias_backward(db2, dy, rows, n, n);
   omp_set_num_threads(3);
-  txl_cpu_bias_backward(db3, dy, rows, n);
+  txl_cpu_bias_backward(db3, dy, rows, n, n);
   omp_set_num_threads(2);
   char name[96];
   snprintf(name, sizeof name, "bias_backward threads 1 vs 2 n=%d", n);
@@ -126,6 +126,22 @@ static void test_bias_backward_threads(int64_t rows, int n, OtRng *rng) {
   snprintf(name, sizeof name, "bias_backward threads 1 vs 3 n=%d", n);
   ot_check_same(name, db1, db3, (size_t)n * sizeof(float));
   free(dy), free(db1), free(db2), free(db3);
+}
+
+/* dy's rows ld > n apart: the packed rows' sums bit for bit (the gaps hold NaN: never read). */
+static void test_bias_backward_padded(int64_t rows, int n, int ld, OtRng *rng) {
+  float *dy = ot_alloc(rows * n), *dyp = ot_alloc(rows * ld), *db1 = ot_alloc(n), *db2 = ot_alloc(n);
+  ot_fill(dy, rows * n, -1.0f, 1.0f, rng);
+  for (int64_t r = 0; r < rows; r++)
+    for (int j = 0; j < ld; j++) dyp[r * ld + j] = j < n ? dy[r * n + j] : NAN;
+  memset(db1, 0, (size_t)n * sizeof(float));
+  memset(db2, 0, (size_t)n * sizeof(float));
+  txl_cpu_bias_backward(db1, dy, rows, n, n);
+  txl_cpu_bias_backward(db2, dyp, rows, n, ld);
+  char name[96];
+  snprintf(name, sizeof name, "bias_backward rows %d apart = packed, n=%d", ld, n);
+  ot_check_same(name, db2, db1, (size_t)n * sizeof(float));
+  free(dy), free(dyp), free(db1), free(db2);
 }
 
 int main(void) {
@@ -138,6 +154,8 @@ int main(void) {
   test_bias(37, 4099, &rng);  /* wide rows: the column-block path */
   test_bias_backward_threads(3001, 301, &rng);
   test_bias_backward_threads(41, 5000, &rng);
+  test_bias_backward_padded(301, 67, 72, &rng);
+  test_bias_backward_padded(41, 5000, 5008, &rng); /* the wide-row path */
   printf("add\n");
   test_elementwise(1, &rng);
   test_elementwise(13, &rng);

@@ -112,6 +112,7 @@ int main(void) {
       bias_case(ta, tb, 7, 13, 29, 0, 3, &rng);
       bias_case(ta, tb, 67, 45, 259, 0, 5, &rng); /* past OpenBLAS's small-matrix path */
       bias_case(ta, tb, 19, 23, 31, 1, 0, &rng);
+      bias_case(ta, tb, 19, 23, 31, 1, 4, &rng); /* ReLU into padded rows */
     }
   bias_case(0, 1, 5, 3, 0, 0, 2, &rng); /* K = 0: C = bias */
   bias_case(0, 0, 5, 3, 0, 1, 0, &rng); /* K = 0: C = max(bias, 0) */

@@ -73,7 +73,7 @@ static void test_xent(int64_t n, int V, float lo, float hi, float grad_scale, Ot
     }
   }
   memcpy(g, x, (size_t)N * sizeof(float));
-  txl_cpu_xent_forward_backward(g, loss, tgt, grad_scale, n, V);
+  txl_cpu_xent_forward_backward(g, loss, tgt, grad_scale, n, V, V);
   snprintf(name, sizeof name, "xent loss n=%lld V=%d logits [%g,%g)", (long long)n, V, (double)lo, (double)hi);
   ot_check_bound(name, loss, want, bl, n);
   snprintf(name, sizeof name, "xent dlogits (grad_scale %g) vs FD", (double)grad_scale);
@@ -81,7 +81,7 @@ static void test_xent(int64_t n, int V, float lo, float hi, float grad_scale, Ot
 
   /* grad_scale = 0: the same losses, the logits untouched */
   memcpy(g, x, (size_t)N * sizeof(float));
-  txl_cpu_xent_forward_backward(g, loss0, tgt, 0.0f, n, V);
+  txl_cpu_xent_forward_backward(g, loss0, tgt, 0.0f, n, V, V);
   ot_check_same("xent grad_scale=0 leaves logits", g, x, (size_t)N * sizeof(float));
   ot_check_same("xent grad_scale=0 same loss", loss0, loss, (size_t)n * sizeof(float));
   free(x), free(g), free(loss), free(loss0), free(tgt), free(xd), free(want), free(gw), free(bl), free(bg);
@@ -105,6 +105,29 @@ static void test_expf(OtRng *rng) {
                 (double)txl_expf(-INFINITY), (double)txl_expf(-100.0f), (double)txl_expf(NAN));
 }
 
+/* Logits whose rows lie ld > V apart: the packed rows' losses and gradients bit for bit, the gaps
+ * (NaN) neither read nor written. */
+static void test_padded(int64_t n, int V, int ld, OtRng *rng) {
+  float *q = ot_alloc(n * V), *p = ot_alloc(n * ld), *lq = ot_alloc(n), *lp = ot_alloc(n);
+  int32_t *tgt = malloc((size_t)n * sizeof(int32_t));
+  for (int64_t i = 0; i < n * V; i++) q[i] = 6.0f * (float)ot_uniform(rng) - 3.0f;
+  for (int64_t t = 0; t < n; t++) {
+    tgt[t] = (int32_t)(ot_uniform(rng) * V) % V;
+    for (int j = 0; j < ld; j++) p[t * ld + j] = j < V ? q[t * V + j] : NAN;
+  }
+  txl_cpu_xent_forward_backward(q, lq, tgt, 0.5f, n, V, V);
+  txl_cpu_xent_forward_backward(p, lp, tgt, 0.5f, n, V, ld);
+  int same = memcmp(lq, lp, (size_t)n * sizeof(float)) == 0, gaps = 1;
+  for (int64_t t = 0; t < n; t++) {
+    same &= memcmp(p + t * ld, q + t * V, (size_t)V * sizeof(float)) == 0;
+    for (int j = V; j < ld; j++) gaps &= isnan(p[t * ld + j]);
+  }
+  char name[96];
+  snprintf(name, sizeof name, "xent rows %d apart (V=%d): the packed bits, gaps untouched", ld, V);
+  ot_check_true(name, same && gaps, "same %d gaps %d", same, gaps);
+  free(q), free(p), free(lq), free(lp), free(tgt);
+}
+
 int main(void) {
   OtRng rng = ot_rng(6);
   printf("xent\n");
@@ -114,6 +137,7 @@ int main(void) {
   test_xent(9, 29, 70.0f, 80.0f, 1.0f / 9.0f, &rng); /* large logits: exp(80) in float needs the shift to sum */
   test_xent(4, 17, 990.0f, 1000.0f, 0.25f, &rng);    /* exp(1000) overflows anything */
   test_xent(67, 301, -8.0f, 8.0f, 1.0f / 67.0f, &rng); /* parallel path */
+  test_padded(67, 301, 304, &rng);
   printf("txl_expf\n");
   test_expf(&rng);
   return ot_finish("test_op_xent");
