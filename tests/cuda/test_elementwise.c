@@ -698,16 +698,26 @@ static float *pad_rows(const float *x, int64_t n, int d, int ld) {
   return p;
 }
 
+/* "layernorm_forward bf16 rows ld 72 of d 67: out" */
+static void padded_what(char *what, size_t n, const char *op, const char *part, TxlDtype act, int d, int ld) {
+  snprintf(what, n, "%s %s rows ld %d of d %d: %s", op, act_name(act), ld, d, part);
+}
+
 /* two fp32 device vectors (row statistics, parameter gradients, losses): the same bits */
-static void check_same_dev(const char *what, const float *dev_got, const float *dev_want, int64_t n) {
+static void check_same_dev(const char *op, const char *part, TxlDtype act, int d, int ld, const float *dev_got,
+                           const float *dev_want, int64_t n) {
+  char what[128];
+  padded_what(what, sizeof what, op, part, act, d, ld);
   float *got = host_from(dev_got, n), *want = host_from(dev_want, n);
   check_bits(what, got, want, n);
   free(got), free(want);
 }
 
 /* the device's padded rows against the packed result, gaps included */
-static void check_padded(const char *what, const void *dev_padded, const void *dev_packed, int64_t n, int d, int ld,
-                         TxlDtype act) {
+static void check_padded(const char *op, const char *part, TxlDtype act, const void *dev_padded,
+                         const void *dev_packed, int64_t n, int d, int ld) {
+  char what[128];
+  padded_what(what, sizeof what, op, part, act, d, ld);
   float *got = host_from_act(dev_padded, n * ld, act), *packed = host_from_act(dev_packed, n * d, act);
   float *want = pad_rows(packed, n, d, ld);
   check_bits(what, got, want, n * ld);
@@ -720,7 +730,6 @@ static void test_padded_rows(TxlDtype act) {
   const int64_t n = (int64_t)rows * cols;
   const float eps = 1e-5f;
   const TxlDropout drop = {0.3f, 5u, txl_layer_site(1, TXL_LSITE_FF_OUT), 2u};
-  char what[128];
   float *x = host_rand_nz(n * d, -1.0, 1.0), *y = host_rand_nz(n * d, -1.0, 1.0), *dy = host_rand_nz(n * d, -1.0, 1.0);
   round_act(x, n * d, act), round_act(y, n * d, act), round_act(dy, n * d, act);
   float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
@@ -735,17 +744,13 @@ static void test_padded_rows(TxlDtype act) {
 
   o->add_layernorm_forward(qres, qout, qm, qr, qx, qy, d_w, d_b, n, d, d, eps);
   o->add_layernorm_forward(pres, pout, pm, pr, px, py, d_w, d_b, n, d, ld, eps);
-  snprintf(what, sizeof what, "add_layernorm_forward %s rows ld %d of d %d: res", act_name(act), ld, d);
-  check_padded(what, pres, qres, n, d, ld, act);
-  snprintf(what, sizeof what, "add_layernorm_forward %s rows ld %d of d %d: out", act_name(act), ld, d);
-  check_padded(what, pout, qout, n, d, ld, act);
-  snprintf(what, sizeof what, "add_layernorm_forward %s rows ld %d of d %d: rstd", act_name(act), ld, d);
-  check_same_dev(what, pr, qr, n);
+  check_padded("add_layernorm_forward", "res", act, pres, qres, n, d, ld);
+  check_padded("add_layernorm_forward", "out", act, pout, qout, n, d, ld);
+  check_same_dev("add_layernorm_forward", "rstd", act, d, ld, pr, qr, n);
 
   o->layernorm_forward(qout, qm, qr, qx, d_w, d_b, n, d, d, eps);
   o->layernorm_forward(pout, pm, pr, px, d_w, d_b, n, d, ld, eps);
-  snprintf(what, sizeof what, "layernorm_forward %s rows ld %d of d %d: out", act_name(act), ld, d);
-  check_padded(what, pout, qout, n, d, ld, act);
+  check_padded("layernorm_forward", "out", act, pout, qout, n, d, ld);
 
   /* backward (+=) into dinp = y, the parameters' gradients from the same start */
   float *zero = calloc((size_t)d, sizeof(float));
@@ -753,37 +758,28 @@ static void test_padded_rows(TxlDtype act) {
   float *pdw = dev_copy_of(zero, d, "dw"), *pdb = dev_copy_of(zero, d, "db");
   o->layernorm_backward(qy, qdw, qdb, qdy, qx, d_w, qm, qr, n, d, d);
   o->layernorm_backward(py, pdw, pdb, pdy, px, d_w, pm, pr, n, d, ld);
-  snprintf(what, sizeof what, "layernorm_backward %s rows ld %d of d %d: dinp (+=)", act_name(act), ld, d);
-  check_padded(what, py, qy, n, d, ld, act);
-  snprintf(what, sizeof what, "layernorm_backward %s rows ld %d of d %d: dw", act_name(act), ld, d);
-  check_same_dev(what, pdw, qdw, d);
+  check_padded("layernorm_backward", "dinp (+=)", act, py, qy, n, d, ld);
+  check_same_dev("layernorm_backward", "dw", act, d, ld, pdw, qdw, d);
 
   o->layernorm_backward_dropout(qres, qout, qdw, qdb, qdy, qx, d_w, qm, qr, rows, cols, d, d, 4, drop);
   o->layernorm_backward_dropout(pres, pout, pdw, pdb, pdy, px, d_w, pm, pr, rows, cols, d, ld, 4, drop);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %s rows ld %d of d %d: dinp", act_name(act), ld, d);
-  check_padded(what, pres, qres, n, d, ld, act);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %s rows ld %d of d %d: dbranch", act_name(act), ld, d);
-  check_padded(what, pout, qout, n, d, ld, act);
-  snprintf(what, sizeof what, "layernorm_backward_dropout %s rows ld %d of d %d: db", act_name(act), ld, d);
-  check_same_dev(what, pdb, qdb, d);
+  check_padded("layernorm_backward_dropout", "dinp", act, pres, qres, n, d, ld);
+  check_padded("layernorm_backward_dropout", "dbranch", act, pout, qout, n, d, ld);
+  check_same_dev("layernorm_backward_dropout", "db", act, d, ld, pdb, qdb, d);
 
   /* the dropout family on the same buffers: x as the hidden layer, y its dropped copy, dy its gradient */
   float *bias = host_rand_nz(d, -0.5, 0.5);
   float *d_bias = dev_copy_of(bias, d, "test: bias");
   o->dropout(qdy, rows, cols, d, d, 1, drop);
   o->dropout(pdy, rows, cols, d, ld, 1, drop);
-  snprintf(what, sizeof what, "dropout %s rows ld %d of d %d", act_name(act), ld, d);
-  check_padded(what, pdy, qdy, n, d, ld, act);
+  check_padded("dropout", "x", act, pdy, qdy, n, d, ld);
   o->bias_relu_dropout_forward(qx, qy, d_bias, rows, cols, d, d, 1, drop);
   o->bias_relu_dropout_forward(px, py, d_bias, rows, cols, d, ld, 1, drop);
-  snprintf(what, sizeof what, "bias_relu_dropout_forward %s rows ld %d of d %d: a", act_name(act), ld, d);
-  check_padded(what, px, qx, n, d, ld, act);
-  snprintf(what, sizeof what, "bias_relu_dropout_forward %s rows ld %d of d %d: ad", act_name(act), ld, d);
-  check_padded(what, py, qy, n, d, ld, act);
+  check_padded("bias_relu_dropout_forward", "a", act, px, qx, n, d, ld);
+  check_padded("bias_relu_dropout_forward", "ad", act, py, qy, n, d, ld);
   o->relu_dropout_backward(qdy, qx, rows, cols, d, d, 1, drop);
   o->relu_dropout_backward(pdy, px, rows, cols, d, ld, 1, drop);
-  snprintf(what, sizeof what, "relu_dropout_backward %s rows ld %d of d %d", act_name(act), ld, d);
-  check_padded(what, pdy, qdy, n, d, ld, act);
+  check_padded("relu_dropout_backward", "dx", act, pdy, qdy, n, d, ld);
   txl_cuda_free(d_bias);
   free(bias);
 
@@ -793,10 +789,8 @@ static void test_padded_rows(TxlDtype act) {
   int32_t *d_tg = dev_from(tg, (size_t)n * sizeof(int32_t), "test: targets");
   o->xent_forward_backward(qy, qm, d_tg, 0.25f, n, d, d);
   o->xent_forward_backward(py, pm, d_tg, 0.25f, n, d, ld);
-  snprintf(what, sizeof what, "xent_forward_backward %s rows ld %d of V %d: gradient", act_name(act), ld, d);
-  check_padded(what, py, qy, n, d, ld, act);
-  snprintf(what, sizeof what, "xent_forward_backward %s rows ld %d of V %d: loss", act_name(act), ld, d);
-  check_same_dev(what, pm, qm, n);
+  check_padded("xent_forward_backward", "gradient", act, py, qy, n, d, ld);
+  check_same_dev("xent_forward_backward", "loss", act, d, ld, pm, qm, n);
   free(tg);
   txl_cuda_free(d_tg);
 
