@@ -88,11 +88,26 @@ void txl_param_table_build(TxlParamTable *t, const TxlDims *m, int row_align) {
   t->n_tensors = n;
   t->total = off;
   t->packed = packed;
+  txl_param_table_runs(t);
+}
+
+void txl_param_table_runs(TxlParamTable *t) {
+  free(t->runs);
+  t->n_runs = 0;
+  for (int k = 0; k < t->n_tensors; k++) {
+    t->tensors[k].run0 = t->n_runs;
+    t->tensors[k].n_runs = txl_tensor_runs(&t->tensors[k], NULL);
+    t->n_runs += t->tensors[k].n_runs;
+  }
+  t->runs = txl_malloc((size_t)(t->n_runs > 0 ? t->n_runs : 1) * 2 * sizeof(int64_t), "parameter runs");
+  for (int k = 0; k < t->n_tensors; k++) txl_tensor_runs(&t->tensors[k], t->runs + 2 * t->tensors[k].run0);
 }
 
 void txl_param_table_free(TxlParamTable *t) {
   free(t->tensors);
+  free(t->runs);
   t->tensors = NULL;
+  t->runs = NULL;
 }
 
 void txl_params_bind(TxlParams *p, float *base, const TxlParamTable *t) {

@@ -121,6 +121,7 @@ typedef struct {
   int64_t split;     /* SPLIT tensors: columns split.. start at column split_at of the row; */
   int64_t split_at;  /* otherwise both shape[1] (one block of columns) */
   int64_t span;      /* floats from the tensor's start to the end of its last row: shape[0] * ld */
+  int64_t run0, n_runs; /* its runs (txl_tensor_runs) in TxlParamTable.runs */
   TxlInit init;
   int layer;         /* -1 for tensors outside the layers */
   size_t field;      /* byte offset of this tensor's pointer in TxlParams (layer -1) or in
@@ -140,12 +141,19 @@ typedef struct {
                                      layer_begin + l * layer_size ... (padding included, every
                                      bound a multiple of TXL_PARAM_ALIGN) */
   int64_t layer_size;
+  int64_t *runs;                  /* [2 * n_runs] every tensor's runs, (offset, length) pairs in table
+                                     order (the packed view's): made once by txl_param_table_runs, so
+                                     the per-step sums (gradient norm, LAMB) build no list */
+  int64_t n_runs;
 } TxlParamTable;
 
 /* The one place that lays the buffer out (offsets, padding, the layer slices), rows padded to
  * row_align floats (>= 1). */
 void txl_param_table_build(TxlParamTable *t, const TxlDims *m, int row_align);
 void txl_param_table_free(TxlParamTable *t);
+/* (Re)makes t->runs and each tensor's run0, n_runs from the tensors' layout (txl_param_table_build
+ * calls it; a table laid out by hand calls it after). */
+void txl_param_table_runs(TxlParamTable *t);
 /* Points every field of p into base (a buffer of t->total floats) at the table's offsets.
  * Allocates p->layers. */
 void txl_params_bind(TxlParams *p, float *base, const TxlParamTable *t);

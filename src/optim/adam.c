@@ -42,15 +42,8 @@ void txl_adam_destroy(TxlAdam *a) {
 /* The sum over the tensors' runs (params.h), the packed view's order: on the CPU the bits of
  * the packed layout whatever the row padding. */
 double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *t) {
-  int64_t n = 0;
-  for (int k = 0; k < t->n_tensors; k++) n += txl_tensor_runs(&t->tensors[k], NULL);
-  if (n > INT32_MAX) txl_fatal("internal: %lld runs of gradients", (long long)n);
-  int64_t *seg = txl_malloc((size_t)(n > 0 ? n : 1) * 2 * sizeof(int64_t), "gradient segments");
-  int64_t at = 0;
-  for (int k = 0; k < t->n_tensors; k++) at += txl_tensor_runs(&t->tensors[k], seg + 2 * at);
-  const double s = ops->sumsq_segments(grad, (int)n, seg);
-  free(seg);
-  return sqrt(s);
+  if (t->n_runs > INT32_MAX) txl_fatal("internal: %lld runs of gradients", (long long)t->n_runs);
+  return sqrt(ops->sumsq_segments(grad, (int)t->n_runs, t->runs));
 }
 
 void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {

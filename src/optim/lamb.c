@@ -5,9 +5,7 @@
  * tensor's runs (double sums in the backend's fixed order, so the same bits on every rank and every run); the
  * ratios are taken on the host in double. */
 #include <math.h>
-#include <stdlib.h>
 
-#include "src/base/error.h"
 #include "src/optim/adam.h"
 
 void txl_lamb_update(TxlAdam *a, float *params, float *grad, float coef, float lr) {
@@ -17,12 +15,9 @@ void txl_lamb_update(TxlAdam *a, float *params, float *grad, float coef, float l
     /* the norms over the tensor's runs (the packed view's sums whatever the row padding); the
      * step over its span, whose padding holds zeros in p and u (u is 0 where p, m and v are) */
     const TxlTensorInfo *ti = &a->table->tensors[k];
-    const int64_t off = ti->offset, n = ti->span, runs = txl_tensor_runs(ti, NULL);
-    int64_t *seg = txl_malloc((size_t)runs * 2 * sizeof(int64_t), "LAMB tensor runs");
-    txl_tensor_runs(ti, seg);
-    const double pn = sqrt(ops->sumsq_segments(params, (int)runs, seg));
-    const double un = sqrt(ops->sumsq_segments(grad, (int)runs, seg));
-    free(seg);
+    const int64_t off = ti->offset, n = ti->span, *seg = a->table->runs + 2 * ti->run0;
+    const double pn = sqrt(ops->sumsq_segments(params, (int)ti->n_runs, seg));
+    const double un = sqrt(ops->sumsq_segments(grad, (int)ti->n_runs, seg));
     const double ratio = pn > 0.0 && un > 0.0 ? pn / un : 1.0;
     ops->axpy(params + off, grad + off, (float)(-(double)lr * ratio), n);
   }

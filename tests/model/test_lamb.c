@@ -48,6 +48,7 @@ int main(void) {
   table.n_tensors = N_TENSORS;
   table.total = TOTAL;
   table.packed = 150;
+  txl_param_table_runs(&table);
 
   const float lr = 0.01f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, clip = 0.5f, wd = 0.01f;
   float *p = calloc(TOTAL, sizeof(float)), *g = calloc(TOTAL, sizeof(float));
@@ -100,5 +101,6 @@ int main(void) {
   if (gaps) check_fail("LAMB: the padding between tensors changed");
   txl_adam_destroy(&a);
   free(p), free(g), free(pr), free(mr), free(vr), free(bound), free(want);
+  free(table.runs);
   return ot_finish("test_lamb");
 }

@@ -186,6 +186,7 @@ static void make_packed(TxlModel *m) {
   t->layer_end = begin + t->n_layer * t->layer_size;
   t->total = t->packed;
   t->row_align = 1;
+  txl_param_table_runs(t);
   txl_params_unbind(&m->p);
   txl_params_unbind(&m->g);
   txl_params_bind(&m->p, m->param_buf, t);
