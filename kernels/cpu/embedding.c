@@ -5,13 +5,13 @@
 #include "kernels/cpu/cpu_util.h"
 
 void txl_cpu_embedding_forward(void *out_, const int32_t *tok, const void *emb_, float scale,
-                               int64_t n, int d, int lde) {
+                               int64_t n, int d, int lde, int ldo) {
   float *out = out_;
   const float *emb = emb_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t t = 0; t < n; t++) {
     const float *e = emb + (int64_t)tok[t] * lde;
-    float *o = out + t * d;
+    float *o = out + t * ldo;
 #pragma omp simd
     for (int j = 0; j < d; j++) o[j] = e[j] * scale;
   }
@@ -21,7 +21,8 @@ void txl_cpu_embedding_forward(void *out_, const int32_t *tok, const void *emb_,
  * order: repeated token ids never race, and every element receives its additions in token
  * order whatever the number of threads, so the result is deterministic. */
 void txl_cpu_embedding_backward(void *demb_, TxlDtype demb_type, const void *dout_,
-                                const int32_t *tok, float scale, int64_t n, int d, int lde) {
+                                const int32_t *tok, float scale, int64_t n, int d, int lde,
+                                int ldo) {
   txl_cpu_require_f32(demb_type, "embedding_backward");
   float *demb = demb_;
   const float *dout = dout_;
@@ -34,7 +35,7 @@ void txl_cpu_embedding_backward(void *demb_, TxlDtype demb_type, const void *dou
     if (j1 > d) j1 = d;
     for (int64_t t = 0; t < n && j0 < j1; t++) {
       float *g = demb + (int64_t)tok[t] * lde;
-      const float *o = dout + t * d;
+      const float *o = dout + t * ldo;
 #pragma omp simd
       for (int j = j0; j < j1; j++) g[j] += o[j] * scale;
     }

@@ -1,4 +1,5 @@
-/* Sinusoidal relative-position embedding R [K, d]: row p is position K-1-p (clamped). */
+/* Sinusoidal relative-position embedding R [K, d] (rows ld apart): row p is position K-1-p
+ * (clamped). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sincos */
 #endif
@@ -10,7 +11,7 @@
 
 #define TXL_POSEMB_FREQ_CHUNK 256
 
-void txl_cpu_posemb_forward(void *R_, int K, int d, int clamp_len) {
+void txl_cpu_posemb_forward(void *R_, int K, int d, int ld, int clamp_len) {
   float *R = R_;
   if (d % 2 != 0) txl_fatal("posemb_forward: d = %d must be even", d);
   const int half = d / 2;
@@ -23,7 +24,7 @@ void txl_cpu_posemb_forward(void *R_, int K, int d, int clamp_len) {
     for (int p = 0; p < K; p++) {
       int pos = K - 1 - p;
       if (clamp_len > 0 && pos > clamp_len) pos = clamp_len;
-      float *row = R + (int64_t)p * d;
+      float *row = R + (int64_t)p * ld;
       for (int i = 0; i < ni; i++) {
         double s, c;
         sincos((double)pos * f[i], &s, &c);

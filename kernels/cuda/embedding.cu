@@ -1,7 +1,7 @@
 /* Word embedding lookup and its gradient, as the CPU backend (kernels/cpu/embedding.c):
- *   forward   out[t, :] = emb[tok[t], :] * scale       out [n, d], tok [n], emb [V, d] (rows lde apart)
+ *   forward   out[t, :] = emb[tok[t], :] * scale       out [n, d] (rows ldo apart), tok [n], emb [V, d] (rows lde apart)
  *             one thread per output element;
- *   backward  demb[tok[t], :] += dout[t, :] * scale    demb [V, d] (rows lde apart), dout [n, d]
+ *   backward  demb[tok[t], :] += dout[t, :] * scale    demb [V, d] (rows lde apart), dout [n, d] (rows ldo apart)
  *             deterministic, see below.
  * out, emb and dout are activations of type T (float, txl_bf16 or txl_fp16, see cuda_util.h); demb is of
  * type TD (fp32 for a parameter gradient, T for an activation: the adaptive softmax's scatter-add).
@@ -11,39 +11,39 @@
 
 template <typename T>
 static __global__ void embedding_forward_kernel(T *out, const int32_t *tok, const T *emb,
-                                                float scale, int64_t n, int d, int lde) {
+                                                float scale, int64_t n, int d, int lde, int ldo) {
   const int64_t total = n * d;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = e / d, j = e % d;
-    txl_st(&out[e], txl_ld(&emb[(int64_t)tok[t] * lde + j]) * scale);
+    txl_st(&out[t * ldo + j], txl_ld(&emb[(int64_t)tok[t] * lde + j]) * scale);
   }
 }
 
 template <typename T>
 static void embedding_forward(T *out, const int32_t *tok, const T *emb, float scale, int64_t n,
-                              int d, int lde) {
+                              int d, int lde, int ldo) {
   if (n <= 0 || d <= 0) return;
   TXL_LAUNCH(embedding_forward_kernel<T>, txl_cuda_blocks(n * d, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-      out, tok, emb, scale, n, d, lde);
+      out, tok, emb, scale, n, d, lde, ldo);
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_embedding_forward(void *out, const int32_t *tok, const void *emb,
-                                           float scale, int64_t n, int d, int lde) {
-  embedding_forward(static_cast<float *>(out), tok, static_cast<const float *>(emb), scale, n, d, lde);
+                                           float scale, int64_t n, int d, int lde, int ldo) {
+  embedding_forward(static_cast<float *>(out), tok, static_cast<const float *>(emb), scale, n, d, lde, ldo);
 }
 
 extern "C" void txl_cuda_embedding_forward_bf16(void *out, const int32_t *tok, const void *emb,
-                                                float scale, int64_t n, int d, int lde) {
+                                                float scale, int64_t n, int d, int lde, int ldo) {
   embedding_forward(static_cast<txl_bf16 *>(out), tok, static_cast<const txl_bf16 *>(emb), scale,
-                    n, d, lde);
+                    n, d, lde, ldo);
 }
 
 extern "C" void txl_cuda_embedding_forward_fp16(void *out, const int32_t *tok, const void *emb,
-                                                float scale, int64_t n, int d, int lde) {
+                                                float scale, int64_t n, int d, int lde, int ldo) {
   embedding_forward(static_cast<txl_fp16 *>(out), tok, static_cast<const txl_fp16 *>(emb), scale,
-                    n, d, lde);
+                    n, d, lde, ldo);
 }
 
 /* ---- backward ------------------------------------------------------------------------------
@@ -155,11 +155,11 @@ static __global__ void radix_scatter_kernel(int32_t *kout, int32_t *vout, const 
 
 /* 2: for every run of equal tokens in skey, its demb row += its dout rows * scale, in order.
  * grid (runs' first indices, grid-stride; column tiles), block TXL_EMB_TILE.
- * demb [V, d] (rows lde apart), dout [n, d], skey, spos [n] */
+ * demb [V, d] (rows lde apart), dout [n, d] (rows ldo apart), skey, spos [n] */
 template <typename TD, typename T>
 static __global__ void embedding_backward_rows_kernel(TD *demb, const T *dout, const int32_t *skey,
                                                       const int32_t *spos, float scale, int64_t n,
-                                                      int d, int lde) {
+                                                      int d, int lde, int ldo) {
   __shared__ int32_t pos[TXL_EMB_TILE];
   const int j = blockIdx.y * TXL_EMB_TILE + threadIdx.x;
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) { /* s is uniform across the block */
@@ -173,7 +173,7 @@ static __global__ void embedding_backward_rows_kernel(TD *demb, const T *dout, c
       __syncthreads();
       if (j < d)
         for (int k = 0; k < TXL_EMB_TILE && pos[k] >= 0; k++)
-          acc = fmaf(txl_ld(&dout[(int64_t)pos[k] * d + j]), scale, acc);
+          acc = fmaf(txl_ld(&dout[(int64_t)pos[k] * ldo + j]), scale, acc);
       const bool more = pos[TXL_EMB_TILE - 1] >= 0;
       __syncthreads(); /* pos is rewritten by the next batch */
       if (!more) break;
@@ -184,7 +184,7 @@ static __global__ void embedding_backward_rows_kernel(TD *demb, const T *dout, c
 
 template <typename TD, typename T>
 static void embedding_backward(TD *demb, const T *dout, const int32_t *tok, float scale, int64_t n,
-                               int d, int lde) {
+                               int d, int lde, int ldo) {
   if (n <= 0 || d <= 0) return;
   if (n > INT32_MAX - TXL_EMB_TILE)
     txl_fatal("embedding_backward: %lld positions are too many", (long long)n);
@@ -211,34 +211,35 @@ static void embedding_backward(TD *demb, const T *dout, const int32_t *tok, floa
   const unsigned int runs = (unsigned int)(n < (1 << 20) ? n : (1 << 20));
   const dim3 grid(runs, (unsigned int)((d + TXL_EMB_TILE - 1) / TXL_EMB_TILE));
   auto rows = embedding_backward_rows_kernel<TD, T>;
-  TXL_LAUNCH(rows, grid, TXL_EMB_TILE, 0)(demb, dout, kb, vb, scale, n, d, lde);
+  TXL_LAUNCH(rows, grid, TXL_EMB_TILE, 0)(demb, dout, kb, vb, scale, n, d, lde, ldo);
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_embedding_backward(void *demb, TxlDtype demb_type, const void *dout,
-                                            const int32_t *tok, float scale, int64_t n, int d, int lde) {
+                                            const int32_t *tok, float scale, int64_t n, int d, int lde,
+                                            int ldo) {
   txl_cuda_require_dtype(demb_type, TXL_F32, "embedding_backward");
-  embedding_backward(static_cast<float *>(demb), static_cast<const float *>(dout), tok, scale, n, d, lde);
+  embedding_backward(static_cast<float *>(demb), static_cast<const float *>(dout), tok, scale, n, d, lde, ldo);
 }
 
 extern "C" void txl_cuda_embedding_backward_bf16(void *demb, TxlDtype demb_type, const void *dout,
                                                  const int32_t *tok, float scale, int64_t n,
-                                                 int d, int lde) {
+                                                 int d, int lde, int ldo) {
   txl_cuda_require_dtype(demb_type, TXL_BF16, "embedding_backward");
   const txl_bf16 *dy = static_cast<const txl_bf16 *>(dout);
   if (demb_type == TXL_BF16)
-    embedding_backward(static_cast<txl_bf16 *>(demb), dy, tok, scale, n, d, lde);
+    embedding_backward(static_cast<txl_bf16 *>(demb), dy, tok, scale, n, d, lde, ldo);
   else
-    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d, lde);
+    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d, lde, ldo);
 }
 
 extern "C" void txl_cuda_embedding_backward_fp16(void *demb, TxlDtype demb_type, const void *dout,
                                                  const int32_t *tok, float scale, int64_t n,
-                                                 int d, int lde) {
+                                                 int d, int lde, int ldo) {
   txl_cuda_require_dtype(demb_type, TXL_F16, "embedding_backward");
   const txl_fp16 *dy = static_cast<const txl_fp16 *>(dout);
   if (demb_type == TXL_F16)
-    embedding_backward(static_cast<txl_fp16 *>(demb), dy, tok, scale, n, d, lde);
+    embedding_backward(static_cast<txl_fp16 *>(demb), dy, tok, scale, n, d, lde, ldo);
   else
-    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d, lde);
+    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d, lde, ldo);
 }

@@ -88,11 +88,11 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
     const Cluster c = cluster(m, &m->p, i);
     const int ldw = txl_model_ldw(m, de); /* E [csize, de] and Pe [d, de] */
     void *e = txl_act_at(m, r->ad_emb, offe);
-    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de, ldw); /* one table: i = 0, global ids */
+    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de, ldw, de); /* one table: i = 0, global ids */
     /* one table: the rows are every row in order, so the product lands in h directly */
     void *y = split ? r->tmp : h;
     txl_linear_t_forward(o, y, d, 0.0f, scale, e, txl_model_w(m, c.Pe), ldw, n, de, d); /* y = s e Pe^T */
-    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d, d); /* h rows = y (h was 0) */
+    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d, d, d); /* h rows = y (h was 0) */
     off += n;
     offe += (int64_t)n * de;
   }
@@ -111,12 +111,12 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t
     const int ldw = txl_model_ldw(m, de);
     const void *dy = dh;
     if (split) { /* this cluster's rows of dh */
-      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d, d);
+      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d, d, d);
       dy = r->dtmp;
     }
     txl_linear_t_backward_w(o, g.Pe, ldw, scale, dy, d, txl_act_at(m, r->ad_emb, offe), n, de, d); /* dP += s dy^T e */
     txl_linear_t_backward_x(o, r->ad_dhp, 0.0f, scale, dy, d, txl_model_w(m, c.Pe), ldw, n, de, d); /* de = s dy P */
-    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de, ldw);
+    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de, ldw, de);
     off += n;
     offe += (int64_t)n * de;
   }
@@ -197,7 +197,7 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
     void *hc = txl_act_at(m, r->ad_hc, off * d), *tail = txl_act_at(m, r->ad_tail, offt);
-    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d, d); /* the rows of this cluster */
+    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d, d, d); /* the rows of this cluster */
     tail_forward(m, i, tail, txl_act_at(m, r->ad_hp, offe), hc, n);
     o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs, cs);
     off += n;
@@ -256,7 +256,7 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
       txl_linear_backward_w(o, gc.Po, hc, dhp, n, d, de, ldw);
       txl_linear_backward_x(o, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, ldw);
     }
-    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d, d); /* scatter-add */
+    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d, d, d); /* scatter-add */
     off += n;
     offe += (int64_t)n * de;
     offt += (int64_t)n * cs;

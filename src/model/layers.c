@@ -56,7 +56,7 @@ void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_forward(m, r, tokens, h, sg->LB, sqrtf((float)d));
   else
-    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d));
+    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d), d);
   txl_pos_embed_add(m, r, sg, h); /* attn_type 2: + the absolute positions, dropped together */
   o->dropout(h, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
 }
@@ -69,7 +69,7 @@ void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh) 
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_backward(m, r, dh, sg->LB, sqrtf((float)d));
   else
-    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d));
+    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d), d);
 }
 
 double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *targets, float grad_scale) {

@@ -11,7 +11,7 @@ void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg) {
   const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, m->spec.dims.attn_type == 0 ? m->spec.dropout : 0.0f);
   sg->R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
   if (sg->R_kept) return;
-  o->posemb_forward(r->R, K, m->spec.dims.d_model, r->clamp_len);
+  o->posemb_forward(r->R, K, m->spec.dims.d_model, m->spec.dims.d_model, r->clamp_len);
   o->dropout(r->R, K, 1, m->spec.dims.d_model, m->spec.dims.d_model, 0, dpos);
   r->R_rows = dpos.p > 0.0f ? -1 : K; /* a dropped R is not reused */
 }

@@ -31,7 +31,7 @@ void txl_pos_prepare(TxlModel *m, TxlRun *r, TxlSegment *sg) {
   case 2: /* R without dropout, one row per (key, column) */
     txl_positions_forward(m, r, sg);
     put_index(m, r, K, B, T, 0, K, 1);
-    m->ops->embedding_forward(r->pos_rows, r->pos_idx, r->R, 1.0f, (int64_t)K * B, d, d);
+    m->ops->embedding_forward(r->pos_rows, r->pos_idx, r->R, 1.0f, (int64_t)K * B, d, d, d);
     break;
   case 3: put_index(m, r, K, B, T, 0, K, 0); break;
   default: txl_fatal("internal: attn_type %d", dm->attn_type);
@@ -51,7 +51,7 @@ void txl_pos_layer_add(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   if (m->spec.dims.attn_type == 2 && l == 0 && sg->M)
     o->add(a->cat, a->cat, r->pos_rows, (int64_t)sg->M * r->B * d, o->act);
   if (m->spec.dims.attn_type == 3) {
-    o->embedding_forward(r->pos_rows, r->pos_idx, txl_model_w(m, m->p.layers[l].r_emb), 1.0f, sg->KB, d, d);
+    o->embedding_forward(r->pos_rows, r->pos_idx, txl_model_w(m, m->p.layers[l].r_emb), 1.0f, sg->KB, d, d, d);
     o->add(a->cat, a->cat, r->pos_rows, sg->KB * d, o->act);
   }
 }
@@ -64,8 +64,8 @@ void txl_pos_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg,
   if (m->spec.dims.attn_type != 3) return;
   float *g = m->g.layers[l].r_emb; /* [max_klen, d] */
   const int64_t MB = (int64_t)sg->M * r->B;
-  if (MB) o->embedding_backward(g, TXL_F32, dmem, r->pos_idx, 1.0f, MB, d, d);
-  o->embedding_backward(g, TXL_F32, r->dh, r->pos_idx + MB, 1.0f, sg->LB, d, d);
+  if (MB) o->embedding_backward(g, TXL_F32, dmem, r->pos_idx, 1.0f, MB, d, d, d);
+  o->embedding_backward(g, TXL_F32, r->dh, r->pos_idx + MB, 1.0f, sg->LB, d, d, d);
 }
 
 /* a->rb and r->drb are fp32 while the gathers move activations: fp32 tables only (config.c
@@ -81,8 +81,8 @@ void txl_pos_rel_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   TxlLayerActs *a = txl_slot(r, l);
   need_f32(m);
   const int HD = dm->n_head * dm->d_head; /* r_emb and r_bias are FLAT (params.def): rows unpadded */
-  o->embedding_forward(a->r, r->pos_idx, txl_model_w(m, lp->r_emb), 1.0f, sg->K, HD, HD);
-  o->embedding_forward(a->rb, r->pos_idx, txl_model_w(m, lp->r_bias), 1.0f, sg->K, dm->n_head, dm->n_head);
+  o->embedding_forward(a->r, r->pos_idx, txl_model_w(m, lp->r_emb), 1.0f, sg->K, HD, HD, HD);
+  o->embedding_forward(a->rb, r->pos_idx, txl_model_w(m, lp->r_bias), 1.0f, sg->K, dm->n_head, dm->n_head, dm->n_head);
 }
 
 void txl_pos_rel_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
@@ -91,6 +91,6 @@ void txl_pos_rel_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlLayerParams *gp = &m->g.layers[l];
   need_f32(m);
   const int HD = dm->n_head * dm->d_head;
-  o->embedding_backward(gp->r_emb, TXL_F32, r->dr, r->pos_idx, 1.0f, sg->K, HD, HD);
-  o->embedding_backward(gp->r_bias, TXL_F32, r->drb, r->pos_idx, 1.0f, sg->K, dm->n_head, dm->n_head);
+  o->embedding_backward(gp->r_emb, TXL_F32, r->dr, r->pos_idx, 1.0f, sg->K, HD, HD, HD);
+  o->embedding_backward(gp->r_bias, TXL_F32, r->drb, r->pos_idx, 1.0f, sg->K, dm->n_head, dm->n_head, dm->n_head);
 }

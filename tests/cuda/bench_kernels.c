@@ -150,11 +150,11 @@ static void call_bias_bwd(void *c) {
 }
 static void call_emb_fwd(void *c) {
   Bufs *b = c;
-  b->o->embedding_forward(b->y, b->tok, b->w, 20.0f, b->LB, b->s->d, b->s->d);
+  b->o->embedding_forward(b->y, b->tok, b->w, 20.0f, b->LB, b->s->d, b->s->d, b->s->d);
 }
 static void call_emb_bwd(void *c) {
   Bufs *b = c;
-  b->o->embedding_backward(b->wf, TXL_F32, b->x, b->tok, 20.0f, b->LB, b->s->d, b->s->d);
+  b->o->embedding_backward(b->wf, TXL_F32, b->x, b->tok, 20.0f, b->LB, b->s->d, b->s->d, b->s->d);
 }
 static void call_adam(void *c) {
   Bufs *b = c;

@@ -216,24 +216,24 @@ static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg
 
 /* reads the tokens and n rows of the table, writes out; 1 FLOP (the scale) per element */
 static void count_embedding_forward(void *out, const int32_t *tok, const void *emb, float scale, int64_t n, int d,
-                                    int lde) {
-  (void)out, (void)tok, (void)emb, (void)scale, (void)lde;
+                                    int lde, int ldo) {
+  (void)out, (void)tok, (void)emb, (void)scale, (void)lde, (void)ldo;
   add(TXL_COUNT_EMBEDDING, (double)n * d, 4.0 * (double)n + 2.0 * (double)n * d * act_bytes());
 }
 /* reads dout and the tokens, the gradient rows read and written; the sort of the positions by
  * token reads and writes n (key, position) pairs once (16 n bytes); 2 FLOPs (scale, add) per
  * element */
 static void count_embedding_backward(void *demb, TxlDtype demb_type, const void *dout, const int32_t *tok, float scale,
-                                     int64_t n, int d, int lde) {
-  (void)demb, (void)dout, (void)tok, (void)scale, (void)lde;
+                                     int64_t n, int d, int lde, int ldo) {
+  (void)demb, (void)dout, (void)tok, (void)scale, (void)lde, (void)ldo;
   const double nd = (double)n * d;
   add(TXL_COUNT_EMBEDDING, 2.0 * nd,
       nd * act_bytes() + 2.0 * nd * (double)txl_dtype_size(demb_type) + 4.0 * (double)n + 16.0 * (double)n);
 }
 /* writes R; a sine or cosine (counted as 1 FLOP, computed in double) and 2 FLOPs for its argument
  * per element */
-static void count_posemb_forward(void *R, int K, int d, int clamp_len) {
-  (void)R, (void)clamp_len;
+static void count_posemb_forward(void *R, int K, int d, int ld, int clamp_len) {
+  (void)R, (void)ld, (void)clamp_len;
   add(TXL_COUNT_EMBEDDING, 3.0 * (double)K * d, (double)K * d * act_bytes());
 }
 

@@ -318,7 +318,7 @@ static int cpu_embedding_fuses(void) {
   const float o = 1.0f + 0x1p-12f, g0 = -(1.0f + 0x1p-11f);
   float g = g0;
   const int32_t tok = 0;
-  txl_cpu_embedding_backward(&g, TXL_F32, &o, &tok, o, 1, 1, 1);
+  txl_cpu_embedding_backward(&g, TXL_F32, &o, &tok, o, 1, 1, 1, 1);
   return g != 0.0f;
 }
 
@@ -352,12 +352,12 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
   float *e0 = host_rand_nz(VE, -1.0, 1.0);
   round_act(e0, VE, demb_type);
   float *want = host_copy(e0, VE);
-  txl_cpu_embedding_backward(want, TXL_F32, dout, tok, scale, n, d, lde);
+  txl_cpu_embedding_backward(want, TXL_F32, dout, tok, scale, n, d, lde, d);
 
   void *d_emb = dev_act(e0, VE, demb_type, "test: demb");
   void *d_out = dev_act(dout, n * d, act, "test: dout");
   int32_t *d_tok = dev_from(tok, (size_t)n * sizeof(int32_t), "test: tok");
-  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde);
+  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde, d);
   float *got = host_from_act(d_emb, VE, demb_type);
   snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d lde=%d V=%d%s (+=)", act_name(act),
            act_name(demb_type), (long long)n, d, lde, V, skew ? " skewed" : "");
@@ -383,7 +383,7 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
   }
 
   to_device_act(d_emb, e0, VE, demb_type);
-  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde);
+  o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde, d);
   float *again = host_from_act(d_emb, VE, demb_type);
   snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d V=%d rerun", act_name(act),
            act_name(demb_type), (long long)n, d, V);
@@ -424,9 +424,9 @@ static void test_posemb_case(TxlDtype act, int K, int d, int clamp) {
   const TxlOps *o = txl_ops_cuda(act);
   const int64_t n = (int64_t)K * d;
   float *want = host_rand(n, -1.0, 1.0);
-  txl_cpu_posemb_forward(want, K, d, clamp);
+  txl_cpu_posemb_forward(want, K, d, d, clamp);
   void *dR = dev_poison_act(n, act, "test: R");
-  o->posemb_forward(dR, K, d, clamp);
+  o->posemb_forward(dR, K, d, d, clamp);
   float *got = host_from_act(dR, n, act);
   double *bound = ot_alloc_d(n);
   int64_t differ = 0;
@@ -793,6 +793,27 @@ static void test_padded_rows(TxlDtype act) {
   check_same_dev("xent_forward_backward", "loss", act, d, ld, pm, qm, n);
   free(tg);
   txl_cuda_free(d_tg);
+
+  /* the embedding gather into padded rows (the table x, packed), the scatter-add from padded rows
+   * of dy into an fp32 gradient; the positions into padded rows (d must be even: d - 1) */
+  int32_t *tok = malloc((size_t)n * sizeof(int32_t));
+  for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)((t * 7) % n);
+  int32_t *d_tok = dev_from(tok, (size_t)n * sizeof(int32_t), "test: tokens");
+  o->embedding_forward(qout, d_tok, qx, 1.5f, n, d, d, d);
+  o->embedding_forward(pout, d_tok, qx, 1.5f, n, d, d, ld);
+  check_padded("embedding_forward", "out", act, pout, qout, n, d, ld);
+  float *zeros = calloc((size_t)(n * ld), sizeof(float));
+  float *qg = dev_copy_of(zeros, n * d, "demb"), *pg = dev_copy_of(zeros, n * d, "demb");
+  o->embedding_backward(qg, TXL_F32, qdy, d_tok, 0.5f, n, d, d, d);
+  o->embedding_backward(pg, TXL_F32, pdy, d_tok, 0.5f, n, d, d, ld);
+  check_same_dev("embedding_backward", "demb", act, d, ld, pg, qg, n * d);
+  float *zp = pad_rows(zeros, n, d - 1, ld);
+  void *qR = dev_act(zeros, n * (d - 1), act, "R"), *pR = dev_act(zp, n * ld, act, "R");
+  o->posemb_forward(qR, (int)n, d - 1, d - 1, 0);
+  o->posemb_forward(pR, (int)n, d - 1, ld, 0);
+  check_padded("posemb_forward", "R", act, pR, qR, n, d - 1, ld);
+  free(tok), free(zeros), free(zp);
+  txl_cuda_free(d_tok), txl_cuda_free(qg), txl_cuda_free(pg), txl_cuda_free(qR), txl_cuda_free(pR);
 
   void *bufs[] = {qx, qy, qdy, px, py, pdy, qres, qout, pres, pout, qm, qr, pm, pr, qdw, qdb, pdw, pdb, d_w, d_b};
   for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) txl_cuda_free(bufs[k]);

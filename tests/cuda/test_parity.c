@@ -223,13 +223,13 @@ static void test_embedding(TxlDtype act) {
   tok[0] = 0;
   tok[1] = V - 1;
   float *want = host_rand(n * d, -1.0, 1.0);
-  txl_cpu_embedding_forward(want, tok, emb, scale, n, d, lde);
+  txl_cpu_embedding_forward(want, tok, emb, scale, n, d, lde, d);
   round_act(want, n * d, act);
 
   void *demb = dev_act(emb, (int64_t)V * lde, act, "test: emb");
   int32_t *dtok = dev_from(tok, sizeof tok, "test: tok");
   void *dout = dev_poison_act(n * d, act, "test: out");
-  o->embedding_forward(dout, dtok, demb, scale, n, d, lde);
+  o->embedding_forward(dout, dtok, demb, scale, n, d, lde, d);
   float *got = host_from_act(dout, n * d, act);
   char what[96];
   snprintf(what, sizeof what, "embedding_forward %s n=45 d=67 lde=72 V=101", act_name(act));

@@ -129,6 +129,24 @@ int ot_check_same(const char *name, const void *got, const void *want, size_t by
   return ot_record(ok);
 }
 
+void ot_pad_rows(float *dst, const float *src, int64_t n, int d, int ld, float fill) {
+  for (int64_t r = 0; r < n; r++) {
+    memcpy(dst + r * ld, src + r * d, (size_t)d * sizeof(float));
+    for (int j = d; j < ld; j++) dst[r * ld + j] = fill;
+  }
+}
+
+int ot_check_padded(const char *name, const float *padded, const float *packed, int64_t n, int d, int ld,
+                    float fill) {
+  int64_t differ = 0, gaps = 0;
+  for (int64_t r = 0; r < n; r++) {
+    differ += memcmp(padded + r * ld, packed + r * d, (size_t)d * sizeof(float)) != 0;
+    for (int j = d; j < ld; j++) gaps += memcmp(&padded[r * ld + j], &fill, sizeof fill) != 0;
+  }
+  return ot_check_true(name, differ == 0 && gaps == 0, "rows %lld apart, %lld rows: %lld differ, %lld gap elements written",
+                       (long long)ld, (long long)n, (long long)differ, (long long)gaps);
+}
+
 int ot_check_true(const char *name, int ok, const char *fmt, ...) {
   char detail[512] = "";
   if (fmt) {

@@ -41,6 +41,13 @@ int ot_check_f(const char *name, const float *got, const float *want, int64_t n,
                double rtol);
 /* Bit-identical (memcmp) comparison. */
 int ot_check_same(const char *name, const void *got, const void *want, size_t bytes);
+/* Padded rows (an op's row stride ld > its width d): a copy of the packed [n, d] src into
+ * dst [n, ld], every gap element set to `fill` (NaN: a gap an op reads poisons its result). */
+void ot_pad_rows(float *dst, const float *src, int64_t n, int d, int ld, float fill);
+/* The padded [n, ld] result of an op against its packed [n, d] run: each row's d values the same
+ * bits, and every gap element still the bits of `fill` (no op writes a gap). */
+int ot_check_padded(const char *name, const float *padded, const float *packed, int64_t n, int d, int ld,
+                    float fill);
 /* A named condition. */
 int ot_check_true(const char *name, int ok, const char *detail_fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -44,7 +44,7 @@ static void test_embedding(int64_t n, int V, int d, int use_fd, OtRng *rng) {
   /* forward: one rounding (emb * scale): |err| <= u |want| */
   for (int64_t t = 0; t < n; t++)
     for (int j = 0; j < d; j++) want[t * d + j] = (double)emb[(int64_t)tok[t] * d + j] * scale;
-  txl_cpu_embedding_forward(out, tok, emb, scale, n, d, d);
+  txl_cpu_embedding_forward(out, tok, emb, scale, n, d, d, d);
   snprintf(name, sizeof name, "embedding_forward n=%lld V=%d d=%d", (long long)n, V, d);
   ot_check(name, out, want, n * d, 0.0, OT_U);
 
@@ -79,7 +79,7 @@ static void test_embedding(int64_t n, int V, int d, int use_fd, OtRng *rng) {
       gw[k] += demb[k];
       bound[k] = 1.01 * (cnt[v] + 2) * OT_U * (fabs(demb[k]) + sabs[k]) + fd_tol;
     }
-  txl_cpu_embedding_backward(demb, TXL_F32, dout, tok, scale, n, d, d);
+  txl_cpu_embedding_backward(demb, TXL_F32, dout, tok, scale, n, d, d, d);
   snprintf(name, sizeof name, "embedding_backward demb (%s)", use_fd ? "vs FD" : "vs double sum");
   ot_check_bound(name, demb, gw, bound, (int64_t)V * d);
   free(tok), free(emb), free(out), free(dout), free(demb), free(want), free(wd), free(embd);
@@ -95,15 +95,42 @@ static void test_embedding_threads(OtRng *rng) {
   float *g3 = ot_alloc((int64_t)V * d);
   ot_fill(dout, n * d, -1.0f, 1.0f, rng);
   omp_set_num_threads(1);
-  txl_cpu_embedding_backward(g1, TXL_F32, dout, tok, 0.5f, n, d, d);
+  txl_cpu_embedding_backward(g1, TXL_F32, dout, tok, 0.5f, n, d, d, d);
   omp_set_num_threads(2);
-  txl_cpu_embedding_backward(g2, TXL_F32, dout, tok, 0.5f, n, d, d);
+  txl_cpu_embedding_backward(g2, TXL_F32, dout, tok, 0.5f, n, d, d, d);
   omp_set_num_threads(3);
-  txl_cpu_embedding_backward(g3, TXL_F32, dout, tok, 0.5f, n, d, d);
+  txl_cpu_embedding_backward(g3, TXL_F32, dout, tok, 0.5f, n, d, d, d);
   omp_set_num_threads(2);
   ot_check_same("embedding_backward threads 1 vs 2", g1, g2, (size_t)V * d * sizeof(float));
   ot_check_same("embedding_backward threads 1 vs 3", g1, g3, (size_t)V * d * sizeof(float));
   free(tok), free(dout), free(g1), free(g2), free(g3);
+}
+
+/* The activation rows ldo > d apart (the model's padded rows): the gather's output rows and the
+ * scatter-add's dout rows. The same arithmetic in the same order as packed rows, so the packed
+ * run's bits exactly; NaN in dout's gaps would poison a row that read them, and out's gaps must
+ * keep their fill. */
+static void test_embedding_padded(int64_t n, int V, int d, int lde, int ldo, OtRng *rng) {
+  char name[128];
+  const float nan = NAN;
+  int32_t *tok = malloc((size_t)n * sizeof *tok);
+  for (int64_t t = 0; t < n; t++) tok[t] = ot_randint(rng, V);
+  float *emb = ot_alloc((int64_t)V * lde), *out = ot_alloc(n * d), *outp = ot_alloc(n * ldo);
+  float *dout = ot_alloc(n * d), *doutp = ot_alloc(n * ldo);
+  float *g = ot_alloc((int64_t)V * lde), *gp = ot_alloc((int64_t)V * lde);
+  ot_fill(emb, (int64_t)V * lde, -1.0f, 1.0f, rng);
+  ot_fill(dout, n * d, -1.0f, 1.0f, rng);
+  ot_pad_rows(doutp, dout, n, d, ldo, nan);
+  ot_pad_rows(outp, out, n, d, ldo, nan);
+  txl_cpu_embedding_forward(out, tok, emb, 1.5f, n, d, lde, d);
+  txl_cpu_embedding_forward(outp, tok, emb, 1.5f, n, d, lde, ldo);
+  snprintf(name, sizeof name, "embedding_forward out, d %d", d);
+  ot_check_padded(name, outp, out, n, d, ldo, nan);
+  txl_cpu_embedding_backward(g, TXL_F32, dout, tok, 0.5f, n, d, lde, d);
+  txl_cpu_embedding_backward(gp, TXL_F32, doutp, tok, 0.5f, n, d, lde, ldo);
+  snprintf(name, sizeof name, "embedding_backward dout rows %d apart, d %d", ldo, d);
+  ot_check_same(name, gp, g, (size_t)V * lde * sizeof(float));
+  free(tok), free(emb), free(out), free(outp), free(dout), free(doutp), free(g), free(gp);
 }
 
 /* ---- position embedding ------------------------------------------------------------------ */
@@ -120,13 +147,21 @@ static void test_posemb(int K, int d, int clamp_len) {
       want[(int64_t)p * d + d / 2 + i] = cos(pos * inv_freq);
     }
   }
-  txl_cpu_posemb_forward(R, K, d, clamp_len);
+  txl_cpu_posemb_forward(R, K, d, d, clamp_len);
   /* The op computes in double and rounds once to float: within 1 ulp (<= 2u relative) of the
    * exact value, allowing for the last bits of the double computation landing on the other side
    * of a float rounding boundary; 1e-12 absolute covers values near 0 (the double argument
    * pos * f carries an error of about pos * 2^-53). */
   snprintf(name, sizeof name, "posemb K=%d d=%d clamp_len=%d", K, d, clamp_len);
   ot_check(name, R, want, (int64_t)K * d, 1e-12, 2 * OT_U);
+  /* rows ld > d apart (the model's padded rows): the same values per row, the gaps untouched */
+  const int ld = d + 5;
+  float *Rp = ot_alloc((int64_t)K * ld);
+  ot_pad_rows(Rp, R, K, d, ld, NAN);
+  txl_cpu_posemb_forward(Rp, K, d, ld, clamp_len);
+  snprintf(name, sizeof name, "posemb K=%d d=%d padded rows", K, d);
+  ot_check_padded(name, Rp, R, K, d, ld, NAN);
+  free(Rp);
   free(R), free(want);
 }
 
@@ -138,6 +173,9 @@ int main(void) {
   test_embedding(29, 5, 33, 1, &rng);
   test_embedding(2003, 41, 67, 0, &rng); /* parallel path */
   test_embedding_threads(&rng);
+  test_embedding_padded(37, 13, 7, 8, 8, &rng);
+  test_embedding_padded(2003, 41, 67, 72, 72, &rng); /* parallel path */
+  test_embedding_padded(50, 11, 410, 416, 419, &rng);
   printf("posemb\n");
   test_posemb(1, 2, 0);
   test_posemb(1, 8, 3);
