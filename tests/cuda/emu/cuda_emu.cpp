@@ -799,6 +799,13 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
   return cudaMemset(ptr, value, bytes);
 }
 
+cudaError_t cudaMemset2D(void *ptr, size_t pitch, int value, size_t width, size_t height) {
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (!ptr || (height > 1 && pitch < width)) return set_error(cudaErrorInvalidValue);
+  for (size_t r = 0; r < height; r++) memset(static_cast<char *>(ptr) + r * pitch, value, width);
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   if (!free_bytes || !total_bytes) return set_error(cudaErrorInvalidValue);
   /* the part's memory; what can be allocated is the host's, so free is the smaller of the two */

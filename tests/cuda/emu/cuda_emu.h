@@ -237,6 +237,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
                             cudaStream_t stream = 0);
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream = 0);
+/* height rows of width bytes, pitch bytes apart (the pitch unused for one row) */
+cudaError_t cudaMemset2D(void *ptr, size_t pitch, int value, size_t width, size_t height);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 
 cudaError_t cudaStreamCreate(cudaStream_t *stream);

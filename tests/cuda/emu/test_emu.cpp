@@ -465,6 +465,16 @@ static void test_runtime(void) {
   for (int i = 0; i < 1000; i++) bad += g[i] != (i >= 10 && i < 15 ? 0.0f : (float)i);
   check(bad == 0 && ((uintptr_t)a & 255) == 0,
         "cudaMalloc (256-byte aligned), cudaMemcpy(+Async), cudaMemset(+Async): %d wrong", bad);
+  /* cudaMemset2D: 3 rows of 5 floats, 7 apart, from b + 20: the gaps and the rest untouched */
+  CUDA_CHECK(cudaMemcpy(b, a, sizeof h, cudaMemcpyDeviceToDevice));
+  CUDA_CHECK(cudaMemset2D(b + 20, 7 * sizeof(float), 0, 5 * sizeof(float), 3));
+  CUDA_CHECK(cudaMemcpy(g, b, sizeof g, cudaMemcpyDeviceToHost));
+  bad = 0;
+  for (int i = 0; i < 1000; i++) bad += g[i] != (i >= 20 && i < 41 && (i - 20) % 7 < 5 ? 0.0f : (float)i);
+  e = cudaMemset2D(b, 4, 0, 8, 2); /* rows wider than their pitch */
+  check(bad == 0 && e == cudaErrorInvalidValue && cudaGetLastError() == e &&
+            cudaMemset2D(nullptr, 4, 0, 8, 0) == cudaSuccess && cudaMemset2D(b, 0, 0, 8, 1) == cudaSuccess,
+        "cudaMemset2D (rows pitch apart, gaps untouched; pitch < width: %s): %d wrong", cudaGetErrorName(e), bad);
   e = cudaMemcpy(g, b, 4, (cudaMemcpyKind)7);
   check(e == cudaErrorInvalidMemcpyDirection && cudaGetLastError() == e,
         "cudaMemcpy with a bad kind: %s", cudaGetErrorName(e));
