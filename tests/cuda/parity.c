@@ -105,6 +105,38 @@ void *dev_poison_act(int64_t n, TxlDtype act, const char *what) {
   return d;
 }
 
+/* ---- padded rows ------------------------------------------------------------------------- */
+
+float *pad_rows(const float *x, int64_t n, int d, int ld) {
+  float *p = ot_alloc(n * ld);
+  ot_pad_rows(p, x, n, d, ld, PAD_FILL);
+  return p;
+}
+
+/* "layernorm_forward bf16 rows ld 72 of d 67: out" */
+static void padded_what(char *what, size_t n, const char *op, const char *part, TxlDtype act, int d, int ld) {
+  snprintf(what, n, "%s %s rows ld %d of d %d: %s", op, act_name(act), ld, d, part);
+}
+
+void check_same_dev(const char *op, const char *part, TxlDtype act, int d, int ld, const float *dev_got,
+                    const float *dev_want, int64_t n) {
+  char what[192];
+  padded_what(what, sizeof what, op, part, act, d, ld);
+  float *got = host_from(dev_got, n), *want = host_from(dev_want, n);
+  check_bits(what, got, want, n);
+  free(got), free(want);
+}
+
+void check_padded(const char *op, const char *part, TxlDtype act, const void *dev_padded, const void *dev_packed,
+                  int64_t n, int d, int ld) {
+  char what[192];
+  padded_what(what, sizeof what, op, part, act, d, ld);
+  float *got = host_from_act(dev_padded, n * ld, act), *packed = host_from_act(dev_packed, n * d, act);
+  float *want = pad_rows(packed, n, d, ld);
+  check_bits(what, got, want, n * ld);
+  free(got), free(packed), free(want);
+}
+
 void bounds_act(double *bound, const float *want, int64_t n, TxlDtype act) {
   const double u = act_unit(act), eta = act_eta(act);
   if (act != TXL_F32)

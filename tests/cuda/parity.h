@@ -66,6 +66,20 @@ void *dev_poison_act(int64_t n, TxlDtype act, const char *what);
  * unchanged. */
 void bounds_act(double *bound, const float *want, int64_t n, TxlDtype act);
 
+/* Padded rows (rows ld > d apart): an op reads and writes the first d elements of each row only,
+ * with the same arithmetic, so its results are the bits of the same op on packed rows (which the
+ * tests check against the CPU) and the gaps keep what they held, PAD_FILL (test_util.h). The checks
+ * name themselves "OP ACT rows ld LD of d D: PART". */
+/* A new [n, ld] host copy of packed rows x [n, d], the gaps PAD_FILL (ot_pad_rows). */
+float *pad_rows(const float *x, int64_t n, int d, int ld);
+/* The device's padded rows [n, ld] (act type) against the packed result [n, d], gaps included. */
+void check_padded(const char *op, const char *part, TxlDtype act, const void *dev_padded, const void *dev_packed,
+                  int64_t n, int d, int ld);
+/* Two fp32 device vectors of the padded and the packed call (row statistics, parameter gradients,
+ * losses): the same bits. */
+void check_same_dev(const char *op, const char *part, TxlDtype act, int d, int ld, const float *dev_got,
+                    const float *dev_want, int64_t n);
+
 /* Bounds of the layer-norm forward of the n rows of x [n, d] (the derivation is in the tests that
  * call it): out[r, j] <= k_d ((|x| + mean_j |x|) rstd |w| + |b|), mean[r] <= k_d mean_j |x|,
  * rstd[r] <= k_d rstd. */

@@ -688,42 +688,6 @@ static void test_ln_backward_dropout_case(TxlDtype act, int rows, int cols, int 
  * same arithmetic: its results are the bits of the same op on the packed rows (which the cases
  * above check against the CPU), and the gaps keep what they held (a fill value). */
 
-#define PAD_FILL (-3072.0f) /* exact in bf16 and fp16 */
-
-/* [n, ld] copy of packed [n, d], the gaps PAD_FILL */
-static float *pad_rows(const float *x, int64_t n, int d, int ld) {
-  float *p = ot_alloc(n * ld);
-  for (int64_t r = 0; r < n; r++)
-    for (int j = 0; j < ld; j++) p[r * ld + j] = j < d ? x[r * d + j] : PAD_FILL;
-  return p;
-}
-
-/* "layernorm_forward bf16 rows ld 72 of d 67: out" */
-static void padded_what(char *what, size_t n, const char *op, const char *part, TxlDtype act, int d, int ld) {
-  snprintf(what, n, "%s %s rows ld %d of d %d: %s", op, act_name(act), ld, d, part);
-}
-
-/* two fp32 device vectors (row statistics, parameter gradients, losses): the same bits */
-static void check_same_dev(const char *op, const char *part, TxlDtype act, int d, int ld, const float *dev_got,
-                           const float *dev_want, int64_t n) {
-  char what[128];
-  padded_what(what, sizeof what, op, part, act, d, ld);
-  float *got = host_from(dev_got, n), *want = host_from(dev_want, n);
-  check_bits(what, got, want, n);
-  free(got), free(want);
-}
-
-/* the device's padded rows against the packed result, gaps included */
-static void check_padded(const char *op, const char *part, TxlDtype act, const void *dev_padded,
-                         const void *dev_packed, int64_t n, int d, int ld) {
-  char what[128];
-  padded_what(what, sizeof what, op, part, act, d, ld);
-  float *got = host_from_act(dev_padded, n * ld, act), *packed = host_from_act(dev_packed, n * d, act);
-  float *want = pad_rows(packed, n, d, ld);
-  check_bits(what, got, want, n * ld);
-  free(got), free(packed), free(want);
-}
-
 static void test_padded_rows(TxlDtype act) {
   const TxlOps *o = txl_ops_cuda(act);
   const int rows = 7, cols = 5, d = 67, ld = 72;

@@ -44,6 +44,9 @@ int ot_check_same(const char *name, const void *got, const void *want, size_t by
 /* Padded rows (an op's row stride ld > its width d): a copy of the packed [n, d] src into
  * dst [n, ld], every gap element set to `fill` (NaN: a gap an op reads poisons its result). */
 void ot_pad_rows(float *dst, const float *src, int64_t n, int d, int ld, float fill);
+/* A fill for gaps that an op must neither read nor write where NaN does not do (a check that
+ * rejects NaN, a 16-bit copy): exact in bf16 and fp16, far from any result. */
+#define PAD_FILL (-3072.0f)
 /* The padded [n, ld] result of an op against its packed [n, d] run: each row's d values the same
  * bits, and every gap element still the bits of `fill` (no op writes a gap). */
 int ot_check_padded(const char *name, const float *padded, const float *packed, int64_t n, int d, int ld,
