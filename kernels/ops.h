@@ -49,6 +49,12 @@ typedef struct {
   int same_length; /* 0: causal mask only; 1: also mask j <= i - same_shift         */
   int same_shift;  /* s in [0, L] (see src/model for how it follows from mem_len)   */
   float scale;     /* 1 / sqrt(dh)                                                 */
+  /* Row strides, in elements: rows ld apart, the gaps neither read nor written. Every caller sets
+   * all three (no "0 means packed"); one smaller than its rows' width is an internal error. */
+  int ldq;         /* between consecutive (i, c) rows of q, vec, dq and dvec (>= H*dh) */
+  int ldkv;        /* between consecutive (j, c) rows of kv and dkv (>= 2*H*dh): k at 0,
+                      v at H*dh of each row                                           */
+  int ldr;         /* between consecutive rows p of r and dr (>= H*dh)                */
 } TxlAttnShape;
 
 /* The table: a name, the activation type, then one function pointer per op of kernels/ops.def

@@ -8,6 +8,10 @@
  * score[i, j] uses BD[i, L-1-i+j], the row of r for relative distance M+i-j.
  *
  * Gradients: dq, dkv, dr, drb are overwritten; du, dvb accumulate (parameters).
+ * Strides (kernels/ops.h): the rows of q, vec, dq, dvec lie s.ldq apart, those of kv, dkv s.ldkv,
+ * those of r, dr s.ldr; so the L rows of one (c, h) lie B ldq apart in q, its K keys B ldkv apart
+ * in kv. Every GEMM reads and writes the dh columns of its head only: the gaps between rows are
+ * neither read nor written.
  * Determinism: every output element is written by exactly one thread; the reductions over
  * columns (dr, du, dvb) run after the parallel part, in column order.
  */
@@ -16,6 +20,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "kernels/common/attn_check.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vmath.h"
@@ -60,9 +65,8 @@ static inline void visible(const TxlAttnShape *s, int i, int *lo, int *hi) {
  * written when r is NULL: there is no BD term). */
 static void add_biases(float *qu, float *qv, const float *q, const float *u, const float *vb, const float *r,
                        const TxlAttnShape *s, int c, int h) {
-  const int HD = s->H * s->dh;
   for (int i = 0; i < s->L; i++) {
-    const float *qi = q + ((size_t)i * s->B + c) * HD + (size_t)h * s->dh;
+    const float *qi = q + ((size_t)i * s->B + c) * s->ldq + (size_t)h * s->dh;
     for (int e = 0; e < s->dh; e++) {
       qu[(size_t)i * s->dh + e] = u ? qi[e] + u[h * s->dh + e] : qi[e];
       if (r) qv[(size_t)i * s->dh + e] = vb ? qi[e] + vb[h * s->dh + e] : qi[e];
@@ -70,21 +74,16 @@ static void add_biases(float *qu, float *qv, const float *q, const float *u, con
   }
 }
 
-/* The arguments of one call: the optional parts must come in the combinations of ops.def. */
-static void check_parts(const void *r, const float *vb, const float *rb) {
-  if (!r && (vb || rb)) txl_fatal("internal: rel_attn with vb or rb but no r");
-}
-
 void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const void *kv_,
                               const void *r_, const float *u, const float *vb, const float *rb,
                               TxlAttnShape s, TxlDropout drop, void *work) {
-  check_parts(r_, vb, rb);
+  txl_attn_check_call(&s, r_, vb, rb);
   float *vec = vec_;
   const float *q = q_;
   const float *kv = kv_;
   const float *r = r_;
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
-  const int ldkv = B * 2 * HD;
+  const int ldq = B * s.ldq, ldkv = B * s.ldkv; /* between the rows of one (c, h) */
   const int nthreads = omp_get_max_threads();
   float *ws = (float *)work;
 #pragma omp parallel num_threads(nthreads)
@@ -98,11 +97,11 @@ void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const voi
     for (int ch = 0; ch < B * H; ch++) {
       const int c = ch / H, h = ch % H;
       add_biases(qu, qv, q, u, vb, r, &s, c, h);
-      const float *k = kv + (size_t)c * 2 * HD + (size_t)h * dh;
+      const float *k = kv + (size_t)c * s.ldkv + (size_t)h * dh;
       const float *v = k + HD;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qu, dh, k, ldkv, 0.0f, ac, K);
       if (r) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qv, dh, r + (size_t)h * dh, HD,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, qv, dh, r + (size_t)h * dh, s.ldr,
                     0.0f, bd, K);
         if (rb) /* BD[i, p] += rb[p, h] before the shift (the original's B_ + D_) */
           for (int i = 0; i < L; i++)
@@ -143,7 +142,7 @@ void txl_cpu_rel_attn_forward(void *vec_, float *prob, const void *q_, const voi
       }
       const float *Pv = drop.p > 0.0f ? pd : P;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, Pv, K, v, ldkv, 0.0f,
-                  vec + (size_t)c * HD + (size_t)h * dh, B * HD);
+                  vec + (size_t)c * s.ldq + (size_t)h * dh, ldq);
     }
   }
 }
@@ -152,7 +151,7 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
                                const void *dvec_, const void *vec_, const void *q_, const void *kv_,
                                const void *r_, const float *u, const float *vb, const float *rb,
                                const float *prob, TxlAttnShape s, TxlDropout drop, void *work) {
-  check_parts(r_, vb, rb);
+  txl_attn_check_call(&s, r_, vb, rb);
   (void)rb; /* the saved probabilities already hold its contribution */
   float *dq = dq_;
   float *dkv = dkv_;
@@ -164,7 +163,7 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
   const float *r = r_;
   (void)vec; /* the saved probabilities give everything the backward needs */
   const int L = s.L, K = s.M + s.L, B = s.B, H = s.H, dh = s.dh, HD = H * dh;
-  const int ldkv = B * 2 * HD;
+  const int ldq = B * s.ldq, ldkv = B * s.ldkv; /* between the rows of one (c, h) */
   const int nthreads = omp_get_max_threads();
   float *ws = (float *)work;
   float *dbd_all = ws + (size_t)nthreads * thread_floats(L, K, dh); /* [H, B, L, K] */
@@ -183,12 +182,12 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
       const int c = ch / H, h = ch % H;
       float *qv = qv_all + ((size_t)h * B + c) * L * dh;
       add_biases(qu, qv, q, u, vb, r, &s, c, h);
-      const float *k = kv + (size_t)c * 2 * HD + (size_t)h * dh;
+      const float *k = kv + (size_t)c * s.ldkv + (size_t)h * dh;
       const float *v = k + HD;
-      float *dk = dkv + (size_t)c * 2 * HD + (size_t)h * dh;
+      float *dk = dkv + (size_t)c * s.ldkv + (size_t)h * dh;
       float *dv = dk + HD;
-      const float *dveci = dvec + (size_t)c * HD + (size_t)h * dh;
-      float *dqi = dq + (size_t)c * HD + (size_t)h * dh;
+      const float *dveci = dvec + (size_t)c * s.ldq + (size_t)h * dh;
+      float *dqi = dq + (size_t)c * s.ldq + (size_t)h * dh;
       const float *P = prob + (size_t)ch * L * K;
       const float *Pv = P;
       if (drop.p > 0.0f) {
@@ -199,8 +198,8 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
         Pv = pd;
       }
       /* dv = Pd^T dvec;  dPd = dvec v^T */
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, L, 1.0f, Pv, K, dveci, B * HD, 0.0f, dv, ldkv);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, dveci, B * HD, v, ldkv, 0.0f, dp, K);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, L, 1.0f, Pv, K, dveci, ldq, 0.0f, dv, ldkv);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, K, dh, 1.0f, dveci, ldq, v, ldkv, 0.0f, dp, K);
       /* softmax backward, then the score scale; dBD[i, L-1-i+j] = dscore[i, j] */
       float *dbd = dbd_all + ((size_t)h * B + c) * L * K;
       memset(dbd, 0, (size_t)L * K * sizeof(float));
@@ -221,17 +220,17 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
           for (int j = lo; j <= hi; j++) dbdi[j] = dpi[j];
       }
       /* AC part: dq = dS k; dk = dS^T (q + u) */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dp, K, k, ldkv, 0.0f, dqi, B * HD);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dp, K, k, ldkv, 0.0f, dqi, ldq);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, L, 1.0f, dp, K, qu, dh, 0.0f, dk, ldkv);
       float *dup = du_part + (size_t)ch * dh, *dvp = dvb_part + (size_t)ch * dh;
       memset(dup, 0, (size_t)dh * sizeof(float));
       memset(dvp, 0, (size_t)dh * sizeof(float));
       if (r) {
         /* BD part: dq += dBD r */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dbd, K, r + (size_t)h * dh, HD, 0.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, K, 1.0f, dbd, K, r + (size_t)h * dh, s.ldr, 0.0f,
                     qvt, dh);
         for (int i = 0; i < L; i++) {
-          float *dqr = dqi + (size_t)i * B * HD;
+          float *dqr = dqi + (size_t)i * ldq;
           const float *t = qvt + (size_t)i * dh;
           for (int e = 0; e < dh; e++) {
             dup[e] += dqr[e];
@@ -241,7 +240,7 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
         }
       } else {
         for (int i = 0; i < L; i++) {
-          const float *dqr = dqi + (size_t)i * B * HD;
+          const float *dqr = dqi + (size_t)i * ldq;
           for (int e = 0; e < dh; e++) dup[e] += dqr[e];
         }
       }
@@ -251,7 +250,7 @@ void txl_cpu_rel_attn_backward(void *dq_, void *dkv_, void *dr_, float *du, floa
 #pragma omp for schedule(static)
       for (int h = 0; h < H; h++)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, dh, B * L, 1.0f, dbd_all + (size_t)h * B * L * K, K,
-                    qv_all + (size_t)h * B * L * dh, dh, 0.0f, dr + (size_t)h * dh, HD);
+                    qv_all + (size_t)h * B * L * dh, dh, 0.0f, dr + (size_t)h * dh, s.ldr);
     }
     if (drb) {
       /* drb[p, h] = sum over (c, i) of dBD[h, c, i, p], in (c, i) order */

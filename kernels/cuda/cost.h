@@ -25,7 +25,8 @@ typedef struct TxlCudaCost {
  * (txl_cuda_set_gemm_math), ignored for TXL_BF16 and TXL_F16 (always on tensor cores). bd: the
  * call has r (the BD term; then u too, and vb unless rb); rb: it has attn_type 1's per-key bias;
  * neither: plain attention without u and vb (attn_type 2, 3). Same plan as the calls themselves
- * (kernels/cuda/rel_attn.cu). */
+ * (kernels/cuda/rel_attn.cu). The bytes are those of the rows' elements: the row strides of s
+ * (padded rows) do not change the count, as the gaps are neither read nor written. */
 void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, int bd, int rb, TxlCudaCost *c);
 
 #ifdef __cplusplus

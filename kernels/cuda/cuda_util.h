@@ -85,6 +85,10 @@ void txl_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int K, float 
                            int64_t sA, const void *B, int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC,
                            int batch, TxlDtype ab, TxlDtype c_type);
 
+/* Zeros the first row_bytes of each of `rows` rows that start pitch >= row_bytes bytes apart at p;
+ * the gaps between them are not written (a tensor with padded rows). memory.cu. Host only. */
+void txl_cuda_zero_rows(void *p, int64_t rows, size_t row_bytes, size_t pitch);
+
 /* A device buffer of a reduction's partials, made by the op reserve (txl_cuda_reserve) with the
  * size of the largest call to come. memory.cu. */
 struct TxlCudaScratch {

@@ -95,6 +95,11 @@ extern "C" void txl_cuda_zero(void *p, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemset(p, 0, bytes));
 }
 
+void txl_cuda_zero_rows(void *p, int64_t rows, size_t row_bytes, size_t pitch) {
+  if (pitch < row_bytes) txl_fatal("internal: zero_rows with rows %zu bytes apart, %zu wide", pitch, row_bytes);
+  if (rows > 0 && row_bytes) CUDA_CHECK(cudaMemset2D(p, pitch, 0, row_bytes, (size_t)rows));
+}
+
 void txl_cuda_scratch_reserve(TxlCudaScratch *s, size_t bytes) {
   if (bytes > s->bytes) {
     txl_cuda_scratch_release(s); /* cudaFree waits for the device: no kernel still uses it */

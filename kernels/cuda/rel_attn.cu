@@ -12,11 +12,13 @@
  * The relative shift is a gather (BD's row i read from column L-1-i on), so BD is one GEMM per
  * head over all B L query rows: r does not depend on the column.
  *
- * Layouts. The model's tensors (q [L, B, H, dh], kv [K, B, 2, H, dh], r [K, H, dh]) give no
- * uniform stride between the (h, c) products, and leading dimensions such as H dh = 410 are off
- * cuBLAS's aligned path. So the operands are first gathered, per head and column, into the
- * workspace with the head size padded to dhp (a multiple of 8, zeros beyond dh: the padded
- * products add exact zeros) and score rows padded to Kp (a multiple of 8):
+ * Layouts. The model's tensors (q [L, B, H, dh], kv [K, B, 2, H, dh], r [K, H, dh], their rows
+ * ldq, ldkv, ldr apart: kernels/ops.h) give no uniform stride between the (h, c) products, and
+ * leading dimensions such as H dh = 410 are off cuBLAS's aligned path. So the operands are first
+ * gathered, per head and column, into the workspace (and the gradients scattered back; the gaps
+ * between the rows neither read nor written) with the head size padded to dhp (a multiple of 8,
+ * zeros beyond dh: the padded products add exact zeros) and score rows padded to Kp (a multiple
+ * of 8):
  *   qu, qv [H, B, L, dhp] (q + u, q + vb, rounded once to the act type)   kt, vt [H, B, K, dhp]
  *   rt [H, K, dhp]        AC, BD, dP~ [H, B, L, Kp] fp32                   P~, dS, dBD [H, B, L, Kp] act
  * Every leading dimension and batch stride is then a multiple of 8 elements, and every buffer
@@ -58,6 +60,7 @@
  * backward row kernel writes anyway (one thread per (h, p), rows in order: deterministic). */
 #include <math.h>
 
+#include "kernels/common/attn_check.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cost.h"
@@ -69,6 +72,7 @@ namespace {
 /* Everything a kernel needs to know about the call (by value). */
 struct Geo {
   int L, M, K, B, H, dh;
+  int ldq, ldkv, ldr; /* the row strides of the model's tensors (TxlAttnShape) */
   int dhp, Kp; /* dh and K rounded up to multiples of 8 */
   int col0, same_length, same_shift;
   float scale;
@@ -136,6 +140,9 @@ Geo make_geo(const TxlAttnShape &s, const TxlDropout &drop, int has_bd, const fl
   g.B = s.B;
   g.H = s.H;
   g.dh = s.dh;
+  g.ldq = s.ldq;
+  g.ldkv = s.ldkv;
+  g.ldr = s.ldr;
   g.dhp = round8(s.dh);
   g.Kp = round8(g.K);
   g.col0 = s.col0;
@@ -450,7 +457,7 @@ void gather_all(Exec &x, const Geo &g, const Plan &p, void *w, const T *q, const
   const double e = sizeof(T);
   const double nq = (double)g.H * g.B * g.L * g.dhp, nk = (double)g.H * g.B * g.K * g.dhp;
   const double nr = (double)g.H * g.K * g.dhp;
-  const int64_t qx = (int64_t)g.B * HD, kx = (int64_t)g.B * 2 * HD;
+  const int64_t qx = (int64_t)g.B * g.ldq, kx = (int64_t)g.B * g.ldkv; /* from row x to row x + 1 */
   auto gather = [&](T *dst, const T *src, const float *bias, int X, int nb, int64_t xs, int64_t bs, double n) {
     x.kernel(2.0 * n * e, bias ? n : 0.0, [&] {
       auto k = gather_heads_kernel<T, T>;
@@ -458,12 +465,12 @@ void gather_all(Exec &x, const Geo &g, const Plan &p, void *w, const T *q, const
           dst, src, bias, X, nb, g.H, g.dh, g.dhp, xs, bs);
     });
   };
-  gather(at<T>(w, p.qu), q, u, g.L, g.B, qx, HD, nq);
-  if (g.has_bd) gather(at<T>(w, p.qv), q, vb, g.L, g.B, qx, HD, nq);
-  gather(at<T>(w, p.kt), kv, nullptr, g.K, g.B, kx, 2 * HD, nk);
-  gather(at<T>(w, p.vt), kv + HD, nullptr, g.K, g.B, kx, 2 * HD, nk);
-  if (g.has_bd) gather(at<T>(w, p.rt), r, nullptr, g.K, 1, HD, 0, nr);
-  if (dvec) gather(at<T>(w, p.o), dvec, nullptr, g.L, g.B, qx, HD, nq);
+  gather(at<T>(w, p.qu), q, u, g.L, g.B, qx, g.ldq, nq);
+  if (g.has_bd) gather(at<T>(w, p.qv), q, vb, g.L, g.B, qx, g.ldq, nq);
+  gather(at<T>(w, p.kt), kv, nullptr, g.K, g.B, kx, g.ldkv, nk);
+  gather(at<T>(w, p.vt), kv + HD, nullptr, g.K, g.B, kx, g.ldkv, nk);
+  if (g.has_bd) gather(at<T>(w, p.rt), r, nullptr, g.K, 1, g.ldr, 0, nr);
+  if (dvec) gather(at<T>(w, p.o), dvec, nullptr, g.L, g.B, qx, g.ldq, nq);
 }
 
 /* AC and BD (fp32, alpha = scale). */
@@ -499,7 +506,7 @@ void forward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *vec, float *
   x.kernel(2.0 * nv * e, 0.0, [&] {
     auto k = scatter_heads_kernel<T, T>;
     TXL_LAUNCH(k, txl_cuda_blocks((int64_t)nv, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
-        vec, at<T>(w, p.o), (const T *)nullptr, g.L, g.B, g.H, g.dh, g.dhp, (int64_t)g.B * HD, (int64_t)HD);
+        vec, at<T>(w, p.o), (const T *)nullptr, g.L, g.B, g.H, g.dh, g.dhp, (int64_t)g.B * g.ldq, (int64_t)g.ldq);
   });
 }
 
@@ -552,11 +559,11 @@ void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv,
                                                                                       g.dh, g.dhp, xs, bs);
     });
   };
-  const int64_t qx = (int64_t)g.B * HD, kx = (int64_t)g.B * 2 * HD;
-  scatter(dq, at<float>(w, p.dqu), g.has_bd ? at<float>(w, p.dqv) : nullptr, g.L, g.B, qx, HD);
-  scatter(dkv, at<float>(w, p.dkt), nullptr, g.K, g.B, kx, 2 * HD);
-  scatter(dkv + HD, at<float>(w, p.dvt), nullptr, g.K, g.B, kx, 2 * HD);
-  if (g.has_bd) scatter(dr, at<float>(w, p.drt), nullptr, g.K, 1, HD, 0);
+  const int64_t qx = (int64_t)g.B * g.ldq, kx = (int64_t)g.B * g.ldkv; /* from row x to row x + 1 */
+  scatter(dq, at<float>(w, p.dqu), g.has_bd ? at<float>(w, p.dqv) : nullptr, g.L, g.B, qx, g.ldq);
+  scatter(dkv, at<float>(w, p.dkt), nullptr, g.K, g.B, kx, g.ldkv);
+  scatter(dkv + HD, at<float>(w, p.dvt), nullptr, g.K, g.B, kx, g.ldkv);
+  if (g.has_bd) scatter(dr, at<float>(w, p.drt), nullptr, g.K, 1, g.ldr, 0);
   if (!du && !dvb) return;
   const double nq = (double)g.B * g.L * HD, halves = (du ? 1.0 : 0.0) + (dvb ? 1.0 : 0.0);
   x.kernel(halves * nq * 4.0, halves * nq, [&] {
@@ -569,13 +576,11 @@ void backward_plan(Exec &x, const Geo &g, const Plan &p, void *w, T *dq, T *dkv,
 
 bool no_query(const TxlAttnShape &s) { return s.L <= 0 || s.B <= 0 || s.H <= 0 || s.dh <= 0; }
 
-/* The optional parts come in the combinations of ops.def; a gradient exactly where its input is. */
-void check_parts(const void *r, const float *vb, const float *rb) {
-  if (!r && (vb || rb)) txl_fatal("internal: rel_attn with vb or rb but no r");
-}
-void check_grads(const void *r, const float *u, const float *vb, const float *rb, const void *dr, const float *du,
-                 const float *dvb, const float *drb) {
-  check_parts(r, vb, rb);
+/* The call's arguments as ops.def asks (txl_attn_check_call), and, backward, a gradient exactly
+ * where its input is. */
+void check_grads(const TxlAttnShape &s, const void *r, const float *u, const float *vb, const float *rb,
+                 const void *dr, const float *du, const float *dvb, const float *drb) {
+  txl_attn_check_call(&s, r, vb, rb);
   if (!r != !dr || !u != !du || !vb != !dvb || !rb != !drb)
     txl_fatal("internal: rel_attn_backward's gradients (dr %d du %d dvb %d drb %d) do not match its inputs "
               "(r %d u %d vb %d rb %d)", !!dr, !!du, !!dvb, !!drb, !!r, !!u, !!vb, !!rb);
@@ -584,7 +589,7 @@ void check_grads(const void *r, const float *u, const float *vb, const float *rb
 template <typename T>
 void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r, const float *u, const float *vb,
                       const float *rb, const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
-  check_parts(r, vb, rb);
+  txl_attn_check_call(&s, r, vb, rb);
   if (no_query(s)) return;
   const Geo g = make_geo(s, drop, r != nullptr, rb);
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, sizeof(T), 0);
@@ -596,12 +601,13 @@ template <typename T>
 void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, float *drb, const T *dvec, const T *q,
                        const T *kv, const T *r, const float *u, const float *vb, const float *rb, const float *saved,
                        const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
-  check_grads(r, u, vb, rb, dr, du, dvb, drb);
+  check_grads(s, r, u, vb, rb, dr, du, dvb, drb);
   const int K = s.M + s.L, HD = s.H * s.dh;
-  if (no_query(s)) { /* no query: zero gradients of the inputs */
-    if (dr && K > 0 && HD > 0) txl_cuda_zero(dr, (size_t)K * HD * sizeof(T));
+  if (no_query(s)) { /* no query: zero gradients of the inputs, row by row (not the gaps) */
+    if (dr && K > 0 && HD > 0) txl_cuda_zero_rows(dr, K, (size_t)HD * sizeof(T), (size_t)s.ldr * sizeof(T));
     if (drb && K > 0 && s.H > 0) txl_cuda_zero(drb, (size_t)K * s.H * sizeof(float));
-    if (K > 0 && s.B > 0 && HD > 0) txl_cuda_zero(dkv, (size_t)K * s.B * 2 * HD * sizeof(T));
+    if (K > 0 && s.B > 0 && HD > 0)
+      txl_cuda_zero_rows(dkv, (int64_t)K * s.B, (size_t)2 * HD * sizeof(T), (size_t)s.ldkv * sizeof(T));
     return;
   }
   const Geo g = make_geo(s, drop, r != nullptr, rb);

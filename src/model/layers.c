@@ -38,6 +38,9 @@ TxlSegment txl_segment(const TxlModel *m, const TxlRun *r, int L, int M) {
   sg.as.same_length = r->same_length;
   sg.as.same_shift = txl_attn_same_shift(L, sg.K, r->mem_len);
   sg.as.scale = (float)(1.0 / sqrt((double)dm->d_head));
+  sg.as.ldq = dm->n_head * dm->d_head; /* packed rows, for now */
+  sg.as.ldkv = 2 * dm->n_head * dm->d_head;
+  sg.as.ldr = dm->n_head * dm->d_head;
   return sg;
 }
 

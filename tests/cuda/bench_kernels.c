@@ -253,7 +253,7 @@ int main(int argc, char **argv) {
   b.drop = (TxlDropout){0.1f, 1, 2, 3};
   b.dropatt0 = (TxlDropout){0.0f, 1, 4, 3};
   b.dropatt = (TxlDropout){0.1f, 1, 4, 3};
-  b.as = (TxlAttnShape){s.L, s.M, s.B, s.H, s.dh, 0, 0, s.L, (float)(1.0 / sqrt((double)s.dh))};
+  b.as = (TxlAttnShape){s.L, s.M, s.B, s.H, s.dh, 0, 0, s.L, (float)(1.0 / sqrt((double)s.dh)), HD, 2 * HD, HD};
   Bufs bh = bufs_bf16(&b, b.LB * wide, wmax, b.LB * HD, b.KB * 2 * HD, (int64_t)K * HD);
 
   const double F = sizeof(float), LB = (double)b.LB, d = s.d, di = s.di, V = s.V;

@@ -123,6 +123,45 @@ static void check_act(const char *what, const float *got, const float *want, con
 enum { V_TYPE0, V_SHAW, V_PLAIN };
 static const char *const VARIANT_TAGS[] = {"", "shaw ", "plain "};
 
+/* The shape of a case, its rows packed (each ld its rows' width). */
+static TxlAttnShape case_shape(const Case *cs) {
+  TxlAttnShape s;
+  s.L = cs->L;
+  s.M = cs->M;
+  s.B = cs->B;
+  s.H = cs->H;
+  s.dh = cs->dh;
+  s.col0 = cs->col0;
+  s.same_length = cs->same_length;
+  s.same_shift = txl_attn_same_shift(s.L, s.M + s.L, cs->mem_len); /* as the model computes it */
+  s.scale = (float)(1.0 / sqrt((double)s.dh));
+  s.ldq = s.H * s.dh;
+  s.ldkv = 2 * s.H * s.dh;
+  s.ldr = s.H * s.dh;
+  return s;
+}
+
+/* The CUDA functions of the table with activations act: txl_cuda_rel_attn_workspace, _forward
+ * and _backward (TXL_F32), their _bf16 (TXL_BF16) or _fp16 (TXL_F16) variants. */
+typedef struct {
+  size_t (*workspace)(int, int, int, int, int, int);
+  void (*forward)(void *, float *, const void *, const void *, const void *, const float *, const float *,
+                  const float *, TxlAttnShape, TxlDropout, void *);
+  void (*backward)(void *, void *, void *, float *, float *, float *, const void *, const void *, const void *,
+                   const void *, const void *, const float *, const float *, const float *, const float *,
+                   TxlAttnShape, TxlDropout, void *);
+} AttnFns;
+
+static AttnFns attn_fns(TxlDtype act) {
+  if (act == TXL_BF16)
+    return (AttnFns){txl_cuda_rel_attn_workspace_bf16, txl_cuda_rel_attn_forward_bf16,
+                     txl_cuda_rel_attn_backward_bf16};
+  if (act == TXL_F16)
+    return (AttnFns){txl_cuda_rel_attn_workspace_fp16, txl_cuda_rel_attn_forward_fp16,
+                     txl_cuda_rel_attn_backward_fp16};
+  return (AttnFns){txl_cuda_rel_attn_workspace, txl_cuda_rel_attn_forward, txl_cuda_rel_attn_backward};
+}
+
 /* One case in mode m: activations TXL_F32 (txl_cuda_rel_attn_forward / _backward, exact fp32 or
  * TF32 GEMMs), TXL_BF16 (the _bf16 pair) or TXL_F16 (the _fp16 pair), bounds as in the file
  * comment. */
@@ -132,17 +171,8 @@ static void run_case(const Case *cs, Mode m, int variant) {
   const TxlDtype act = m.act;
   const double uo = mode_u(m), eta = mode_eta(m);
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
-  TxlAttnShape s;
-  s.L = cs->L;
-  s.M = cs->M;
-  s.B = cs->B;
-  s.H = cs->H;
-  s.dh = cs->dh;
-  s.col0 = cs->col0;
-  s.same_length = cs->same_length;
+  const TxlAttnShape s = case_shape(cs);
   const int K = s.M + s.L;
-  s.same_shift = txl_attn_same_shift(s.L, K, cs->mem_len); /* as the model computes it */
-  s.scale = (float)(1.0 / sqrt((double)s.dh));
   const TxlDropout drop = {cs->p, 77u, txl_layer_site(3, TXL_LSITE_ATTN_PROB), 11u};
   const int dh = s.dh, HD = s.H * dh;
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD,
@@ -180,19 +210,8 @@ static void run_case(const Case *cs, Mode m, int variant) {
   float *d_u = dev_from(u, (size_t)HD * 4, "test: u"), *d_vb = dev_from(vb, (size_t)HD * 4, "test: vb");
   float *d_rb = dev_from(rb, (size_t)nrb * 4, "test: rb");
   const size_t nsaved = txl_cuda_rel_attn_saved_floats(s.L, K, s.B, s.H);
-  size_t (*workspace)(int, int, int, int, int, int) = txl_cuda_rel_attn_workspace;
-  void (*forward)(void *, float *, const void *, const void *, const void *, const float *, const float *,
-                  const float *, TxlAttnShape, TxlDropout, void *) = txl_cuda_rel_attn_forward;
-  void (*backward)(void *, void *, void *, float *, float *, float *, const void *, const void *, const void *,
-                   const void *, const void *, const float *, const float *, const float *, const float *,
-                   TxlAttnShape, TxlDropout, void *) = txl_cuda_rel_attn_backward;
-  if (act == TXL_BF16)
-    workspace = txl_cuda_rel_attn_workspace_bf16, forward = txl_cuda_rel_attn_forward_bf16,
-    backward = txl_cuda_rel_attn_backward_bf16;
-  if (act == TXL_F16)
-    workspace = txl_cuda_rel_attn_workspace_fp16, forward = txl_cuda_rel_attn_forward_fp16,
-    backward = txl_cuda_rel_attn_backward_fp16;
-  const size_t wbytes = workspace(s.L, K, s.B, s.H, dh, 1);
+  const AttnFns fn = attn_fns(act);
+  const size_t wbytes = fn.workspace(s.L, K, s.B, s.H, dh, 1);
   float *d_work = dev_poison((int64_t)(wbytes / 4), "test: workspace");
   if (nsaved != (size_t)nrow) check_fail("saved floats != B * H * L");
   float *out[2][8]; /* vec, lse, dq, dkv, dr, du, dvb, drb */
@@ -205,11 +224,11 @@ static void run_case(const Case *cs, Mode m, int variant) {
     void *d_dr = dev_poison_act(nr, act, "test: dr");
     float *d_du = dev_from(du0, (size_t)HD * 4, "test: du"), *d_dvb = dev_from(dvb0, (size_t)HD * 4, "test: dvb");
     float *d_drb = dev_poison(nrb, "test: drb");
-    forward(d_vec, d_lse, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL,
-            has_rb ? d_rb : NULL, s, drop, d_work);
-    backward(d_dq, d_dkv, has_r ? d_dr : NULL, has_u ? d_du : NULL, has_vb ? d_dvb : NULL, has_rb ? d_drb : NULL,
-             d_dvec, d_vec, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL,
-             has_rb ? d_rb : NULL, d_lse, s, drop, d_work);
+    fn.forward(d_vec, d_lse, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL, has_vb ? d_vb : NULL,
+               has_rb ? d_rb : NULL, s, drop, d_work);
+    fn.backward(d_dq, d_dkv, has_r ? d_dr : NULL, has_u ? d_du : NULL, has_vb ? d_dvb : NULL,
+                has_rb ? d_drb : NULL, d_dvec, d_vec, d_q, d_kv, has_r ? d_r : NULL, has_u ? d_u : NULL,
+                has_vb ? d_vb : NULL, has_rb ? d_rb : NULL, d_lse, s, drop, d_work);
     void *dev[8] = {d_vec, d_lse, d_dq, d_dkv, d_dr, d_du, d_dvb, d_drb};
     for (int k = 0; k < 8; k++) {
       out[run][k] = host_from_act(dev[k], sizes[k], types[k]);

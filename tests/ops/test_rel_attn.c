@@ -34,10 +34,16 @@ typedef struct {
   int variant; /* V_* */
 } Case;
 
+/* The shape of a case, its rows packed (each ld its rows' width). */
+static TxlAttnShape case_shape(const Case *cs) {
+  const int HD = cs->H * cs->dh;
+  return (TxlAttnShape){cs->L, cs->M, cs->B, cs->H, cs->dh, cs->col0, cs->same_length, cs->same_shift,
+                        (float)(1.0 / sqrt((double)cs->dh)), HD, 2 * HD, HD};
+}
+
 static void run_case(const Case *cs, OtRng *rng) {
   char name[160];
-  TxlAttnShape s = {cs->L, cs->M, cs->B, cs->H, cs->dh, cs->col0, cs->same_length, cs->same_shift,
-                    (float)(1.0 / sqrt((double)cs->dh))};
+  TxlAttnShape s = case_shape(cs);
   const int K = s.M + s.L, dh = s.dh, HD = s.H * dh;
   TxlDropout drop = {cs->p, 2024u, txl_layer_site(1, TXL_LSITE_ATTN_PROB), 5u};
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
@@ -203,7 +209,8 @@ static void run_case(const Case *cs, OtRng *rng) {
 
 /* Forward and backward bit-identical with 1, 2 and 3 OpenMP threads, for each variant. */
 static void test_threads(OtRng *rng, int variant) {
-  TxlAttnShape s = {7, 9, 3, 4, 8, 1, 1, 3, (float)(1.0 / sqrt(8.0))};
+  const Case cs = {7, 9, 3, 4, 8, 1, 1, 3, 0.1f, 0, variant};
+  TxlAttnShape s = case_shape(&cs);
   const int K = s.M + s.L, HD = s.H * s.dh;
   TxlDropout drop = {0.1f, 3u, txl_layer_site(0, TXL_LSITE_ATTN_PROB), 1u};
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
