@@ -14,7 +14,8 @@
  * attn_type 0 (u, vb, r), 1 (u, r and the per-key bias rb, whose gradient drb is checked too) and
  * plain attention (attn_type 2, 3: no u, vb, r). The workspace is poisoned too (the kernels must not rely on its contents: the
  * padding of the head size must be written as zeros). Determinism: forward and backward run
- * twice on the same inputs must give the same bits.
+ * twice on the same inputs must give the same bits. Rows ld > width apart (the shape's ldq, ldkv,
+ * ldr), in every mode: the packed call's bits, the gaps neither read nor written (test_padded).
  *
  * Tolerances (see test_parity.c for the general argument: u = 2^-24, a float sum of k
  * terms in any order is within ~k u of the exact sum relative to the sum of |terms|, the two
@@ -362,6 +363,116 @@ static void run_case(const Case *cs, Mode m, int variant) {
   free(p_rel), free(bvec), free(vmag), free(mq), free(mkv), free(mr), free(mu), free(mvb);
 }
 
+/* ---- padded rows ------------------------------------------------------------------------
+ * Rows ld > width apart (the shape's ldq, ldkv, ldr): the gathers read and the scatters write the
+ * first width elements of each row only, and everything between them (the per-head layouts of the
+ * workspace, the GEMMs, the row kernels) is the packed call's, so every output is the packed
+ * call's bits and every gap keeps its value. The inputs' gaps hold NaN (a gap read would poison an
+ * output). The packed call's outputs start as NaN, the padded call's as PAD_FILL, rows and gaps:
+ * an element that neither call writes differs, a gap written differs from PAD_FILL. */
+
+/* The device tensors of one call in the layout of its shape (NULL: an absent part). */
+typedef struct {
+  void *q, *kv, *r, *dvec, *vec, *dq, *dkv, *dr;
+  float *u, *vb, *rb, *lse, *du, *dvb, *drb, *work;
+} DevCall;
+
+/* Device rows [n, ld] of the act type: host rows x [n, width], NaN in the gaps (an input). */
+static void *dev_nan_padded(const float *x, int64_t n, int width, int ld, TxlDtype act, const char *what) {
+  float *p = ot_alloc(n * ld);
+  ot_pad_rows(p, x, n, width, ld, NAN);
+  void *d = dev_act(p, n * ld, act, what);
+  free(p);
+  return d;
+}
+
+/* n elements of the act type, every one PAD_FILL (an output of the padded call). */
+static void *dev_pad_fill(int64_t n, TxlDtype act, const char *what) {
+  float *p = ot_alloc_filled(n, PAD_FILL);
+  void *d = dev_act(p, n, act, what);
+  free(p);
+  return d;
+}
+
+/* forward, then backward on the forward's vec and lse */
+static void call_dev(const AttnFns *fn, const DevCall *c, TxlAttnShape s, TxlDropout drop) {
+  fn->forward(c->vec, c->lse, c->q, c->kv, c->r, c->u, c->vb, c->rb, s, drop, c->work);
+  fn->backward(c->dq, c->dkv, c->dr, c->du, c->dvb, c->drb, c->dvec, c->vec, c->q, c->kv, c->r, c->u, c->vb, c->rb,
+               c->lse, s, drop, c->work);
+}
+
+/* The case in mode m with packed rows and with rows ldq, ldkv, ldr apart (each >= its width). */
+static void test_padded(const Case *cs, Mode m, int variant, int ldq, int ldkv, int ldr) {
+  const int has_u = variant != V_PLAIN, has_vb = variant == V_TYPE0, has_r = variant != V_PLAIN;
+  const int has_rb = variant == V_SHAW;
+  const TxlDtype act = m.act;
+  txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  const TxlAttnShape s = case_shape(cs);
+  TxlAttnShape sp = s;
+  sp.ldq = ldq, sp.ldkv = ldkv, sp.ldr = ldr;
+  const int K = s.M + s.L, HD = s.H * s.dh;
+  const TxlDropout drop = {cs->p, 78u, txl_layer_site(2, TXL_LSITE_ATTN_PROB), 5u};
+  /* rows and widths: q, vec, dq, dvec [LB, HD]; kv, dkv [KB, 2 HD]; r, dr [K, HD] */
+  const int64_t LB = (int64_t)s.L * s.B, KB = (int64_t)K * s.B, nrow = LB * s.H, nrb = (int64_t)K * s.H;
+  char op[160];
+  snprintf(op, sizeof op, "rel_attn %s%sL=%d M=%d B=%d H=%d dh=%d sl=%d p=%.1f ldkv %d ldr %d", VARIANT_TAGS[variant],
+           m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, s.dh, s.same_length, (double)cs->p, ldkv, ldr);
+
+  float *q = host_rand(LB * HD, -cs->qmax, cs->qmax), *kv = host_rand(KB * 2 * HD, -1.0, 1.0);
+  float *r = host_rand((int64_t)K * HD, -1.0, 1.0), *dvec = host_rand(LB * HD, -1.0, 1.0);
+  round_act(q, LB * HD, act), round_act(kv, KB * 2 * HD, act), round_act(r, (int64_t)K * HD, act);
+  round_act(dvec, LB * HD, act);
+  float *u = host_rand(HD, -0.5, 0.5), *vb = host_rand(HD, -0.5, 0.5), *rb = host_rand(nrb, -0.5, 0.5);
+  float *du0 = host_rand(HD, -1.0, 1.0), *dvb0 = host_rand(HD, -1.0, 1.0);
+  const AttnFns fn = attn_fns(act);
+  const size_t wbytes = fn.workspace(s.L, K, s.B, s.H, s.dh, 1);
+
+  DevCall c[2]; /* packed (outputs NaN), padded (outputs PAD_FILL) */
+  const TxlAttnShape *shape[2] = {&s, &sp};
+  for (int t = 0; t < 2; t++) {
+    const TxlAttnShape *h = shape[t];
+    DevCall *d = &c[t];
+    d->q = dev_nan_padded(q, LB, HD, h->ldq, act, "test: q");
+    d->kv = dev_nan_padded(kv, KB, 2 * HD, h->ldkv, act, "test: kv");
+    d->r = has_r ? dev_nan_padded(r, K, HD, h->ldr, act, "test: r") : NULL;
+    d->dvec = dev_nan_padded(dvec, LB, HD, h->ldq, act, "test: dvec");
+    if (t == 0) {
+      d->vec = dev_poison_act(LB * HD, act, "test: vec"), d->dq = dev_poison_act(LB * HD, act, "test: dq");
+      d->dkv = dev_poison_act(KB * 2 * HD, act, "test: dkv");
+      d->dr = has_r ? dev_poison_act((int64_t)K * HD, act, "test: dr") : NULL;
+      d->lse = dev_poison(nrow, "test: lse"), d->drb = has_rb ? dev_poison(nrb, "test: drb") : NULL;
+    } else {
+      d->vec = dev_pad_fill(LB * ldq, act, "test: vec"), d->dq = dev_pad_fill(LB * ldq, act, "test: dq");
+      d->dkv = dev_pad_fill(KB * ldkv, act, "test: dkv");
+      d->dr = has_r ? dev_pad_fill((int64_t)K * ldr, act, "test: dr") : NULL;
+      d->lse = dev_pad_fill(nrow, TXL_F32, "test: lse");
+      d->drb = has_rb ? dev_pad_fill(nrb, TXL_F32, "test: drb") : NULL;
+    }
+    d->u = has_u ? dev_from(u, (size_t)HD * 4, "test: u") : NULL;
+    d->vb = has_vb ? dev_from(vb, (size_t)HD * 4, "test: vb") : NULL;
+    d->rb = has_rb ? dev_from(rb, (size_t)nrb * 4, "test: rb") : NULL;
+    d->du = has_u ? dev_from(du0, (size_t)HD * 4, "test: du") : NULL;
+    d->dvb = has_vb ? dev_from(dvb0, (size_t)HD * 4, "test: dvb") : NULL;
+    d->work = dev_poison((int64_t)(wbytes / 4), "test: workspace");
+    call_dev(&fn, d, *h, drop);
+  }
+  check_padded(op, "vec", act, c[1].vec, c[0].vec, LB, HD, ldq);
+  check_same_dev(op, "lse", act, HD, ldq, c[1].lse, c[0].lse, nrow);
+  check_padded(op, "dq", act, c[1].dq, c[0].dq, LB, HD, ldq);
+  check_padded(op, "dkv", act, c[1].dkv, c[0].dkv, KB, 2 * HD, ldkv);
+  if (has_r) check_padded(op, "dr", act, c[1].dr, c[0].dr, K, HD, ldr);
+  if (has_u) check_same_dev(op, "du (+=)", act, HD, ldq, c[1].du, c[0].du, HD);
+  if (has_vb) check_same_dev(op, "dvb (+=)", act, HD, ldq, c[1].dvb, c[0].dvb, HD);
+  if (has_rb) check_same_dev(op, "drb", act, HD, ldq, c[1].drb, c[0].drb, nrb);
+
+  for (int t = 0; t < 2; t++) {
+    void *bufs[] = {c[t].q, c[t].kv, c[t].r, c[t].dvec, c[t].vec, c[t].dq, c[t].dkv, c[t].dr, c[t].u, c[t].vb,
+                    c[t].rb, c[t].lse, c[t].du, c[t].dvb, c[t].drb, c[t].work};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) txl_cuda_free(bufs[k]);
+  }
+  free(q), free(kv), free(r), free(dvec), free(u), free(vb), free(rb), free(du0), free(dvb0);
+}
+
 int main(void) {
   parity_begin("test_cuda_rel_attn");
   static const Case cases[] = {
@@ -395,6 +506,26 @@ int main(void) {
     if ((modes[mi].tf32 || modes[mi].act == TXL_BF16) && !tc) continue;
     for (int v = V_TYPE0; v <= V_PLAIN; v++)
       for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], modes[mi], v);
+  }
+  /* padded rows in every mode: each width rounded up to 8 (the model's rows on CUDA, txl_row_ld),
+   * and width + 3 / + 1 (three different strides: one used for the wrong tensor shows) */
+  static const Case padded[] = {
+      /* L   M   B  H  dh  col0 sl mem_len p  qmax */
+      {13, 9, 3, 3, 41, 1, 1, 9, 0.1f, 3},    /* odd dh, same_length, dropatt */
+      {5, 3, 3, 2, 1, 0, 0, 3, 0.2f, 3},      /* dh = 1 */
+      {7, 0, 2, 3, 5, 3, 1, 4, 0.1f, 3},      /* M = 0, same_shift 4 */
+      {4, 0, 2, 3, 5, 0, 1, 0, 0.0f, 3},      /* same_shift 0, M = 0: no query sees any key */
+      {0, 5, 2, 3, 5, 0, 0, 5, 0.0f, 3},      /* no query: dkv, dr zeroed row by row */
+  };
+  for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+    if ((modes[mi].tf32 || modes[mi].act == TXL_BF16) && !tc) continue;
+    for (int v = V_TYPE0; v <= V_PLAIN; v++)
+      for (size_t k = 0; k < sizeof padded / sizeof padded[0]; k++) {
+        const int HD = padded[k].H * padded[k].dh;
+        test_padded(&padded[k], modes[mi], v, (int)txl_row_ld(8, HD), (int)txl_row_ld(8, 2 * HD),
+                    (int)txl_row_ld(8, HD));
+        test_padded(&padded[k], modes[mi], v, HD + 3, 2 * HD + 3, HD + 1);
+      }
   }
   txl_cuda_set_gemm_math(TXL_GEMM_FP32);
   printf("tf32, bf16 and fp16 cases: largest err/bound %.3e\n", g_tc_ratio);

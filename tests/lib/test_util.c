@@ -48,6 +48,12 @@ static void *alloc_bytes(size_t bytes) {
 float *ot_alloc(int64_t n) { return alloc_bytes((size_t)n * sizeof(float)); }
 double *ot_alloc_d(int64_t n) { return alloc_bytes((size_t)n * sizeof(double)); }
 
+float *ot_alloc_filled(int64_t n, float value) {
+  float *x = ot_alloc(n);
+  for (int64_t i = 0; i < n; i++) x[i] = value;
+  return x;
+}
+
 void ot_to_double(double *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = src[i];
 }

@@ -22,6 +22,7 @@ int ot_randint(OtRng *r, int n);                        /* uniform in [0, n) */
 /* ---- buffers ------------------------------------------------------------------------------ */
 float *ot_alloc(int64_t n);   /* zeroed, 64-byte aligned; ends the test when out of memory */
 double *ot_alloc_d(int64_t n);
+float *ot_alloc_filled(int64_t n, float value); /* ot_alloc'ed, every element `value` */
 void ot_to_double(double *dst, const float *src, int64_t n);
 void ot_to_float(float *dst, const double *src, int64_t n);
 

@@ -3,15 +3,22 @@
  * 1: u, r, rb; 2 and 3: none), backward (dq, dkv, dr, du, dvb, drb) against central
  * finite differences of that reference, with causal / same_length masks, memory, dropatt (keyed
  * masks, so the reference draws the same ones), col0 > 0, odd sizes everywhere; thread-count
- * independence. */
+ * independence; rows ld > width apart (the shape's ldq, ldkv, ldr): the packed call's bits, the
+ * gaps neither read nor written; a stride below its width ends the job. The reference is packed:
+ * the calls checked against it are too. */
+#define _POSIX_C_SOURCE 200809L /* fork, dup2 */
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "src/model/params.h" /* txl_row_ld */
 #include "tests/lib/ref_rel_attn.h"
 #include "tests/ops/op_test.h"
 
@@ -251,8 +258,153 @@ static void test_threads(OtRng *rng, int variant) {
   free(q), free(kv), free(r), free(u), free(vb), free(dvec), free(rb);
 }
 
+/* ---- padded rows ------------------------------------------------------------------------
+ * Rows ld > width apart (the shape's ldq, ldkv, ldr): forward and backward read and write the
+ * first width elements of each row only, with the arithmetic of packed rows, so every output is
+ * the packed call's bits and every gap keeps its value. The inputs' gaps hold NaN (a gap read
+ * would poison an output). The packed call's outputs start as NaN, the padded call's as PAD_FILL,
+ * rows and gaps: an element that neither call writes differs, a gap written differs from PAD_FILL. */
+
+/* The tensors of one call: inputs q, kv, r, u, vb, rb, dvec, outputs vec, prob, dq, dkv, dr, du,
+ * dvb, drb (NULL: an absent part), in the layout of the shape they are called with. */
+typedef struct {
+  float *q, *kv, *r, *u, *vb, *rb, *dvec;
+  float *vec, *prob, *dq, *dkv, *dr, *du, *dvb, *drb;
+} Tensors;
+
+/* forward, then backward on the forward's vec and prob */
+static void call_attn(const Tensors *t, TxlAttnShape s, TxlDropout drop) {
+  const int K = s.M + s.L;
+  void *work = ot_alloc((int64_t)(txl_cpu_rel_attn_workspace(s.L, K, s.B, s.H, s.dh, 1) + 3) / 4);
+  txl_cpu_rel_attn_forward(t->vec, t->prob, t->q, t->kv, t->r, t->u, t->vb, t->rb, s, drop, work);
+  txl_cpu_rel_attn_backward(t->dq, t->dkv, t->dr, t->du, t->dvb, t->drb, t->dvec, t->vec, t->q, t->kv, t->r, t->u,
+                            t->vb, t->rb, t->prob, s, drop, work);
+  free(work);
+}
+
+/* A new copy of packed rows x [n, width] with its rows ld apart, NaN in the gaps (an input). */
+static float *nan_padded(const float *x, int64_t n, int width, int ld) {
+  float *p = ot_alloc(n * ld);
+  ot_pad_rows(p, x, n, width, ld, NAN);
+  return p;
+}
+
+static void free_tensors(Tensors *t) {
+  float *all[] = {t->q, t->kv, t->r, t->dvec, t->vec, t->prob, t->dq, t->dkv, t->dr, t->du, t->dvb, t->drb};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
+}
+
+/* An output of the padded call [n, ld] against the packed call's [n, width], gaps PAD_FILL. */
+static void check_rows(const char *part, const float *padded, const float *packed, int64_t n, int width, int ld) {
+  char what[96];
+  snprintf(what, sizeof what, "padded vs packed: %s", part);
+  ot_check_padded(what, padded, packed, n, width, ld, PAD_FILL);
+}
+
+/* An output without rows (prob, the parameter gradients): the same bits. */
+static void check_same(const char *part, const float *padded, const float *packed, int64_t n) {
+  char what[96];
+  snprintf(what, sizeof what, "padded vs packed: %s", part);
+  ot_check_same(what, padded, packed, (size_t)n * sizeof(float));
+}
+
+/* The case with packed rows and with rows ldq, ldkv, ldr apart (each >= its width). */
+static void test_padded(const Case *cs, int ldq, int ldkv, int ldr, OtRng *rng) {
+  const TxlAttnShape s = case_shape(cs);
+  TxlAttnShape sp = s;
+  sp.ldq = ldq, sp.ldkv = ldkv, sp.ldr = ldr;
+  const int K = s.M + s.L, HD = s.H * s.dh;
+  const TxlDropout drop = {cs->p, 99u, txl_layer_site(2, TXL_LSITE_ATTN_PROB), 4u};
+  const int has_u = cs->variant != V_PLAIN, has_vb = cs->variant == V_TYPE0, has_r = cs->variant != V_PLAIN;
+  const int has_rb = cs->variant == V_SHAW;
+  /* rows and widths: q, vec, dq, dvec [LB, HD]; kv, dkv [KB, 2 HD]; r, dr [K, HD] */
+  const int64_t LB = (int64_t)s.L * s.B, KB = (int64_t)K * s.B, np = LB * s.H * K, nrb = (int64_t)K * s.H;
+  printf("rel_attn rows ldq %d ldkv %d ldr %d (HD=%d) L=%d M=%d B=%d H=%d dh=%d same_length=%d shift=%d "
+         "dropatt=%.2f, %s\n", ldq, ldkv, ldr, HD, s.L, s.M, s.B, s.H, s.dh, s.same_length, s.same_shift,
+         (double)cs->p, VARIANT_NAMES[cs->variant]);
+
+  Tensors a = {0}, b = {0}; /* packed, padded */
+  a.q = ot_alloc(LB * HD), a.kv = ot_alloc(KB * 2 * HD), a.r = ot_alloc((int64_t)K * HD), a.dvec = ot_alloc(LB * HD);
+  float *u = ot_alloc(HD), *vb = ot_alloc(HD), *rb = ot_alloc(nrb), *du0 = ot_alloc(HD), *dvb0 = ot_alloc(HD);
+  ot_fill(a.q, LB * HD, -1.0f, 1.0f, rng), ot_fill(a.kv, KB * 2 * HD, -1.0f, 1.0f, rng);
+  ot_fill(a.r, (int64_t)K * HD, -1.0f, 1.0f, rng), ot_fill(a.dvec, LB * HD, -1.0f, 1.0f, rng);
+  ot_fill(u, HD, -0.5f, 0.5f, rng), ot_fill(vb, HD, -0.5f, 0.5f, rng), ot_fill(rb, nrb, -0.5f, 0.5f, rng);
+  ot_fill(du0, HD, -1.0f, 1.0f, rng), ot_fill(dvb0, HD, -1.0f, 1.0f, rng);
+  b.q = nan_padded(a.q, LB, HD, ldq), b.kv = nan_padded(a.kv, KB, 2 * HD, ldkv);
+  b.r = nan_padded(a.r, K, HD, ldr), b.dvec = nan_padded(a.dvec, LB, HD, ldq);
+  if (!has_r) free(a.r), free(b.r), a.r = b.r = NULL;
+  a.u = b.u = has_u ? u : NULL, a.vb = b.vb = has_vb ? vb : NULL, a.rb = b.rb = has_rb ? rb : NULL;
+
+  a.vec = ot_alloc_filled(LB * HD, NAN), a.dq = ot_alloc_filled(LB * HD, NAN);
+  a.dkv = ot_alloc_filled(KB * 2 * HD, NAN), a.prob = ot_alloc_filled(np, NAN);
+  b.vec = ot_alloc_filled(LB * ldq, PAD_FILL), b.dq = ot_alloc_filled(LB * ldq, PAD_FILL);
+  b.dkv = ot_alloc_filled(KB * ldkv, PAD_FILL), b.prob = ot_alloc_filled(np, PAD_FILL);
+  if (has_r) a.dr = ot_alloc_filled((int64_t)K * HD, NAN), b.dr = ot_alloc_filled((int64_t)K * ldr, PAD_FILL);
+  if (has_rb) a.drb = ot_alloc_filled(nrb, NAN), b.drb = ot_alloc_filled(nrb, PAD_FILL);
+  for (int t = 0; t < 2; t++) { /* the parameter gradients (+=) from the same start */
+    Tensors *x = t ? &b : &a;
+    if (has_u) x->du = ot_alloc(HD), memcpy(x->du, du0, (size_t)HD * sizeof(float));
+    if (has_vb) x->dvb = ot_alloc(HD), memcpy(x->dvb, dvb0, (size_t)HD * sizeof(float));
+  }
+
+  call_attn(&a, s, drop);
+  call_attn(&b, sp, drop);
+
+  check_rows("vec", b.vec, a.vec, LB, HD, ldq);
+  check_same("prob", b.prob, a.prob, np);
+  check_rows("dq", b.dq, a.dq, LB, HD, ldq);
+  check_rows("dkv", b.dkv, a.dkv, KB, 2 * HD, ldkv);
+  if (has_r) check_rows("dr", b.dr, a.dr, K, HD, ldr);
+  if (has_u) check_same("du (+=)", b.du, a.du, HD);
+  if (has_vb) check_same("dvb (+=)", b.dvb, a.dvb, HD);
+  if (has_rb) check_same("drb", b.drb, a.drb, nrb);
+  free_tensors(&a), free_tensors(&b);
+  free(u), free(vb), free(rb), free(du0), free(dvb0);
+}
+
+/* The call a child process makes: forward or backward with the shape g_bad, no tensors (the op
+ * must end the job before it touches any). */
+static TxlAttnShape g_bad;
+static void call_bad(int backward) {
+  const TxlDropout none = {0.0f, 0u, 0u, 0u};
+  if (backward)
+    txl_cpu_rel_attn_backward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                              g_bad, none, NULL);
+  else
+    txl_cpu_rel_attn_forward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, g_bad, none, NULL);
+}
+
+/* A stride one below its rows' width is a caller's bug: forward and backward end the job as an
+ * internal error (exit status 1, before any memory is touched), each call in a child process with
+ * its stderr discarded. Run before any OpenMP region, so that the children fork no thread pool. */
+static void test_bad_strides(void) {
+  const Case cs = {3, 2, 2, 2, 5, 0, 0, 0, 0.0f, 0, V_TYPE0};
+  const char *const names[3] = {"ldq", "ldkv", "ldr"};
+  for (int k = 0; k < 3; k++)
+    for (int backward = 0; backward < 2; backward++) {
+      g_bad = case_shape(&cs);
+      int *ld = k == 0 ? &g_bad.ldq : k == 1 ? &g_bad.ldkv : &g_bad.ldr;
+      *ld -= 1;
+      fflush(stdout);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
+        call_bad(backward);
+        _exit(0); /* returned: no error */
+      }
+      int status = 0;
+      if (pid > 0) waitpid(pid, &status, 0);
+      char what[96];
+      snprintf(what, sizeof what, "rel_attn_%s with %s = width - 1", backward ? "backward" : "forward", names[k]);
+      ot_check_true(what, pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1, "exit status %d",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+}
+
 int main(void) {
   OtRng rng = ot_rng(8);
+  test_bad_strides();
   /*            L  M  B  H  dh col0 same_length shift dropatt fd variant */
   const Case cases[] = {
       {5, 0, 3, 3, 5, 2, 0, 0, 0.0f, 1, V_TYPE0},
@@ -278,5 +430,23 @@ int main(void) {
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) run_case(&cases[k], &rng);
   for (int v = V_TYPE0; v <= V_PLAIN; v++) test_threads(&rng, v);
+  /* padded rows: each width rounded up to 8 (the model's rows on CUDA, txl_row_ld), and width + 3
+   * / + 1: three different strides (a stride used for the wrong tensor shows) */
+  const Case padded[] = {
+      {5, 0, 3, 3, 5, 2, 0, 0, 0.0f, 0, V_TYPE0},    /* M = 0 */
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 0, V_TYPE0},    /* same_length, dropatt */
+      {13, 9, 2, 3, 41, 1, 1, 4, 0.1f, 0, V_TYPE0},  /* d_head 41 */
+      {4, 0, 2, 3, 5, 0, 1, 0, 0.0f, 0, V_TYPE0},    /* same_shift 0, M = 0: no query sees a key */
+      {5, 7, 3, 3, 5, 2, 0, 0, 0.2f, 0, V_SHAW},     /* r and rb, no vb */
+      {13, 9, 2, 3, 41, 1, 1, 4, 0.1f, 0, V_SHAW},
+      {3, 9, 3, 3, 5, 2, 1, 2, 0.2f, 0, V_PLAIN},    /* no u, vb, r */
+      {7, 5, 2, 1, 41, 3, 0, 0, 0.0f, 0, V_PLAIN},
+      {0, 5, 2, 3, 5, 0, 0, 0, 0.0f, 0, V_TYPE0},    /* no query: zero dkv, dr (not the gaps) */
+  };
+  for (size_t k = 0; k < sizeof padded / sizeof padded[0]; k++) {
+    const int HD = padded[k].H * padded[k].dh;
+    test_padded(&padded[k], (int)txl_row_ld(8, HD), (int)txl_row_ld(8, 2 * HD), (int)txl_row_ld(8, HD), &rng);
+    test_padded(&padded[k], HD + 3, 2 * HD + 3, HD + 1, &rng);
+  }
   return ot_finish("test_op_rel_attn");
 }
