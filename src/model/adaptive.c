@@ -35,7 +35,7 @@ static Cluster cluster(const TxlModel *m, const TxlParams *p, int i) {
   Cluster c;
   const TxlDims *dm = &m->spec.dims;
   const int split = txl_dims_split(dm);
-  const int64_t off = split ? 0 : (int64_t)dm->cut[i] * txl_model_ldw(m, dm->d_embed); /* rows of the one table */
+  const int64_t off = split ? 0 : (int64_t)dm->cut[i] * txl_model_ld(m, dm->d_embed); /* rows of the one table */
   c.E = split ? split_table(p, i, 0) : p->word_emb + off;
   c.W = dm->tie_weight ? c.E : (split ? split_table(p, i, 1) : p->out_weight + off);
   c.Pe = c.Po = NULL;
@@ -80,85 +80,86 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
   o->to_device(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
   o->to_device(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
   const TxlDtype act = o->act;
-  if (split) o->zero(h, (size_t)LB * d * txl_dtype_size(act));
+  const int ldd = txl_model_ld(m, d); /* h's rows; e's are ldw, as E's */
+  if (split) o->zero(h, (size_t)LB * ldd * txl_dtype_size(act));
   int64_t off = 0, offe = 0;
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
     const Cluster c = cluster(m, &m->p, i);
-    const int ldw = txl_model_ldw(m, de); /* E [csize, de] and Pe [d, de] */
+    const int ldw = txl_model_ld(m, de); /* E [csize, de] and Pe [d, de] */
     void *e = txl_act_at(m, r->ad_emb, offe);
-    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de, ldw, de); /* one table: i = 0, global ids */
+    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de, ldw,
+                         ldw); /* one table: i = 0, global ids */
     /* one table: the rows are every row in order, so the product lands in h directly */
     void *y = split ? r->tmp : h;
-    txl_linear_t_forward(o, y, d, 0.0f, scale, e, txl_model_w(m, c.Pe), ldw, n, de, d); /* y = s e Pe^T */
-    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d, d, d); /* h rows = y (h was 0) */
+    txl_linear_t_forward(m, y, ldd, 0.0f, scale, e, txl_model_w(m, c.Pe), ldw, n, de, d); /* y = s e Pe^T */
+    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d, ldd, ldd); /* h rows = y (h was 0) */
     off += n;
-    offe += (int64_t)n * de;
+    offe += (int64_t)n * ldw;
   }
 }
 
 void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t LB, float scale) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
-  const int d = dm->d_model, split = txl_dims_split(dm);
+  const int d = dm->d_model, ldd = txl_model_ld(m, d), split = txl_dims_split(dm);
   (void)LB;
   int64_t off = 0, offe = 0;
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
     const Cluster c = cluster(m, &m->p, i), g = cluster(m, &m->g, i);
-    const int ldw = txl_model_ldw(m, de);
+    const int ldw = txl_model_ld(m, de);
     const void *dy = dh;
     if (split) { /* this cluster's rows of dh */
-      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d, d, d);
+      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d, ldd, ldd);
       dy = r->dtmp;
     }
-    txl_linear_t_backward_w(o, g.Pe, ldw, scale, dy, d, txl_act_at(m, r->ad_emb, offe), n, de, d); /* dP += s dy^T e */
-    txl_linear_t_backward_x(o, r->ad_dhp, 0.0f, scale, dy, d, txl_model_w(m, c.Pe), ldw, n, de, d); /* de = s dy P */
-    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de, ldw, de);
+    txl_linear_t_backward_w(m, g.Pe, ldw, scale, dy, ldd, txl_act_at(m, r->ad_emb, offe), n, de,
+                            d); /* dP += s dy^T e */
+    txl_linear_t_backward_x(m, r->ad_dhp, 0.0f, scale, dy, ldd, txl_model_w(m, c.Pe), ldw, n, de, d); /* de = s dy P */
+    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de, ldw, ldw);
     off += n;
-    offe += (int64_t)n * de;
+    offe += (int64_t)n * ldw;
   }
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
 
 /* Tail cluster i's logits of n hidden rows: tail [n, csize] = (hc Po) W^T + b (hc W^T + b without
- * projections), hc [n, d]; hp [n, d_emb] receives hc Po. */
+ * projections), hc [n, d]; hp [n, d_emb] receives hc Po. (Rows padded, as every activation.) */
 static void tail_forward(const TxlModel *m, int i, void *tail, void *hp, const void *hc, int64_t n) {
-  const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
   const Cluster c = cluster(m, &m->p, i);
-  const int ldw = txl_model_ldw(m, de); /* Po [d, de], W [cs, de] */
+  const int ldw = txl_model_ld(m, de); /* Po [d, de], W [cs, de] */
   const void *x = hc;
   if (c.Po) {
-    txl_linear_forward(o, hp, hc, txl_model_w(m, c.Po), n, d, de, ldw);
+    txl_linear_forward(m, hp, hc, txl_model_w(m, c.Po), n, d, de, ldw);
     x = hp;
   }
-  txl_linear_t_bias_forward(o, tail, cs, x, txl_model_w(m, c.W), ldw, txl_model_w(m, m->p.out_bias + dm->cut[i]), n,
-                            de, cs);
+  txl_linear_t_bias_forward(m, tail, txl_model_ld(m, cs), x, txl_model_w(m, c.W), ldw,
+                            txl_model_w(m, m->p.out_bias + dm->cut[i]), n, de, cs);
 }
 
 /* The head's logits: r->logits [LB, hs] = [h P_0] [W_0; cluster_weight]^T + [b_0; cluster_bias],
  * h = r->hout [LB, d] (h P_0 in r->ad_hp0). */
 static void head_forward(TxlModel *m, TxlRun *r, int64_t LB) {
-  const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p;
-  const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
-  const int de0 = txl_dims_demb(dm, 0), ldw = txl_model_ldw(m, de0); /* P_0, W_0, cluster_weight */
+  const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], lds = txl_model_ld(m, txl_adaptive_head_size(dm));
+  const int de0 = txl_dims_demb(dm, 0), ldw = txl_model_ld(m, de0); /* P_0, W_0, cluster_weight */
   const Cluster c0 = cluster(m, p, 0);
   const void *hp0 = r->hout;
   if (c0.Po) {
-    txl_linear_forward(o, r->ad_hp0, r->hout, txl_model_w(m, c0.Po), LB, d, de0, ldw);
+    txl_linear_forward(m, r->ad_hp0, r->hout, txl_model_w(m, c0.Po), LB, d, de0, ldw);
     hp0 = r->ad_hp0;
   }
-  txl_linear_t_bias_forward(o, r->logits, hs, hp0, txl_model_w(m, c0.W), ldw, txl_model_w(m, p->out_bias), LB, de0,
+  txl_linear_t_bias_forward(m, r->logits, lds, hp0, txl_model_w(m, c0.W), ldw, txl_model_w(m, p->out_bias), LB, de0,
                             c1);
   if (nc)
-    txl_linear_t_bias_forward(o, txl_act_at(m, r->logits, c1), hs, hp0, txl_model_w(m, p->cluster_weight), ldw,
+    txl_linear_t_bias_forward(m, txl_act_at(m, r->logits, c1), lds, hp0, txl_model_w(m, p->cluster_weight), ldw,
                               txl_model_w(m, p->cluster_bias), LB, de0, nc);
 }
 
@@ -185,24 +186,25 @@ static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, in
 double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
-  const int d = dm->d_model, nc = dm->n_clusters, hs = txl_adaptive_head_size(dm);
+  const int ldd = txl_model_ld(m, dm->d_model), nc = dm->n_clusters, hs = txl_adaptive_head_size(dm);
   head_forward(m, r, LB);
   if (!targets) return 0.0;
   targets_to_device(m, r, targets, LB);
-  o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs, hs);
+  o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs, txl_model_ld(m, hs));
   double sum = txl_loss_sum(m, r, r->loss, LB, 0.0);
 
   int64_t off = 0, offe = 0, offt = 0;
   for (int i = 1; i <= nc; i++) {
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
-    void *hc = txl_act_at(m, r->ad_hc, off * d), *tail = txl_act_at(m, r->ad_tail, offt);
-    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, d, d, d); /* the rows of this cluster */
+    void *hc = txl_act_at(m, r->ad_hc, off * ldd), *tail = txl_act_at(m, r->ad_tail, offt);
+    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, dm->d_model, ldd,
+                         ldd); /* the rows of this cluster */
     tail_forward(m, i, tail, txl_act_at(m, r->ad_hp, offe), hc, n);
-    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs, cs);
+    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs, txl_model_ld(m, cs));
     off += n;
-    offe += (int64_t)n * de;
-    offt += (int64_t)n * cs;
+    offe += (int64_t)n * txl_model_ld(m, de);
+    offt += (int64_t)n * txl_model_ld(m, cs);
   }
   return off ? txl_loss_sum(m, r, r->ad_tloss, off, sum) : sum;
 }
@@ -214,23 +216,23 @@ static void head_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p, *g = &m->g;
   const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
-  const int de0 = txl_dims_demb(dm, 0), ldw = txl_model_ldw(m, de0);
+  const int lds = txl_model_ld(m, hs), de0 = txl_dims_demb(dm, 0), ldw = txl_model_ld(m, de0);
   const Cluster c0 = cluster(m, p, 0), g0 = cluster(m, g, 0);
   const void *hp0 = c0.Po ? r->ad_hp0 : r->hout;
-  const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (ld hs) the cluster columns' gradient */
+  const void *dclus = txl_act_at(m, r->logits, c1); /* [LB, nc] (rows lds apart) the cluster columns' gradient */
   o->zero(r->ad_dbias, (size_t)hs * sizeof(float));
-  o->bias_backward(r->ad_dbias, r->logits, LB, hs, hs);
+  o->bias_backward(r->ad_dbias, r->logits, LB, hs, lds);
   o->add(g->out_bias, g->out_bias, r->ad_dbias, c1, TXL_F32);
   if (nc) o->add(g->cluster_bias, g->cluster_bias, r->ad_dbias + c1, nc, TXL_F32);
-  txl_linear_t_backward_w(o, g0.W, ldw, 1.0f, r->logits, hs, hp0, LB, de0, c1);
-  if (nc) txl_linear_t_backward_w(o, g->cluster_weight, ldw, 1.0f, dclus, hs, hp0, LB, de0, nc);
+  txl_linear_t_backward_w(m, g0.W, ldw, 1.0f, r->logits, lds, hp0, LB, de0, c1);
+  if (nc) txl_linear_t_backward_w(m, g->cluster_weight, ldw, 1.0f, dclus, lds, hp0, LB, de0, nc);
   void *dhp0 = c0.Po ? r->ad_dhp : r->dh;
-  txl_linear_t_backward_x(o, dhp0, 0.0f, 1.0f, r->logits, hs, txl_model_w(m, c0.W), ldw, LB, de0, c1);
+  txl_linear_t_backward_x(m, dhp0, 0.0f, 1.0f, r->logits, lds, txl_model_w(m, c0.W), ldw, LB, de0, c1);
   if (nc)
-    txl_linear_t_backward_x(o, dhp0, 1.0f, 1.0f, dclus, hs, txl_model_w(m, p->cluster_weight), ldw, LB, de0, nc);
+    txl_linear_t_backward_x(m, dhp0, 1.0f, 1.0f, dclus, lds, txl_model_w(m, p->cluster_weight), ldw, LB, de0, nc);
   if (c0.Po) {
-    txl_linear_backward_w(o, g0.Po, r->hout, dhp0, LB, d, de0, ldw);
-    txl_linear_backward_x(o, r->dh, 0.0f, dhp0, txl_model_w(m, c0.Po), LB, d, de0, ldw);
+    txl_linear_backward_w(m, g0.Po, r->hout, dhp0, LB, d, de0, ldw);
+    txl_linear_backward_x(m, r->dh, 0.0f, dhp0, txl_model_w(m, c0.Po), LB, d, de0, ldw);
   }
 }
 
@@ -238,7 +240,7 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p, *g = &m->g;
-  const int d = dm->d_model, nc = dm->n_clusters;
+  const int d = dm->d_model, ldd = txl_model_ld(m, d), nc = dm->n_clusters;
   head_backward(m, r, LB);
   /* tails: their rows of dh gain d(tail loss)/dh */
   int64_t off = 0, offe = 0, offt = 0;
@@ -246,20 +248,20 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
     const Cluster c = cluster(m, p, i), gc = cluster(m, g, i);
-    const int ldw = txl_model_ldw(m, de);
-    const void *hc = txl_act_at(m, r->ad_hc, off * d), *hp = c.Po ? txl_act_at(m, r->ad_hp, offe) : hc;
+    const int ldw = txl_model_ld(m, de);
+    const void *hc = txl_act_at(m, r->ad_hc, off * ldd), *hp = c.Po ? txl_act_at(m, r->ad_hp, offe) : hc;
     const void *tail = txl_act_at(m, r->ad_tail, offt);
-    txl_linear_t_bias_backward_w(o, gc.W, ldw, g->out_bias + dm->cut[i], tail, hp, n, de, cs);
+    txl_linear_t_bias_backward_w(m, gc.W, ldw, g->out_bias + dm->cut[i], tail, hp, n, de, cs);
     void *dhp = c.Po ? r->ad_dhp : r->ad_dhc;
-    txl_linear_t_backward_x(o, dhp, 0.0f, 1.0f, tail, cs, txl_model_w(m, c.W), ldw, n, de, cs);
+    txl_linear_t_backward_x(m, dhp, 0.0f, 1.0f, tail, txl_model_ld(m, cs), txl_model_w(m, c.W), ldw, n, de, cs);
     if (c.Po) {
-      txl_linear_backward_w(o, gc.Po, hc, dhp, n, d, de, ldw);
-      txl_linear_backward_x(o, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, ldw);
+      txl_linear_backward_w(m, gc.Po, hc, dhp, n, d, de, ldw);
+      txl_linear_backward_x(m, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, ldw);
     }
-    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d, d, d); /* scatter-add */
+    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d, ldd, ldd); /* scatter-add */
     off += n;
-    offe += (int64_t)n * de;
-    offt += (int64_t)n * cs;
+    offe += (int64_t)n * ldw;
+    offt += (int64_t)n * txl_model_ld(m, cs);
   }
 }
 
@@ -274,12 +276,12 @@ static void log_softmax(const float *x, int n, float *out) {
 
 void txl_adaptive_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
   const TxlDims *dm = &m->spec.dims;
-  const int d = dm->d_model, nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
+  const int nc = dm->n_clusters, c1 = dm->cut[1], hs = txl_adaptive_head_size(dm);
   float *head = txl_malloc((size_t)hs * sizeof(float), "head log-probabilities");
-  txl_act_to_host(m, head, txl_act_at(m, r->logits, (int64_t)row * hs), hs);
+  txl_act_to_host(m, head, txl_act_at(m, r->logits, (int64_t)row * txl_model_ld(m, hs)), hs);
   log_softmax(head, hs, head);
   for (int j = 0; j < c1; j++) out[j] = head[j];
-  const void *h = txl_act_at(m, r->hout, (int64_t)row * d);
+  const void *h = txl_act_at(m, r->hout, (int64_t)row * txl_model_ld(m, dm->d_model));
   for (int i = 1; i <= nc; i++) {
     const int cs = txl_dims_csize(dm, i);
     tail_forward(m, i, r->ad_tail, r->ad_hp, h, 1);
@@ -298,6 +300,6 @@ void txl_model_logprobs(TxlModel *m, TxlRun *r, int row, float *out) {
     txl_adaptive_logprobs(m, r, row, out);
     return;
   }
-  txl_act_to_host(m, out, txl_act_at(m, r->logits, (int64_t)row * dm->n_token), dm->n_token);
+  txl_act_to_host(m, out, txl_act_at(m, r->logits, (int64_t)row * txl_model_ld(m, dm->n_token)), dm->n_token);
   log_softmax(out, dm->n_token, out);
 }

@@ -38,9 +38,10 @@ TxlSegment txl_segment(const TxlModel *m, const TxlRun *r, int L, int M) {
   sg.as.same_length = r->same_length;
   sg.as.same_shift = txl_attn_same_shift(L, sg.K, r->mem_len);
   sg.as.scale = (float)(1.0 / sqrt((double)dm->d_head));
-  sg.as.ldq = dm->n_head * dm->d_head; /* packed rows, for now */
-  sg.as.ldkv = 2 * dm->n_head * dm->d_head;
-  sg.as.ldr = dm->n_head * dm->d_head;
+  const int64_t HD = (int64_t)dm->n_head * dm->d_head; /* q, kv, r in padded rows (model.h) */
+  sg.as.ldq = txl_model_ld(m, HD);
+  sg.as.ldkv = txl_model_ld(m, 2 * HD);
+  sg.as.ldr = txl_model_ld(m, HD);
   return sg;
 }
 
@@ -55,38 +56,38 @@ double txl_loss_sum(const TxlModel *m, TxlRun *r, const float *loss, int64_t n, 
 void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *tokens, void *h) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
-  const int d = dm->d_model;
+  const int d = dm->d_model, ldd = txl_model_ld(m, d); /* the table's rows and h's */
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_forward(m, r, tokens, h, sg->LB, sqrtf((float)d));
   else
-    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d), d);
+    o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, ldd, ldd);
   txl_pos_embed_add(m, r, sg, h); /* attn_type 2: + the absolute positions, dropped together */
-  o->dropout(h, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+  o->dropout(h, sg->L, r->B, d, ldd, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
 }
 
 void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
-  const int d = dm->d_model;
-  o->dropout(dh, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+  const int d = dm->d_model, ldd = txl_model_ld(m, d);
+  o->dropout(dh, sg->L, r->B, d, ldd, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_backward(m, r, dh, sg->LB, sqrtf((float)d));
   else
-    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d, txl_model_ldw(m, d), d);
+    o->embedding_backward(m->g.word_emb, TXL_F32, dh, r->tokens, sqrtf((float)d), sg->LB, d, ldd, ldd);
 }
 
 double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *targets, float grad_scale) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p;
-  const int d = dm->d_model, V = dm->n_token;
-  o->dropout(r->hout, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
+  const int d = dm->d_model, V = dm->n_token, ldV = txl_model_ld(m, V);
+  o->dropout(r->hout, sg->L, r->B, d, txl_model_ld(m, d), r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
   if (txl_adaptive_output(dm)) return txl_adaptive_output_forward(m, r, targets, sg->LB, grad_scale);
   const float *w_out = p->out_weight ? p->out_weight : p->word_emb; /* [V, d] */
-  txl_linear_t_bias_forward(o, r->logits, V, r->hout, txl_model_w(m, w_out), txl_model_ldw(m, d),
+  txl_linear_t_bias_forward(m, r->logits, ldV, r->hout, txl_model_w(m, w_out), txl_model_ld(m, d),
                             txl_model_w(m, p->out_bias), sg->LB, d, V);
   if (!targets) return 0.0;
-  o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V, V);
+  o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V, ldV);
   return txl_loss_sum(m, r, r->loss, sg->LB, 0.0);
 }
 
@@ -94,17 +95,17 @@ void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const TxlParams *p = &m->p, *g = &m->g;
-  const int d = dm->d_model, V = dm->n_token;
+  const int d = dm->d_model, V = dm->n_token, ldV = txl_model_ld(m, V);
   if (txl_adaptive_output(dm)) {
     txl_adaptive_output_backward(m, r, sg->LB);
   } else { /* logits holds d(loss)/d(logits) */
     const float *w_out = p->out_weight ? p->out_weight : p->word_emb;
     float *gw_out = g->out_weight ? g->out_weight : g->word_emb;
-    txl_linear_t_bias_backward_w(o, gw_out, txl_model_ldw(m, d), g->out_bias, r->logits, r->hout, sg->LB, d, V);
-    txl_linear_t_backward_x(o, r->dh, 0.0f, 1.0f, r->logits, V, txl_model_w(m, w_out), txl_model_ldw(m, d), sg->LB, d,
+    txl_linear_t_bias_backward_w(m, gw_out, txl_model_ld(m, d), g->out_bias, r->logits, r->hout, sg->LB, d, V);
+    txl_linear_t_backward_x(m, r->dh, 0.0f, 1.0f, r->logits, ldV, txl_model_w(m, w_out), txl_model_ld(m, d), sg->LB, d,
                             V);
   }
-  o->dropout(r->dh, sg->L, r->B, d, d, r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
+  o->dropout(r->dh, sg->L, r->B, d, txl_model_ld(m, d), r->col0, txl_drop_at(m, r, TXL_SITE_OUTPUT, m->spec.dropout));
 }
 
 /* ---- attention block ------------------------------------------------------------------------ */
@@ -115,8 +116,8 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   const TxlLayerParams *lp = &m->p.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   /* q = in[M:] W_q; [k v] = in W_kv; r = R W_r */
-  const void *in_new = txl_act_at(m, in, (int64_t)sg->M * r->B * d); /* [L, B, d] the current rows */
-  txl_linear_forward(o, a->q, in_new, txl_model_w(m, lp->w_qkv), sg->LB, d, HD, txl_model_ld_qkv(m));
+  const void *in_new = txl_act_at(m, in, (int64_t)sg->M * r->B * txl_model_ld(m, d)); /* [L, B, d] the current rows */
+  txl_linear_forward(m, a->q, in_new, txl_model_w(m, lp->w_qkv), sg->LB, d, HD, txl_model_ld_qkv(m));
   txl_memory_kv_forward(m, r, l, sg, in);
   /* the relative term's r: R W_r (attn_type 0), the clamped r_emb rows (1), none (2, 3) */
   const void *rl = NULL;
@@ -128,8 +129,8 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   o->rel_attn_forward(a->vec, a->saved, a->q, a->kv, rl, bias_u(m, l), bias_vb(m, l), a->rb, sg->as,
                       txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* attention output W_o, dropout */
-  txl_linear_forward(o, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, txl_model_ldw(m, d));
-  o->dropout(r->tmp, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+  txl_linear_forward(m, r->tmp, a->vec, txl_model_w(m, lp->w_o), sg->LB, HD, d, txl_model_ld(m, d));
+  o->dropout(r->tmp, sg->L, r->B, d, txl_model_ld(m, d), r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
 }
 
 void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *dx, void *dmem, const void *datt,
@@ -141,23 +142,25 @@ void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   TxlLayerActs *a = txl_slot(r, l);
   float *gu = gp->r_w_bias ? gp->r_w_bias : m->g.r_w_bias;
   float *gvb = gp->r_r_bias ? gp->r_r_bias : m->g.r_r_bias;
-  const int kv_col = txl_model_kv_col(m), ld_qkv = txl_model_ld_qkv(m), ld_o = txl_model_ldw(m, d);
+  const int kv_col = txl_model_kv_col(m), ld_qkv = txl_model_ld_qkv(m), ld_o = txl_model_ld(m, d);
   const void *w_q = txl_model_w(m, lp->w_qkv), *w_kv = txl_model_w(m, lp->w_qkv + kv_col);
   /* W_o */
-  txl_linear_backward_w(o, gp->w_o, a->vec, datt, sg->LB, HD, d, ld_o);
-  txl_linear_backward_x(o, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, ld_o);
+  txl_linear_backward_w(m, gp->w_o, a->vec, datt, sg->LB, HD, d, ld_o);
+  txl_linear_backward_x(m, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, ld_o);
   const int at = m->spec.dims.attn_type;
   o->rel_attn_backward(r->dq, r->dkv, at <= 1 ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
                        at <= 1 ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
                        txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* W_r (attn_type 0; 1: r_emb, r_bias), W_q, W_kv: the weights' gradients, then d(in) */
-  if (at == 0) txl_linear_backward_w(o, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ldw(m, HD));
+  if (at == 0) txl_linear_backward_w(m, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ld(m, HD));
   if (at == 1) txl_pos_rel_backward(m, r, l, sg);
-  txl_linear_backward_w(o, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * d), r->dq, sg->LB, d, HD, ld_qkv);
-  txl_linear_backward_w(o, gp->w_qkv + kv_col, in, r->dkv, sg->KB, d, 2 * HD, ld_qkv);
-  txl_linear_backward_x(o, dx, 1.0f, r->dq, w_q, sg->LB, d, HD, ld_qkv);
-  txl_linear_backward_x(o, dx, 1.0f, txl_act_at(m, r->dkv, (int64_t)M * B * 2 * HD), w_kv, sg->LB, d, 2 * HD, ld_qkv);
-  if (dmem && M) txl_linear_backward_x(o, dmem, 0.0f, r->dkv, w_kv, (int64_t)M * B, d, 2 * HD, ld_qkv);
+  txl_linear_backward_w(m, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * txl_model_ld(m, d)), r->dq, sg->LB, d, HD,
+                        ld_qkv);
+  txl_linear_backward_w(m, gp->w_qkv + kv_col, in, r->dkv, sg->KB, d, 2 * HD, ld_qkv);
+  txl_linear_backward_x(m, dx, 1.0f, r->dq, w_q, sg->LB, d, HD, ld_qkv);
+  txl_linear_backward_x(m, dx, 1.0f, txl_act_at(m, r->dkv, (int64_t)M * B * txl_model_ld(m, 2 * HD)), w_kv, sg->LB, d,
+                        2 * HD, ld_qkv);
+  if (dmem && M) txl_linear_backward_x(m, dmem, 0.0f, r->dkv, w_kv, (int64_t)M * B, d, 2 * HD, ld_qkv);
 }
 
 /* ---- FFN block ------------------------------------------------------------------------------ */
@@ -171,17 +174,17 @@ void txl_ffn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
    * bias and ReLU are the GEMM's epilogue; with it they share the dropout's pass. */
   const TxlDropout dhid = txl_layer_drop(m, r, l, TXL_LSITE_FF_HIDDEN);
   if (dhid.p > 0.0f) {
-    txl_linear_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ldw(m, di));
-    o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, di, r->col0, dhid);
+    txl_linear_forward(m, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ld(m, di));
+    o->bias_relu_dropout_forward(a->ff_a, r->ff_drop, lp->b_ff1, sg->L, r->B, di, txl_model_ld(m, di), r->col0, dhid);
   } else {
-    txl_linear_bias_forward(o, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), txl_model_ldw(m, di),
+    txl_linear_bias_forward(m, a->ff_a, a->h1, txl_model_w(m, lp->w_ff1), txl_model_ld(m, di),
                             txl_model_w(m, lp->b_ff1), 1, sg->LB, d, di);
   }
   const void *ffd = dhid.p > 0.0f ? r->ff_drop : a->ff_a;
   /* W2 + b2, dropout */
-  txl_linear_bias_forward(o, r->tmp, ffd, txl_model_w(m, lp->w_ff2), txl_model_ldw(m, d), txl_model_w(m, lp->b_ff2), 0,
+  txl_linear_bias_forward(m, r->tmp, ffd, txl_model_w(m, lp->w_ff2), txl_model_ld(m, d), txl_model_w(m, lp->b_ff2), 0,
                           sg->LB, di, d);
-  o->dropout(r->tmp, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+  o->dropout(r->tmp, sg->L, r->B, d, txl_model_ld(m, d), r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
 }
 
 void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *dx, const void *dout,
@@ -195,57 +198,58 @@ void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void 
   /* W2 + b2 */
   const void *ffd = a->ff_a;
   if (dhid.p > 0.0f) { /* recompute the dropped hidden layer from its mask */
-    o->copy(r->ff_drop, a->ff_a, (size_t)sg->LB * di * txl_dtype_size(o->act));
-    o->dropout(r->ff_drop, sg->L, r->B, di, di, r->col0, dhid);
+    o->copy(r->ff_drop, a->ff_a, (size_t)sg->LB * txl_model_ld(m, di) * txl_dtype_size(o->act));
+    o->dropout(r->ff_drop, sg->L, r->B, di, txl_model_ld(m, di), r->col0, dhid);
     ffd = r->ff_drop;
   }
-  txl_linear_bias_backward_w(o, gp->w_ff2, txl_model_ldw(m, d), gp->b_ff2, ffd, dout, sg->LB, di, d);
-  txl_linear_backward_x(o, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, txl_model_ldw(m, d));
+  txl_linear_bias_backward_w(m, gp->w_ff2, txl_model_ld(m, d), gp->b_ff2, ffd, dout, sg->LB, di, d);
+  txl_linear_backward_x(m, r->dff, 0.0f, dout, txl_model_w(m, lp->w_ff2), sg->LB, di, d, txl_model_ld(m, d));
   /* dropout, ReLU, W1 + b1 */
-  o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, di, r->col0, dhid);
-  txl_linear_bias_backward_w(o, gp->w_ff1, txl_model_ldw(m, di), gp->b_ff1, x, r->dff, sg->LB, d, di);
-  txl_linear_backward_x(o, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ldw(m, di));
+  o->relu_dropout_backward(r->dff, a->ff_a, sg->L, r->B, di, txl_model_ld(m, di), r->col0, dhid);
+  txl_linear_bias_backward_w(m, gp->w_ff1, txl_model_ld(m, di), gp->b_ff1, x, r->dff, sg->LB, d, di);
+  txl_linear_backward_x(m, dx, 1.0f, r->dff, txl_model_w(m, lp->w_ff1), sg->LB, d, di, txl_model_ld(m, di));
 }
 
 /* ---- layers --------------------------------------------------------------------------------- */
 
 void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *out) {
   const TxlOps *o = m->ops;
-  const int d = m->spec.dims.d_model;
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
   const TxlLayerParams *lp = &m->p.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   const void *h = txl_layer_input(m, r, l, sg->M); /* [L, B, d] */
   txl_memory_concat(m, r, l, sg);
   if (m->spec.pre_lnorm) {
     /* out1 = h + Attn(LN1(cat)) (a->res1), h1 = LN2(out1), out = out1 + FFN(h1) */
-    o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, d, 1e-5f);
+    o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, ldd,
+                         1e-5f);
     txl_attn_forward(m, r, l, sg, a->ln_cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln2_mean, a->ln2_rstd, h, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             d, 1e-5f);
+                             ldd, 1e-5f);
     txl_ffn_forward(m, r, l, sg);
-    o->add(out, a->res1, r->tmp, sg->LB * d, o->act);
+    o->add(out, a->res1, r->tmp, sg->LB * ldd, o->act); /* the gaps too: zeros */
   } else {
     /* h1 = LN1(h + Attn(cat)) (res1 its input), out = LN2(h1 + FFN(h1)) (res2 its input) */
     txl_attn_forward(m, r, l, sg, a->cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln1_mean, a->ln1_rstd, h, r->tmp, lp->ln1_w, lp->ln1_b, sg->LB, d,
-                             d, 1e-5f);
+                             ldd, 1e-5f);
     txl_ffn_forward(m, r, l, sg);
     o->add_layernorm_forward(a->res2, out, a->ln2_mean, a->ln2_rstd, a->h1, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             d, 1e-5f);
+                             ldd, 1e-5f);
   }
 }
 
 /* Post-norm: out = LN2(res2), res2 = h1 + drop(FFN(h1)); h1 = LN1(res1), res1 = h + drop(Attn(cat)). */
 static void post_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlOps *o = m->ops;
-  const int d = m->spec.dims.d_model;
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
   const TxlLayerParams *lp = &m->p.layers[l], *gp = &m->g.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   o->layernorm_backward_dropout(r->dres, r->dtmp, gp->ln2_w, gp->ln2_b, r->dh, a->res2, lp->ln2_w, a->ln2_mean,
-                                a->ln2_rstd, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+                                a->ln2_rstd, sg->L, r->B, d, ldd, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
   txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d h1 */
   o->layernorm_backward_dropout(r->dh, r->dtmp, gp->ln1_w, gp->ln1_b, r->dres, a->res1, lp->ln1_w, a->ln1_mean,
-                                a->ln1_rstd, sg->L, r->B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+                                a->ln1_rstd, sg->L, r->B, d, ldd, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
   /* attn_type 3 also needs d(memory rows): their positions take a gradient */
   void *dmem = txl_pos_mem_grad(m) ? r->dmem : NULL;
   txl_attn_backward(m, r, l, sg, r->dh, dmem, r->dtmp, a->cat);
@@ -255,18 +259,18 @@ static void post_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *
 /* Pre-norm: out = out1 + drop(FFN(LN2(out1))); out1 = h + drop(Attn(LN1([mem; h]))). */
 static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlOps *o = m->ops;
-  const int d = m->spec.dims.d_model, M = sg->M, B = r->B;
-  const size_t act_bytes = (size_t)sg->LB * d * txl_dtype_size(o->act); /* one [L, B, d] activation */
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d), M = sg->M, B = r->B;
+  const size_t act_bytes = (size_t)sg->LB * ldd * txl_dtype_size(o->act); /* one [L, B, d] activation */
   const TxlLayerParams *lp = &m->p.layers[l], *gp = &m->g.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   o->copy(r->dtmp, r->dh, act_bytes);
-  o->dropout(r->dtmp, sg->L, B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
+  o->dropout(r->dtmp, sg->L, B, d, ldd, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_FF_OUT));
   o->zero(r->dres, act_bytes);
   txl_ffn_backward(m, r, l, sg, r->dres, r->dtmp, a->h1); /* dres = d LN2(out1) */
   o->layernorm_backward(r->dh, gp->ln2_w, gp->ln2_b, r->dres, a->res1, lp->ln2_w, a->ln2_mean, a->ln2_rstd, sg->LB,
-                        d, d);
+                        d, ldd);
   o->copy(r->dtmp, r->dh, act_bytes);
-  o->dropout(r->dtmp, sg->L, B, d, d, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
+  o->dropout(r->dtmp, sg->L, B, d, ldd, r->col0, txl_layer_drop(m, r, l, TXL_LSITE_ATTN_OUT));
   o->zero(r->dres, act_bytes);
   txl_attn_backward(m, r, l, sg, r->dres, r->dmem, r->dtmp, a->ln_cat); /* d LN1(cat): dmem rows, then dres */
   /* the memory rows: LayerNorm parameters only, the memory takes no gradient; with attn_type 3
@@ -274,13 +278,13 @@ static void pre_norm_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *s
   void *dmem_in = NULL;
   if (M && txl_pos_mem_grad(m)) {
     dmem_in = r->pos_rows;
-    o->zero(dmem_in, (size_t)M * B * d * txl_dtype_size(o->act));
+    o->zero(dmem_in, (size_t)M * B * ldd * txl_dtype_size(o->act));
   }
   if (M)
     o->layernorm_backward(dmem_in, gp->ln1_w, gp->ln1_b, r->dmem, a->cat, lp->ln1_w, a->ln_cat_mean, a->ln_cat_rstd,
-                          (int64_t)M * B, d, d);
+                          (int64_t)M * B, d, ldd);
   o->layernorm_backward(r->dh, gp->ln1_w, gp->ln1_b, r->dres, txl_layer_input(m, r, l, M), lp->ln1_w,
-                        a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, sg->LB, d, d);
+                        a->ln_cat_mean + (size_t)M * B, a->ln_cat_rstd + (size_t)M * B, sg->LB, d, ldd);
   txl_pos_layer_backward(m, r, l, sg, dmem_in);
 }
 

@@ -4,7 +4,8 @@
  * post- and pre-norm layers, the embedding and the output layer. Each reads its parameters from
  * m->p, adds its parameters' gradients into m->g, and its activations from r->acts[l].
  * Notation: L query rows, M memory rows, K = M + L, B columns on this rank, d = d_model,
- * HD = H*dh, di = d_inner, V = vocabulary. Time-major [T, B, ...] throughout. */
+ * HD = H*dh, di = d_inner, V = vocabulary. Time-major [T, B, ...] throughout; an activation of f
+ * features lies in rows txl_model_ld(m, f) apart (model.h). */
 #ifndef TXL_MODEL_LAYERS_H
 #define TXL_MODEL_LAYERS_H
 
@@ -36,7 +37,7 @@ static inline TxlDropout txl_layer_drop(const TxlModel *m, const TxlRun *r, int 
 static inline TxlLayerActs *txl_slot(TxlRun *r, int l) { return &r->acts[l % r->n_slots]; }
 /* Layer l's input h [L, B, d]: the rows of its cat after the M memory rows. */
 static inline void *txl_layer_input(const TxlModel *m, TxlRun *r, int l, int M) {
-  return txl_act_at(m, txl_slot(r, l)->cat, (int64_t)M * r->B * m->spec.dims.d_model);
+  return txl_act_at(m, txl_slot(r, l)->cat, (int64_t)M * r->B * txl_model_ld(m, m->spec.dims.d_model));
 }
 
 /* ---- embedding and output layer ------------------------------------------------------------ */

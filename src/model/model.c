@@ -119,7 +119,10 @@ static void walk_layer(Alloc *a, TxlLayerActs *x) {
   const TxlRunShape *s = a->s;
   const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act); /* fp32; an activation */
   const size_t L = (size_t)s->L_max, B = (size_t)a->cols, K = (size_t)(s->L_max + s->mem_len);
-  const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
+  const TxlModel *m = a->m; /* every activation in padded rows: d, HD, 2 HD, di features */
+  const size_t HD0 = (size_t)dm->n_head * dm->d_head;
+  const size_t d = (size_t)txl_model_ld(m, dm->d_model), HD = (size_t)txl_model_ld(m, (int64_t)HD0);
+  const size_t HD2 = (size_t)txl_model_ld(m, 2 * (int64_t)HD0), di = (size_t)txl_model_ld(m, dm->d_inner);
   const size_t H = (size_t)dm->n_head;
   const int pre = a->m->spec.pre_lnorm;
   x->cat = take(a, K * B * d * A, "cat");
@@ -127,7 +130,7 @@ static void walk_layer(Alloc *a, TxlLayerActs *x) {
   x->ln_cat_mean = pre ? take(a, K * B * F, "ln_cat mean") : NULL;
   x->ln_cat_rstd = pre ? take(a, K * B * F, "ln_cat rstd") : NULL;
   x->q = take(a, L * B * HD * A, "q");
-  x->kv = take(a, K * B * 2 * HD * A, "kv");
+  x->kv = take(a, K * B * HD2 * A, "kv");
   x->r = a->m->spec.dims.attn_type <= 1 ? take(a, K * HD * A, "r") : NULL;
   x->rb = a->m->spec.dims.attn_type == 1 ? take(a, K * H * F, "r_bias rows") : NULL;
   x->saved = take(a, a->m->ops->rel_attn_saved_floats((int)L, (int)K, (int)B, (int)H) * F, "attention (saved)");
@@ -147,10 +150,14 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   const TxlDims *dm = &a->m->spec.dims;
   const TxlRunShape *s = a->s;
   const size_t F = sizeof(float), A = txl_dtype_size(a->m->ops->act);
-  const size_t L = (size_t)s->L_max, B = (size_t)a->cols, d = (size_t)dm->d_model;
-  const size_t de = (size_t)dm->d_embed;
+  const TxlModel *m = a->m; /* rows padded: d, d_embed (the widest cluster's) and cluster sizes */
+  const size_t L = (size_t)s->L_max, B = (size_t)a->cols, d = (size_t)txl_model_ld(m, dm->d_model);
+  const size_t de = (size_t)txl_model_ld(m, dm->d_embed);
   size_t cmax = 1;
-  for (int i = 1; i <= dm->n_clusters; i++) cmax = (size_t)txl_dims_csize(dm, i) > cmax ? (size_t)txl_dims_csize(dm, i) : cmax;
+  for (int i = 1; i <= dm->n_clusters; i++) {
+    const size_t cs = (size_t)txl_model_ld(m, txl_dims_csize(dm, i));
+    cmax = cs > cmax ? cs : cmax;
+  }
   r->ad_rows = take(a, 2 * L * B * sizeof(int32_t), "adaptive rows");
   r->ad_ids = take(a, 2 * L * B * sizeof(int32_t), "adaptive ids");
   r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
@@ -181,13 +188,16 @@ static void walk_run(Alloc *a) {
   txl_run_groups(s, &groups, &group_cols);
   a->cols = group_cols; /* every activation buffer holds one group's columns */
   const size_t L = (size_t)s->L_max, B = (size_t)group_cols, K = (size_t)(s->L_max + s->mem_len);
-  const size_t d = (size_t)dm->d_model, HD = (size_t)dm->n_head * dm->d_head, di = (size_t)dm->d_inner;
-  const size_t V = (size_t)dm->n_token, H = (size_t)dm->n_head;
+  const TxlModel *m = a->m; /* every activation in padded rows (model.h) */
+  const size_t HD0 = (size_t)dm->n_head * dm->d_head;
+  const size_t d = (size_t)txl_model_ld(m, dm->d_model), HD = (size_t)txl_model_ld(m, (int64_t)HD0);
+  const size_t HD2 = (size_t)txl_model_ld(m, 2 * (int64_t)HD0), di = (size_t)txl_model_ld(m, dm->d_inner);
+  const size_t V = (size_t)txl_model_ld(m, dm->n_token), H = (size_t)dm->n_head;
   TxlRun tmp;
   TxlRun *r = a->r ? a->r : &tmp;
   r->n_slots = s->training ? dm->n_layer : 1;
   r->mem_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * d));
-  r->kv_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * 2 * HD));
+  r->kv_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * HD2));
   r->r_stride = txl_act_padded(a->m, (int64_t)(K * HD));
   r->tokens = take(a, L * B * sizeof(int32_t), "tokens");
   r->targets = take(a, L * B * sizeof(int32_t), "targets");
@@ -204,12 +214,12 @@ static void walk_run(Alloc *a) {
   }
   r->hout = take(a, L * B * d * A, "output");
   const int ad_in = txl_adaptive_input(dm), ad_out = txl_adaptive_output(dm);
-  r->logits = take(a, L * B * (ad_out ? (size_t)txl_adaptive_head_size(dm) : V) * A, "logits");
+  r->logits = take(a, L * B * (ad_out ? (size_t)txl_model_ld(m, txl_adaptive_head_size(dm)) : V) * A, "logits");
   if (ad_in || ad_out) walk_adaptive(a, r);
   r->loss = take(a, L * B * F, "loss");
   r->ff_drop = take(a, L * B * di * A, "ffn dropout scratch");
   r->tmp = take(a, L * B * d * A, "scratch");
-  r->attn_work = take(a, a->m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head, s->training),
+  r->attn_work = take(a, m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head, s->training),
                       "attention workspace");
   if (!s->training) {
     r->kv_cache = take(a, (size_t)dm->n_layer * (size_t)r->kv_stride * A + F, "key/value cache");
@@ -221,7 +231,7 @@ static void walk_run(Alloc *a) {
     r->dtmp = take(a, L * B * d * A, "dtmp");
     r->dff = take(a, L * B * di * A, "dff");
     r->dq = take(a, L * B * HD * A, "dq");
-    r->dkv = take(a, K * B * 2 * HD * A, "dkv");
+    r->dkv = take(a, K * B * HD2 * A, "dkv");
     r->dr = take(a, K * HD * A, "dr");
     r->dvec = take(a, L * B * HD * A, "dvec");
     r->dmem = a->m->spec.pre_lnorm || at == 3 ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem") : NULL;
@@ -292,36 +302,29 @@ void txl_run_reset_memory(TxlRun *r) {
   r->kv_valid = 0;
 }
 
-/* Each group's layer l holds [mem_len, B_g, d]; the packed host view [n_layer, mem_len, cols, d]
- * has the group's columns at [first, first + B_g) of every row. to_host: 1 copies into host,
- * 0 from it. */
+/* Each group's layer l holds [mem_len, B_g, d] in rows ldd apart (its gaps zeros); the packed
+ * host view [n_layer, mem_len, cols, d] has the group's columns at [first, first + B_g) of every
+ * row. Each layer of a group travels whole, gaps included (one transfer), through a staging
+ * copy in the device's layout. to_host: 1 copies into host, 0 from it. */
 static void move_mems(const TxlModel *m, TxlRun *r, float *host, int to_host) {
-  const int d = m->spec.dims.d_model, n_layer = m->spec.dims.n_layer;
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d), n_layer = m->spec.dims.n_layer;
   const int current = r->group;
   float *stage = NULL;
   for (int g = 0; g < r->n_groups; g++) {
     txl_run_use_group(m, r, g);
-    const int64_t n = (int64_t)r->mem_len * r->B * d; /* one layer of this group */
+    const int64_t rows = (int64_t)r->mem_len * r->B, n = rows * ldd; /* one layer of this group */
     const int first = r->col0 - r->col_first;
+    if (!stage) stage = txl_calloc((size_t)(n > 0 ? n : 1), sizeof(float), "memory staging");
     for (int l = 0; l < n_layer; l++) {
       float *layer = host + (int64_t)l * r->mem_len * r->cols * d;
       void *dev = txl_act_at(m, r->mems, l * r->mem_stride);
-      if (r->n_groups == 1) { /* the host layout is the group's */
-        if (to_host) txl_act_to_host(m, layer, dev, n);
-        else txl_act_to_device(m, dev, layer, n);
-        continue;
-      }
-      if (!stage) stage = txl_malloc((size_t)(n > 0 ? n : 1) * sizeof(float), "memory staging");
-      if (!to_host)
-        for (int row = 0; row < r->mem_len; row++)
-          memcpy(stage + (int64_t)row * r->B * d, layer + ((int64_t)row * r->cols + first) * d,
-                 (size_t)r->B * d * sizeof(float));
       if (to_host) txl_act_to_host(m, stage, dev, n);
-      else txl_act_to_device(m, dev, stage, n);
-      if (to_host)
-        for (int row = 0; row < r->mem_len; row++)
-          memcpy(layer + ((int64_t)row * r->cols + first) * d, stage + (int64_t)row * r->B * d,
-                 (size_t)r->B * d * sizeof(float));
+      for (int64_t i = 0; i < rows; i++) { /* row i = (memory row, column of the group) */
+        float *packed = layer + ((i / r->B) * r->cols + first + i % r->B) * d;
+        if (to_host) memcpy(packed, stage + i * ldd, (size_t)d * sizeof(float));
+        else memcpy(stage + i * ldd, packed, (size_t)d * sizeof(float));
+      }
+      if (!to_host) txl_act_to_device(m, dev, stage, n);
     }
   }
   free(stage);

@@ -50,12 +50,14 @@ static inline const void *txl_model_w(const TxlModel *m, const float *master) {
   if (!master) return NULL;
   return (const char *)m->param_act + (size_t)(master - m->param_buf) * txl_dtype_size(m->ops->act);
 }
-/* The row padding of m's weights, and the row strides of its GEMM weights (params.h): a ROWS
- * weight of `cols` columns; W_qkv, whose W_kv starts at column txl_model_kv_col. */
+/* The row padding of m's tensors, and their row strides (params.h): every GEMM weight of `cols`
+ * columns (ROWS) and every activation of `cols` features lies in rows txl_model_ld(m, cols)
+ * elements apart (the gaps hold zeros and are never read: GEMM leading dimensions on multiples of
+ * row_align); W_qkv, whose W_kv starts at column txl_model_kv_col, has its own. */
 static inline int txl_model_row_align(const TxlOps *o, const TxlModelSpec *s) {
   return s->row_align > 0 ? s->row_align : o->row_align;
 }
-static inline int txl_model_ldw(const TxlModel *m, int64_t cols) { return (int)txl_row_ld(m->table.row_align, cols); }
+static inline int txl_model_ld(const TxlModel *m, int64_t cols) { return (int)txl_row_ld(m->table.row_align, cols); }
 static inline int txl_model_kv_col(const TxlModel *m) {
   return (int)txl_split_col(m->table.row_align, (int64_t)m->spec.dims.n_head * m->spec.dims.d_head);
 }
@@ -82,7 +84,9 @@ void txl_act_to_host(const TxlModel *m, float *dst, const void *src, int64_t n);
 void txl_act_to_device(const TxlModel *m, void *dst, const float *src, int64_t n);
 
 /* Activations saved by one layer for its backward pass (one slot per layer when training,
- * one shared slot when only running forward). Shapes at capacity; K = M + L rows in use. */
+ * one shared slot when only running forward). Shapes at capacity; K = M + L rows in use. Here and
+ * in TxlRun, the last dimension of an activation (f features) lies in rows txl_model_ld(m, f)
+ * apart: [K, B, d] is K * B rows of ld(d) elements, [K, B, 2, H, dh] K * B rows of ld(2 H dh). */
 typedef struct {
   void *cat;        /* [K, B, d]   memory rows, then this layer's input h                     */
   void *ln_cat;     /* [K, B, d]   pre-norm: LayerNorm(cat); NULL for post-norm               */

@@ -31,7 +31,8 @@ void txl_pos_prepare(TxlModel *m, TxlRun *r, TxlSegment *sg) {
   case 2: /* R without dropout, one row per (key, column) */
     txl_positions_forward(m, r, sg);
     put_index(m, r, K, B, T, 0, K, 1);
-    m->ops->embedding_forward(r->pos_rows, r->pos_idx, r->R, 1.0f, (int64_t)K * B, d, d, d);
+    m->ops->embedding_forward(r->pos_rows, r->pos_idx, r->R, 1.0f, (int64_t)K * B, d, txl_model_ld(m, d),
+                              txl_model_ld(m, d));
     break;
   case 3: put_index(m, r, K, B, T, 0, K, 0); break;
   default: txl_fatal("internal: attn_type %d", dm->attn_type);
@@ -41,18 +42,20 @@ void txl_pos_prepare(TxlModel *m, TxlRun *r, TxlSegment *sg) {
 void txl_pos_embed_add(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *h) {
   const int d = m->spec.dims.d_model;
   if (m->spec.dims.attn_type != 2) return;
-  m->ops->add(h, h, txl_act_at(m, r->pos_rows, (int64_t)sg->M * r->B * d), sg->LB * d, m->ops->act);
+  const int64_t ldd = txl_model_ld(m, d); /* flat over the padded rows: the gaps add zeros */
+  m->ops->add(h, h, txl_act_at(m, r->pos_rows, sg->M * r->B * ldd), sg->LB * ldd, m->ops->act);
 }
 
 void txl_pos_layer_add(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlOps *o = m->ops;
-  const int d = m->spec.dims.d_model;
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
   TxlLayerActs *a = txl_slot(r, l);
   if (m->spec.dims.attn_type == 2 && l == 0 && sg->M)
-    o->add(a->cat, a->cat, r->pos_rows, (int64_t)sg->M * r->B * d, o->act);
+    o->add(a->cat, a->cat, r->pos_rows, (int64_t)sg->M * r->B * ldd, o->act);
   if (m->spec.dims.attn_type == 3) {
-    o->embedding_forward(r->pos_rows, r->pos_idx, txl_model_w(m, m->p.layers[l].r_emb), 1.0f, sg->KB, d, d, d);
-    o->add(a->cat, a->cat, r->pos_rows, sg->KB * d, o->act);
+    /* r_emb is FLAT (params.def): its rows packed */
+    o->embedding_forward(r->pos_rows, r->pos_idx, txl_model_w(m, m->p.layers[l].r_emb), 1.0f, sg->KB, d, d, ldd);
+    o->add(a->cat, a->cat, r->pos_rows, sg->KB * ldd, o->act);
   }
 }
 
@@ -60,12 +63,12 @@ int txl_pos_mem_grad(const TxlModel *m) { return m->spec.dims.attn_type == 3; }
 
 void txl_pos_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const void *dmem) {
   const TxlOps *o = m->ops;
-  const int d = m->spec.dims.d_model;
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
   if (m->spec.dims.attn_type != 3) return;
   float *g = m->g.layers[l].r_emb; /* [max_klen, d] */
   const int64_t MB = (int64_t)sg->M * r->B;
-  if (MB) o->embedding_backward(g, TXL_F32, dmem, r->pos_idx, 1.0f, MB, d, d, d);
-  o->embedding_backward(g, TXL_F32, r->dh, r->pos_idx + MB, 1.0f, sg->LB, d, d, d);
+  if (MB) o->embedding_backward(g, TXL_F32, dmem, r->pos_idx, 1.0f, MB, d, d, ldd);
+  o->embedding_backward(g, TXL_F32, r->dh, r->pos_idx + MB, 1.0f, sg->LB, d, d, ldd);
 }
 
 /* a->rb and r->drb are fp32 while the gathers move activations: fp32 tables only (config.c
@@ -80,8 +83,10 @@ void txl_pos_rel_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlLayerParams *lp = &m->p.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   need_f32(m);
-  const int HD = dm->n_head * dm->d_head; /* r_emb and r_bias are FLAT (params.def): rows unpadded */
-  o->embedding_forward(a->r, r->pos_idx, txl_model_w(m, lp->r_emb), 1.0f, sg->K, HD, HD, HD);
+  /* the tables r_emb and r_bias are FLAT (params.def): their rows packed; a->r in padded rows,
+   * as every activation; a->rb [K, H] fp32, packed (the attention op reads it so) */
+  const int HD = dm->n_head * dm->d_head;
+  o->embedding_forward(a->r, r->pos_idx, txl_model_w(m, lp->r_emb), 1.0f, sg->K, HD, HD, txl_model_ld(m, HD));
   o->embedding_forward(a->rb, r->pos_idx, txl_model_w(m, lp->r_bias), 1.0f, sg->K, dm->n_head, dm->n_head, dm->n_head);
 }
 
@@ -91,6 +96,6 @@ void txl_pos_rel_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlLayerParams *gp = &m->g.layers[l];
   need_f32(m);
   const int HD = dm->n_head * dm->d_head;
-  o->embedding_backward(gp->r_emb, TXL_F32, r->dr, r->pos_idx, 1.0f, sg->K, HD, HD, HD);
+  o->embedding_backward(gp->r_emb, TXL_F32, r->dr, r->pos_idx, 1.0f, sg->K, HD, HD, txl_model_ld(m, HD));
   o->embedding_backward(gp->r_bias, TXL_F32, r->drb, r->pos_idx, 1.0f, sg->K, dm->n_head, dm->n_head, dm->n_head);
 }

@@ -5,6 +5,8 @@
 #   training:   12 n_layer tokens d_model d_inner   (forward x W1, h W2: 2 x 2 T d di; backward:
 #                                                    the weight and the input gradient of each: 4 x 2 T d di)
 #   evaluation:  4 n_layer tokens d_model d_inner
+# and every operand of every GEMM, weights and activations, lies on 16 bytes (pointer and leading
+# dimension: the padded rows of TxlOps.row_align 8)
 #   test_count.sh BENCH_PROGRAM CONFIG.ini
 set -euo pipefail
 prog=$1
@@ -68,12 +70,16 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     next
   }
   in_table && /^attention: [0-9.]+% of the step/ { have_attn = 1; next }
-  # the weights rows padded (TxlOps.row_align 8): every weight operand of every GEMM on 16 bytes
+  # the rows of the weights and of the activations padded (TxlOps.row_align 8): every operand of every
+  # GEMM on 16 bytes, pointer and leading dimension
   in_table && /^GEMM operands on 16 bytes/ {
     have_align = 1
     if (!match($0, /the weight in [0-9]+ of [0-9]+ calls/)) bad(title ": unparsable: " $0)
     split(substr($0, RSTART, RLENGTH), w, " ")
     if (w[6] + 0 == 0 || w[4] != w[6]) bad(title ": weight operands aligned in " w[4] " of " w[6] " GEMM calls")
+    if (!match($0, /all three operands in [0-9]+ of [0-9]+ calls/)) bad(title ": unparsable: " $0)
+    split(substr($0, RSTART, RLENGTH), a3, " ")
+    if (a3[7] + 0 == 0 || a3[5] != a3[7]) bad(title ": all three operands aligned in " a3[5] " of " a3[7] " GEMM calls")
     aligned_checked++
     next
   }
@@ -84,5 +90,5 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     if (tables != 6) bad(tables " tables, expected 6 (fp32, tf32, bf16; training, evaluation)")
     if (ffn_checked != 6) bad("gemm_ffn checked in " ffn_checked " tables")
     if (aligned_checked != 6) bad("GEMM alignment checked in " aligned_checked " tables")
-    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each, every GEMM weight operand on 16 bytes"
+    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each, every operand of every GEMM (weights and activations) on 16 bytes"
   }'

@@ -171,18 +171,21 @@ static void check_tensors(const char *what, const TxlParamTable *t, const float 
  * are active in one run and not in the other (flips), relative to the CPU's active units; the
  * flips and active units of that layer in *flips, *active. */
 static double relu_flips(const Side *cpu, const Side *gpu, const Case *c, int64_t LB, int *flips, int *active) {
-  const int64_t n = LB * c->spec.dims.d_inner;
-  float *a = ot_alloc(n), *b = ot_alloc(n);
+  const int di = c->spec.dims.d_inner;
+  const int lda = txl_model_ld(&cpu->m, di), ldb = txl_model_ld(&gpu->m, di); /* each side's padded rows */
+  float *a = ot_alloc(LB * lda), *b = ot_alloc(LB * ldb);
   double worst = 0.0;
   *flips = *active = 0;
   for (int l = 0; l < c->spec.dims.n_layer; l++) {
-    txl_act_to_host(&cpu->m, a, cpu->run.acts[l].ff_a, n);
-    txl_act_to_host(&gpu->m, b, gpu->run.acts[l].ff_a, n);
+    txl_act_to_host(&cpu->m, a, cpu->run.acts[l].ff_a, LB * lda);
+    txl_act_to_host(&gpu->m, b, gpu->run.acts[l].ff_a, LB * ldb);
     int f = 0, on = 0;
-    for (int64_t i = 0; i < n; i++) {
-      f += (a[i] > 0.0f) != (b[i] > 0.0f);
-      on += a[i] > 0.0f;
-    }
+    for (int64_t t = 0; t < LB; t++)
+      for (int j = 0; j < di; j++) {
+        const float x = a[t * lda + j], y = b[t * ldb + j];
+        f += (x > 0.0f) != (y > 0.0f);
+        on += x > 0.0f;
+      }
     const double share = on > 0 ? (double)f / on : 0.0;
     if (share > worst || l == 0) worst = share, *flips = f, *active = on;
   }

@@ -300,14 +300,35 @@ static void check_training(const char *shape, const TxlModelSpec *spec) {
 
   /* an inference run's key/value and R W_r caches */
   const TxlRunShape is = {L, B, 0, 7, -1, 0, 0, 1};
-  TxlRun inf;
+  TxlRun inf, infr;
   txl_run_create(&inf, &pad, &is);
+  txl_run_create(&infr, &ref, &is);
   snprintf(what, sizeof what, "%s: key/value and R W_r cache slices 256-byte aligned", shape);
   ot_check_true(what, (inf.kv_stride * A) % ALIGN_BYTES == 0 && (inf.r_stride * A) % ALIGN_BYTES == 0 &&
                           (inf.mem_stride * A) % ALIGN_BYTES == 0 && (uintptr_t)inf.kv_cache % ALIGN_BYTES == 0 &&
                           (uintptr_t)inf.r_cache % ALIGN_BYTES == 0,
                 "strides %lld %lld %lld", (long long)inf.kv_stride, (long long)inf.r_stride, (long long)inf.mem_stride);
+  /* three segments without targets (the second and third reuse the cached keys and values, and R
+   * W_r while K stays), then every row's log-probabilities: the packed run's bits */
+  const int V = spec->dims.n_token;
+  float *lp = ot_alloc(V), *lr = ot_alloc(V);
+  int same = 1;
+  for (int seg = 0; seg < 3; seg++) {
+    for (int i = 0; i < L * B; i++) tok[i] = ot_randint(&rng, V);
+    txl_model_forward(&pad, &inf, tok, NULL, L, 0, 0, 0.0f);
+    txl_model_forward(&ref, &infr, tok, NULL, L, 0, 0, 0.0f);
+    for (int row = 0; row < L * B; row++) {
+      txl_model_logprobs(&pad, &inf, row, lp);
+      txl_model_logprobs(&ref, &infr, row, lr);
+      same &= same_bits(lp, lr, (size_t)V * sizeof(float));
+    }
+  }
+  snprintf(what, sizeof what, "%s inference: 3 segments' log-probabilities the same bits", shape);
+  ot_check_true(what, same, NULL);
+  free(lp);
+  free(lr);
   txl_run_destroy(&inf, &pad);
+  txl_run_destroy(&infr, &ref);
 
   txl_adam_destroy(&ap);
   txl_adam_destroy(&ar);
@@ -354,6 +375,16 @@ int main(void) {
   TxlModelSpec a8 = a; /* the CUDA backend's row padding */
   a8.row_align = 8;
   check_training("small rows 8", &a8);
+  /* the other attention types (their positions are gathers into padded rows, attn_type 2 and 3
+   * add them to the cat rows in place) */
+  for (int at = 1; at <= 3; at++) {
+    TxlModelSpec v = a8;
+    v.dims.attn_type = at;
+    v.dims.max_klen = at == 1 || at == 3 ? 5 + 7 : 0; /* the longest L + mem_len of check_training's runs */
+    char name[64];
+    snprintf(name, sizeof name, "small attn_type %d rows 8", at);
+    check_training(name, &v);
+  }
 
   TxlModelSpec b = a; /* every adaptive tensor, untied, per-layer biases, pre-norm */
   b.dims = dims_of(301, 3, 46, 3, 13, 70);
