@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/digest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
 #include "src/base/error.h"
@@ -77,6 +78,14 @@ double txl_cpu_sumsq(const float *x, int64_t n) {
   double total = 0.0;
   for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) total += part[c];
   return total;
+}
+
+/* Integer sums are exact: any split over the threads gives digest.h's bits. */
+uint64_t txl_cpu_digest(const float *x, int64_t n) {
+  uint64_t s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int64_t i = 0; i < n; i++) s += txl_digest_term(i, txl_digest_bits(x[i]));
+  return s;
 }
 
 /* sumsq's chunks of the packed view (n values, the segments end to end): a chunk inside one

@@ -5,6 +5,7 @@
  *   add            out = a + b (out may alias a, b)  [n]
  *   sumsq          sum x^2 in double, to the host    [n]
  *   sumsq_segments sumsq over the span of segments whose gaps are zero (the padded gradient)
+ *   digest         the parameters' 64-bit fingerprint (kernels/common/digest.h), to the host
  * The element-wise ops are one thread per element (grid-stride loops) doing the same single
  * float operation as the CPU, so their fp32 results are the same bits; their bf16 / fp16 results are
  * those bits rounded once (kernels are templates on the storage type, see cuda_util.h). db and
@@ -25,6 +26,7 @@
  *
  * Scratch (the partials of both reductions) is one device buffer owned by this file, made by
  * txl_cuda_elementwise_reserve for the largest call to come; txl_cuda_elementwise_release frees it. */
+#include "kernels/common/digest.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
@@ -208,11 +210,14 @@ extern "C" void txl_cuda_to_act_bf16(void *dst, const float *src, int64_t n) { t
 
 extern "C" void txl_cuda_to_act_fp16(void *dst, const float *src, int64_t n) { to_act<txl_fp16>(dst, src, n); }
 
-/* ---- sum of squares ------------------------------------------------------------------------ */
+/* ---- sum of squares and digest ---------------------------------------------------------------
+ * One chunked reduction serves both: a sum over the elements of term(i, x[i]), in T (double for
+ * sumsq; uint64_t, exact, for the digest). */
 
 /* sh[0] = sum of sh[0 .. TXL_CUDA_THREADS), by a fixed tree; every thread of the block calls it.
  * The caller has written sh[threadIdx.x]; sh[0] is valid for every thread on return. */
-static __device__ void block_sum_double(double *sh) {
+template <typename T>
+static __device__ void block_sum(T *sh) {
   __syncthreads();
   for (int stride = TXL_CUDA_THREADS / 2; stride > 0; stride >>= 1) {
     if ((int)threadIdx.x < stride) sh[threadIdx.x] += sh[threadIdx.x + stride];
@@ -220,19 +225,27 @@ static __device__ void block_sum_double(double *sh) {
   }
 }
 
-/* Kernel 1: part[c] = sum of x[i]^2 over chunk c, the elements c chunk <= i < min((c+1) chunk, n).
- * grid-stride over the chunks, one block each (blockDim.x == TXL_CUDA_THREADS); part [nchunks] */
-static __global__ void sumsq_partial_kernel(double *part, const float *x, int64_t n,
-                                            int64_t chunk, int nchunks) {
-  __shared__ double sh[TXL_CUDA_THREADS];
+/* The terms: x^2 in double (an exact product: 24 + 24 bits < 53), and digest.h's. */
+struct SquareTerm {
+  __device__ double operator()(int64_t, float v) const { return (double)v * (double)v; }
+};
+struct DigestTerm {
+  __device__ uint64_t operator()(int64_t i, float v) const { return txl_digest_term(i, txl_digest_bits(v)); }
+};
+
+/* Kernel 1: part[c] = sum of term(i, x[i]) over chunk c, the elements c chunk <= i < min((c+1)
+ * chunk, n). grid-stride over the chunks, one block each (blockDim.x == TXL_CUDA_THREADS);
+ * part [nchunks] */
+template <typename T, typename Term>
+static __global__ void chunk_sum_kernel(T *part, const float *x, int64_t n, int64_t chunk, int nchunks, Term term) {
+  __shared__ T sh[TXL_CUDA_THREADS];
   for (int c = blockIdx.x; c < nchunks; c += gridDim.x) { /* c is uniform across the block */
     const int64_t i0 = (int64_t)c * chunk;
     const int64_t i1 = i0 + chunk < n ? i0 + chunk : n;
-    double s = 0.0;
-    for (int64_t i = i0 + threadIdx.x; i < i1; i += TXL_CUDA_THREADS)
-      s += (double)x[i] * (double)x[i]; /* exact product: 24 + 24 bits < 53 */
+    T s = 0;
+    for (int64_t i = i0 + threadIdx.x; i < i1; i += TXL_CUDA_THREADS) s += term(i, x[i]);
     sh[threadIdx.x] = s;
-    block_sum_double(sh);
+    block_sum(sh);
     if (threadIdx.x == 0) part[c] = sh[0];
     __syncthreads(); /* sh is rewritten by the next chunk */
   }
@@ -240,28 +253,41 @@ static __global__ void sumsq_partial_kernel(double *part, const float *x, int64_
 
 /* Kernel 2 (one block): *total = sum of part[0 .. nchunks), threads taking p = tid, tid + 256, ...
  * in order, then the fixed tree. */
-static __global__ void sumsq_final_kernel(double *total, const double *part, int nchunks) {
-  __shared__ double sh[TXL_CUDA_THREADS];
-  double s = 0.0;
+template <typename T>
+static __global__ void final_sum_kernel(T *total, const T *part, int nchunks) {
+  __shared__ T sh[TXL_CUDA_THREADS];
+  T s = 0;
   for (int p = threadIdx.x; p < nchunks; p += TXL_CUDA_THREADS) s += part[p];
   sh[threadIdx.x] = s;
-  block_sum_double(sh);
+  block_sum(sh);
   if (threadIdx.x == 0) *total = sh[0];
 }
 
-extern "C" double txl_cuda_sumsq(const float *x, int64_t n) {
-  if (n <= 0) return 0.0;
+/* The sum of term over x [n] (n > 0), to the host: the partials in the scratch (8-byte words). */
+template <typename T, typename Term>
+static T chunked_sum(const float *x, int64_t n, Term term) {
+  static_assert(sizeof(T) == sizeof(double), "partials of 8 bytes, as the scratch holds");
   int64_t chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
   if (chunk < TXL_SUMSQ_MIN_CHUNK) chunk = TXL_SUMSQ_MIN_CHUNK;
   const int nchunks = (int)((n + chunk - 1) / chunk); /* <= TXL_SUMSQ_MAX_CHUNKS */
-  double *part = scratch(TXL_SUMSQ_MAX_CHUNKS + 1), *total = part + TXL_SUMSQ_MAX_CHUNKS;
-  TXL_LAUNCH(sumsq_partial_kernel, nchunks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, nchunks);
+  T *part = (T *)scratch(TXL_SUMSQ_MAX_CHUNKS + 1), *total = part + TXL_SUMSQ_MAX_CHUNKS;
+  auto partial = chunk_sum_kernel<T, Term>;
+  TXL_LAUNCH(partial, nchunks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, nchunks, term);
   CUDA_LAUNCH_CHECK();
-  TXL_LAUNCH(sumsq_final_kernel, 1, TXL_CUDA_THREADS, 0)(total, part, nchunks);
+  TXL_LAUNCH(final_sum_kernel<T>, 1, TXL_CUDA_THREADS, 0)(total, part, nchunks);
   CUDA_LAUNCH_CHECK();
-  double host = 0.0;
+  T host = 0;
   txl_cuda_to_host(&host, total, sizeof host); /* waits for the two kernels */
   return host;
+}
+
+extern "C" double txl_cuda_sumsq(const float *x, int64_t n) {
+  return n > 0 ? chunked_sum<double>(x, n, SquareTerm()) : 0.0;
+}
+
+/* Integer sums are exact: the CPU's digest bit for bit, whatever the chunks. */
+extern "C" uint64_t txl_cuda_digest(const float *x, int64_t n) {
+  return n > 0 ? chunked_sum<uint64_t>(x, n, DigestTerm()) : 0;
 }
 
 /* The gaps between the segments hold zeros: sumsq over the span from the first to the end of the

@@ -52,15 +52,14 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
    * (src/train/checkpointing.c); the initial parameters are staged the same way, one copy */
   const double mems = (double)c->n_layer * c->mem_len * B * c->d_model * sizeof(float);
   e->staging = 3.0 * sizeof(float) * P + mems;
-  e->replica = world > 1 && c->check_replicas > 0 ? sizeof(float) * P : 0.0;
   const double device = e->state + e->train_run + e->eval_run;
   if (e->on_gpu) {
     e->device = device;
-    e->host = e->staging + e->replica;
+    e->host = e->staging;
   } else {
     /* validation and checkpoints come one after the other: the larger of the two at once */
     const double evaluation = e->eval_run > e->staging ? e->eval_run : e->staging;
-    e->host = e->state + e->train_run + evaluation + e->replica;
+    e->host = e->state + e->train_run + evaluation;
   }
   txl_param_table_free(&shell.table);
 }
@@ -153,7 +152,7 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
   txl_format_bytes(e->state, state, sizeof state);
   txl_format_bytes(e->train_run, train, sizeof train);
   txl_format_bytes(e->eval_run, eval, sizeof eval);
-  txl_format_bytes(e->staging + e->replica, stage, sizeof stage);
+  txl_format_bytes(e->staging, stage, sizeof stage);
   txl_format_bytes(e->on_gpu ? e->device : e->host, total, sizeof total);
   txl_format_bytes(e->host, host, sizeof host);
   fprintf(f,
@@ -161,7 +160,7 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
           "activations and memory, %s evaluation run; ",
           total, e->on_gpu ? "GPU" : "host", state, e->copy > 0 ? " (with the 16-bit weight copy)" : "", train, eval);
   if (e->on_gpu)
-    fprintf(f, "host: %s (checkpoint staging%s)\n", host, e->replica > 0 ? " and the replica check's copy" : "");
+    fprintf(f, "host: %s (checkpoint staging)\n", host);
   else
-    fprintf(f, "%s host copies for checkpoints%s\n", stage, e->replica > 0 ? " and the replica check" : "");
+    fprintf(f, "%s host copies for checkpoints\n", stage);
 }

@@ -23,7 +23,6 @@ typedef struct {
   double train_run;     /* training activations and the memory of earlier segments */
   double eval_run;      /* the evaluation run, which exists beside the training run while validating */
   double staging;       /* host copies while a checkpoint is written (parameters, moments, memory) */
-  double replica;       /* the host copy of the parameters for the replica check (several ranks) */
   double device;        /* the GPU's share: state + both runs (0 on the CPU) */
   double host;          /* host memory at the peak (on the CPU everything) */
 } TxlMemEstimate;

@@ -9,7 +9,6 @@
 
 #include "dist/shard.h"
 #include "kernels/cpu/threads.h"
-#include "src/base/hash.h"
 #include "src/base/timer.h"
 #include "src/train/estimate.h"
 #include "data/varlen.h"
@@ -93,8 +92,8 @@ static void check_memory(const TxlTrainer *t) {
   txl_fatal_if_any(short_of_memory, "%s", msg);
 }
 
-/* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR, read
- * once at setup into t->fault_step and t->fault_tensor. */
+/* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR or
+ * drift:STEP:TENSOR, read once at setup into t->fault_step, t->fault_tensor and t->fault_drift. */
 TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c) {
   switch (c->loss_scale) {
   case TXL_LSCALE_OFF: return TXL_LOSS_SCALE_OFF;
@@ -110,9 +109,11 @@ static void read_fault(TxlTrainer *t) {
   const char *f = getenv("TXL_TRAIN_FAULT");
   if (!f || !*f) return;
   int step = 0, len = 0;
-  char name[64];
-  if (sscanf(f, "inf_grad:%d:%63[^:]%n", &step, name, &len) != 2 || f[len] || step < 1)
-    txl_fatal_all("TXL_TRAIN_FAULT=%s: expected inf_grad:STEP:TENSOR", f);
+  char kind[16], name[64];
+  if (sscanf(f, "%15[^:]:%d:%63[^:]%n", kind, &step, name, &len) != 3 || f[len] || step < 1 ||
+      (strcmp(kind, "inf_grad") && strcmp(kind, "drift")))
+    txl_fatal_all("TXL_TRAIN_FAULT=%s: expected inf_grad:STEP:TENSOR or drift:STEP:TENSOR", f);
+  t->fault_drift = strcmp(kind, "drift") == 0;
   const TxlParamTable *tab = &t->model.table;
   for (int i = 0; i < tab->n_tensors; i++)
     if (strcmp(tab->tensors[i].name, name) == 0) {
@@ -238,7 +239,6 @@ void txl_trainer_teardown(TxlTrainer *t) {
   txl_report_close(&t->report);
   txl_adam_destroy(&t->adam);
   txl_reducer_destroy(t->reducer);
-  free(t->host_params);
   txl_run_destroy(&t->run, &t->model);
   txl_model_destroy(&t->model);
   if (t->corpus) txl_corpus_close(t->corpus);
@@ -249,11 +249,22 @@ void txl_trainer_teardown(TxlTrainer *t) {
 
 /* An infinity into the first element of the chosen tensor's gradient, in the chosen update. */
 static void inject_fault(TxlTrainer *t, double *grad_norm) {
-  if (t->fault_step != t->step + 1) return;
+  if (t->fault_step != t->step + 1 || t->fault_drift) return;
   const TxlParamTable *tab = &t->model.table;
   const float inf = INFINITY;
   t->ops->to_device(t->model.grad_buf + tab->tensors[t->fault_tensor].offset, &inf, sizeof inf);
   *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab) / t->scaler.scale;
+}
+
+/* TXL_TRAIN_FAULT=drift: after update STEP the last rank's first element of TENSOR moves by one
+ * ulp, as a broken all-reduce would leave it (the replica check must stop the run). */
+static void drift_fault(TxlTrainer *t) {
+  if (!t->fault_drift || t->fault_step != t->step || t->dist.rank != t->dist.world - 1) return;
+  float *p = t->model.param_buf + t->model.table.tensors[t->fault_tensor].offset, v;
+  t->ops->to_host(&v, p, sizeof v);
+  v = nextafterf(v, INFINITY);
+  t->ops->to_device(p, &v, sizeof v);
+  txl_model_params_changed(&t->model);
 }
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
@@ -276,14 +287,13 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
   if (!isfinite(norm)) return loss;
   txl_train_update(&t->model, &t->adam, &t->sched, t->step, norm, scale);
   t->step++;
-  if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0) {
-    const size_t bytes = (size_t)t->model.table.total * sizeof(float);
-    if (!t->host_params) t->host_params = txl_malloc(bytes, "parameter copy for the replica check");
-    t->ops->to_host(t->host_params, t->model.param_buf, bytes);
-    if (!txl_dist_all_equal_u64(txl_hash_bytes(t->host_params, bytes)))
-      txl_fatal("after step %d the ranks hold different parameters (replica check): the all-reduce or "
-                "the data split is broken", t->step);
-  }
+  drift_fault(t);
+  /* the replicas: every rank's digest of its parameters (computed where they live: 8 bytes to the
+   * host, never the parameters) compared; every rank learns the same answer, rank 0 says it */
+  if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0 &&
+      !txl_dist_all_equal_u64(t->ops->digest(t->model.param_buf, t->model.table.total)))
+    txl_fatal_all("after step %d the ranks hold different parameters (replica check): the all-reduce or "
+                  "the data split is broken", t->step);
   return loss;
 }
 

@@ -40,8 +40,8 @@ typedef struct {
   int64_t best_step;   /* step of best_valid_loss, -1 before */
   int last_save_step;  /* step of the newest checkpoint, -1 before */
   int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
-  float *host_params;  /* host copy for the replica check (allocated on first use) */
   int fault_step, fault_tensor; /* the TXL_TRAIN_FAULT test hook: update and tensor (0: none) */
+  int fault_drift;     /* the hook's kind: 0 an infinite gradient, 1 a parameter drifting on the last rank */
   TxlMemEstimate estimate; /* this rank's memory, worked out before allocating */
   char run_id[TXL_CKPT_ID_LEN]; /* the lineage of the run's checkpoints (see src/checkpoint/FORMAT.md) */
 } TxlTrainer;
@@ -111,7 +111,9 @@ void txl_trainer_dump_params(TxlTrainer *t, const char *path);
  * Returns the global mean loss; *grad_norm (may be NULL) the global gradient norm before
  * clipping. Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
  * element of TENSOR's gradient in update STEP (counted from 1, as messages count), on every rank
- * after the all-reduce: a non-finite gradient with a finite loss (tests/train/test_nonfinite.sh).
+ * after the all-reduce: a non-finite gradient with a finite loss (tests/train/test_nonfinite.sh);
+ * TXL_TRAIN_FAULT=drift:STEP:TENSOR moves that element of the parameters by one ulp on the last
+ * rank after update STEP: replicas that differ (tests/train/test_replica_check.sh).
  * collective: all ranks */
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
 

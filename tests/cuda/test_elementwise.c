@@ -309,6 +309,32 @@ static void test_sumsq(void) {
   test_sumsq_case(33566777, 1.0);  /* past 4096 chunks of 8192: larger chunks */
 }
 
+/* ---- digest -------------------------------------------------------------------------------- */
+
+/* Integer sums are exact: the device's digest must be the CPU's bits at every size (one chunk,
+ * many, past 4096 chunks of 8192: larger chunks), with a negative zero and a NaN among the values. */
+static void test_digest_case(int64_t n) {
+  float *x = host_rand_nz(n, -2.0, 2.0);
+  x[0] = -0.0f;
+  if (n > 1) x[n / 2] = NAN;
+  float *dx = dev_copy_of(x, n, "test: digest x");
+  const uint64_t want = txl_cpu_digest(x, n), got = txl_cuda_digest(dx, n);
+  char what[96];
+  snprintf(what, sizeof what, "digest n=%lld", (long long)n);
+  printf("%-50s cuda %016llx cpu %016llx  %s\n", what, (unsigned long long)got, (unsigned long long)want,
+         got == want ? "ok" : "FAIL");
+  ot_record(got == want);
+  txl_cuda_free(dx);
+  free(x);
+}
+
+static void test_digest(void) {
+  test_digest_case(1);
+  test_digest_case(8193);
+  test_digest_case(1000003);
+  test_digest_case(33566777);
+}
+
 /* ---- embedding_backward ------------------------------------------------------------------- */
 
 /* 1 when the CPU's `g += o * scale` is one fused multiply-add (as the compiler contracts it where
@@ -813,10 +839,11 @@ int main(void) {
     printf("SKIPPED: no CUDA device (the table checks above %s)\n", table_bad ? "FAILED" : "passed");
     return table_bad ? 1 : 0;
   }
-  parity_begin("cuda parity (tables, to_act, elementwise, sumsq, embedding_backward, posemb, ffn, fused layernorm)");
+  parity_begin("cuda parity (tables, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
   if (table_bad) check_fail("txl_ops_cuda tables");
   txl_cuda_reserve(20011, 300007, 1025); /* the largest bias_backward rows and n, layer-norm d */
   test_sumsq();
+  test_digest();
   TxlDtype acts[3];
   const int n_acts = parity_acts(acts, "the bf16 table");
   for (int a = 0; a < n_acts; a++) {

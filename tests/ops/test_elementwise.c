@@ -1,4 +1,4 @@
-/* bias_fill, bias_backward, add, sumsq against double references,
+/* bias_fill, bias_backward, add, sumsq against double references, the digest against its known answer,
  * and the reductions bit-identical across thread counts. */
 #include <math.h>
 #include <omp.h>
@@ -144,6 +144,53 @@ static void test_bias_backward_padded(int64_t rows, int n, int ld, OtRng *rng) {
   free(dy), free(dyp), free(db1), free(db2);
 }
 
+/* ---- digest ------------------------------------------------------------------------------- */
+
+/* The known answer: x[i] = (i % 7) / 4 - 1/2 for i < 1000 (exact in float), its digest computed
+ * from kernels/common/digest.h's definition by a separate implementation (Python's integers, mod
+ * 2^64), so a change of the definition or of its arithmetic fails here. Then: the same bits for 1
+ * to 3 threads on the parallel path, and every kind of change of one element (one ulp, the sign
+ * of a zero, a NaN payload) and a swap of two elements change the digest. */
+static void test_digest(OtRng *rng) {
+  float k[1000];
+  for (int i = 0; i < 1000; i++) k[i] = (float)(i % 7) * 0.25f - 0.5f;
+  const uint64_t want = 0x53778d59b55dec24ull;
+  ot_check_true("digest known answer (1000 values)", txl_cpu_digest(k, 1000) == want, "%016llx, want %016llx",
+                (unsigned long long)txl_cpu_digest(k, 1000), (unsigned long long)want);
+  ot_check_true("digest of nothing", txl_cpu_digest(k, 0) == 0, NULL);
+
+  const int64_t n = 1000003;
+  float *x = ot_alloc(n);
+  ot_fill(x, n, -3.0f, 3.0f, rng);
+  uint64_t got[3];
+  for (int t = 1; t <= 3; t++) {
+    omp_set_num_threads(t);
+    got[t - 1] = txl_cpu_digest(x, n);
+  }
+  omp_set_num_threads(2);
+  ot_check_true("digest threads 1/2/3 n=1000003", got[0] == got[1] && got[0] == got[2], "%016llx %016llx %016llx",
+                (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2]);
+  x[0] = 0.0f; /* then -0.0: the sign counts */
+  x[n - 1] = NAN;
+  const uint64_t base = txl_cpu_digest(x, n);
+  const int64_t at[3] = {0, 12345, n - 1};
+  int changed = 0;
+  for (int c = 0; c < 3; c++) {
+    const float keep = x[at[c]];
+    uint32_t w;
+    memcpy(&w, &x[at[c]], sizeof w);
+    w ^= c == 0 ? 0x80000000u : 1u; /* -0.0; one ulp; another NaN payload */
+    memcpy(&x[at[c]], &w, sizeof w);
+    changed += txl_cpu_digest(x, n) != base;
+    x[at[c]] = keep;
+  }
+  const float a = x[7], b = x[8];
+  x[7] = b, x[8] = a;
+  changed += a != b && txl_cpu_digest(x, n) != base;
+  ot_check_true("digest: -0.0, one ulp, a NaN payload, a swap each change it", changed == 4, "%d of 4", changed);
+  free(x);
+}
+
 int main(void) {
   OtRng rng = ot_rng(2);
   printf("bias_fill / bias_backward\n");
@@ -169,5 +216,7 @@ int main(void) {
   test_sumsq_segments(40, 1000, &rng);
   test_sumsq_segments(300, 20000, &rng);
   test_sumsq_segments(5, 400000, &rng);
+  printf("digest\n");
+  test_digest(&rng);
   return ot_finish("test_op_elementwise");
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The replica check (dist.check_replicas): when one rank's parameters drift from the others' by a
+# single ulp of a single element (the TXL_TRAIN_FAULT=drift hook, as a broken all-reduce would
+# leave them), the next check stops the run on every rank with one line naming the step; with the
+# check off the same run goes on to its end (so it is the check that stops it). 2 ranks.
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+make_corpus "$WORK/c.h5" 4000 300
+small_run_ini "$WORK/c.h5" train.max_step=8 > "$WORK/r.ini"
+FAULT=drift:3:layers.0.w_ff1
+
+for every in 1 2; do
+  # every step: caught after step 3; every second step: after step 4
+  at=$(( (3 + every - 1) / every * every ))
+  expect_error_line "check every $every step(s): the drift after step 3 is caught after step $at" \
+    "after step $at the ranks hold different parameters \(replica check\)" -- \
+    env TXL_TRAIN_FAULT=$FAULT $MPI -n 2 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/w$every" \
+    --set dist.check_replicas=$every
+done
+
+env TXL_TRAIN_FAULT=$FAULT $MPI -n 2 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/off" \
+  --set dist.check_replicas=0 > "$WORK/off.txt" 2>&1 \
+  && ok "check off: the drifted run goes on to step 8" || { cat "$WORK/off.txt"; fail "check off: the run failed"; }
+
+# no drift: the check after every step passes
+$MPI -n 2 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/clean" --set dist.check_replicas=1 \
+  > "$WORK/clean.txt" 2>&1 && ok "no drift: 8 steps with the check after each" \
+  || { cat "$WORK/clean.txt"; fail "no drift: the run failed"; }
+
+expect_error_line "an unknown fault kind is refused" "TXL_TRAIN_FAULT=sideways:3:layers.0.w_ff1: expected" -- \
+  env TXL_TRAIN_FAULT=sideways:3:layers.0.w_ff1 $MPI -n 1 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/bad"
+finish
