@@ -76,8 +76,18 @@ static void transport_start(void *ctx, float *p, int64_t n) {
 
 static void transport_finish(void *ctx) { txl_nccl_join(ctx, NULL); }
 
+/* After the compute work queued so far (send is final), on the communication stream; then the
+ * compute stream waits for it, so the rows are in recv before anything later reads them. */
+static void transport_gather(void *ctx, const void *send, void *recv, int64_t bytes) {
+  TxlNccl *c = ctx;
+  CUDA_CHECK(cudaEventRecord(c->ready, 0));
+  CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
+  NCCL_CHECK(ncclAllGather(send, recv, (size_t)bytes, ncclUint8, c->comm, c->stream));
+  txl_nccl_join(c, NULL);
+}
+
 TxlReduceTransport txl_nccl_transport(TxlNccl *c) {
-  TxlReduceTransport t = {c, transport_start, transport_finish};
+  TxlReduceTransport t = {c, transport_start, transport_finish, transport_gather};
   return t;
 }
 

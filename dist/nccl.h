@@ -1,5 +1,5 @@
 /* The GPU gradient all-reduce: one NCCL communicator over all ranks (one GPU per rank) and a
- * communication stream of its own, so reductions overlap the compute stream's work.
+ * communication stream of its own, so reductions overlap the compute stream's work, and the gather of the embedding's gradient rows (ncclAllGather).
  * Built only with the CUDA backend (TXL_HAVE_CUDA). CUDA handles cross this header as void *
  * (a cudaEvent_t, a cudaStream_t), so that callers need no CUDA or NCCL headers. */
 #ifndef TXL_DIST_NCCL_H
@@ -32,7 +32,8 @@ void txl_nccl_wait(TxlNccl *c);
 /* The gradient reducer's transport over this communicator (dist/reduce.h): each bucket waits
  * on the GPU for the compute work queued before it (an event recorded on the legacy default
  * stream, where every op runs), then is summed on the communication stream; finish makes the
- * default stream wait for all of them (the host does not block). */
+ * default stream wait for all of them (the host does not block); its gather runs on the same
+ * stream after the compute work queued before it, and the default stream waits for it. */
 TxlReduceTransport txl_nccl_transport(TxlNccl *c);
 
 /* Waits for the queued reductions, then frees the communicator and the stream (NULL: nothing).

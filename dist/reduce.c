@@ -1,5 +1,6 @@
 #include "dist/reduce.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -18,6 +19,7 @@ struct TxlReducer {
   int64_t *pend_end;
   int n_pend, cap_pend;
   double wait_s;
+  double gathered;      /* bytes sent to txl_reducer_gather */
   TxlReduceTransport transport; /* start == NULL: MPI on host memory */
 };
 
@@ -106,6 +108,22 @@ void txl_reducer_finish(TxlReducer *r) {
   r->wait_s += txl_now_s() - t0;
 }
 
+void txl_reducer_gather(TxlReducer *r, const void *send, void *recv, int64_t bytes) {
+  if (bytes < 0 || bytes > INT_MAX) txl_fatal("reducer: a gather of %lld bytes per rank (at most %d)", (long long)bytes, INT_MAX);
+  r->gathered += (double)bytes;
+  double t0 = txl_now_s();
+  if (r->transport.start) {
+    if (!r->transport.gather) txl_fatal("internal: the reducer's transport cannot gather");
+    r->transport.gather(r->transport.ctx, send, recv, bytes);
+  } else {
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req));
+    txl_dist_wait(1, &req, "the gather of the embedding rows");
+  }
+  r->wait_s += txl_now_s() - t0;
+}
+
+double txl_reducer_gathered_bytes(const TxlReducer *r) { return r->gathered; }
 double txl_reducer_wait_seconds(const TxlReducer *r) { return r->wait_s; }
 int txl_reducer_host_waits(const TxlReducer *r) { return r->transport.start == NULL; }
 int64_t txl_reducer_size(const TxlReducer *r) { return r->n; }

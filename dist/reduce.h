@@ -21,6 +21,9 @@ typedef struct {
   void *ctx;
   void (*start)(void *ctx, float *p, int64_t n);
   void (*finish)(void *ctx);
+  /* recv[r * bytes, (r + 1) * bytes) = rank r's send[0, bytes) (device memory), ordered after the
+   * device work queued before the call and before any queued after it (the host need not block) */
+  void (*gather)(void *ctx, const void *send, void *recv, int64_t bytes);
 } TxlReduceTransport;
 
 /* The same reducer summing through `t` instead of MPI; with overlap 0 every bucket is started in
@@ -32,6 +35,13 @@ void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end);
 /* Every element announced exactly once; returns when all sums are in buf, ready for the next step.
  * The MPI path waits under dist.timeout_s (dist/dist.h); a transport's finish is its own. */
 void txl_reducer_finish(TxlReducer *r);
+/* The gather of the row-sparse gradients (src/train/step.c): recv[r * bytes, (r + 1) * bytes) =
+ * rank r's send[0, bytes), on every rank, in the memory the reducer sums (host memory on the MPI
+ * path, device memory through a transport); after txl_reducer_finish of the same step. The MPI
+ * path waits under dist.timeout_s, like the sums. collective: all ranks */
+void txl_reducer_gather(TxlReducer *r, const void *send, void *recv, int64_t bytes);
+/* Bytes this rank sent to the gathers since create (the --bench figure). */
+double txl_reducer_gathered_bytes(const TxlReducer *r);
 /* Seconds spent blocked in txl_reducer_finish since create. */
 double txl_reducer_wait_seconds(const TxlReducer *r);
 /* 1 when that time is the communication's cost (MPI on the host); 0 for a device transport,

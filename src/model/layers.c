@@ -65,11 +65,12 @@ void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32
   o->dropout(h, sg->L, r->B, d, ldd, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
 }
 
-void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh) {
+void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh, int rows_only) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, ldd = txl_model_ld(m, d);
   o->dropout(dh, sg->L, r->B, d, ldd, r->col0, txl_drop_at(m, r, TXL_SITE_EMBED, m->spec.dropout));
+  if (rows_only) return;
   if (txl_adaptive_input(dm))
     txl_adaptive_embed_backward(m, r, dh, sg->LB, sqrtf((float)d));
   else

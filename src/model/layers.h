@@ -44,8 +44,10 @@ static inline void *txl_layer_input(const TxlModel *m, TxlRun *r, int l, int M) 
 /* h [L, B, d] = dropout(E[tokens] * sqrt(d)); tokens [L, B] on the host (the adaptive input
  * groups them there), and already in r->tokens. */
 void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *tokens, void *h);
-/* The embedding's gradients from dh [L, B, d] = d(h) (dropout undone in place). */
-void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh);
+/* The embedding's gradients from dh [L, B, d] = d(h) (dropout undone in place); with
+ * rows_only, only the dropout: dh then holds the rows of word_emb's gradient over sqrt(d)
+ * (txl_model_backward_rows). */
+void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh, int rows_only);
 /* hout = dropout(hout); logits = hout E^T + b (or the adaptive softmax); with targets (host,
  * already in r->targets) the cross-entropy: returns the sum of the L*B losses, and leaves
  * d(loss)/d(logits) * grad_scale in the logits when grad_scale != 0. */

@@ -4,6 +4,7 @@
  * V = vocabulary. Time-major [T, B, ...] throughout. */
 #include "src/model/model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -366,22 +367,51 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   return txl_output_forward(m, r, &sg, targets, grad_scale);
 }
 
-void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
+int txl_model_has_embed_rows(const TxlModel *m) {
+  const TxlDims *dm = &m->spec.dims;
+  return dm->tie_weight && !txl_adaptive_input(dm);
+}
+
+int64_t txl_model_word_emb_end(const TxlModel *m) {
+  const TxlParamTable *t = &m->table;
+  const int64_t begin = m->p.word_emb - m->param_buf;
+  int64_t end = t->total;
+  for (int i = 0; i < t->n_tensors; i++)
+    if (t->tensors[i].offset > begin && t->tensors[i].offset < end) end = t->tensors[i].offset;
+  if (begin != 0 || end > t->layer_begin) txl_fatal("internal: word_emb at [%lld, %lld) of the gradient buffer",
+                                                    (long long)begin, (long long)end);
+  return end;
+}
+
+void txl_model_backward_rows(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx, TxlEmbedRows *rows) {
   const TxlParamTable *t = &m->table;
   if (!r->training) txl_fatal("internal: backward on a forward-only run state");
   const TxlSegment sg = txl_segment(m, r, r->last_L, r->last_M);
+  const int as_rows = rows && txl_model_has_embed_rows(m);
+  const int64_t head = as_rows ? txl_model_word_emb_end(m) : 0; /* announced already: [0, head) */
+  if (rows) rows->n = 0;
   /* r->dh = d(hout) */
   txl_output_backward(m, r, &sg);
+  if (ready && head) ready(ctx, 0, head); /* word_emb: its output-layer part is all it will get */
   /* layers in reverse; r->dh holds d(layer output) on entry, d(layer input) on exit */
   for (int l = m->spec.dims.n_layer - 1; l >= 0; l--) {
     txl_layer_backward(m, r, l, &sg);
     if (ready) ready(ctx, t->layer_begin + (int64_t)l * t->layer_size, t->layer_begin + (int64_t)(l + 1) * t->layer_size);
   }
-  txl_embed_backward(m, r, &sg, r->dh);
+  txl_embed_backward(m, r, &sg, r->dh, as_rows);
+  if (as_rows) {
+    const int d = m->spec.dims.d_model;
+    const TxlEmbedRows left = {r->dh, r->tokens, sg.LB, d, txl_model_ld(m, d), sqrtf((float)d)};
+    *rows = left;
+  }
   if (ready) { /* the tensors outside the layers: the tail (output bias, ...), then the head */
     ready(ctx, t->layer_end, t->total);
-    ready(ctx, 0, t->layer_begin);
+    ready(ctx, head, t->layer_begin);
   }
+}
+
+void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx) {
+  txl_model_backward_rows(m, r, ready, ctx, NULL);
 }
 
 /* ---- cost ---------------------------------------------------------------------------------- */

@@ -225,6 +225,29 @@ typedef void (*TxlGradReady)(void *ctx, int64_t begin, int64_t end);
  * ready (may be NULL) as slices become final. */
 void txl_model_backward(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx);
 
+/* The input embedding's gradient as rows (the row-sparse reduction of the word embedding,
+ * src/train/step.c): the gradient of E[tok[i]] from this segment is rows[i] * scale. */
+typedef struct {
+  const void *rows;   /* [n, d] act type, rows ld apart (r->dh after the embedding dropout's backward) */
+  const int32_t *tok; /* [n] device (r->tokens) */
+  int64_t n;
+  int d, ld;
+  float scale;
+} TxlEmbedRows;
+
+/* 1 when the input embedding is a plain lookup of word_emb (no adaptive input) that the output
+ * layer shares (tie_weight): the one case where txl_model_backward_rows leaves rows. */
+int txl_model_has_embed_rows(const TxlModel *m);
+/* word_emb's slice of the gradient buffer, [0, *end) (the alignment gap after it included). */
+int64_t txl_model_word_emb_end(const TxlModel *m);
+
+/* txl_model_backward, except where txl_model_has_embed_rows: the input embedding's rows are not
+ * added into word_emb's gradient but left in *rows (valid until the next forward), and word_emb's
+ * slice is announced to `ready` as soon as the output layer's backward has made its dense part
+ * final, before the layers' (so its reduction overlaps the whole backward pass). The caller adds
+ * the rows (every rank's, in a fixed order) after the reduction. rows->n = 0: none left. */
+void txl_model_backward_rows(TxlModel *m, TxlRun *r, TxlGradReady ready, void *ctx, TxlEmbedRows *rows);
+
 /* log p(v | row) for every v of the vocabulary ([V] host) of row `row` (< L*B) of the last
  * forward (made without targets): log_softmax of the logits, or of the adaptive softmax. */
 void txl_model_logprobs(TxlModel *m, TxlRun *r, int row, float *out);

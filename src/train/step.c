@@ -13,7 +13,7 @@ static const int32_t *group_columns(int32_t *out, const int32_t *x, int L, int c
 }
 
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
-                      const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm) {
+                      TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm) {
   const double global_tokens = (double)L * batch_global;
   m->ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
   /* the column groups one after the other (train.batch_chunk): each adds its gradient, the mean
@@ -21,6 +21,7 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
    * when each part of the gradient is final */
   const int M = r->mem_rows; /* every group's memory holds as many rows */
   double loss_sum = 0.0;
+  TxlEmbedRows rows = {0};
   for (int g = 0; g < r->n_groups; g++) {
     txl_run_use_group(m, r, g);
     r->mem_rows = M;
@@ -33,10 +34,11 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
     }
     loss_sum += txl_model_forward(m, r, in, tg, L, step, 1, (float)(loss_scale / global_tokens));
     const int last = g == r->n_groups - 1;
-    txl_model_backward(m, r, reducer && last ? on_ready : NULL, reducer);
+    txl_model_backward_rows(m, r, reducer && last ? on_ready : NULL, reducer, gather && last ? &rows : NULL);
   }
   if (reducer) {
     txl_reducer_finish(reducer);
+    if (gather) txl_embed_gather_add(gather, m, &rows, L); /* the input embedding's rows of every rank */
     txl_dist_allreduce_sum_f64(&loss_sum, 1);
   }
   *grad_norm = txl_grad_norm(m->ops, m->grad_buf, &m->table) / loss_scale; /* sqrt(S^2 x) = S sqrt(x): exact */

@@ -8,16 +8,18 @@
 #include "src/model/model.h"
 #include "src/optim/adam.h"
 #include "src/optim/schedule.h"
+#include "src/train/embed_gather.h"
 
 /* Forward and backward on this rank's [L, B_local] tokens (host; in the run's column groups, one
  * after the other: train.batch_chunk), the gradient summed over the
- * ranks by `reducer` (NULL: one rank) as the backward pass goes, so that m->grad_buf holds the
+ * ranks by `reducer` (NULL: one rank) as the backward pass goes (the word embedding's input-side
+ * rows through `gather` where it is not NULL: src/train/embed_gather.h), so that m->grad_buf holds the
  * gradient of the mean loss over the L * batch_global tokens of the global batch, times
  * loss_scale (a power of two, src/optim/loss_scale.h; 1: none).
  * Returns that global mean loss (unscaled); *grad_norm the norm of the unscaled gradient (the
  * scaled one's divided by loss_scale, exactly; the same on every rank). collective: all ranks */
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
-                      const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm);
+                      TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm);
 
 /* Clipping and the optimizer (train.optim) with the scheduled rate of update `step`, from the
  * gradient in m->grad_buf, scaled by loss_scale, whose unscaled norm is grad_norm. */

@@ -206,6 +206,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   const TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
   txl_run_create(&t->run, &t->model, &ts);
   t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
+  t->gather = c->embed_rows ? txl_embed_gather_create(&t->model, &t->run, t->reducer) : NULL;
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
   txl_optim_set_kind(&t->adam, c->optim, (float)c->momentum, (float)c->weight_decay, &t->model.table);
@@ -238,6 +239,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 void txl_trainer_teardown(TxlTrainer *t) {
   txl_report_close(&t->report);
   txl_adam_destroy(&t->adam);
+  txl_embed_gather_destroy(t->gather, &t->model);
   txl_reducer_destroy(t->reducer);
   txl_run_destroy(&t->run, &t->model);
   txl_model_destroy(&t->model);
@@ -271,7 +273,7 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
   double norm = 0.0;
   const double scale = t->scaler.scale;
-  const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, inputs, targets,
+  const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, t->gather, inputs, targets,
                                      L, scale, &norm);
   inject_fault(t, &norm);
   if (grad_norm) *grad_norm = norm;

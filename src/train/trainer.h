@@ -13,6 +13,7 @@
 #include "src/optim/loss_scale.h"
 #include "src/optim/schedule.h"
 #include "src/device/backend.h"
+#include "src/train/embed_gather.h"
 #include "src/train/estimate.h"
 #include "src/train/report.h"
 
@@ -27,6 +28,7 @@ typedef struct {
   TxlRun run;          /* training run state */
   TxlAdam adam;
   TxlReducer *reducer; /* gradient all-reduce; NULL with one rank */
+  TxlEmbedGather *gather; /* the word embedding's input-side rows (embed_gather.h); NULL: none */
   TxlSchedule sched;
   TxlLossScale scaler; /* train.loss_scale (off: S = 1) */
   int step_skipped;    /* the last txl_trainer_step skipped its update (dynamic loss scaling) */

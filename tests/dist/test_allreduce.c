@@ -11,6 +11,8 @@
  * queues each bucket when it is started and sums the queue in its finish, as an asynchronous
  * device transport may. All ranks agree on each verdict; rank 0 prints
  *   size N bucket B overlap O [transport]: PASS|FAIL
+ * then the gather of blocks of bytes (txl_reducer_gather) both ways,
+ *   gather N bytes [transport]: PASS|FAIL
  * and "allreduce: P passed, F failed"; every rank exits 0 only if nothing failed. */
 #include <math.h>
 #include <stdint.h>
@@ -83,6 +85,68 @@ static void deferred_finish(void *ctx) {
   q->queued = 0;
 }
 
+static void deferred_gather(void *ctx, const void *send, void *recv, int64_t bytes) {
+  (void)ctx;
+  MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
+}
+
+/* The byte of rank r's block at i in `step`. */
+static unsigned char gather_byte(int rank, int64_t i, int step) { return (unsigned char)(value(rank, i, step) & 0xff); }
+
+/* txl_reducer_gather (the embedding rows' path): every rank's block in rank order, on every rank,
+ * bit for bit, the send block untouched, nothing written past the end, the bytes counted; two
+ * steps after a reduction of the same reducer. Returns the problems seen on this rank. */
+static int gather_case(int64_t bytes, int transport) {
+  int fails = 0;
+  static Deferred q;
+  memset(&q, 0, sizeof q);
+  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather};
+  float one = 1.0f;
+  TxlReducer *r = transport ? txl_reducer_create_with(&t, &one, 1, 1, 1) : txl_reducer_create(&one, 1, 1, 1);
+  unsigned char *send = malloc((size_t)bytes), *recv = malloc((size_t)(bytes * g_d.world + GUARD));
+  if (!send || !recv) txl_fatal("test_allreduce: out of memory (gather of %lld bytes)", (long long)bytes);
+  for (int step = 0; step < 2; step++) {
+    one = 1.0f;
+    txl_reducer_ready(r, 0, 1);
+    txl_reducer_finish(r);
+    for (int64_t i = 0; i < bytes; i++) send[i] = gather_byte(g_d.rank, i, step);
+    memset(recv, 0xA5, (size_t)(bytes * g_d.world + GUARD));
+    txl_reducer_gather(r, send, recv, bytes);
+    for (int k = 0; k < g_d.world && !fails; k++)
+      for (int64_t i = 0; i < bytes; i++)
+        if (recv[k * bytes + i] != gather_byte(k, i, step)) {
+          fprintf(stderr, "rank %d: gather of %lld bytes, step %d: byte %lld of rank %d's block is %d, expected %d\n",
+                  g_d.rank, (long long)bytes, step, (long long)i, k, recv[k * bytes + i], gather_byte(k, i, step));
+          fails++;
+          break;
+        }
+    for (int64_t i = 0; i < bytes && !fails; i++)
+      if (send[i] != gather_byte(g_d.rank, i, step)) {
+        fprintf(stderr, "rank %d: the gather wrote into its send block\n", g_d.rank);
+        fails++;
+      }
+    for (int g = 0; g < GUARD; g++)
+      if (recv[bytes * g_d.world + g] != 0xA5) {
+        fprintf(stderr, "rank %d: the gather wrote past the end of its blocks\n", g_d.rank);
+        fails++;
+        break;
+      }
+    if (one != (float)g_d.world) {
+      fprintf(stderr, "rank %d: the reduction beside the gather gave %g\n", g_d.rank, one);
+      fails++;
+    }
+  }
+  if (txl_reducer_gathered_bytes(r) != 2.0 * (double)bytes) {
+    fprintf(stderr, "rank %d: %g gathered bytes counted, %lld sent\n", g_d.rank, txl_reducer_gathered_bytes(r),
+            (long long)(2 * bytes));
+    fails++;
+  }
+  txl_reducer_destroy(r);
+  free(send);
+  free(recv);
+  return fails;
+}
+
 /* One reducer, two steps. Returns the number of problems seen on this rank. */
 static int run_case(int64_t n, int64_t bucket, int overlap, int transport) {
   int fails = 0;
@@ -94,7 +158,7 @@ static int run_case(int64_t n, int64_t bucket, int overlap, int transport) {
 
   static Deferred q;
   memset(&q, 0, sizeof q);
-  const TxlReduceTransport t = {&q, deferred_start, deferred_finish};
+  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather};
   TxlReducer *r = transport ? txl_reducer_create_with(&t, buf, n, bucket, overlap)
                             : txl_reducer_create(buf, n, bucket, overlap);
   double waited = 0.0;
@@ -167,6 +231,15 @@ int main(int argc, char **argv) {
                    transport ? " transport" : "", fails ? "FAIL" : "PASS");
         }
   }
+  const int64_t gathers[] = {1, 13, 4099, ((int64_t)1 << 20) + 5};
+  for (size_t s = 0; s < sizeof gathers / sizeof gathers[0]; s++)
+    for (int transport = 0; transport <= 1; transport++) {
+      int fails = gather_case(gathers[s], transport);
+      txl_dist_allreduce_max_i32(&fails, 1);
+      if (fails) failed++; else passed++;
+      if (g_d.rank == 0)
+        printf("gather %lld bytes%s: %s\n", (long long)gathers[s], transport ? " transport" : "", fails ? "FAIL" : "PASS");
+    }
   if (g_d.rank == 0) {
     printf("allreduce: %d passed, %d failed\n", passed, failed);
     fflush(stdout);

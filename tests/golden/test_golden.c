@@ -282,7 +282,7 @@ static void run_case(hid_t file, const char *case_name) {
   for (int s = 0; s < n_steps; s++) {
     const int32_t *in = data + (size_t)s * L * B, *tg = in + B;
     double norm = 0.0;
-    const double loss = txl_train_grad(&m, &run, s, B, NULL, in, tg, L, 1.0, &norm);
+    const double loss = txl_train_grad(&m, &run, s, B, NULL, NULL, in, tg, L, 1.0, &norm);
     txl_train_update(&m, &adam, &sched, s, norm, 1.0);
     char what[64];
     snprintf(what, sizeof what, "step %d loss", s);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The row-sparse reduction of the tied word embedding (dist.embed_rows, src/train/embed_gather.h):
+# with 2 and 3 ranks (3: uneven columns, 2 + 1 + 1) the run matches the dense reduction
+# (dist.embed_rows = false) and the 1-rank run within the bound of tests/train/test_ranks.sh, every
+# rank holds bit-identical parameters after every step (dist.check_replicas = 1), and a repeat is
+# bit for bit; --bench says which path a run takes (untied or adaptive input: the dense one).
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+make_corpus "$WORK/c.h5" 4000 300
+small_run_ini "$WORK/c.h5" train.max_step=12 train.mem_len=16 > "$WORK/r.ini"
+printf '[dist]\ncheck_replicas = 1\nbucket_mb = 0.01\n' >> "$WORK/r.ini"
+
+run() { # NAME RANKS ARGS...: train and dump the final parameters to $WORK/NAME.bin
+  local name=$1 p=$2
+  shift 2
+  train_into "$name" "$WORK/r.ini" "$p" --dump-params "$WORK/$name.bin" "$@" \
+    && ok "$name: $p rank(s), the replicas checked after every step" || { cat "$WORK/$name.out"; fail "$name: the run failed"; }
+}
+run one 1
+for p in 2 3; do
+  run rows$p $p
+  run rows${p}_again $p
+  run dense$p $p --set dist.embed_rows=false
+  cmp -s "$WORK/rows$p.bin" "$WORK/rows${p}_again.bin" && ok "$p ranks: the repeat holds the same parameters, bit for bit" \
+    || fail "$p ranks: the repeat differs"
+  check_eq "$p ranks: the repeat's losses" "$(train_losses "$WORK/rows${p}_again")" "$(train_losses "$WORK/rows$p")"
+  # The rows change only the order of the embedding gradient's sums (each row added after the
+  # rank sum of the output layer's part instead of before it): the bound of test_ranks.sh
+  # (relative 68 u per gradient sum, through 12 Adam steps of lr <= 3e-3: far below 1e-5 of the
+  # largest parameter; losses 2e-5 relative) holds against both the dense path and one rank.
+  for other in dense$p one; do
+    python3 "$SRC/tests/lib/compare_runs.py" "$WORK/rows$p" "$WORK/$other" 2e-5 --train-steps 12 \
+      --params "$WORK/rows$p.bin" "$WORK/$other.bin" 1e-5 \
+      && ok "$p ranks with the rows gathered match $other" || fail "$p ranks with the rows gathered and $other disagree"
+  done
+done
+
+# which path: the --bench line
+bench() { # RANKS ARGS...
+  local p=$1
+  shift
+  $MPI -n "$p" "$BIN/txl-train" "$WORK/r.ini" --bench 3 --set run.work_dir="$WORK/bench" "$@" 2>&1
+}
+line="input-side rows gathered instead"
+bench 2 > "$WORK/b.out" && grep -q "$line" "$WORK/b.out" && ok "--bench, 2 ranks: the rows are gathered" \
+  || { cat "$WORK/b.out"; fail "--bench, 2 ranks: no line about the gathered rows"; }
+for args in "--set dist.embed_rows=false" "--set model.tie_weight=false"; do
+  bench 2 $args > "$WORK/b.out" && ! grep -q "$line" "$WORK/b.out" && ok "--bench, 2 ranks, $args: the dense path" \
+    || { cat "$WORK/b.out"; fail "--bench, 2 ranks, $args: not the dense path"; }
+done
+bench 1 > "$WORK/b.out" && ! grep -q "$line" "$WORK/b.out" && ok "--bench, 1 rank: nothing to gather" \
+  || { cat "$WORK/b.out"; fail "--bench, 1 rank"; }
+finish
