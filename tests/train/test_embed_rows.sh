@@ -3,7 +3,8 @@
 # with 2 and 3 ranks (3: uneven columns, 2 + 1 + 1) the run matches the dense reduction
 # (dist.embed_rows = false) and the 1-rank run within the bound of tests/train/test_ranks.sh, every
 # rank holds bit-identical parameters after every step (dist.check_replicas = 1), and a repeat is
-# bit for bit; --bench says which path a run takes (untied or adaptive input: the dense one).
+# bit for bit; the same with the adaptive softmax over the one table (div_val 1, as wt103_base);
+# --bench says which path a run takes (untied or adaptive input: the dense one).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 make_corpus "$WORK/c.h5" 4000 300
 small_run_ini "$WORK/c.h5" train.max_step=12 train.mem_len=16 > "$WORK/r.ini"
@@ -34,6 +35,14 @@ for p in 2 3; do
   done
 done
 
+# wt103_base's shape: the adaptive softmax (cutoffs) over the one tied table (div_val 1), whose
+# tail clusters' output gradients land in word_emb's rows too
+run ad_rows 2 --set model.cutoffs=20,40
+run ad_dense 2 --set model.cutoffs=20,40 --set dist.embed_rows=false
+python3 "$SRC/tests/lib/compare_runs.py" "$WORK/ad_rows" "$WORK/ad_dense" 2e-5 --train-steps 12 \
+  --params "$WORK/ad_rows.bin" "$WORK/ad_dense.bin" 1e-5 \
+  && ok "adaptive softmax, div_val 1: the rows gathered match the dense path" || fail "adaptive softmax, div_val 1: they disagree"
+
 # which path: the --bench line
 bench() { # RANKS ARGS...
   local p=$1
@@ -41,9 +50,11 @@ bench() { # RANKS ARGS...
   $MPI -n "$p" "$BIN/txl-train" "$WORK/r.ini" --bench 3 --set run.work_dir="$WORK/bench" "$@" 2>&1
 }
 line="input-side rows gathered instead"
-bench 2 > "$WORK/b.out" && grep -q "$line" "$WORK/b.out" && ok "--bench, 2 ranks: the rows are gathered" \
-  || { cat "$WORK/b.out"; fail "--bench, 2 ranks: no line about the gathered rows"; }
-for args in "--set dist.embed_rows=false" "--set model.tie_weight=false"; do
+for args in "" "--set model.cutoffs=20,40"; do
+  bench 2 $args > "$WORK/b.out" && grep -q "$line" "$WORK/b.out" && ok "--bench, 2 ranks $args: the rows are gathered" \
+    || { cat "$WORK/b.out"; fail "--bench, 2 ranks $args: no line about the gathered rows"; }
+done
+for args in "--set dist.embed_rows=false" "--set model.tie_weight=false" "--set model.cutoffs=20,40 --set model.div_val=2"; do
   bench 2 $args > "$WORK/b.out" && ! grep -q "$line" "$WORK/b.out" && ok "--bench, 2 ranks, $args: the dense path" \
     || { cat "$WORK/b.out"; fail "--bench, 2 ranks, $args: not the dense path"; }
 done
