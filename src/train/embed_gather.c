@@ -4,6 +4,7 @@
 
 #include "dist/dist.h"
 #include "src/base/error.h"
+#include "src/config/config.h"
 
 struct TxlEmbedGather {
   TxlReducer *reducer;
@@ -19,22 +20,43 @@ struct TxlEmbedGather {
 
 static int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
-TxlEmbedGather *txl_embed_gather_create(const TxlModel *m, const TxlRun *r, TxlReducer *reducer) {
-  if (!reducer || !txl_model_has_embed_rows(m) || !r->training) return NULL;
+/* A block's rows: [rows, ld] in the act type, rounded up to TXL_ACT_ALIGN bytes. */
+static int64_t rows_bytes(const TxlModel *m, int64_t rows) {
+  const int64_t ld = txl_model_ld(m, m->spec.dims.d_model);
+  return round_up(rows * ld * (int64_t)txl_dtype_size(m->ops->act), TXL_ACT_ALIGN);
+}
+
+int64_t txl_embed_gather_block_for(const TxlModel *m, int L_max, int64_t cols) {
+  const int64_t rows = (int64_t)L_max * cols;
+  return rows_bytes(m, rows) + round_up(rows * (int64_t)sizeof(int32_t), TXL_ACT_ALIGN);
+}
+
+int txl_embed_gather_pays(const TxlModel *m, int L_max, int64_t cols, int world) {
+  return (double)world * (double)txl_embed_gather_block_for(m, L_max, cols) <
+         (double)txl_model_word_emb_end(m) * sizeof(float);
+}
+
+TxlEmbedGather *txl_embed_gather_create(const TxlModel *m, const TxlRun *r, TxlReducer *reducer, int mode) {
+  if (!reducer || mode == TXL_EMBED_ROWS_OFF || !txl_model_has_embed_rows(m) || !r->training) return NULL;
+  const int world = txl_dist_world();
+  int64_t *cols = txl_calloc((size_t)world, sizeof *cols, "embedding row gather: columns per rank");
+  const int64_t mine = r->cols - (int64_t)(r->n_groups - 1) * r->group_cols; /* the last group's */
+  txl_dist_allgather_i64_blocking(&mine, 1, cols);
+  int64_t widest = 0;
+  for (int k = 0; k < world; k++) widest = cols[k] > widest ? cols[k] : widest;
+  if (mode == TXL_EMBED_ROWS_AUTO && !txl_embed_gather_pays(m, r->L_max, widest, world)) { /* the same on every rank */
+    free(cols);
+    return NULL;
+  }
   TxlEmbedGather *g = txl_calloc(1, sizeof *g, "embedding row gather");
   g->reducer = reducer;
-  g->world = txl_dist_world();
+  g->world = world;
   g->rank = txl_dist_rank();
-  g->cols = txl_calloc((size_t)g->world, sizeof *g->cols, "embedding row gather: columns per rank");
-  const int64_t mine = r->cols - (int64_t)(r->n_groups - 1) * r->group_cols; /* the last group's */
-  txl_dist_allgather_i64_blocking(&mine, 1, g->cols);
-  int64_t widest = 0;
-  for (int k = 0; k < g->world; k++) widest = g->cols[k] > widest ? g->cols[k] : widest;
+  g->cols = cols;
   g->L_max = r->L_max;
   g->rows_max = (int64_t)r->L_max * widest;
-  const int64_t ld = txl_model_ld(m, m->spec.dims.d_model);
-  g->rows_bytes = round_up(g->rows_max * ld * (int64_t)txl_dtype_size(m->ops->act), TXL_ACT_ALIGN);
-  g->block = g->rows_bytes + round_up(g->rows_max * (int64_t)sizeof(int32_t), TXL_ACT_ALIGN);
+  g->rows_bytes = rows_bytes(m, g->rows_max);
+  g->block = txl_embed_gather_block_for(m, r->L_max, widest);
   m->ops->reserve(g->rows_max, 0, 0); /* the largest rank's rows in one embedding_backward */
   g->send = m->ops->alloc((size_t)g->block, "embedding rows to send");
   g->recv = m->ops->alloc((size_t)g->block * (size_t)g->world, "embedding rows of every rank");

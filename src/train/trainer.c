@@ -206,7 +206,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   const TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
   txl_run_create(&t->run, &t->model, &ts);
   t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
-  t->gather = c->embed_rows ? txl_embed_gather_create(&t->model, &t->run, t->reducer) : NULL;
+  t->gather = txl_embed_gather_create(&t->model, &t->run, t->reducer, c->embed_rows);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
   txl_optim_set_kind(&t->adam, c->optim, (float)c->momentum, (float)c->weight_decay, &t->model.table);

@@ -176,6 +176,32 @@ static void print_counts(const char *recipe, const char *precision, double tenso
 
 /* ---- one recipe ---------------------------------------------------------------------------- */
 
+/* What the gradient reduction of one training step moves per rank (src/train/embed_gather.h). */
+static void print_reduction(const TxlModel *m, const TxlRun *run, const TxlConfig *c, int ranks) {
+  const double mib = 1048576.0, all = (double)m->table.total * sizeof(float) / mib;
+  if (ranks < 2) {
+    printf("gradient reduction: none (1 rank)\n");
+    return;
+  }
+  const int64_t last = run->cols - (int64_t)(run->n_groups - 1) * run->group_cols; /* the widest rank's last group */
+  const double table = (double)(txl_model_has_embed_rows(m) ? txl_model_word_emb_end(m) : 0) * sizeof(float) / mib;
+  const double block = txl_model_has_embed_rows(m) ? (double)txl_embed_gather_block_for(m, run->L_max, last) / mib : 0.0;
+  const char *why = c->embed_rows == TXL_EMBED_ROWS_OFF ? "off"
+                    : !txl_model_has_embed_rows(m)       ? "does not apply: untied, or adaptive input"
+                    : c->embed_rows == TXL_EMBED_ROWS_AUTO && !txl_embed_gather_pays(m, run->L_max, last, ranks)
+                        ? "auto: the rows would be more bytes than the table"
+                        : NULL;
+  if (why) {
+    printf("gradient reduction: all-reduce of %.1f MiB per step, the embedding's slice last (dist.embed_rows %s", all, why);
+    if (block > 0.0) printf("; rows %.2f MiB x %d ranks against the table's %.2f MiB", block, ranks, table);
+    printf(")\n");
+    return;
+  }
+  printf("gradient reduction: all-reduce of %.1f MiB per step, word_emb's %.1f MiB of it from the output layer's backward "
+         "on (dist.embed_rows); its input-side rows gathered: %.2f MiB sent per rank, %.2f MiB received\n",
+         all, table, block, block * ranks);
+}
+
 static void count_recipe(const char *path, const char *name, const TxlConfig *c, int ranks) {
   const int V = c->n_token, B = txl_shard_max(c->batch_size, ranks), Be = txl_shard_max(c->eval_batch_size, ranks);
   const int L = c->tgt_len, Le = c->eval_tgt_len, Me = txl_config_eval_mem_len(c);
@@ -219,6 +245,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     snprintf(what, sizeof what, "training step: %d rows, memory %d, %d columns (%d tokens), forward + backward + "
              "clipping + Adam", L, run.last_M, B, L * B);
     print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what);
+    print_reduction(&m, &run, c, ranks);
     txl_adam_destroy(&adam);
     txl_run_destroy(&run, &m);
 
