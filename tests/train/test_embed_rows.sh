@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The row-sparse reduction of the tied word embedding (dist.embed_rows, src/train/embed_gather.h):
-# with 2 and 3 ranks (3: uneven columns, 2 + 1 + 1) the run matches the dense reduction
+# with 2, 3 and 4 ranks (3: uneven columns, 2 + 1 + 1) the run matches the dense reduction
 # (dist.embed_rows = off) and the 1-rank run within the bound of tests/train/test_ranks.sh, every
 # rank holds bit-identical parameters after every step (dist.check_replicas = 1), and a repeat is
 # bit for bit; the same with the adaptive softmax over the one table (div_val 1, as wt103_base);
@@ -18,7 +18,7 @@ run() { # NAME RANKS ARGS...: train and dump the final parameters to $WORK/NAME.
     && ok "$name: $p rank(s), the replicas checked after every step" || { cat "$WORK/$name.out"; fail "$name: the run failed"; }
 }
 run one 1
-for p in 2 3; do
+for p in 2 3 4; do
   run rows$p $p
   run rows${p}_again $p
   run dense$p $p --set dist.embed_rows=off
