@@ -11,7 +11,7 @@
 
 TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0) {
   const TxlRunShape s = {txl_varlen_max_rows(c->tgt_len, c->varlen), B_local, col0, c->mem_len, c->clamp_len,
-                         c->same_length, 1, c->batch_chunk};
+                         c->same_length, 1, c->batch_chunk, TXL_TAIL_NOT_COUNTED};
   return s;
 }
 
@@ -43,7 +43,7 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
   /* col0 plays no part in the sizes */
   const TxlRunShape train = txl_train_run_shape(c, B, 0);
   const TxlRunShape eval = {c->eval_tgt_len, Be, 0, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
-                            c->eval_same_length, 0, 1};
+                            c->eval_same_length, 0, 1, TXL_TAIL_NOT_COUNTED};
   e->copy = ops->act == TXL_F32 ? 0.0 : P * (double)txl_dtype_size(ops->act);
   e->state = 4.0 * sizeof(float) * P + e->copy;
   e->train_run = (double)txl_run_bytes(&shell, &train);

@@ -7,7 +7,8 @@ double txl_evaluate(TxlModel *m, TxlCorpus *c, const char *split, const TxlEvalS
                     int max_segments, double *tokens_out) {
   int B_local, col0;
   txl_shard(s->batch_size, d->world, d->rank, &B_local, &col0);
-  TxlRunShape rs = {s->tgt_len, B_local, col0, s->mem_len, s->clamp_len, s->same_length, 0, 1};
+  TxlRunShape rs = {s->tgt_len, B_local, col0, s->mem_len, s->clamp_len, s->same_length, 0, 1,
+                    TXL_TAIL_NOT_COUNTED};
   TxlRun run;
   txl_run_create(&run, m, &rs);
   TxlStream st;
