@@ -178,6 +178,13 @@ static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, in
     head_tg[t] = c == 0 ? targets[t] : hs - c;
   }
   group(dm, targets, LB, 1, 0, rows, ids, r->ad_tg_n);
+  /* the tail buffers hold ad_cap[i] rows of cluster i (model.c): more would overflow them */
+  for (int i = 1; i <= dm->n_clusters; i++)
+    if (r->ad_tg_n[i] > r->ad_cap[i])
+      txl_fatal("output layer: this segment (%lld targets) holds %d targets of tail cluster %d (ids %d to %d), "
+                "more than the %d the run's tail buffers were sized for (the most any segment of the corpus "
+                "held, counted at start)", (long long)LB, r->ad_tg_n[i], i, dm->cut[i], dm->cut[i + 1] - 1,
+                r->ad_cap[i]);
   o->to_device(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
   o->to_device(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
   o->to_device(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));

@@ -146,6 +146,43 @@ static void walk_layer(Alloc *a, TxlLayerActs *x) {
   x->ln2_rstd = take(a, L * B * F, "ln2 rstd");
 }
 
+/* The most targets of tail cluster i (1 .. n_clusters) one segment of a run of shape s, cols
+ * columns at once, may hold: the measured bound, and never more than the segment's targets. */
+static void tail_caps(const TxlDims *dm, const TxlRunShape *s, int cols, int *cap) {
+  const int64_t LB = (int64_t)s->L_max * cols;
+  for (int i = 0; i < TXL_MAX_CLUSTERS; i++) cap[i] = 0;
+  for (int i = 1; i <= dm->n_clusters; i++) {
+    const int64_t n = s->tail.known ? s->tail.n[i] : LB;
+    cap[i] = (int)(n < 0 ? 0 : n < LB ? n : LB);
+  }
+}
+
+/* Elements of the tail logits buffer: adaptive.c lays the clusters' logits one after the other,
+ * n_i rows of ld(size of cluster i) elements, with n_i <= cap[i] and sum n_i <= L_max cols (a
+ * target falls in one cluster). The largest such sum gives the most rows to the widest clusters
+ * first (every row counts 1 against the rows of the segment: a greedy fill is optimal); with no
+ * bound (every cap the whole segment) that is the whole segment in the widest cluster. At least
+ * one row of the widest: txl_adaptive_logprobs writes one row of each cluster in turn there. */
+static int64_t tail_elems(const TxlModel *m, const TxlRunShape *s, int cols) {
+  const TxlDims *dm = &m->spec.dims;
+  int cap[TXL_MAX_CLUSTERS], used[TXL_MAX_CLUSTERS] = {0};
+  int64_t ld[TXL_MAX_CLUSTERS] = {0};
+  tail_caps(dm, s, cols, cap);
+  for (int i = 1; i <= dm->n_clusters; i++) ld[i] = txl_model_ld(m, txl_dims_csize(dm, i));
+  int64_t rows = (int64_t)s->L_max * cols, elems = 0, widest = 0;
+  for (int pass = 1; pass <= dm->n_clusters; pass++) {
+    int best = 0;
+    for (int i = 1; i <= dm->n_clusters; i++)
+      if (!used[i] && (!best || ld[i] > ld[best])) best = i;
+    used[best] = 1;
+    const int64_t n = cap[best] < rows ? cap[best] : rows;
+    widest = ld[best] > widest ? ld[best] : widest;
+    elems += n * ld[best];
+    rows -= n;
+  }
+  return elems > widest ? elems : widest > 0 ? widest : 1;
+}
+
 /* The adaptive input's and softmax's buffers of run r. */
 static void walk_adaptive(Alloc *a, TxlRun *r) {
   const TxlDims *dm = &a->m->spec.dims;
@@ -154,11 +191,7 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   const TxlModel *m = a->m; /* rows padded: d, d_embed (the widest cluster's) and cluster sizes */
   const size_t L = (size_t)s->L_max, B = (size_t)a->cols, d = (size_t)txl_model_ld(m, dm->d_model);
   const size_t de = (size_t)txl_model_ld(m, dm->d_embed);
-  size_t cmax = 1;
-  for (int i = 1; i <= dm->n_clusters; i++) {
-    const size_t cs = (size_t)txl_model_ld(m, txl_dims_csize(dm, i));
-    cmax = cs > cmax ? cs : cmax;
-  }
+  tail_caps(dm, s, a->cols, r->ad_cap);
   r->ad_rows = take(a, 2 * L * B * sizeof(int32_t), "adaptive rows");
   r->ad_ids = take(a, 2 * L * B * sizeof(int32_t), "adaptive ids");
   r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
@@ -166,7 +199,7 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   r->ad_hp0 = take(a, L * B * de * A, "head projection");
   r->ad_hc = take(a, L * B * d * A, "tail hidden rows");
   r->ad_hp = take(a, L * B * de * A, "tail projections");
-  r->ad_tail = take(a, L * B * cmax * A, "tail logits");
+  r->ad_tail = take(a, (size_t)tail_elems(m, s, a->cols) * A, "tail logits");
   r->ad_tloss = take(a, L * B * F, "tail losses");
   if (s->training) {
     r->ad_dbias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias gradient");
@@ -244,6 +277,13 @@ size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape) {
   Alloc a = {m, shape, NULL, 0, 0};
   walk_run(&a);
   return a.bytes;
+}
+
+size_t txl_run_tail_bytes(const TxlModel *m, const TxlRunShape *shape) {
+  if (!txl_adaptive_output(&m->spec.dims) || m->spec.dims.n_clusters == 0) return 0;
+  int groups, group_cols;
+  txl_run_groups(shape, &groups, &group_cols);
+  return (size_t)tail_elems(m, shape, group_cols) * txl_dtype_size(m->ops->act);
 }
 
 void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {

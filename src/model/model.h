@@ -164,7 +164,11 @@ typedef struct {
   void *ad_hp0;       /* [L*B, d_emb_0] the head's projected hidden rows                       */
   void *ad_hc;        /* [L*B, d] hidden rows of the tail targets, grouped by cluster           */
   void *ad_hp;        /* [L*B, d_embed] the same rows projected                                */
-  void *ad_tail;      /* [L*B * max cluster size] tail logits; after training forward, gradients */
+  void *ad_tail;      /* tail logits, cluster after cluster: [n_i, ld(size of cluster i)] for the
+                         n_i targets of tail cluster i (n_i <= ad_cap[i]); after a training
+                         forward, their gradients */
+  int ad_cap[TXL_MAX_CLUSTERS]; /* the most targets of tail cluster i a segment may hold (TxlTailCap,
+                                   at most L_max * group_cols); more ends the job */
   float *ad_tloss;    /* [L*B] tail losses                                                     */
   float *ad_dbias;    /* [head size] its gradient (training)                                   */
   void *ad_dhp;       /* [L*B, d_embed] training scratch                                       */
@@ -186,10 +190,26 @@ typedef struct {
   int kv_valid;     /* kv_cache holds the current memory rows' keys and values */
 } TxlRun;
 
+/* The most targets of each tail cluster of the adaptive softmax that one segment of a run can
+ * hold (its column group together), measured from the corpus at start (src/train/tail_cap.h)
+ * and carried in the run's shape, so that txl_run_create and txl_run_bytes (the memory estimate)
+ * size the tail buffers alike. known = 0: not measured; any target may fall in any cluster (the
+ * worst case: every target of a segment in the widest cluster). A run without targets
+ * (generation) is known with every n 0. */
+typedef struct {
+  int known;
+  int n[TXL_MAX_CLUSTERS]; /* n[i]: tail cluster i's (1 .. n_clusters); n[0] unused */
+} TxlTailCap;
+/* Initialisers: not counted (the worst case); a run that never sees targets. */
+#define TXL_TAIL_NOT_COUNTED {0, {0}}
+#define TXL_TAIL_NO_TARGETS {1, {0}}
+
 /* B: this rank's columns, col0: the global index of its first; groups: training runs may take
- * the columns in this many groups of ceil(B / groups) (0 or 1: all at once; see TxlRun). */
+ * the columns in this many groups of ceil(B / groups) (0 or 1: all at once; see TxlRun); tail:
+ * the adaptive softmax's tail targets per segment (TXL_TAIL_NOT_COUNTED: the worst case). */
 typedef struct {
   int L_max, B, col0, mem_len, clamp_len, same_length, training, groups;
+  TxlTailCap tail;
 } TxlRunShape;
 
 /* The column groups of a run of that shape: *groups of at most *group_cols columns (1 and B
@@ -208,6 +228,8 @@ void txl_run_mems_to_host(const TxlModel *m, TxlRun *r, float *dst);
 void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src);
 /* Bytes of device memory the run state holds. */
 size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
+/* Of those, the adaptive softmax's tail logits (0 without tail clusters). */
+size_t txl_run_tail_bytes(const TxlModel *m, const TxlRunShape *shape);
 
 /* Forward over one segment of L <= L_max rows whose tokens and targets ([L, B], host) are
  * copied in; targets may be NULL (generation: logits only). Dropout is on when

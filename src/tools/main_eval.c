@@ -135,7 +135,7 @@ static void run(const EvalArgs *e, TxlLoaded *ld, TxlConfig cfg, const TxlDist *
   for (int k = 0; k < (e->n_mem ? e->n_mem : 1); k++) {
     if (e->n_mem) txl_key_option_apply(&cfg, "--mem-len", e->mem[k], "eval.eval_mem_len");
     const TxlEvalShape es = {cfg.eval_tgt_len, txl_config_eval_mem_len(&cfg), txl_config_eval_clamp_len(&cfg),
-                             cfg.eval_same_length, cfg.eval_batch_size};
+                             cfg.eval_same_length, cfg.eval_batch_size, NULL};
     double tokens = 0.0, t0 = txl_now_s();
     const double loss = txl_evaluate(&ld->model, c, split, &es, dist, cfg.max_eval_steps, &tokens);
     const double dt = txl_now_s() - t0;

@@ -10,12 +10,15 @@
 #include "src/device/backend.h"
 #include "src/train/estimate.h"
 #include "src/train/report.h"
+#include "src/train/tail_cap.h"
+#include "src/train/trainer.h"
 #include "data/stream.h"
 
 /* The vocabulary size: the corpus's when the file is here (its splits checked against the
- * columns, its vocabulary and every chunk of every split read as txl-train does at start), else
- * data.n_token. */
-static int vocabulary(TxlConfig *c, const char *config_path) {
+ * columns, its vocabulary and every chunk of every split read as txl-train does at start; *out
+ * the open corpus), else data.n_token (*out NULL). */
+static int vocabulary(TxlConfig *c, const char *config_path, TxlCorpus **out) {
+  *out = NULL;
   if (*c->corpus && access(c->corpus, F_OK) == 0) {
     char err[1024];
     int64_t tokens = 0;
@@ -29,7 +32,7 @@ static int vocabulary(TxlConfig *c, const char *config_path) {
     txl_stream_check_length(corpus, "test", c->eval_batch_size, 1);
     printf("corpus: %s (%s level, vocabulary %lld): %lld tokens intact, the splits hold the columns\n", c->corpus,
            txl_corpus_mode(corpus), (long long)v, (long long)tokens);
-    txl_corpus_close(corpus);
+    *out = corpus;
     return (int)v;
   }
   if (c->n_token <= 0)
@@ -55,13 +58,31 @@ void txl_check_run(const TxlConfig *cfg, const char *config_path, int ranks) {
   const char *device = txl_config_choice_name(TXL_CFG_KEY_device, c.device);
   printf("check: %s for %d rank%s on %s (%s)\n", config_path, ranks, ranks > 1 ? "s" : "", device,
          txl_config_choice_name(TXL_CFG_KEY_precision, c.precision));
-  c.n_token = vocabulary(&c, config_path);
+  TxlCorpus *corpus;
+  c.n_token = vocabulary(&c, config_path, &corpus);
+  /* the adaptive softmax's tail targets per segment, counted as txl-train counts them at start
+   * (every rank's columns in turn: the largest), when the corpus is here */
+  TxlTailCap train_tail, eval_tail;
+  TxlModelSpec spec;
+  txl_model_spec_from_config(&c, c.n_token, &spec);
+  const int counted = corpus != NULL;
+  if (counted) {
+    txl_tail_caps_of_config(&c, corpus, &spec.dims, ranks, -1, &train_tail, &eval_tail);
+    txl_corpus_close(corpus);
+  }
   TxlMemEstimate e;
-  txl_memory_estimate(&c, c.n_token, ops, ranks, &e);
+  txl_memory_estimate(&c, c.n_token, ops, ranks, counted ? &train_tail : NULL, counted ? &eval_tail : NULL, &e);
   char n_all[32];
   txl_format_count((long long)e.n_params, n_all, sizeof n_all);
   printf("model: %s parameters; %.3g MFLOP per trained token\n", n_all, e.flops_per_token / 1e6);
   txl_memory_print(&e, stdout);
+  if (counted && spec.dims.n_clusters > 0) {
+    char tr[96], ev[96];
+    txl_tail_cap_format(&train_tail, &spec.dims, tr, sizeof tr);
+    txl_tail_cap_format(&eval_tail, &spec.dims, ev, sizeof ev);
+    printf("adaptive softmax: the most targets of each tail cluster in any segment of a rank: training %s; "
+           "evaluation %s\n", tr, ev);
+  }
   char train[48], eval[48];
   shard_text(c.batch_size, ranks, train, sizeof train);
   shard_text(c.eval_batch_size, ranks, eval, sizeof eval);

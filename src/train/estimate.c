@@ -11,7 +11,13 @@
 
 TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0) {
   const TxlRunShape s = {txl_varlen_max_rows(c->tgt_len, c->varlen), B_local, col0, c->mem_len, c->clamp_len,
-                         c->same_length, 1, c->batch_chunk};
+                         c->same_length, 1, c->batch_chunk, TXL_TAIL_NOT_COUNTED};
+  return s;
+}
+
+TxlRunShape txl_eval_run_shape(const TxlConfig *c, int B_local, int col0) {
+  const TxlRunShape s = {c->eval_tgt_len, B_local, col0, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
+                         c->eval_same_length, 0, 1, TXL_TAIL_NOT_COUNTED};
   return s;
 }
 
@@ -25,7 +31,8 @@ void txl_groups_print(const TxlConfig *c, int B_local, FILE *out) {
             group_cols, c->batch_chunk);
 }
 
-void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, TxlMemEstimate *e) {
+void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, const TxlTailCap *train_tail,
+                         const TxlTailCap *eval_tail, TxlMemEstimate *e) {
   memset(e, 0, sizeof *e);
   /* a model with its parameter table but no buffers: what txl_run_bytes and the FLOP count read */
   TxlModel shell;
@@ -41,9 +48,12 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
 
   const int B = txl_shard_max(c->batch_size, world), Be = txl_shard_max(c->eval_batch_size, world);
   /* col0 plays no part in the sizes */
-  const TxlRunShape train = txl_train_run_shape(c, B, 0);
-  const TxlRunShape eval = {c->eval_tgt_len, Be, 0, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
-                            c->eval_same_length, 0, 1};
+  TxlRunShape train = txl_train_run_shape(c, B, 0), eval = txl_eval_run_shape(c, Be, 0);
+  e->tail_worst = (double)txl_run_tail_bytes(&shell, &train) + (double)txl_run_tail_bytes(&shell, &eval);
+  if (train_tail) train.tail = *train_tail;
+  if (eval_tail) eval.tail = *eval_tail;
+  e->tail_counted = train.tail.known && eval.tail.known;
+  e->tail = (double)txl_run_tail_bytes(&shell, &train) + (double)txl_run_tail_bytes(&shell, &eval);
   e->copy = ops->act == TXL_F32 ? 0.0 : P * (double)txl_dtype_size(ops->act);
   e->state = 4.0 * sizeof(float) * P + e->copy;
   e->train_run = (double)txl_run_bytes(&shell, &train);
@@ -163,4 +173,15 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
     fprintf(f, "host: %s (checkpoint staging)\n", host);
   else
     fprintf(f, "%s host copies for checkpoints\n", stage);
+  if (e->tail_worst > 0) {
+    char tail[32], worst[32];
+    txl_format_bytes(e->tail, tail, sizeof tail);
+    txl_format_bytes(e->tail_worst, worst, sizeof worst);
+    if (e->tail_counted)
+      fprintf(f, "adaptive softmax tail logits (in the above): %s, sized by the most tail targets any segment of the "
+              "corpus holds (%s if every target fell in the widest cluster)\n", tail, worst);
+    else
+      fprintf(f, "adaptive softmax tail logits (in the above): %s, sized as if every target fell in the widest "
+              "cluster (not counted in a corpus)\n", tail);
+  }
 }

@@ -25,16 +25,24 @@ typedef struct {
   double staging;       /* host copies while a checkpoint is written (parameters, moments, memory) */
   double device;        /* the GPU's share: state + both runs (0 on the CPU) */
   double host;          /* host memory at the peak (on the CPU everything) */
+  /* the adaptive softmax's tail logits in both runs (part of train_run and eval_run; 0 without
+   * tail clusters): as sized, and as they would be if every target fell in the widest cluster */
+  double tail, tail_worst;
+  int tail_counted;     /* both runs' tail targets were counted in the corpus (src/train/tail_cap.h) */
 } TxlMemEstimate;
 
 /* Estimates one rank of `world` for a run of `c` over a vocabulary of n_token with the op table
- * `ops` (txl_backend_ops). Ends with a one-line error (every rank alike) when the config's
- * adaptive cutoffs do not fit n_token. */
-void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, TxlMemEstimate *e);
+ * `ops` (txl_backend_ops), the training and evaluation runs' tail targets per segment train_tail
+ * and eval_tail (the largest of any rank's; NULL: not counted, the worst case). Ends with a
+ * one-line error (every rank alike) when the config's adaptive cutoffs do not fit n_token. */
+void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int world, const TxlTailCap *train_tail,
+                         const TxlTailCap *eval_tail, TxlMemEstimate *e);
 
 /* The training run's shape for a rank of B_local columns, the first col0 globally (the trainer's
  * run and the estimate's; col0 plays no part in the sizes). */
 TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0);
+/* The evaluation run's (the eval.* keys), likewise. */
+TxlRunShape txl_eval_run_shape(const TxlConfig *c, int B_local, int col0);
 
 /* One line on the column groups of a rank of B_local columns (train.batch_chunk), when there are
  * several; nothing otherwise. */

@@ -15,6 +15,8 @@ typedef struct {
   int clamp_len;   /* <= 0: no clamping */
   int same_length; /* every query sees the same number of keys */
   int batch_size;  /* columns over all ranks (at least the rank count; dist/shard.h splits them) */
+  const TxlTailCap *tail; /* this rank's tail targets per segment of the split (src/train/tail_cap.h);
+                             NULL: counted here, in the split */
 } TxlEvalShape;
 
 /* Mean loss in nats per token over the split (all of it when max_segments < 0); *tokens_out

@@ -72,7 +72,9 @@ double txl_generate(TxlModel *m, TxlCorpus *c, const TxlGenOptions *o, FILE *out
   txl_gen_text_init(&text, c, out);
   for (int i = 0; i < n; i++) txl_gen_text_put(&text, ids[i]);
   /* memory mode: L_max rows per pass while priming, then one; recompute: window rows, no memory */
-  TxlRunShape gs = {recompute ? o->window : o->tgt_len, 1, 0, recompute ? 0 : o->mem_len, o->clamp_len, 0, 0, 1};
+  /* no targets: the tail buffers hold only what txl_model_logprobs needs (tail counts 0) */
+  TxlRunShape gs = {recompute ? o->window : o->tgt_len, 1, 0, recompute ? 0 : o->mem_len, o->clamp_len, 0, 0, 1,
+                    TXL_TAIL_NO_TARGETS};
   TxlRun run;
   txl_run_create(&run, m, &gs);
   int last = 0;

@@ -14,6 +14,7 @@
 #include "data/varlen.h"
 #include "src/train/evaluate.h"
 #include "src/train/step.h"
+#include "src/train/tail_cap.h"
 #include "data/stream.h"
 #include "src/train/workdir.h"
 
@@ -192,18 +193,47 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->last_save_step = -1;
   txl_shard(c->batch_size, dist->world, dist->rank, &t->B_local, &t->col0);
 
-  /* estimate first, print it, and refuse what cannot fit: nothing large is allocated yet */
-  txl_memory_estimate(c, n_token, t->ops, dist->world, &t->estimate);
-  print_summary(t, bench);
-  check_memory(t);
-
   TxlModelSpec spec;
   txl_model_spec_from_config(c, n_token, &spec);
+  /* the adaptive softmax's tail targets per segment, counted in this rank's columns (not in
+   * --bench: its tokens are drawn uniformly, not read); the estimate takes every rank's largest */
+  TxlTailCap train_all = {0}, eval_all = {0};
+  double count_s = txl_now_s();
+  if (!bench) {
+    txl_tail_caps_of_config(c, t->corpus, &spec.dims, dist->world, dist->rank, &t->train_tail, &t->eval_tail);
+    train_all = t->train_tail;
+    eval_all = t->eval_tail;
+    if (dist->world > 1) {
+      txl_dist_allreduce_max_i32(train_all.n, TXL_MAX_CLUSTERS);
+      txl_dist_allreduce_max_i32(eval_all.n, TXL_MAX_CLUSTERS);
+    }
+  }
+  count_s = txl_now_s() - count_s;
+
+  /* estimate first, print it, and refuse what cannot fit: nothing large is allocated yet */
+  txl_memory_estimate(c, n_token, t->ops, dist->world, bench ? NULL : &train_all, bench ? NULL : &eval_all,
+                      &t->estimate);
+  print_summary(t, bench);
+  if (!bench && spec.dims.n_clusters > 0 && dist->rank == 0) {
+    char tr[96], ev[96];
+    const TxlRunShape most = txl_train_run_shape(c, txl_shard_max(c->batch_size, dist->world), 0);
+    int groups, group_cols;
+    txl_run_groups(&most, &groups, &group_cols);
+    txl_tail_cap_format(&train_all, &spec.dims, tr, sizeof tr);
+    txl_tail_cap_format(&eval_all, &spec.dims, ev, sizeof ev);
+    printf("adaptive softmax: the most targets of each tail cluster in any segment (counted in the corpus in %.2f s, "
+           "the largest of any rank's): training %s of %d; evaluation %s of %d\n", count_s, tr, most.L_max * group_cols,
+           ev, c->eval_tgt_len * txl_shard_max(c->eval_batch_size, dist->world));
+    fflush(stdout);
+  }
+  check_memory(t);
+
   txl_model_create(&t->model, t->ops, &spec);
   txl_model_init_params(&t->model, (float)c->init_std, (float)c->proj_init_std, (uint32_t)c->seed);
   read_fault(t);
 
-  const TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
+  TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
+  ts.tail = t->train_tail;
   txl_run_create(&t->run, &t->model, &ts);
   t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
   t->gather = txl_embed_gather_create(&t->model, &t->run, t->reducer, c->embed_rows);
@@ -510,7 +540,7 @@ void txl_trainer_train(TxlTrainer *t) {
 double txl_trainer_evaluate(TxlTrainer *t, const char *split, int max_segments, double *tokens_out) {
   const TxlConfig *c = &t->cfg;
   const TxlEvalShape es = {c->eval_tgt_len, txl_config_eval_mem_len(c), txl_config_eval_clamp_len(c),
-                           c->eval_same_length, c->eval_batch_size};
+                           c->eval_same_length, c->eval_batch_size, &t->eval_tail};
   return txl_evaluate(&t->model, t->corpus, split, &es, &t->dist, max_segments, tokens_out);
 }
 

@@ -45,6 +45,8 @@ typedef struct {
   int fault_step, fault_tensor; /* the TXL_TRAIN_FAULT test hook: update and tensor (0: none) */
   int fault_drift;     /* the hook's kind: 0 an infinite gradient, 1 a parameter drifting on the last rank */
   TxlMemEstimate estimate; /* this rank's memory, worked out before allocating */
+  TxlTailCap train_tail, eval_tail; /* this rank's tail targets per segment (training; validation and
+                                       test), counted in the corpus at setup; not known in --bench */
   char run_id[TXL_CKPT_ID_LEN]; /* the lineage of the run's checkpoints (see src/checkpoint/FORMAT.md) */
 } TxlTrainer;
 

@@ -223,7 +223,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     txl_count_set_gemm_family(gemm_family, &m);
 
     /* training: steps until the memory is full, then the counted one */
-    TxlRunShape ts = {L, B, 0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk};
+    TxlRunShape ts = {L, B, 0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk, TXL_TAIL_NOT_COUNTED};
     TxlRun run;
     txl_run_create(&run, &m, &ts);
     TxlAdam adam;
@@ -250,7 +250,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     txl_run_destroy(&run, &m);
 
     /* evaluation: forwards until the memory is full, then the counted one */
-    TxlRunShape es = {Le, Be, 0, Me, txl_config_eval_clamp_len(c), c->eval_same_length, 0, 1};
+    TxlRunShape es = {Le, Be, 0, Me, txl_config_eval_clamp_len(c), c->eval_same_length, 0, 1, TXL_TAIL_NOT_COUNTED};
     txl_run_create(&run, &m, &es);
     step = full = 0;
     do {

@@ -107,7 +107,7 @@ typedef struct {
 static void side_create(Side *s, const TxlOps *ops, const Case *c) {
   txl_model_create(&s->m, ops, &c->spec);
   txl_model_init_params(&s->m, 0.02f, 0.01f, 1234u);
-  TxlRunShape rs = {c->L, c->B, 0, c->mem_len, c->clamp_len, c->same_length, 1, 1};
+  TxlRunShape rs = {c->L, c->B, 0, c->mem_len, c->clamp_len, c->same_length, 1, 1, TXL_TAIL_NOT_COUNTED};
   txl_run_create(&s->run, &s->m, &rs);
   txl_adam_create(&s->adam, ops, s->m.table.total, 0.9f, 0.999f, 1e-8f, 0.25f);
 }
@@ -239,7 +239,7 @@ static void run_case(const Case *c, TxlDtype act, const Tols *tol, double loss_s
 
   /* inference: two segments through the key/value cache, log-probabilities of the last row */
   TxlRun inf[2];
-  TxlRunShape rs = {c->L, c->B, 0, c->mem_len, c->clamp_len, c->same_length, 0, 1};
+  TxlRunShape rs = {c->L, c->B, 0, c->mem_len, c->clamp_len, c->same_length, 0, 1, TXL_TAIL_NOT_COUNTED};
   float *lp[2];
   Side *sides[2] = {&cpu, &gpu};
   for (int k = 0; k < 2; k++) {

@@ -19,6 +19,8 @@
  *   corpus_tool tokid FILE STRING         txl_corpus_token_id
  *   corpus_tool check FILE PARTS          txl_corpus_check of each part in turn: "part P: N tokens"
  *   corpus_tool make FILE LEN VOCAB [BAD_POS]  hand-made corpus (tests/data/handmade.h), uint16
+ *   corpus_tool make-zipf FILE TRAIN VALID TEST VOCAB SEED
+ *                                         a corpus of Zipf-distributed ids (handmade_zipf_corpus)
  *   corpus_tool make-foreign FILE         an HDF5 file that is no corpus
  *   corpus_tool make-big-vocab FILE VOCAB a hand-made corpus (ids < 50) whose vocab_size is VOCAB
  *                                         and whose '/vocab_offsets' has VOCAB + 1 entries, only
@@ -42,7 +44,7 @@
 
 static void usage(void) {
   fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|spm-model|block|entropy|tokid|check|make|"
-                  "make-foreign|make-big-vocab|set-attr|poke|chunk-addr|put-spm-model ...\n");
+                  "make-zipf|make-foreign|make-big-vocab|set-attr|poke|chunk-addr|put-spm-model ...\n");
   exit(2);
 }
 
@@ -251,6 +253,15 @@ int main(int argc, char **argv) {
     int64_t len[3] = {n, n / 2 + 1, n / 3 + 2};
     int64_t bad = argc > 5 ? num(argv[5]) : -1;
     if (handmade_corpus(path, len, num(argv[4]), 2, 97, bad) != 0) {
+      fprintf(stderr, "corpus_tool: cannot write %s\n", path);
+      return 1;
+    }
+    return 0;
+  }
+  if (!strcmp(cmd, "make-zipf")) {
+    if (argc < 8) usage();
+    const int64_t len[3] = {num(argv[3]), num(argv[4]), num(argv[5])};
+    if (handmade_zipf_corpus(path, len, num(argv[6]), (uint32_t)num(argv[7])) != 0) {
       fprintf(stderr, "corpus_tool: cannot write %s\n", path);
       return 1;
     }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/common/philox.h"
+
 static int attr_str(hid_t f, const char *name, const char *v) {
   hid_t t = H5Tcopy(H5T_C_S1);
   H5Tset_size(t, strlen(v) + 1);
@@ -41,8 +43,11 @@ static int dataset(hid_t f, const char *name, hid_t ftype, hid_t mtype, int64_t 
   return rc;
 }
 
-int handmade_corpus(const char *path, const int64_t len[3], int64_t vocab, int id_bytes,
-                    int64_t chunk, int64_t bad_pos) {
+/* The writer of both: split k's ids from id(k, i, ctx). */
+typedef uint32_t (*IdOf)(int k, int64_t i, int64_t vocab, const void *ctx);
+
+static int write_corpus(const char *path, const int64_t len[3], int64_t vocab, int id_bytes, int64_t chunk,
+                        int64_t bad_pos, IdOf id_of, const void *ctx) {
   static const char *const split[3] = {"train", "valid", "test"};
   hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) return -1;
@@ -56,7 +61,7 @@ int handmade_corpus(const char *path, const int64_t len[3], int64_t vocab, int i
   hid_t ftype = id_bytes == 1 ? H5T_STD_U8LE : id_bytes == 2 ? H5T_STD_U16LE : H5T_STD_U32LE;
   for (int k = 0; k < 3; k++) {
     uint32_t *ids = malloc((size_t)len[k] * sizeof *ids);
-    for (int64_t i = 0; i < len[k]; i++) ids[i] = (uint32_t)handmade_id(k, i, vocab);
+    for (int64_t i = 0; i < len[k]; i++) ids[i] = id_of(k, i, vocab, ctx);
     if (k == 0 && bad_pos >= 0 && bad_pos < len[k]) ids[bad_pos] = (uint32_t)vocab;
     rc |= dataset(f, split[k], ftype, H5T_NATIVE_UINT32, len[k], chunk, ids);
     free(ids);
@@ -76,6 +81,45 @@ int handmade_corpus(const char *path, const int64_t len[3], int64_t vocab, int i
   free(bytes);
   if (H5Fclose(f) < 0) rc = -1;
   return rc ? -1 : 0;
+}
+
+static uint32_t fixed_id(int k, int64_t i, int64_t vocab, const void *ctx) {
+  (void)ctx;
+  return (uint32_t)handmade_id(k, i, vocab);
+}
+
+int handmade_corpus(const char *path, const int64_t len[3], int64_t vocab, int id_bytes,
+                    int64_t chunk, int64_t bad_pos) {
+  return write_corpus(path, len, vocab, id_bytes, chunk, bad_pos, fixed_id, NULL);
+}
+
+typedef struct {
+  const double *cdf; /* [vocab] */
+  uint32_t seed;
+} Zipf;
+
+static uint32_t zipf_id(int k, int64_t i, int64_t vocab, const void *ctx) {
+  const Zipf *z = ctx;
+  const TxlPhilox4 w = txl_philox4x32_10((uint32_t)i, (uint32_t)(i >> 32), (uint32_t)k, 0x21bfu, z->seed, 0x7a1bu);
+  const double u = ((double)(w.v[0] >> 5) * 67108864.0 + (double)(w.v[1] >> 6)) / 9007199254740992.0; /* [0, 1) */
+  int64_t lo = 0, hi = vocab - 1; /* the first id whose cdf exceeds u */
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (z->cdf[mid] > u) hi = mid;
+    else lo = mid + 1;
+  }
+  return (uint32_t)lo;
+}
+
+int handmade_zipf_corpus(const char *path, const int64_t len[3], int64_t vocab, uint32_t seed) {
+  double *cdf = malloc((size_t)vocab * sizeof *cdf), s = 0.0;
+  if (!cdf) return -1;
+  for (int64_t i = 0; i < vocab; i++) cdf[i] = s += 1.0 / ((double)i + 1.0);
+  for (int64_t i = 0; i < vocab; i++) cdf[i] /= s;
+  const Zipf z = {cdf, seed};
+  const int rc = write_corpus(path, len, vocab, vocab > 65535 ? 4 : 2, 1 << 16, -1, zipf_id, &z);
+  free(cdf);
+  return rc;
 }
 
 int handmade_foreign(const char *path) {

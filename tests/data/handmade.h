@@ -15,6 +15,10 @@ static inline int64_t handmade_id(int k, int64_t i, int64_t vocab) {
  * With bad_pos >= 0, train[bad_pos] is set to vocab (out of range). Returns 0 or -1. */
 int handmade_corpus(const char *path, const int64_t len[3], int64_t vocab, int id_bytes,
                     int64_t chunk, int64_t bad_pos);
+/* The same with the ids of Zipf's law (exponent 1) over the vocabulary: id i drawn with weight
+ * 1 / (i + 1), as txl-prep's ids by frequency of a natural text; position i of split k from a
+ * Philox word keyed by (i, k, seed). Ids of 4 bytes when vocab > 65535, else 2. */
+int handmade_zipf_corpus(const char *path, const int64_t len[3], int64_t vocab, uint32_t seed);
 /* An HDF5 file that is not a corpus: one dataset "x", no attributes. Returns 0 or -1. */
 int handmade_foreign(const char *path);
 

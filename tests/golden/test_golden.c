@@ -180,7 +180,8 @@ static void run_case(hid_t file, const char *case_name) {
   int32_t *data = malloc((size_t)rows * B * sizeof(int32_t));
   read_ds(g, "data", H5T_NATIVE_INT32, data, (size_t)rows * B);
 
-  TxlRunShape shape = {L, B, 0, mem_len, attr_int(g, "clamp_len"), attr_int(g, "same_length"), 1, 1};
+  TxlRunShape shape = {L, B, 0, mem_len, attr_int(g, "clamp_len"), attr_int(g, "same_length"), 1, 1,
+                       TXL_TAIL_NOT_COUNTED};
   TxlRun run;
   txl_run_create(&run, &m, &shape);
   const size_t mem_floats = (size_t)n_layer * mem_len * B * d;

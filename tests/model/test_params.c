@@ -240,7 +240,7 @@ static void check_training(const char *shape, const TxlModelSpec *spec) {
   check_buffers(what, &pad, &ref, pad.param_buf, ref.param_buf);
 
   const int L = 5, B = 3, mem_len = 4;
-  const TxlRunShape rs = {L, B, 0, mem_len, -1, 0, 1, 1};
+  const TxlRunShape rs = {L, B, 0, mem_len, -1, 0, 1, 1, TXL_TAIL_NOT_COUNTED};
   TxlRun rp, rr;
   txl_run_create(&rp, &pad, &rs);
   txl_run_create(&rr, &ref, &rs);
@@ -299,7 +299,7 @@ static void check_training(const char *shape, const TxlModelSpec *spec) {
   free(mr);
 
   /* an inference run's key/value and R W_r caches */
-  const TxlRunShape is = {L, B, 0, 7, -1, 0, 0, 1};
+  const TxlRunShape is = {L, B, 0, 7, -1, 0, 0, 1, TXL_TAIL_NOT_COUNTED};
   TxlRun inf, infr;
   txl_run_create(&inf, &pad, &is);
   txl_run_create(&infr, &ref, &is);
