@@ -33,6 +33,8 @@ static struct {
   TxlCountGemmFamily gemm_family;
   void *gemm_ctx;
   TxlCountAlign align;
+  const char *grad; /* txl_count_set_gradients */
+  size_t grad_bytes;
   /* the live mappings, for munmap's length */
   void **maps;
   size_t *map_bytes;
@@ -49,6 +51,11 @@ const TxlCudaCost *txl_count_costs(void) { return g.cost; }
 void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx) {
   g.gemm_family = fn;
   g.gemm_ctx = ctx;
+}
+
+void txl_count_set_gradients(const void *grad, size_t bytes) {
+  g.grad = grad;
+  g.grad_bytes = grad ? bytes : 0;
 }
 
 /* One launch of family f: FLOPs on the CUDA cores, bytes moved. */
@@ -106,9 +113,11 @@ static void count_to_host(void *host_dst, const void *src, size_t bytes) {
   memset(host_dst, 0, bytes);
   add(TXL_COUNT_OTHER, 0.0, (double)bytes);
 }
+/* the gradients' zeroing belongs to the optimizer chain, any other zeroing to "other" */
 static void count_zero(void *p, size_t bytes) {
-  (void)p;
-  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+  const char *c = p;
+  const int grad = g.grad && c >= g.grad && c < g.grad + g.grad_bytes;
+  add(grad ? TXL_COUNT_OPTIMIZER : TXL_COUNT_OTHER, 0.0, (double)bytes);
 }
 /* scratch of the CUDA backend: nothing to count */
 static void count_reserve(int64_t rows, int bias_n, int norm_d) { (void)rows, (void)bias_n, (void)norm_d; }

@@ -195,6 +195,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     TxlModel m;
     txl_model_create(&m, o, &spec);
     txl_count_set_gemm_family(gemm_family, &m);
+    txl_count_set_gradients(m.grad_buf, (size_t)m.table.total * sizeof(float));
 
     /* training: steps until the memory is full, then the counted one */
     TxlRunShape ts = {L, B, 0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk};
@@ -238,6 +239,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what);
     txl_run_destroy(&run, &m);
     txl_count_set_gemm_family(NULL, NULL);
+    txl_count_set_gradients(NULL, 0);
     txl_model_destroy(&m);
   }
   free(tok);
