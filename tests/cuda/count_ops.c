@@ -383,6 +383,27 @@ static void count_axpy(float *y, const float *x, float a, int64_t n) {
   add(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 12.0 * (double)n);
 }
 
+/* The fused passes: the unfused op's bytes and FLOPs, plus the act-type copy of p written (act
+ * bytes and 1 FLOP, the rounding, an element; nothing on the fp32 table, whose weights are their
+ * own copy) and the gradient written with zeros (4 bytes an element), in the one launch. */
+static double copy_bytes(void) { return g.act == TXL_F32 ? 0.0 : act_bytes(); }
+static double copy_flops(void) { return g.act == TXL_F32 ? 0.0 : 1.0; }
+static void count_adam_fused(float *p, void *p_act, float *gr, float *m, float *v, int64_t n, float lr, float beta1,
+                             float beta2, float eps, int step, float grad_scale) {
+  (void)p, (void)p_act, (void)gr, (void)m, (void)v, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)step,
+      (void)grad_scale;
+  add(TXL_COUNT_OPTIMIZER, (12.0 + copy_flops()) * (double)n, (28.0 + copy_bytes() + 4.0) * (double)n);
+}
+static void count_sgd_fused(float *p, void *p_act, float *gr, float *buf, int64_t n, float lr, float momentum,
+                            float grad_scale, int first) {
+  (void)p, (void)p_act, (void)gr, (void)buf, (void)lr, (void)momentum, (void)grad_scale, (void)first;
+  add(TXL_COUNT_OPTIMIZER, (4.0 + copy_flops()) * (double)n, (20.0 + copy_bytes() + 4.0) * (double)n);
+}
+static void count_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n) {
+  (void)y, (void)y_act, (void)x, (void)a;
+  add(TXL_COUNT_OPTIMIZER, (2.0 + copy_flops()) * (double)n, (12.0 + copy_bytes() + 4.0) * (double)n);
+}
+
 /* ---- the tables ---------------------------------------------------------------------------- */
 
 /* Every op of kernels/ops.def: an op without its count_ function above does not compile. */
