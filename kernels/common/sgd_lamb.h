@@ -6,7 +6,8 @@
  * LAMB's direction (the LAMB paper / NVIDIA's FusedLAMB, with bias correction), on g':
  *   m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2;
  *   u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * p.
- * The bias corrections are computed once per step in double and used as float (as Adam's). */
+ * LAMB's step, per tensor: p += a u (axpy). The bias corrections are computed once per step in
+ * double and used as float (as Adam's). */
 #ifndef TXL_KERNELS_SGD_LAMB_H
 #define TXL_KERNELS_SGD_LAMB_H
 
@@ -21,6 +22,9 @@ static inline TXL_HD void txl_sgd_element(float *p, float g, float *buf, float l
   *buf = b;
   *p -= lr * b;
 }
+
+/* LAMB's step of one element: y += a x (the axpy op's). */
+static inline TXL_HD void txl_axpy_element(float *y, float x, float a) { *y += a * x; }
 
 typedef struct {
   float bc1, bc2, b1, b2, c1, c2, eps, wd, grad_scale;

@@ -16,6 +16,12 @@ static inline void txl_cpu_require_f32(TxlDtype t, const char *op) {
  * pool costs more than the work. */
 #define TXL_CPU_PAR_MIN_ELEMS ((int64_t)1 << 15)
 
+/* The optimizer ops (adam.c, sgd_lamb.c) run in blocks of this many elements, one block a task;
+ * each op's block is one noinline function that the unfused op and its fused pass both call, so
+ * the element math is compiled once and both give the same bits (whether the compiler contracts
+ * a * b + c into a fused multiply-add may depend on the code around it). */
+#define TXL_CPU_OPT_BLOCK ((int64_t)4096)
+
 /* Below this many rows * columns a row-wise op runs on the calling thread. */
 #define TXL_CPU_PAR_MIN_WORK ((int64_t)1 << 14)
 

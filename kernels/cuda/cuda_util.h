@@ -57,6 +57,13 @@ static __device__ __forceinline__ float txl_ld(const txl_fp16 *p) { return txl_f
 static __device__ __forceinline__ void txl_st(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void txl_st(txl_bf16 *p, float v) { *p = txl_bf16_from_float(v); }
 static __device__ __forceinline__ void txl_st(txl_fp16 *p, float v) { *p = txl_fp16_from_float(v); }
+/* Element i of a copy whose type is known at run time (the fused optimizer passes' copy of the
+ * weights, kernels/ops.def): copy TXL_BF16 or TXL_F16, dst[i] = v rounded as txl_st rounds (as
+ * to_act); TXL_F32, nothing (the fp32 table's weights are their own copy). Device only. */
+static __device__ __forceinline__ void txl_st_copy(void *dst, TxlDtype copy, int64_t i, float v) {
+  if (copy == TXL_BF16) txl_st(&static_cast<txl_bf16 *>(dst)[i], v);
+  else if (copy == TXL_F16) txl_st(&static_cast<txl_fp16 *>(dst)[i], v);
+}
 
 /* The TxlDtype argument of an op (a GEMM's C, the embedding backward's destination, add): the
  * fp32 table ("cuda", act TXL_F32) stores everything in fp32 and accepts TXL_F32 only, the bf16
@@ -69,6 +76,16 @@ static inline void txl_cuda_require_dtype(TxlDtype t, TxlDtype act, const char *
   if (t == TXL_F32 || t == act) return;
   txl_fatal("internal: %s on the %s backend with a tensor of type %d (%s)", op, txl_cuda_table_name(act), (int)t,
             act == TXL_BF16 ? "bf16 or fp32" : act == TXL_F16 ? "fp16 or fp32" : "fp32 only");
+}
+
+/* The fused optimizer passes' p_act (kernels/ops.def) on the table of activation type act: on the
+ * fp32 table the weights are their own compute copy, so p_act must be p (the kernels then get no
+ * copy to write); on the bf16 and fp16 tables a buffer of its own. Anything else ends the job as
+ * an internal error naming op. Host only. */
+static inline void txl_cuda_check_act_copy(const void *p_act, const float *p, TxlDtype act, const char *op) {
+  if (act == TXL_F32 ? p_act != (const void *)p : !p_act || p_act == (const void *)p)
+    txl_fatal("internal: %s on the %s table: the weights' compute copy must be %s", op, txl_cuda_table_name(act),
+              act == TXL_F32 ? "p itself" : "a buffer of its own");
 }
 
 /* The cuBLAS / cuBLASLt data type of a tensor of type t: CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F.

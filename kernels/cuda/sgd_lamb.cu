@@ -1,22 +1,56 @@
-/* SGD with momentum, LAMB's moments and axpy (the math is kernels/common/sgd_lamb.h, shared with
- * the CPU backend). One thread per element (grid-stride): each element's result is independent
- * of the launch. */
+/* SGD with momentum, LAMB's moments and axpy, and the fused passes of SGD and of LAMB's axpy (the
+ * math is kernels/common/sgd_lamb.h, shared with the CPU backend). One thread per element
+ * (grid-stride): each element's result is independent of the launch.
+ * sgd_update and sgd_fused launch one kernel, axpy and axpy_fused another, so that each pair's
+ * element math is compiled once and gives the same bits (as adam.cu says: a contraction into a
+ * fused multiply-add may depend on the code around it). */
 #include "kernels/common/sgd_lamb.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
-static __global__ void sgd_kernel(float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                                  float grad_scale, int first) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+/* The element's update, p's copy (txl_st_copy), and g[i] = 0 when zero (unfused: g only read). */
+static __global__ void sgd_kernel(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *buf, int64_t n,
+                                  float lr, float momentum, float grad_scale, int first) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     txl_sgd_element(&p[i], g[i], &buf[i], lr, momentum, grad_scale, first);
+    txl_st_copy(p_act, copy, i, p[i]);
+    if (zero) g[i] = 0.0f;
+  }
+}
+
+static void sgd(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *buf, int64_t n, float lr,
+                float momentum, float grad_scale, int first) {
+  if (n <= 0) return;
+  TXL_LAUNCH(sgd_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(p, p_act, copy, g, zero, buf, n,
+                                                                                    lr, momentum, grad_scale, first);
+  CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
                                     float grad_scale, int first) {
-  if (n <= 0) return;
-  TXL_LAUNCH(sgd_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(p, g, buf, n, lr, momentum,
-                                                                                    grad_scale, first);
-  CUDA_LAUNCH_CHECK();
+  /* g is only read (zero = 0): the cast leaves it as it is */
+  sgd(p, nullptr, TXL_F32, const_cast<float *>(g), 0, buf, n, lr, momentum, grad_scale, first);
+}
+
+static void sgd_fused(TxlDtype act, float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
+                      float grad_scale, int first) {
+  txl_cuda_check_act_copy(p_act, p, act, "sgd_fused");
+  sgd(p, p_act, act, g, 1, buf, n, lr, momentum, grad_scale, first);
+}
+
+extern "C" void txl_cuda_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
+                                   float grad_scale, int first) {
+  sgd_fused(TXL_F32, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
+}
+
+extern "C" void txl_cuda_sgd_fused_bf16(float *p, void *p_act, float *g, float *buf, int64_t n, float lr,
+                                        float momentum, float grad_scale, int first) {
+  sgd_fused(TXL_BF16, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
+}
+
+extern "C" void txl_cuda_sgd_fused_fp16(float *p, void *p_act, float *g, float *buf, int64_t n, float lr,
+                                        float momentum, float grad_scale, int first) {
+  sgd_fused(TXL_F16, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
 }
 
 static __global__ void lamb_kernel(float *g, const float *p, float *m, float *v, int64_t n, TxlLambCoef c) {
@@ -33,13 +67,39 @@ extern "C" void txl_cuda_lamb_moments(float *g, const float *p, float *m, float 
   CUDA_LAUNCH_CHECK();
 }
 
-static __global__ void axpy_kernel(float *y, const float *x, float a, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] += a * x[i];
+/* y[i] += a x[i], y's copy (txl_st_copy), and x[i] = 0 when zero (unfused: x only read). */
+static __global__ void axpy_kernel(float *y, void *y_act, TxlDtype copy, float *x, int zero, float a, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    txl_axpy_element(&y[i], x[i], a);
+    txl_st_copy(y_act, copy, i, y[i]);
+    if (zero) x[i] = 0.0f;
+  }
+}
+
+static void axpy(float *y, void *y_act, TxlDtype copy, float *x, int zero, float a, int64_t n) {
+  if (n <= 0) return;
+  TXL_LAUNCH(axpy_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(y, y_act, copy, x, zero, a, n);
+  CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_axpy(float *y, const float *x, float a, int64_t n) {
-  if (n <= 0) return;
-  TXL_LAUNCH(axpy_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(y, x, a, n);
-  CUDA_LAUNCH_CHECK();
+  /* x is only read (zero = 0): the cast leaves it as it is */
+  axpy(y, nullptr, TXL_F32, const_cast<float *>(x), 0, a, n);
+}
+
+static void axpy_fused(TxlDtype act, float *y, void *y_act, float *x, float a, int64_t n) {
+  txl_cuda_check_act_copy(y_act, y, act, "axpy_fused");
+  axpy(y, y_act, act, x, 1, a, n);
+}
+
+extern "C" void txl_cuda_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n) {
+  axpy_fused(TXL_F32, y, y_act, x, a, n);
+}
+
+extern "C" void txl_cuda_axpy_fused_bf16(float *y, void *y_act, float *x, float a, int64_t n) {
+  axpy_fused(TXL_BF16, y, y_act, x, a, n);
+}
+
+extern "C" void txl_cuda_axpy_fused_fp16(float *y, void *y_act, float *x, float a, int64_t n) {
+  axpy_fused(TXL_F16, y, y_act, x, a, n);
 }

@@ -31,6 +31,9 @@ typedef struct {
                        txl_model_params_changed */
   TxlParams p;      /* views into param_buf */
   TxlParams g;      /* views into grad_buf  */
+  int grad_zero;    /* 1 while grad_buf is known to hold zeros: the fused update left it so
+                       (txl_train_update), and the next txl_train_grad skips its zeroing pass.
+                       Whatever else writes grad_buf between the two clears it (0: zeroed first) */
 } TxlModel;
 
 /* Allocates parameters and gradients (zero); does not initialise the parameters. */
@@ -40,8 +43,9 @@ void txl_model_destroy(TxlModel *m);
 void txl_model_init_params(TxlModel *m, float init_std, float proj_std, uint32_t seed);
 /* Parameters from the host ([table.total] fp32, a checkpoint's), copied to the device. */
 void txl_model_set_params(TxlModel *m, const float *host);
-/* Tells the model param_buf was written on the device (an optimizer step): refreshes the
- * activation-type copy of the weights (txl_model_init_params and txl_model_set_params call it). */
+/* Tells the model param_buf was written on the device (outside the fused optimizer step, which
+ * writes the copy itself): refreshes the activation-type copy of the weights
+ * (txl_model_init_params and txl_model_set_params call it). */
 void txl_model_params_changed(TxlModel *m);
 
 /* The compute copy of a weight tensor: `master` points into param_buf; the same tensor in

@@ -46,17 +46,38 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
   return sqrt(ops->sumsq_segments(grad, (int)t->n_runs, t->runs));
 }
 
-void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
+/* The factor the optimizer takes the gradient times: clipping (torch's clip_grad_norm_) and the
+ * loss scale's inverse. */
+static float grad_coef(const TxlAdam *a, double norm, double loss_scale) {
   float coef = 1.0f;
   if (a->clip > 0.0f) {
     float c = (float)((double)a->clip / (norm + 1e-6));
     if (c < 1.0f) coef = c;
   }
-  coef *= (float)(1.0 / loss_scale); /* 2^-k: exact (1 without scaling: the same bits) */
+  return coef * (float)(1.0 / loss_scale); /* 2^-k: exact (1 without scaling: the same bits) */
+}
+
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
+  const float coef = grad_coef(a, norm, loss_scale);
   a->t++;
   switch (a->kind) {
-  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, grad, coef, lr); break;
+  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, NULL, grad, coef, lr); break;
   case TXL_OPTIM_SGD: a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
   default: a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef); break;
+  }
+}
+
+void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale,
+                         float lr) {
+  const float coef = grad_coef(a, norm, loss_scale);
+  a->t++;
+  switch (a->kind) {
+  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, params_act, grad, coef, lr); break;
+  case TXL_OPTIM_SGD:
+    a->ops->sgd_fused(params, params_act, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1);
+    break;
+  default:
+    a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
+    break;
   }
 }

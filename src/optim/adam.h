@@ -37,11 +37,23 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
  * optimizer a->kind. grad holds the gradient times loss_scale (a power of two; 1: none), `norm`
  * is the unscaled gradient's L2 norm (txl_grad_norm / loss_scale); the optimizer takes the
  * gradient times coef / loss_scale (a power-of-two factor: exact). LAMB overwrites grad with its
- * direction (the gradient is not needed after the update). */
+ * direction (the gradient is not needed after the update). The unfused passes (the reference of
+ * txl_adam_step_fused); the caller refreshes the weights' compute copy and zeroes grad itself. */
 void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr);
 
+/* txl_adam_step in the fused passes (kernels/ops.def: adam_fused, sgd_fused, LAMB's axpy_fused),
+ * with the same bits in params and the state, and besides: params_act, the weights' compute copy
+ * in the table's act type (TxlModel.param_act; params itself when that is fp32), refreshed as
+ * to_act would, and grad left all zeros (the next step's accumulation can start without a zeroing
+ * pass). Over the parameter buffer: Adam and SGD one pass; LAMB its moments, the per-tensor norms,
+ * then one pass per tensor. */
+void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale,
+                         float lr);
+
 /* LAMB (src/optim/lamb.c): the moments, then per tensor of a->table the trust ratio
- * ||p|| / ||u|| (1 when either is 0) and p -= lr * ratio * u, on the gradient scaled by coef. */
-void txl_lamb_update(TxlAdam *a, float *params, float *grad, float coef, float lr);
+ * ||p|| / ||u|| (1 when either is 0) and p -= lr * ratio * u, on the gradient scaled by coef.
+ * params_act NULL: that step by axpy (grad left holding u); else by axpy_fused, which also
+ * refreshes params_act (the compute copy, as txl_adam_step_fused's) and zeroes grad. */
+void txl_lamb_update(TxlAdam *a, float *params, void *params_act, float *grad, float coef, float lr);
 
 #endif

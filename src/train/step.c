@@ -15,7 +15,10 @@ static const int32_t *group_columns(int32_t *out, const int32_t *x, int L, int c
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
                       TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm) {
   const double global_tokens = (double)L * batch_global;
-  m->ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
+  /* the gradients accumulate from zero: the last update's fused pass left them so (model.h),
+   * otherwise (the first step, or after a step the loss scaler skipped) one zeroing pass */
+  if (!m->grad_zero) m->ops->zero(m->grad_buf, (size_t)m->table.total * sizeof(float));
+  m->grad_zero = 0;
   /* the column groups one after the other (train.batch_chunk): each adds its gradient, the mean
    * loss's share of its tokens, to grad_buf; the all-reduce starts in the last group's backward,
    * when each part of the gradient is final */
@@ -47,6 +50,8 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
 
 void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm,
                       double loss_scale) {
-  txl_adam_step(adam, m->param_buf, m->grad_buf, grad_norm, loss_scale, (float)txl_schedule_lr(sched, step));
-  txl_model_params_changed(m);
+  /* the fused passes: the weights' compute copy refreshed and the gradients zeroed as they go */
+  txl_adam_step_fused(adam, m->param_buf, m->param_act, m->grad_buf, grad_norm, loss_scale,
+                      (float)txl_schedule_lr(sched, step));
+  m->grad_zero = 1;
 }

@@ -22,7 +22,9 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
                       TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm);
 
 /* Clipping and the optimizer (train.optim) with the scheduled rate of update `step`, from the
- * gradient in m->grad_buf, scaled by loss_scale, whose unscaled norm is grad_norm. */
+ * gradient in m->grad_buf, scaled by loss_scale, whose unscaled norm is grad_norm; in the fused
+ * passes (txl_adam_step_fused), which also refresh m->param_act and leave m->grad_buf zero for
+ * the next txl_train_grad (m->grad_zero). */
 void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm,
                       double loss_scale);
 

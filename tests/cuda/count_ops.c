@@ -33,6 +33,8 @@ static struct {
   TxlCountGemmFamily gemm_family;
   void *gemm_ctx;
   TxlCountAlign align;
+  const char *grad; /* txl_count_set_gradients */
+  size_t grad_bytes;
   /* the live mappings, for munmap's length */
   void **maps;
   size_t *map_bytes;
@@ -49,6 +51,11 @@ const TxlCudaCost *txl_count_costs(void) { return g.cost; }
 void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx) {
   g.gemm_family = fn;
   g.gemm_ctx = ctx;
+}
+
+void txl_count_set_gradients(const void *grad, size_t bytes) {
+  g.grad = grad;
+  g.grad_bytes = grad ? bytes : 0;
 }
 
 /* One launch of family f: FLOPs on the CUDA cores, bytes moved. */
@@ -106,9 +113,11 @@ static void count_to_host(void *host_dst, const void *src, size_t bytes) {
   memset(host_dst, 0, bytes);
   add(TXL_COUNT_OTHER, 0.0, (double)bytes);
 }
+/* the gradients' zeroing belongs to the optimizer chain, any other zeroing to "other" */
 static void count_zero(void *p, size_t bytes) {
-  (void)p;
-  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+  const char *c = p;
+  const int grad = g.grad && c >= g.grad && c < g.grad + g.grad_bytes;
+  add(grad ? TXL_COUNT_OPTIMIZER : TXL_COUNT_OTHER, 0.0, (double)bytes);
 }
 /* scratch of the CUDA backend: nothing to count */
 static void count_reserve(int64_t rows, int bias_n, int norm_d) { (void)rows, (void)bias_n, (void)norm_d; }
@@ -372,6 +381,27 @@ static void count_lamb_moments(float *gr, const float *p, float *m, float *v, in
 static void count_axpy(float *y, const float *x, float a, int64_t n) {
   (void)y, (void)x, (void)a;
   add(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 12.0 * (double)n);
+}
+
+/* The fused passes: the unfused op's bytes and FLOPs, plus the act-type copy of p written (act
+ * bytes and 1 FLOP, the rounding, an element; nothing on the fp32 table, whose weights are their
+ * own copy) and the gradient written with zeros (4 bytes an element), in the one launch. */
+static double copy_bytes(void) { return g.act == TXL_F32 ? 0.0 : act_bytes(); }
+static double copy_flops(void) { return g.act == TXL_F32 ? 0.0 : 1.0; }
+static void count_adam_fused(float *p, void *p_act, float *gr, float *m, float *v, int64_t n, float lr, float beta1,
+                             float beta2, float eps, int step, float grad_scale) {
+  (void)p, (void)p_act, (void)gr, (void)m, (void)v, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)step,
+      (void)grad_scale;
+  add(TXL_COUNT_OPTIMIZER, (12.0 + copy_flops()) * (double)n, (28.0 + copy_bytes() + 4.0) * (double)n);
+}
+static void count_sgd_fused(float *p, void *p_act, float *gr, float *buf, int64_t n, float lr, float momentum,
+                            float grad_scale, int first) {
+  (void)p, (void)p_act, (void)gr, (void)buf, (void)lr, (void)momentum, (void)grad_scale, (void)first;
+  add(TXL_COUNT_OPTIMIZER, (4.0 + copy_flops()) * (double)n, (20.0 + copy_bytes() + 4.0) * (double)n);
+}
+static void count_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n) {
+  (void)y, (void)y_act, (void)x, (void)a;
+  add(TXL_COUNT_OPTIMIZER, (2.0 + copy_flops()) * (double)n, (12.0 + copy_bytes() + 4.0) * (double)n);
 }
 
 /* ---- the tables ---------------------------------------------------------------------------- */

@@ -25,8 +25,9 @@ typedef enum {
   TXL_COUNT_EMBEDDING,      /* gathers, their scatter-add backward, the sinusoid positions */
   TXL_COUNT_SOFTMAX_XENT,
   TXL_COUNT_DROPOUT,
-  TXL_COUNT_OPTIMIZER,      /* Adam, the gradient's sum of squares, the bf16 weight copy */
-  TXL_COUNT_OTHER,          /* biases, additions, zeroing, copies, host <-> device transfers */
+  TXL_COUNT_OPTIMIZER,      /* the optimizer chain of a step: the zeroing of the gradients, their sum
+                               of squares, Adam, the bf16 weight copy */
+  TXL_COUNT_OTHER,          /* biases, additions, other zeroing, copies, host <-> device transfers */
   TXL_COUNT_FAMILIES
 } TxlCountFamily;
 
@@ -42,6 +43,10 @@ const TxlOps *txl_count_ops(TxlDtype act, int tf32);
  * every GEMM into TXL_COUNT_GEMM_IO, without a weight. */
 typedef TxlCountFamily (*TxlCountGemmFamily)(void *ctx, const void *A, const void *B, const void *C, int *weight);
 void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx);
+
+/* The gradient buffer, `bytes` from grad: a zero of it (the step's zeroing of the gradients) counts
+ * in TXL_COUNT_OPTIMIZER, every other zero in TXL_COUNT_OTHER. NULL (the default): none. */
+void txl_count_set_gradients(const void *grad, size_t bytes);
 
 /* The GEMM calls whose operands start on 16 bytes and whose rows lie a multiple of 16 bytes apart
  * (pointer and leading dimension: what cuBLAS's fast kernels ask), since the last reset. */

@@ -139,7 +139,9 @@ static double estimate_s(const TxlCudaCost *c, double tensor_peak) {
   return s;
 }
 
-static void print_counts(const char *recipe, const char *precision, double tensor_peak, const char *what) {
+/* t: the parameter table (a training step: the optimizer's line), or NULL */
+static void print_counts(const char *recipe, const char *precision, double tensor_peak, const char *what,
+                         const TxlParamTable *t) {
   const TxlCudaCost *f = txl_count_costs();
   TxlCudaCost tot = {0, 0, 0, 0};
   double est = 0.0;
@@ -162,6 +164,14 @@ static void print_counts(const char *recipe, const char *precision, double tenso
   printf("GEMM operands on 16 bytes (pointer and leading dimension): the weight in %.0f of %.0f calls with a weight; "
          "all three operands in %.0f of %.0f calls\n",
          al->weight_aligned, al->weight_calls, al->all_aligned, al->calls);
+  if (t) { /* the gradient's sum of squares covers the span of the values (the CUDA backend's
+             * sumsq_segments), the update passes the whole buffer */
+    const TxlCudaCost *o = &f[TXL_COUNT_OPTIMIZER];
+    const int64_t *r = t->runs, last = 2 * (t->n_runs - 1), span = r[last] + r[last + 1] - r[0];
+    printf("optimizer: %.0f bytes and %.0f launches over the %lld floats of the parameter buffer (its values span "
+           "%lld): %.4f bytes per float\n",
+           o->bytes, o->launches, (long long)t->total, (long long)span, o->bytes / (double)t->total);
+  }
   const TxlCudaCost *a = &f[TXL_COUNT_ATTENTION];
   const double all = tot.tensor_flops + tot.core_flops, attn = a->tensor_flops + a->core_flops;
   printf("attention: %.2f%% of the step's FLOPs; %.2f%% of the attention's FLOPs on tensor cores, %.6f GFLOP of "
@@ -221,6 +231,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     TxlModel m;
     txl_model_create(&m, o, &spec);
     txl_count_set_gemm_family(gemm_family, &m);
+    txl_count_set_gradients(m.grad_buf, (size_t)m.table.total * sizeof(float));
 
     /* training: steps until the memory is full, then the counted one */
     TxlRunShape ts = {L, B, 0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk, TXL_TAIL_NOT_COUNTED};
@@ -244,7 +255,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     char what[256];
     snprintf(what, sizeof what, "training step: %d rows, memory %d, %d columns (%d tokens), forward + backward + "
              "clipping + Adam", L, run.last_M, B, L * B);
-    print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what);
+    print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what, &m.table);
     print_reduction(&m, &run, c, ranks);
     txl_adam_destroy(&adam);
     txl_run_destroy(&run, &m);
@@ -262,9 +273,10 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     } while (full < 2);
     snprintf(what, sizeof what, "evaluation step: %d rows, memory %d, %d columns (%d tokens), forward", Le,
              run.last_M, Be, Le * Be);
-    print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what);
+    print_counts(name, k_precisions[p].name, k_precisions[p].tensor_peak, what, NULL);
     txl_run_destroy(&run, &m);
     txl_count_set_gemm_family(NULL, NULL);
+    txl_count_set_gradients(NULL, 0);
     txl_model_destroy(&m);
   }
   free(tok);

@@ -6,7 +6,13 @@
 #                                                    the weight and the input gradient of each: 4 x 2 T d di)
 #   evaluation:  4 n_layer tokens d_model d_inner
 # and every operand of every GEMM, weights and activations, lies on 16 bytes (pointer and leading
-# dimension: the padded rows of TxlOps.row_align 8)
+# dimension: the padded rows of TxlOps.row_align 8), and the optimizer's passes over the parameter
+# buffer (Adam, the config's train.optim) move, in 2 launches:
+#   the gradient's sum of squares (read g: 4 bytes a float of the span of the values: the buffer
+#   but its trailing padding), then the fused pass (adam_fused) over the whole buffer: read p, g,
+#   m, v (16), write p, m, v (12), zero g (4), write the bf16 copy of p (2; none in fp32 and tf32,
+#   whose weights are their own copy): 36 bytes a float in fp32 and tf32, 38 in bf16 (before the
+#   fusion: a zeroing pass, the sum of squares, Adam and to_act, 4 launches and 42 bytes in bf16)
 #   test_count.sh BENCH_PROGRAM CONFIG.ini
 set -euo pipefail
 prog=$1
@@ -18,6 +24,8 @@ out=$("$prog" --count "$cfg") || fail "$prog --count $cfg exited with status $?"
 key() { sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p" "$cfg" | head -n 1; }
 n_layer=$(key n_layer) d=$(key d_model) di=$(key d_inner) L=$(key tgt_len) B=$(key batch_size)
 [[ -n $n_layer && -n $d && -n $di && -n $L && -n $B ]] || fail "$cfg lacks n_layer, d_model, d_inner, tgt_len or batch_size"
+optim=$(sed -n "s/^[[:space:]]*optim[[:space:]]*=[[:space:]]*\([a-z]*\).*/\1/p" "$cfg" | head -n 1)
+[[ -z $optim || $optim == adam ]] || fail "$cfg sets train.optim = $optim: the optimizer's bytes are checked for Adam's passes"
 
 echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
   function abs(x) { return x < 0 ? -x : x }
@@ -29,11 +37,12 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     if (!have_attn) bad(title ": no attention line")
     if (!have_est) bad(title ": no ESTIMATE line")
     if (!have_align) bad(title ": no GEMM alignment line")
+    if (train && !have_opt) bad(title ": no optimizer line")
     in_table = 0
   }
   /^-- / {
     close_table()
-    title = $0; in_table = 1; nfam = 0; have_total = 0; have_attn = 0; have_est = 0; have_align = 0
+    title = $0; in_table = 1; nfam = 0; have_total = 0; have_attn = 0; have_est = 0; have_align = 0; have_opt = 0
     split($0, f, "|"); prec = f[2]; gsub(/ /, "", prec)
     train = index($0, "training step") > 0
     if (!match($0, /: [0-9]+ rows/)) bad(title ": no rows")
@@ -83,6 +92,23 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     aligned_checked++
     next
   }
+  # the optimizer: sum of squares 4 bytes a float of the span of the values, then the fused pass over the
+  # buffer (read p, g, m, v 16, write p, m, v 12, zero g 4, the bf16 copy 2 in bf16), in 2 launches
+  in_table && /^optimizer: / {
+    have_opt = 1
+    if (!train) bad(title ": an optimizer line in an evaluation table")
+    if (!match($0, /: [0-9]+ bytes and [0-9]+ launches over the [0-9]+ floats of the parameter buffer \(its values span [0-9]+\)/))
+      bad(title ": unparsable: " $0)
+    split(substr($0, RSTART + 2, RLENGTH - 3), o, " ")
+    total = o[8]; span = o[17]
+    if (span > total || span < total - 128) bad(title ": the values span " span " of " total " floats")
+    pass = 16 + 12 + 4 + (prec == "bf16" ? 2 : 0)
+    want = 4 * span + pass * total
+    if (o[1] != want) bad(title ": the optimizer moves " o[1] " bytes; the arithmetic gives 4 x " span " + " pass " x " total " = " want)
+    if (o[4] != 2) bad(title ": the optimizer takes " o[4] " launches, expected 2 (sum of squares, the fused pass)")
+    opt_checked++
+    next
+  }
   in_table && /^ESTIMATE \(not measured\)/ { have_est = 1; next }
   END {
     if (failed) exit 1
@@ -90,5 +116,6 @@ echo "$out" | awk -v nl="$n_layer" -v d="$d" -v di="$di" -v L="$L" -v B="$B" '
     if (tables != 6) bad(tables " tables, expected 6 (fp32, tf32, bf16; training, evaluation)")
     if (ffn_checked != 6) bad("gemm_ffn checked in " ffn_checked " tables")
     if (aligned_checked != 6) bad("GEMM alignment checked in " aligned_checked " tables")
-    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each, every operand of every GEMM (weights and activations) on 16 bytes"
+    if (opt_checked != 3) bad("the optimizer checked in " opt_checked " training tables, expected 3")
+    print "count: 6 tables parse, totals are the sums of their families, gemm_ffn matches the formula in each, every operand of every GEMM (weights and activations) on 16 bytes, the optimizer 4 bytes a float of the span of the values and 32 (fp32, tf32) or 34 (bf16) a float of the buffer, in 2 launches"
   }'

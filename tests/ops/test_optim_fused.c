@@ -1,0 +1,131 @@
+/* The fused optimizer passes of the CPU table (adam_fused, sgd_fused, axpy_fused: kernels/ops.def)
+ * against the unfused ops they replace (adam_update, sgd_update, axpy; the CPU's weights are their
+ * own compute copy, so to_act is nothing there), from the same state, bit for bit: the same float
+ * operations per element in the same order (the element math of kernels/common/adam.h and
+ * sgd_lamb.h), so no tolerance. Several updates, each from the state the last left; odd sizes, one
+ * element, and one past the threads' threshold (TXL_CPU_PAR_MIN_ELEMS). A stretch of every input
+ * is zero, as the padding of the parameter buffer: the unfused ops keep it zero and so must the
+ * fused ones. After each fused pass the gradient must be all zeros (the +0.0 bits). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_util.h"
+#include "tests/ops/op_test.h"
+
+/* [lo, hi) of n: the zero stretch (the padding), empty for n < 4 */
+static void pad_range(int64_t n, int64_t *lo, int64_t *hi) {
+  *lo = n / 3;
+  *hi = n < 4 ? *lo : *lo + n / 4;
+}
+
+static void zero_pad(float *x, int64_t n) {
+  int64_t lo, hi;
+  pad_range(n, &lo, &hi);
+  for (int64_t i = lo; i < hi; i++) x[i] = 0.0f;
+}
+
+static void check_copy(const char *what, const float *got, const float *want, int64_t n) {
+  ot_check_same(what, got, want, (size_t)n * sizeof(float));
+}
+
+/* the gradient after a fused pass: every element +0.0 */
+static void check_zeroed(const char *what, const float *g, int64_t n) {
+  float *z = ot_alloc(n);
+  ot_check_same(what, g, z, (size_t)n * sizeof(float));
+  free(z);
+}
+
+/* the padding of x still zero (the unfused op's bits already say so; this names the failure) */
+static void check_pad(const char *what, const float *x, int64_t n) {
+  int64_t lo, hi, bad = 0;
+  pad_range(n, &lo, &hi);
+  for (int64_t i = lo; i < hi; i++) bad += x[i] != 0.0f;
+  ot_check_true(what, bad == 0, "%lld non-zero in the padding [%lld, %lld)", (long long)bad, (long long)lo,
+                (long long)hi);
+}
+
+/* "WHAT PART" (one name at a time) */
+static const char *nm(const char *what, const char *part) {
+  static char buf[256];
+  snprintf(buf, sizeof buf, "%s %s", what, part);
+  return buf;
+}
+
+static float *rand_pad(int64_t n, float lo, float hi, OtRng *rng) {
+  float *x = ot_alloc(n);
+  ot_fill(x, n, lo, hi, rng);
+  zero_pad(x, n);
+  return x;
+}
+
+static float *dup(const float *x, int64_t n) {
+  float *y = ot_alloc(n);
+  memcpy(y, x, (size_t)n * sizeof(float));
+  return y;
+}
+
+static void test_adam(int64_t n, int steps, float gs, OtRng *rng) {
+  char what[160];
+  float *p = rand_pad(n, -1.0f, 1.0f, rng), *m = ot_alloc(n), *v = ot_alloc(n);
+  float *fp = dup(p, n), *fm = ot_alloc(n), *fv = ot_alloc(n);
+  for (int t = 1; t <= steps; t++) {
+    float *g = rand_pad(n, -2.0f, 2.0f, rng), *fg = dup(g, n);
+    txl_cpu_adam_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, gs);
+    txl_cpu_adam_fused(fp, fp, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, gs);
+    snprintf(what, sizeof what, "adam_fused n=%lld step %d", (long long)n, t);
+    check_copy(nm(what, "p"), fp, p, n);
+    check_copy(nm(what, "m"), fm, m, n);
+    check_copy(nm(what, "v"), fv, v, n);
+    check_zeroed(nm(what, "g zeroed"), fg, n);
+    check_pad(nm(what, "p padding"), fp, n);
+    free(g), free(fg);
+  }
+  free(p), free(m), free(v), free(fp), free(fm), free(fv);
+}
+
+static void test_sgd(int64_t n, int steps, float mom, float gs, OtRng *rng) {
+  char what[160];
+  float *p = rand_pad(n, -1.0f, 1.0f, rng), *b = rand_pad(n, -5.0f, 5.0f, rng); /* b: garbage before step 1 */
+  float *fp = dup(p, n), *fb = dup(b, n);
+  for (int t = 1; t <= steps; t++) {
+    float *g = rand_pad(n, -2.0f, 2.0f, rng), *fg = dup(g, n);
+    txl_cpu_sgd_update(p, g, b, n, 0.05f, mom, gs, t == 1);
+    txl_cpu_sgd_fused(fp, fp, fg, fb, n, 0.05f, mom, gs, t == 1);
+    snprintf(what, sizeof what, "sgd_fused n=%lld mom=%g step %d", (long long)n, mom, t);
+    check_copy(nm(what, "p"), fp, p, n);
+    check_copy(nm(what, "buf"), fb, b, n);
+    check_zeroed(nm(what, "g zeroed"), fg, n);
+    check_pad(nm(what, "p padding"), fp, n);
+    free(g), free(fg);
+  }
+  free(p), free(b), free(fp), free(fb);
+}
+
+static void test_axpy(int64_t n, float a, OtRng *rng) {
+  char what[160];
+  float *y = rand_pad(n, -1.0f, 1.0f, rng), *x = rand_pad(n, -3.0f, 3.0f, rng);
+  float *fy = dup(y, n), *fx = dup(x, n);
+  txl_cpu_axpy(y, x, a, n);
+  txl_cpu_axpy_fused(fy, fy, fx, a, n);
+  snprintf(what, sizeof what, "axpy_fused n=%lld a=%g", (long long)n, a);
+  check_copy(nm(what, "y"), fy, y, n);
+  check_zeroed(nm(what, "x zeroed"), fx, n);
+  check_pad(nm(what, "y padding"), fy, n);
+  free(y), free(x), free(fy), free(fx);
+}
+
+int main(void) {
+  OtRng rng = ot_rng(17);
+  printf("fused optimizer passes against the unfused ops (CPU)\n");
+  const int64_t sizes[] = {1, 7, 1001, TXL_CPU_PAR_MIN_ELEMS * 3 + 1};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    const int64_t n = sizes[k];
+    test_adam(n, 3, k % 2 ? 0.25f : 1.0f, &rng);
+    test_sgd(n, 3, 0.9f, 1.0f, &rng);
+    test_sgd(n, 2, 0.0f, 0.5f, &rng);
+    test_axpy(n, -3e-3f, &rng);
+  }
+  return ot_finish("test_op_optim_fused");
+}
