@@ -214,7 +214,7 @@ static void side_create(Side *s, const TxlOps *o, int kind) {
   const TxlModelSpec spec = model_spec();
   txl_model_create(&s->m, o, &spec);
   txl_model_init_params(&s->m, 0.02f, 0.01f, 1234u);
-  TxlRunShape rs = {L, B, 0, MEM, 0, 0, 1, 1};
+  TxlRunShape rs = {L, B, 0, MEM, 0, 0, 1, 1, TXL_TAIL_NOT_COUNTED};
   txl_run_create(&s->run, &s->m, &rs);
   txl_adam_create(&s->adam, o, s->m.table.total, 0.9f, 0.999f, 1e-8f, 0.25f);
   txl_optim_set_kind(&s->adam, kind, 0.9f, 0.01f, &s->m.table);
@@ -250,8 +250,8 @@ static void test_step(const TxlOps *o, int kind, const char *kind_name, double l
     double norm[2];
     ref.m.grad_zero = 0; /* before: the zeroing pass every step */
     zero_skipped += fus.m.grad_zero;
-    txl_train_grad(&ref.m, &ref.run, step, B, NULL, tok, tok + B, L, loss_scale, &norm[0]);
-    txl_train_grad(&fus.m, &fus.run, step, B, NULL, tok, tok + B, L, loss_scale, &norm[1]);
+    txl_train_grad(&ref.m, &ref.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale, &norm[0]);
+    txl_train_grad(&fus.m, &fus.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale, &norm[1]);
     char what[200];
     snprintf(what, sizeof what, "%s %s step %d: gradient norm", o->name, kind_name, step);
     ot_check_true(what, memcmp(&norm[0], &norm[1], sizeof(double)) == 0, "%.17g against %.17g", norm[1], norm[0]);
