@@ -143,4 +143,5 @@ extern "C" void txl_cuda_release(void) {
   txl_cuda_layernorm_release();
   txl_cuda_elementwise_release();
   txl_cuda_embedding_release();
+  txl_cuda_upload_release();
 }

@@ -77,8 +77,8 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
   const int d = dm->d_model, split = txl_dims_split(dm);
   int32_t *rows = r->ad_host, *ids = r->ad_host + LB;
   group(dm, tokens, LB, 0, !split, rows, ids, r->ad_in_n);
-  o->to_device(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
-  o->to_device(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
   const TxlDtype act = o->act;
   const int ldd = txl_model_ld(m, d); /* h's rows; e's are ldw, as E's */
   if (split) o->zero(h, (size_t)LB * ldd * txl_dtype_size(act));
@@ -178,9 +178,9 @@ static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, in
     head_tg[t] = c == 0 ? targets[t] : hs - c;
   }
   group(dm, targets, LB, 1, 0, rows, ids, r->ad_tg_n);
-  o->to_device(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
-  o->to_device(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
-  o->to_device(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
 }
 
 double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {

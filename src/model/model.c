@@ -269,6 +269,10 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     const int64_t rows = (int64_t)(dm->attn_type ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
     m->ops->reserve(rows, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
   }
+  /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
+   * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
+  const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
+  m->ops->upload_reserve((2 * LB + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
   r->loss_host = txl_malloc((size_t)shape->L_max * r->group_cols * sizeof(float), "loss (host)");
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
@@ -347,8 +351,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   r->last_M = sg.M;
   r->last_step = step;
   r->last_dropout_on = dropout_on;
-  o->to_device(r->tokens, tokens, (size_t)sg.LB * sizeof(int32_t));
-  if (targets) o->to_device(r->targets, targets, (size_t)sg.LB * sizeof(int32_t));
+  o->upload(r->tokens, tokens, (size_t)sg.LB * sizeof(int32_t)); /* no host synchronisation (ops.def) */
+  if (targets) o->upload(r->targets, targets, (size_t)sg.LB * sizeof(int32_t));
 
   /* R = dropout(positions) (attn_type 0; the other types' positions, positions.h);
    * h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows */

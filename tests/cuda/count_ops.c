@@ -101,6 +101,12 @@ static void count_to_device(void *dst, const void *host_src, size_t bytes) {
   (void)dst, (void)host_src;
   add(TXL_COUNT_OTHER, 0.0, (double)bytes);
 }
+static void count_upload(void *dst, const void *host_src, size_t bytes) {
+  (void)dst, (void)host_src;
+  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+}
+/* page-locked host memory of the CUDA backend: nothing to count */
+static void count_upload_reserve(size_t bytes) { (void)bytes; }
 static void count_to_host(void *host_dst, const void *src, size_t bytes) {
   (void)src;
   memset(host_dst, 0, bytes);
