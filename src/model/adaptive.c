@@ -191,7 +191,7 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   if (!targets) return 0.0;
   targets_to_device(m, r, targets, LB);
   o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs, txl_model_ld(m, hs));
-  double sum = txl_loss_sum(m, r, r->loss, LB, 0.0);
+  txl_loss_add(m, r, r->loss, LB, 0); /* the head's losses, then the tails' after them */
 
   int64_t off = 0, offe = 0, offt = 0;
   for (int i = 1; i <= nc; i++) {
@@ -206,7 +206,8 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     offe += (int64_t)n * txl_model_ld(m, de);
     offt += (int64_t)n * txl_model_ld(m, cs);
   }
-  return off ? txl_loss_sum(m, r, r->ad_tloss, off, sum) : sum;
+  if (off) txl_loss_add(m, r, r->ad_tloss, off, 1);
+  return txl_loss_result(m, r);
 }
 
 /* The head's backward from d(logits) (r->logits [LB, hs]): the biases', W_0's, cluster_weight's

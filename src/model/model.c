@@ -217,6 +217,7 @@ static void walk_run(Alloc *a) {
   r->logits = take(a, L * B * (ad_out ? (size_t)txl_model_ld(m, txl_adaptive_head_size(dm)) : V) * A, "logits");
   if (ad_in || ad_out) walk_adaptive(a, r);
   r->loss = take(a, L * B * F, "loss");
+  r->loss_dev = take(a, sizeof(double), "loss sum");
   r->ff_drop = take(a, L * B * di * A, "ffn dropout scratch");
   r->tmp = take(a, L * B * d * A, "scratch");
   r->attn_work = take(a, m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head, s->training),
@@ -273,7 +274,6 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
    * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
   const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
   m->ops->upload_reserve((2 * LB + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
-  r->loss_host = txl_malloc((size_t)shape->L_max * r->group_cols * sizeof(float), "loss (host)");
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
   if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
@@ -294,7 +294,6 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   for (int i = 0; i < r->n_owned; i++) m->ops->free(r->owned[i]);
   free(r->owned);
   free(r->acts);
-  free(r->loss_host);
   free(r->ad_host);
   free(r->group_host);
   free(r->pos_host);

@@ -99,7 +99,9 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
       txl_backend_api_counts(&t->backend, &l1, &s1);
       count_step(&counts, l1 - l0, s1 - s0);
     }
+    if (t->loss_defer && t->loss_pending == t->loss_cap) loss = t->loss_steps[txl_trainer_losses(t, t->loss_steps) - 1];
   }
+  if (t->loss_defer && t->loss_pending > 0) loss = t->loss_steps[txl_trainer_losses(t, t->loss_steps) - 1];
   float sync;
   t->ops->to_host(&sync, t->model.param_buf, sizeof sync); /* waits for the device's last update */
   txl_dist_barrier();

@@ -347,6 +347,12 @@ static void count_xent_forward_backward(void *logits, float *loss, const int32_t
   add(TXL_COUNT_SOFTMAX_XENT, (4.0 + 2.0 * gr) * nv, (1.0 + gr) * nv * act_bytes() + 8.0 * (double)n);
 }
 
+/* one thread, n adds in double: n loss values read, one double read and written */
+static void count_loss_sum(double *sum, const float *loss, int64_t n, int accumulate) {
+  (void)sum, (void)loss, (void)accumulate;
+  add(TXL_COUNT_SOFTMAX_XENT, (double)n, 4.0 * (double)n + 16.0);
+}
+
 /* ---- optimizer ----------------------------------------------------------------------------- */
 
 /* p, g, m, v read; p, m, v written (fp32); 12 FLOPs per element (the scale of g, two moment

@@ -122,6 +122,34 @@ static void test_upload(void) {
   }
 }
 
+/* ---- loss_sum ---------------------------------------------------------------------------- */
+
+/* loss_sum: the CPU's bits (its loop is the host loop the model used before the sum stayed on
+ * the device), from 0 (add = 0) and continued (add = 1), on losses of many magnitudes. */
+static void test_loss_sum(void) {
+  const int64_t ns[] = {1, 997, 4096};
+  for (int c = 0; c < 3; c++) {
+    const int64_t n = ns[c];
+    float *x = host_rand(n, 0.0, 12.0);
+    for (int64_t i = 0; i < n; i++) x[i] *= powf(2.0f, (float)(i % 41 - 20));
+    float *dx = dev_copy_of(x, n, "test: loss_sum losses");
+    double *dsum = txl_cuda_alloc(sizeof(double), "test: loss_sum sum");
+    double want = 1.0 / 3.0, got = 0.0;
+    for (int add = 0; add < 2; add++) {
+      txl_cpu_loss_sum(&want, x, n, add);
+      txl_cuda_loss_sum(dsum, dx, n, add);
+      txl_cuda_to_host(&got, dsum, sizeof got);
+      char what[96];
+      snprintf(what, sizeof what, "loss_sum n=%lld add=%d: %.17g, cpu %.17g", (long long)n, add, got, want);
+      if (memcmp(&got, &want, sizeof got) != 0) check_fail(what);
+      else printf("%-50s ok\n", what);
+    }
+    txl_cuda_free(dsum);
+    txl_cuda_free(dx);
+    free(x);
+  }
+}
+
 /* ---- to_act ------------------------------------------------------------------------------ */
 
 /* The fp32 table's to_act is a copy and the bf16 table's one rounding to nearest even per element
@@ -883,12 +911,13 @@ int main(void) {
     printf("SKIPPED: no CUDA device (the table checks above %s)\n", table_bad ? "FAILED" : "passed");
     return table_bad ? 1 : 0;
   }
-  parity_begin("cuda parity (tables, upload, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
+  parity_begin("cuda parity (tables, upload, loss_sum, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
   if (table_bad) check_fail("txl_ops_cuda tables");
   txl_cuda_reserve(20011, 300007, 1025); /* the largest bias_backward rows and n, layer-norm d */
   test_sumsq();
   test_digest();
   test_upload();
+  test_loss_sum();
   TxlDtype acts[3];
   const int n_acts = parity_acts(acts, "the bf16 table");
   for (int a = 0; a < n_acts; a++) {
