@@ -33,6 +33,11 @@ void txl_cpu_to_host(void *host_dst, const void *src, size_t bytes) {
   txl_cpu_copy(host_dst, src, bytes);
 }
 
+void txl_cpu_upload(void *dst, const void *host_src, size_t bytes) { txl_cpu_copy(dst, host_src, bytes); }
+
+/* upload copies at once: no staging. */
+void txl_cpu_upload_reserve(size_t bytes) {}
+
 void txl_cpu_to_act(void *dst, const float *src, int64_t n) {
   txl_cpu_copy(dst, src, (size_t)n * sizeof(float));
 }

@@ -34,6 +34,12 @@ static inline double sum_exp(float *x, int V, float m, int store) {
   return sum;
 }
 
+void txl_cpu_loss_sum(double *sum, const float *loss, int64_t n, int add) {
+  double s = add ? *sum : 0.0;
+  for (int64_t t = 0; t < n; t++) s += loss[t];
+  *sum = s;
+}
+
 void txl_cpu_xent_forward_backward(void *logits_, float *loss, const int32_t *target,
                                    float grad_scale, int64_t n, int V, int ld) {
   float *logits = logits_;

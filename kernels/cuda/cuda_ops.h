@@ -62,7 +62,7 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
  * txl_cuda_<name>_fp16 the "cuda-fp16" table (activations IEEE fp16). Where an op takes a
  * TxlDtype, txl_cuda_<name> accepts TXL_F32 only, txl_cuda_<name>_bf16 TXL_BF16 or TXL_F32 and
  * txl_cuda_<name>_fp16 TXL_F16 or TXL_F32; any other ends the job as an internal error. The files are named after the ops: memory.cu (to_act in
- * elementwise.cu), gemm.cu, gemm_lt.cu (gemm_bias, gemm_wgrad_bias), elementwise.cu, ffn.cu,
+ * elementwise.cu, upload and upload_reserve in upload.cu), gemm.cu, gemm_lt.cu (gemm_bias, gemm_wgrad_bias), elementwise.cu, ffn.cu,
  * embedding.cu, posemb.cu, dropout.cu, layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
 #define TXL_CUDA_DECL_ONE(ret, name, params) ret txl_cuda_##name params;
 #define TXL_CUDA_DECL_ACT(ret, name, params) \
@@ -89,6 +89,12 @@ void txl_cuda_release(void);
  * fused epilogue, and how many as the unfused passes (the library had no algorithm for that
  * combination), since the process started. */
 void txl_cuda_gemm_epilogue_counts(long *fused, long *unfused);
+
+/* Kernel launches and host synchronisations since the process started, where this build can count
+ * them: 1 and the counts on the CPU emulator of the kernels (tests/cuda/emu: launches are kernels
+ * and cuBLAS / cuBLASLt GEMM calls, syncs the runtime calls that make the host wait for the device,
+ * by the rule of its README); 0 on a GPU, where nothing counts them (*launches and *syncs set to -1). */
+int txl_cuda_api_counts(long *launches, long *syncs);
 
 #ifdef __cplusplus
 }

@@ -134,5 +134,6 @@ void txl_cuda_gemm_release(void);      /* gemm.cu: the cuBLAS handle        */
 void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */
 void txl_cuda_elementwise_release(void); /* elementwise.cu: column-sum and sumsq partials */
 void txl_cuda_embedding_release(void);   /* embedding.cu: the sort of positions by token   */
+void txl_cuda_upload_release(void);      /* upload.cu: the page-locked staging ring          */
 
 #endif

@@ -60,6 +60,16 @@ extern "C" double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup,
   return iters > 0 ? (double)ms / iters : 0.0;
 }
 
+extern "C" int txl_cuda_api_counts(long *launches, long *syncs) {
+#ifdef TXL_CUDA_EMU
+  txl_emu_counts(launches, syncs);
+  return 1;
+#else
+  *launches = *syncs = -1;
+  return 0;
+#endif
+}
+
 extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
   void *p = NULL;
   const size_t n = bytes ? bytes : 1; /* a real, distinct pointer even for 0 bytes */
@@ -133,4 +143,5 @@ extern "C" void txl_cuda_release(void) {
   txl_cuda_layernorm_release();
   txl_cuda_elementwise_release();
   txl_cuda_embedding_release();
+  txl_cuda_upload_release();
 }

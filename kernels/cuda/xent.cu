@@ -87,6 +87,19 @@ static void xent_forward_backward(T *logits, float *loss, const int32_t *target,
   CUDA_LAUNCH_CHECK();
 }
 
+/* One thread: the terms in order, as the host loop adds them (a parallel sum would change the
+ * bits). n is a segment's rows x columns, a few thousand at most per call. */
+static __global__ void loss_sum_kernel(double *sum, const float *loss, int64_t n, int add) {
+  double s = add ? *sum : 0.0;
+  for (int64_t t = 0; t < n; t++) s += (double)loss[t];
+  *sum = s;
+}
+
+extern "C" void txl_cuda_loss_sum(double *sum, const float *loss, int64_t n, int add) {
+  TXL_LAUNCH(loss_sum_kernel, 1, 1, 0)(sum, loss, n, add);
+  CUDA_LAUNCH_CHECK();
+}
+
 extern "C" void txl_cuda_xent_forward_backward(void *logits, float *loss, const int32_t *target,
                                                float grad_scale, int64_t n, int V, int ld) {
   xent_forward_backward(static_cast<float *>(logits), loss, target, grad_scale, n, V, ld);

@@ -120,6 +120,16 @@ TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig
   return txl_reducer_create(grad, n, bucket, c->overlap_comm);
 }
 
+int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs) {
+  *launches = *syncs = -1;
+#ifdef TXL_HAVE_CUDA
+  if (b->gpu >= 0) return txl_cuda_api_counts(launches, syncs);
+#else
+  (void)b;
+#endif
+  return 0;
+}
+
 void txl_backend_close(TxlBackend *b) {
 #ifdef TXL_BACKEND_NCCL
   if (b->nccl) txl_nccl_destroy(b->nccl);

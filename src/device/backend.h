@@ -37,6 +37,11 @@ void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
  * GPUs. NULL with one rank. collective: all ranks */
 TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig *c, float *grad, int64_t n);
 
+/* Kernel launches and host synchronisations of this rank since the process started: 1 and the counts
+ * where the build counts them (the CUDA backend on the kernels' CPU emulator, txl_backend_emu), else
+ * 0 (the CPU; a real GPU, where nothing counts them). */
+int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs);
+
 /* collective: all ranks */
 void txl_backend_close(TxlBackend *b);
 

@@ -77,8 +77,8 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
   const int d = dm->d_model, split = txl_dims_split(dm);
   int32_t *rows = r->ad_host, *ids = r->ad_host + LB;
   group(dm, tokens, LB, 0, !split, rows, ids, r->ad_in_n);
-  o->to_device(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
-  o->to_device(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
   const TxlDtype act = o->act;
   const int ldd = txl_model_ld(m, d); /* h's rows; e's are ldw, as E's */
   if (split) o->zero(h, (size_t)LB * ldd * txl_dtype_size(act));
@@ -185,9 +185,9 @@ static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, in
                 "more than the %d the run's tail buffers were sized for (the most any segment of the corpus "
                 "held, counted at start)", (long long)LB, r->ad_tg_n[i], i, dm->cut[i], dm->cut[i + 1] - 1,
                 r->ad_cap[i]);
-  o->to_device(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
-  o->to_device(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
-  o->to_device(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
+  o->upload(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
 }
 
 double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {
@@ -198,7 +198,7 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   if (!targets) return 0.0;
   targets_to_device(m, r, targets, LB);
   o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs, txl_model_ld(m, hs));
-  double sum = txl_loss_sum(m, r, r->loss, LB, 0.0);
+  txl_loss_add(m, r, r->loss, LB, 0); /* the head's losses, then the tails' after them */
 
   int64_t off = 0, offe = 0, offt = 0;
   for (int i = 1; i <= nc; i++) {
@@ -213,7 +213,8 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     offe += (int64_t)n * txl_model_ld(m, de);
     offt += (int64_t)n * txl_model_ld(m, cs);
   }
-  return off ? txl_loss_sum(m, r, r->ad_tloss, off, sum) : sum;
+  if (off) txl_loss_add(m, r, r->ad_tloss, off, 1);
+  return txl_loss_result(m, r);
 }
 
 /* The head's backward from d(logits) (r->logits [LB, hs]): the biases', W_0's, cluster_weight's

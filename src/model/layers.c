@@ -45,9 +45,14 @@ TxlSegment txl_segment(const TxlModel *m, const TxlRun *r, int L, int M) {
   return sg;
 }
 
-double txl_loss_sum(const TxlModel *m, TxlRun *r, const float *loss, int64_t n, double sum) {
-  m->ops->to_host(r->loss_host, loss, (size_t)n * sizeof(float));
-  for (int64_t t = 0; t < n; t++) sum += r->loss_host[t];
+void txl_loss_add(const TxlModel *m, TxlRun *r, const float *loss, int64_t n, int add) {
+  m->ops->loss_sum(r->loss_out ? r->loss_out + r->group : r->loss_dev, loss, n, add);
+}
+
+double txl_loss_result(const TxlModel *m, TxlRun *r) {
+  if (r->loss_out) return 0.0;
+  double sum = 0.0;
+  m->ops->to_host(&sum, r->loss_dev, sizeof sum);
   return sum;
 }
 
@@ -89,7 +94,8 @@ double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const in
                             txl_model_w(m, p->out_bias), sg->LB, d, V);
   if (!targets) return 0.0;
   o->xent_forward_backward(r->logits, r->loss, r->targets, grad_scale, sg->LB, V, ldV);
-  return txl_loss_sum(m, r, r->loss, sg->LB, 0.0);
+  txl_loss_add(m, r, r->loss, sg->LB, 0);
+  return txl_loss_result(m, r);
 }
 
 void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg) {

@@ -52,8 +52,13 @@ void txl_embed_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *dh, 
  * already in r->targets) the cross-entropy: returns the sum of the L*B losses, and leaves
  * d(loss)/d(logits) * grad_scale in the logits when grad_scale != 0. */
 double txl_output_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *targets, float grad_scale);
-/* sum + the n losses [n] (fp32, device), added in order (the host copy in r->loss_host). */
-double txl_loss_sum(const TxlModel *m, TxlRun *r, const float *loss, int64_t n, double sum);
+/* The n losses [n] (fp32, device) added in order to the forward's loss sum on the device (ops
+ * loss_sum): to (add) or in place of (!add) what it holds; in r->loss_out[r->group] when set, else
+ * r->loss_dev. */
+void txl_loss_add(const TxlModel *m, TxlRun *r, const float *loss, int64_t n, int add);
+/* The forward's loss sum read back to the host (one synchronisation), or 0 when r->loss_out is
+ * set (the caller reads it later). */
+double txl_loss_result(const TxlModel *m, TxlRun *r);
 /* The output layer's gradients; r->dh = d(loss)/d(hout before its dropout). */
 void txl_output_backward(TxlModel *m, TxlRun *r, const TxlSegment *sg);
 

@@ -251,6 +251,7 @@ static void walk_run(Alloc *a) {
   r->logits = take(a, L * B * (ad_out ? (size_t)txl_model_ld(m, txl_adaptive_head_size(dm)) : V) * A, "logits");
   if (ad_in || ad_out) walk_adaptive(a, r);
   r->loss = take(a, L * B * F, "loss");
+  r->loss_dev = take(a, sizeof(double), "loss sum");
   r->ff_drop = take(a, L * B * di * A, "ffn dropout scratch");
   r->tmp = take(a, L * B * d * A, "scratch");
   r->attn_work = take(a, m->ops->rel_attn_workspace((int)L, (int)K, (int)B, (int)H, dm->d_head, s->training),
@@ -310,7 +311,10 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     const int64_t rows = (int64_t)(dm->attn_type ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
     m->ops->reserve(rows, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
   }
-  r->loss_host = txl_malloc((size_t)shape->L_max * r->group_cols * sizeof(float), "loss (host)");
+  /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
+   * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
+  const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
+  m->ops->upload_reserve((2 * LB + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
   if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
@@ -331,7 +335,6 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   for (int i = 0; i < r->n_owned; i++) m->ops->free(r->owned[i]);
   free(r->owned);
   free(r->acts);
-  free(r->loss_host);
   free(r->ad_host);
   free(r->group_host);
   free(r->pos_host);
@@ -388,8 +391,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   r->last_M = sg.M;
   r->last_step = step;
   r->last_dropout_on = dropout_on;
-  o->to_device(r->tokens, tokens, (size_t)sg.LB * sizeof(int32_t));
-  if (targets) o->to_device(r->targets, targets, (size_t)sg.LB * sizeof(int32_t));
+  o->upload(r->tokens, tokens, (size_t)sg.LB * sizeof(int32_t)); /* no host synchronisation (ops.def) */
+  if (targets) o->upload(r->targets, targets, (size_t)sg.LB * sizeof(int32_t));
 
   /* R = dropout(positions) (attn_type 0; the other types' positions, positions.h);
    * h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows */

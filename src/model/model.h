@@ -144,6 +144,10 @@ typedef struct {
   void *hout;       /* [L, B, d] last layer output after dropout */
   void *logits;     /* [L*B, V] (adaptive: [L*B, head size]); after a training forward: d(loss)/d(logits) */
   float *loss;      /* [L*B] per-token loss */
+  double *loss_dev; /* [1] device: the loss sum of the last forward with targets (ops loss_sum) */
+  double *loss_out; /* NULL, or set by the caller (the training step): device [n_groups], where the
+                       forward of column group g leaves its loss sum (in loss_out[g]) instead of
+                       reading it back, so that the step need not wait for the device */
   void *ff_drop;    /* [L, B, di] scratch: FFN hidden after dropout */
   void *tmp;        /* [L, B, d] scratch */
   void *attn_work;  /* rel_attn_workspace bytes */
@@ -156,7 +160,6 @@ typedef struct {
   void *dkv;        /* [K, B, 2*H*dh] */
   void *dr;         /* [K, H*dh] */
   void *dvec;       /* [L, B, H*dh] */
-  float *loss_host; /* [L*B] host copy of loss */
 
   /* adaptive input and softmax (src/model/adaptive.c); NULL when the model has none */
   int32_t *ad_rows;   /* [2, L*B] device: input rows, then target rows, grouped by cluster     */
@@ -239,7 +242,8 @@ size_t txl_run_tail_bytes(const TxlModel *m, const TxlRunShape *shape);
  * copied in; targets may be NULL (generation: logits only). Dropout is on when
  * dropout_on (keyed with `step`). When grad_scale != 0 the logits buffer ends holding
  * d(loss)/d(logits) * grad_scale, ready for txl_model_backward. Advances the memory.
- * Returns the SUM of the per-token losses of this rank's L*B tokens (0 without targets). */
+ * Returns the SUM of the per-token losses of this rank's L*B tokens (0 without targets), read
+ * back from the device; 0 when r->loss_out is set (the sum is then left in loss_out[r->group]). */
 double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets,
                          int L, int step, int dropout_on, float grad_scale);
 /* Told each time a slice [begin, end) of the gradient buffer (in floats) is final: every layer's

@@ -15,7 +15,7 @@ static int table_row(int T, int lo, int K, int p) {
 static void put_index(const TxlModel *m, TxlRun *r, int rows, int per, int T, int lo, int K, int direct) {
   for (int t = 0; t < rows; t++)
     for (int c = 0; c < per; c++) r->pos_host[(int64_t)t * per + c] = direct ? t : table_row(T, lo, K, t);
-  m->ops->to_device(r->pos_idx, r->pos_host, (size_t)rows * per * sizeof(int32_t));
+  m->ops->upload(r->pos_idx, r->pos_host, (size_t)rows * per * sizeof(int32_t));
 }
 
 void txl_pos_prepare(TxlModel *m, TxlRun *r, TxlSegment *sg) {

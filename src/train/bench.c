@@ -6,6 +6,7 @@
 
 #include "kernels/common/philox.h"
 #include "src/base/timer.h"
+#include "src/device/backend.h"
 #include "src/train/trainer.h"
 
 /* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
@@ -36,13 +37,49 @@ static double gemm_peak_gflops(const TxlOps *o, int n) {
   return 2.0 * n * (double)n * n / best / 1e9;
 }
 
+/* Kernel launches and host synchronisations of each timed step, where the backend counts them
+ * (txl_backend_api_counts: the emulated CUDA backend). */
+typedef struct {
+  int steps;
+  long launches, syncs;                   /* sums */
+  long min_launches, max_launches, min_syncs, max_syncs;
+} StepCounts;
+
+static void count_step(StepCounts *c, long launches, long syncs) {
+  if (c->steps == 0 || launches < c->min_launches) c->min_launches = launches;
+  if (c->steps == 0 || launches > c->max_launches) c->max_launches = launches;
+  if (c->steps == 0 || syncs < c->min_syncs) c->min_syncs = syncs;
+  if (c->steps == 0 || syncs > c->max_syncs) c->max_syncs = syncs;
+  c->launches += launches;
+  c->syncs += syncs;
+  c->steps++;
+}
+
+/* "per step: N kernel launches, M host synchronisations": the same in every timed step, or their
+ * mean with the range. */
+static void print_step_counts(const StepCounts *c) {
+  if (c->steps == 0) return;
+  if (c->min_launches == c->max_launches && c->min_syncs == c->max_syncs)
+    printf("bench: per step: %ld kernel launches, %ld host synchronisations (the same in each of the %d timed "
+           "steps; counted by the CUDA emulator)\n", c->min_launches, c->min_syncs, c->steps);
+  else
+    printf("bench: per step: %.1f kernel launches, %.1f host synchronisations (mean of the %d timed steps: "
+           "launches %ld to %ld, synchronisations %ld to %ld; counted by the CUDA emulator)\n",
+           (double)c->launches / c->steps, (double)c->syncs / c->steps, c->steps, c->min_launches, c->max_launches,
+           c->min_syncs, c->max_syncs);
+}
+
 void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   const TxlConfig *c = &t->cfg;
   const int L = c->tgt_len, B = t->B_local, V = t->model.spec.dims.n_token;
   int32_t *tok = malloc((size_t)(L + 1) * B * sizeof(int32_t));
   if (!tok) txl_fatal("out of memory for synthetic tokens");
-  double peak = gemm_peak_gflops(t->ops, t->backend.gpu >= 0 ? 8192 : 1536);
+  /* the emulated CUDA backend (it counts its calls) multiplies with the CPU's BLAS: the CPU's size */
+  long launches, syncs;
+  const int emulated = txl_backend_api_counts(&t->backend, &launches, &syncs);
+  double peak = gemm_peak_gflops(t->ops, t->backend.gpu >= 0 && !emulated ? 8192 : 1536);
   double t0 = 0.0, norm = 0.0, loss = 0.0, wait0 = 0.0;
+  StepCounts counts = {0};
   for (int s = 0; s < warmup + steps; s++) {
     for (int i = 0; i <= L; i++) /* fresh random tokens per step, keyed by global column */
       for (int j = 0; j < B; j++) {
@@ -55,8 +92,16 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
       t0 = txl_now_s();
       wait0 = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
     }
+    long l0, s0, l1, s1;
+    const int counted = txl_backend_api_counts(&t->backend, &l0, &s0);
     loss = txl_trainer_step(t, tok, tok + B, L, &norm);
+    if (counted && s >= warmup) {
+      txl_backend_api_counts(&t->backend, &l1, &s1);
+      count_step(&counts, l1 - l0, s1 - s0);
+    }
+    if (t->loss_defer && t->loss_pending == t->loss_cap) loss = t->loss_steps[txl_trainer_losses(t, t->loss_steps) - 1];
   }
+  if (t->loss_defer && t->loss_pending > 0) loss = t->loss_steps[txl_trainer_losses(t, t->loss_steps) - 1];
   float sync;
   t->ops->to_host(&sync, t->model.param_buf, sizeof sync); /* waits for the device's last update */
   txl_dist_barrier();
@@ -80,6 +125,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
     printf("bench: MFU %.1f%% of the device's %s peak (%s) of %.1f TFLOP/s\n",
            100.0 * gflops_rank * 1e9 / t->backend.peak_flops, precision, t->backend.peak_of,
            t->backend.peak_flops / 1e12);
+  print_step_counts(&counts);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);

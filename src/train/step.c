@@ -42,10 +42,10 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
   if (reducer) {
     txl_reducer_finish(reducer);
     if (gather) txl_embed_gather_add(gather, m, &rows, L); /* the input embedding's rows of every rank */
-    txl_dist_allreduce_sum_f64(&loss_sum, 1);
+    if (!r->loss_out) txl_dist_allreduce_sum_f64(&loss_sum, 1);
   }
   *grad_norm = txl_grad_norm(m->ops, m->grad_buf, &m->table) / loss_scale; /* sqrt(S^2 x) = S sqrt(x): exact */
-  return loss_sum / global_tokens;
+  return r->loss_out ? 0.0 : loss_sum / global_tokens;
 }
 
 void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm,

@@ -17,7 +17,10 @@
  * gradient of the mean loss over the L * batch_global tokens of the global batch, times
  * loss_scale (a power of two, src/optim/loss_scale.h; 1: none).
  * Returns that global mean loss (unscaled); *grad_norm the norm of the unscaled gradient (the
- * scaled one's divided by loss_scale, exactly; the same on every rank). collective: all ranks */
+ * scaled one's divided by loss_scale, exactly; the same on every rank). With r->loss_out set,
+ * returns 0 and leaves each column group's loss sum on the device in loss_out[g] (the caller
+ * sums them in group order, over the ranks, and divides by the L * batch_global tokens, as here:
+ * txl_trainer_losses). collective: all ranks */
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
                       TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm);
 

@@ -250,6 +250,15 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->sched.lr_min = c->lr_min;
   txl_schedule_plateau_init(&t->sched); /* txl_trainer_resume may replace it */
   txl_loss_scale_init(&t->scaler, txl_trainer_loss_scale_mode(c), c->loss_scale_init, c->loss_scale_window);
+  /* the steps' losses wait on the device for the next progress line (at most log_interval steps,
+   * and at most 1024: read earlier then) */
+  t->loss_defer = t->scaler.mode != TXL_LOSS_SCALE_DYNAMIC;
+  t->loss_cap = c->log_interval < 1024 ? c->log_interval : 1024;
+  const size_t loss_n = (size_t)t->loss_cap * (size_t)t->run.n_groups;
+  t->loss_dev = t->ops->alloc(loss_n * sizeof(double), "step losses");
+  t->loss_host = txl_malloc(loss_n * sizeof(double), "step losses (host)");
+  t->loss_rows = txl_malloc((size_t)t->loss_cap * sizeof(int), "step rows");
+  t->loss_steps = txl_malloc((size_t)t->loss_cap * sizeof(double), "step losses (host)");
   if (!bench) {
     txl_workdir_open(c->work_dir, dist);
     /* before anything is written there; with run.resume = auto a folder holding checkpoints is
@@ -268,6 +277,10 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 
 void txl_trainer_teardown(TxlTrainer *t) {
   txl_report_close(&t->report);
+  if (t->loss_dev) t->ops->free(t->loss_dev);
+  free(t->loss_host);
+  free(t->loss_rows);
+  free(t->loss_steps);
   txl_adam_destroy(&t->adam);
   txl_embed_gather_destroy(t->gather, &t->model);
   txl_reducer_destroy(t->reducer);
@@ -303,12 +316,25 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
   double norm = 0.0;
   const double scale = t->scaler.scale;
+  const int defer = t->loss_defer;
+  if (defer) {
+    if (t->loss_pending >= t->loss_cap)
+      txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
+                t->loss_cap);
+    t->run.loss_out = t->loss_dev + (size_t)t->loss_pending * (size_t)t->run.n_groups;
+  }
   const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, t->gather, inputs, targets,
                                      L, scale, &norm);
+  t->run.loss_out = NULL;
+  if (defer) t->loss_rows[t->loss_pending++] = L;
   inject_fault(t, &norm);
   if (grad_norm) *grad_norm = norm;
   t->step_skipped = 0;
-  if (!isfinite(loss)) return loss; /* nothing updated: the caller stops */
+  /* nothing updated: the caller stops. A deferred loss is not known here; a non-finite loss comes
+   * with a non-finite gradient (a NaN or infinite logit makes the softmax's gradient NaN), so the
+   * norm's check below stops that step, and without dynamic loss scaling (the only case that
+   * defers) nothing is skipped instead */
+  if (!defer && !isfinite(loss)) return loss;
   /* a non-finite gradient: skipped under dynamic loss scaling (S halved; the step counts as done),
    * else nothing updated and the caller stops. The norm is the same on every rank: so is this. */
   if (!txl_loss_scale_after_grad(&t->scaler, isfinite(norm))) {
@@ -327,6 +353,20 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
     txl_fatal_all("after step %d the ranks hold different parameters (replica check): the all-reduce or "
                   "the data split is broken", t->step);
   return loss;
+}
+
+int txl_trainer_losses(TxlTrainer *t, double *out) {
+  const int n = t->loss_pending, G = t->run.n_groups;
+  if (n == 0) return 0;
+  t->ops->to_host(t->loss_host, t->loss_dev, (size_t)n * (size_t)G * sizeof(double));
+  for (int k = 0; k < n; k++) {
+    double sum = 0.0;
+    for (int g = 0; g < G; g++) sum += t->loss_host[(size_t)k * G + g];
+    if (t->reducer) txl_dist_allreduce_sum_f64(&sum, 1);
+    out[k] = sum / ((double)t->loss_rows[k] * t->cfg.batch_size);
+  }
+  t->loss_pending = 0;
+  return n;
 }
 
 /* ---- training ----------------------------------------------------------------------------- */
@@ -487,8 +527,8 @@ void txl_trainer_train(TxlTrainer *t) {
     }
     double norm = 0.0;
     const double lr = txl_schedule_lr(&t->sched, t->step);
-    const double loss = txl_trainer_step(t, in, tg, n, &norm);
-    const int nonfinite = !t->step_skipped && (!isfinite(loss) || !isfinite(norm));
+    double loss = txl_trainer_step(t, in, tg, n, &norm); /* 0 when deferred (t->loss_defer) */
+    const int nonfinite = !t->step_skipped && ((!t->loss_defer && !isfinite(loss)) || !isfinite(norm));
     if (!nonfinite) {
       p.skipped += t->step_skipped;
       t->data_pos = s.pos;
@@ -496,14 +536,21 @@ void txl_trainer_train(TxlTrainer *t) {
       p.seconds += txl_now_s() - t0;
       p.wait += comm_wait_seconds(t) - wait0;
       p.tokens += (double)n * c->batch_size;
-      p.loss += loss;
+      if (!t->loss_defer) p.loss += loss;
       p.steps++;
-      if (t->step % c->log_interval == 0 || t->step == c->max_step) {
+      const int log = t->step % c->log_interval == 0 || t->step == c->max_step;
+      if (t->loss_defer && (log || t->loss_pending == t->loss_cap)) /* the host reads the steps' losses */
+        for (int k = 0, nk = txl_trainer_losses(t, t->loss_steps); k < nk; k++) p.loss += t->loss_steps[k];
+      if (log) {
         report_progress(t, &p, lr, norm, txl_now_s() - t_start);
         p = (Progress){0};
       }
     }
     const int stop = agree_on_stop(t, nonfinite);
+    if ((stop & STOP_NONFINITE) && t->loss_defer) { /* this step's loss, for the message */
+      const int nk = txl_trainer_losses(t, t->loss_steps);
+      loss = nk > 0 ? t->loss_steps[nk - 1] : NAN;
+    }
     if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, loss, norm);
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {

@@ -32,6 +32,15 @@ typedef struct {
   TxlSchedule sched;
   TxlLossScale scaler; /* train.loss_scale (off: S = 1) */
   int step_skipped;    /* the last txl_trainer_step skipped its update (dynamic loss scaling) */
+  /* The step's loss left on the device (run.loss_out) until the host needs it, so that a step
+   * does not wait for the device: on unless the loss scaling is dynamic (a step there must see its
+   * loss at once, see txl_trainer_step). Read by txl_trainer_losses. */
+  int loss_defer;
+  int loss_cap, loss_pending; /* steps the buffers hold, steps in them now */
+  double *loss_dev;    /* [loss_cap, column groups] device: each pending step's loss sums */
+  double *loss_host;   /* [loss_cap, column groups] host copy */
+  int *loss_rows;      /* [loss_cap] each pending step's rows (its tokens: rows x batch_size) */
+  double *loss_steps;  /* [loss_cap] host: the steps' losses txl_trainer_losses gives */
   TxlReport report;
   int B_local, col0;
   int step;            /* updates done */
@@ -111,14 +120,22 @@ void txl_trainer_dump_params(TxlTrainer *t, const char *path);
 
 /* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam; t->step
  * counts it. When the loss or the gradient norm is not finite, nothing is updated and t->step
- * stays (the caller stops: see txl_trainer_train).
- * Returns the global mean loss; *grad_norm (may be NULL) the global gradient norm before
- * clipping. Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
+ * stays (the caller stops: see txl_trainer_train); a deferred loss is not seen here, but a
+ * non-finite loss makes the gradient non-finite (a NaN or infinite logit, a NaN softmax gradient).
+ * Returns the global mean loss, or 0 when t->loss_defer: the loss then waits on the device for
+ * txl_trainer_losses (at most loss_cap steps: read before that); *grad_norm (may be NULL) the
+ * global gradient norm before clipping. Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
  * element of TENSOR's gradient in update STEP (counted from 1, as messages count), on every rank
  * after the all-reduce: a non-finite gradient with a finite loss (tests/train/test_nonfinite.sh);
  * TXL_TRAIN_FAULT=drift:STEP:TENSOR moves that element of the parameters by one ulp on the last
  * rank after update STEP: replicas that differ (tests/train/test_replica_check.sh).
  * collective: all ranks */
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
+
+/* The global mean loss of each step whose loss waits on the device (t->loss_defer), oldest
+ * first, into out [loss_cap]; returns how many (none waits afterwards). One copy to the host,
+ * then txl_train_grad's own arithmetic (the column groups' sums added in order, summed over the
+ * ranks, divided by the step's tokens): the bits it returns without deferral. collective: all ranks */
+int txl_trainer_losses(TxlTrainer *t, double *out);
 
 #endif

@@ -108,6 +108,12 @@ static void count_to_device(void *dst, const void *host_src, size_t bytes) {
   (void)dst, (void)host_src;
   add(TXL_COUNT_OTHER, 0.0, (double)bytes);
 }
+static void count_upload(void *dst, const void *host_src, size_t bytes) {
+  (void)dst, (void)host_src;
+  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+}
+/* page-locked host memory of the CUDA backend: nothing to count */
+static void count_upload_reserve(size_t bytes) { (void)bytes; }
 static void count_to_host(void *host_dst, const void *src, size_t bytes) {
   (void)src;
   memset(host_dst, 0, bytes);
@@ -348,6 +354,12 @@ static void count_xent_forward_backward(void *logits, float *loss, const int32_t
   (void)logits, (void)loss, (void)target, (void)ld;
   const double nv = (double)n * V, gr = grad_scale != 0.0f ? 1.0 : 0.0;
   add(TXL_COUNT_SOFTMAX_XENT, (4.0 + 2.0 * gr) * nv, (1.0 + gr) * nv * act_bytes() + 8.0 * (double)n);
+}
+
+/* one thread, n adds in double: n loss values read, one double read and written */
+static void count_loss_sum(double *sum, const float *loss, int64_t n, int accumulate) {
+  (void)sum, (void)loss, (void)accumulate;
+  add(TXL_COUNT_SOFTMAX_XENT, (double)n, 4.0 * (double)n + 16.0);
 }
 
 /* ---- optimizer ----------------------------------------------------------------------------- */

@@ -78,6 +78,78 @@ static float *host_rand_nz(int64_t n, double lo, double hi) {
   return x;
 }
 
+/* ---- upload ------------------------------------------------------------------------------ */
+
+/* upload (kernels/cuda/upload.cu): 61 uploads of 1 to 250 int32 values (4 to 1000 bytes) through
+ * a ring of 8 slots of 1000 bytes (several laps), each from the same host buffer, rewritten at
+ * once after the call (the bytes are taken when it returns), each into its own device buffer:
+ * every buffer holds exactly its values. Under the emulator, which counts them, the uploads make
+ * no host synchronisation (page-locked staging, cudaMemcpyAsync). */
+static void test_upload(void) {
+  enum { N_UP = 61, MAX_N = 250 };
+  const TxlOps *o = txl_ops_cuda(TXL_F32);
+  o->upload_reserve(MAX_N * sizeof(int32_t));
+  int32_t *dev[N_UP], src[MAX_N];
+  int n[N_UP];
+  long l0, s0, l1, s1;
+  for (int u = 0; u < N_UP; u++) {
+    n[u] = 1 + (u * 97) % MAX_N;
+    dev[u] = o->alloc((size_t)n[u] * sizeof(int32_t), "test: upload");
+  }
+  const int counted = txl_cuda_api_counts(&l0, &s0);
+  for (int u = 0; u < N_UP; u++) {
+    for (int i = 0; i < n[u]; i++) src[i] = u * 1000 + i;
+    o->upload(dev[u], src, (size_t)n[u] * sizeof(int32_t));
+    for (int i = 0; i < MAX_N; i++) src[i] = -1; /* the next values, or garbage: the call has taken its bytes */
+  }
+  txl_cuda_api_counts(&l1, &s1);
+  int wrong = 0;
+  for (int u = 0; u < N_UP; u++) {
+    int32_t got[MAX_N];
+    o->to_host(got, dev[u], (size_t)n[u] * sizeof(int32_t));
+    for (int i = 0; i < n[u]; i++) wrong += got[i] != u * 1000 + i;
+    o->free(dev[u]);
+  }
+  char what[160];
+  snprintf(what, sizeof what, "upload: %d uploads through 8 slots of %d bytes, %d values wrong", N_UP,
+           (int)(MAX_N * sizeof(int32_t)), wrong);
+  if (wrong) check_fail(what);
+  else printf("%-50s ok\n", what);
+  if (counted) {
+    snprintf(what, sizeof what, "upload: %ld host synchronisations (emulator's count)", s1 - s0);
+    if (s1 != s0) check_fail(what);
+    else printf("%-50s ok\n", what);
+  }
+}
+
+/* ---- loss_sum ---------------------------------------------------------------------------- */
+
+/* loss_sum: the CPU's bits (its loop is the host loop the model used before the sum stayed on
+ * the device), from 0 (add = 0) and continued (add = 1), on losses of many magnitudes. */
+static void test_loss_sum(void) {
+  const int64_t ns[] = {1, 997, 4096};
+  for (int c = 0; c < 3; c++) {
+    const int64_t n = ns[c];
+    float *x = host_rand(n, 0.0, 12.0);
+    for (int64_t i = 0; i < n; i++) x[i] *= powf(2.0f, (float)(i % 41 - 20));
+    float *dx = dev_copy_of(x, n, "test: loss_sum losses");
+    double *dsum = txl_cuda_alloc(sizeof(double), "test: loss_sum sum");
+    double want = 1.0 / 3.0, got = 0.0;
+    for (int add = 0; add < 2; add++) {
+      txl_cpu_loss_sum(&want, x, n, add);
+      txl_cuda_loss_sum(dsum, dx, n, add);
+      txl_cuda_to_host(&got, dsum, sizeof got);
+      char what[96];
+      snprintf(what, sizeof what, "loss_sum n=%lld add=%d: %.17g, cpu %.17g", (long long)n, add, got, want);
+      if (memcmp(&got, &want, sizeof got) != 0) check_fail(what);
+      else printf("%-50s ok\n", what);
+    }
+    txl_cuda_free(dsum);
+    txl_cuda_free(dx);
+    free(x);
+  }
+}
+
 /* ---- to_act ------------------------------------------------------------------------------ */
 
 /* The fp32 table's to_act is a copy and the bf16 table's one rounding to nearest even per element
@@ -839,11 +911,13 @@ int main(void) {
     printf("SKIPPED: no CUDA device (the table checks above %s)\n", table_bad ? "FAILED" : "passed");
     return table_bad ? 1 : 0;
   }
-  parity_begin("cuda parity (tables, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
+  parity_begin("cuda parity (tables, upload, loss_sum, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
   if (table_bad) check_fail("txl_ops_cuda tables");
   txl_cuda_reserve(20011, 300007, 1025); /* the largest bias_backward rows and n, layer-norm d */
   test_sumsq();
   test_digest();
+  test_upload();
+  test_loss_sum();
   TxlDtype acts[3];
   const int n_acts = parity_acts(acts, "the bf16 table");
   for (int a = 0; a < n_acts; a++) {

@@ -38,6 +38,10 @@ int main(void) {
   ops->to_host(c, e, sizeof a);
   memset(b, 0, sizeof b);
   ot_check_same("zero", c, b, sizeof c);
+  ops->upload_reserve(sizeof a); /* nothing to make on the CPU */
+  ops->upload(e, a, sizeof a);
+  ops->to_host(b, e, sizeof a);
+  ot_check_same("upload", b, a, sizeof a);
   ops->free(d), ops->free(e);
   ops->free(NULL);
 

@@ -96,6 +96,41 @@ static void die(const char *fmt, ...) {
   exit(1);
 }
 
+/* ---- counts (txl_emu_counts; the rule is README.md's "Counts") --------------------------- */
+static long g_launches = 0, g_syncs = 0;
+static int g_trace_sync = -1; /* TXL_EMU_TRACE_SYNC: -1 not read yet, 0 off, 1 on */
+/* The live allocations, start -> bytes: cudaMalloc's (device memory) and cudaMallocHost's
+ * (page-locked host memory), to tell what a copy or a memset touches. */
+static std::map<uintptr_t, size_t> g_device_mem, g_pinned;
+
+static void launched(void) { g_launches++; }
+
+/* A call that makes the host wait for the device: counted, and with TXL_EMU_TRACE_SYNC=1 one
+ * line on stderr naming it. */
+static void host_sync(const char *what, size_t bytes) {
+  g_syncs++;
+  if (g_trace_sync < 0) {
+    const char *e = getenv("TXL_EMU_TRACE_SYNC");
+    if (!e || !*e || strcmp(e, "0") == 0) g_trace_sync = 0;
+    else if (strcmp(e, "1") == 0) g_trace_sync = 1;
+    else die("TXL_EMU_TRACE_SYNC=%s: expected 0 or 1", e);
+  }
+  if (g_trace_sync) fprintf(stderr, "cuda-emu: host synchronisation %ld: %s (%zu bytes)\n", g_syncs, what, bytes);
+}
+
+static bool in_range(const std::map<uintptr_t, size_t> &m, const void *p) {
+  const uintptr_t a = (uintptr_t)p;
+  auto it = m.upper_bound(a);
+  if (it == m.begin()) return false;
+  --it;
+  return a < it->first + (it->second ? it->second : 1);
+}
+
+extern "C" void txl_emu_counts(long *launches, long *syncs) {
+  *launches = g_launches;
+  *syncs = g_syncs;
+}
+
 /* ---- fibers -------------------------------------------------------------------------------- */
 enum FiberState { NOT_STARTED, RUNNABLE, WAIT_BLOCK, WAIT_WARP, DONE };
 
@@ -511,6 +546,7 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
     set_error(cudaErrorInvalidValue);
     return;
   }
+  launched();
 
   const int n = (int)threads;
   fiber_slots(n);
@@ -748,7 +784,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  host_sync("cudaDeviceSynchronize", 0);
+  return cudaSuccess;
+}
 
 cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value) {
   if (!kernel) return set_error(cudaErrorInvalidValue);
@@ -763,47 +802,107 @@ cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute att
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
   if (!ptr) return set_error(cudaErrorInvalidValue);
   *ptr = NULL;
+  host_sync("cudaMalloc", bytes);
   /* cudaMalloc memory is 256-byte aligned; the size is kept exact for AddressSanitizer */
   if (posix_memalign(ptr, 256, bytes) != 0) {
     *ptr = NULL;
     return set_error(cudaErrorMemoryAllocation);
   }
+  g_device_mem[(uintptr_t)*ptr] = bytes;
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *ptr) {
+  if (!ptr) return cudaSuccess;
+  host_sync("cudaFree", g_device_mem.count((uintptr_t)ptr) ? g_device_mem[(uintptr_t)ptr] : 0);
+  g_device_mem.erase((uintptr_t)ptr);
   free(ptr);
   return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
+  if (!ptr) return set_error(cudaErrorInvalidValue);
+  *ptr = NULL;
+  host_sync("cudaMallocHost", bytes);
+  if (posix_memalign(ptr, 4096, bytes ? bytes : 1) != 0) { /* whole pages, as page-locked memory */
+    *ptr = NULL;
+    return set_error(cudaErrorMemoryAllocation);
+  }
+  g_pinned[(uintptr_t)*ptr] = bytes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *ptr) {
+  if (!ptr) return cudaSuccess;
+  const auto it = g_pinned.find((uintptr_t)ptr);
+  if (it == g_pinned.end()) return set_error(cudaErrorInvalidValue);
+  host_sync("cudaFreeHost", it->second);
+  g_pinned.erase(it);
+  free(ptr);
+  return cudaSuccess;
+}
+
+/* Whether a copy makes the host wait (README.md, "Counts"): cudaMemcpy always, except device to
+ * device; cudaMemcpyAsync when the host side is pageable memory or both sides are host memory.
+ * cudaMemcpyDefault: each side by where its pointer lies. */
+static void count_copy(const char *api, bool async, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+  static const char *const names[] = {"host to host", "host to device", "device to host", "device to device",
+                                      "default"};
+  bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind == cudaMemcpyDefault) {
+    dst_dev = in_range(g_device_mem, dst);
+    src_dev = in_range(g_device_mem, src);
+  }
+  if (dst_dev && src_dev) return; /* no host-side synchronisation, either form */
+  const void *host = dst_dev ? src : dst;
+  const bool pinned = !(dst_dev || src_dev) ? false : in_range(g_pinned, host);
+  if (async && pinned) return;
+  char what[160];
+  snprintf(what, sizeof what, "%s %s, %s", api, names[kind],
+           !(dst_dev || src_dev) ? "host memory on both sides" : pinned ? "page-locked host memory" : "pageable host memory");
+  host_sync(what, bytes);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
     return set_error(cudaErrorInvalidMemcpyDirection);
   if (bytes && (!dst || !src)) return set_error(cudaErrorInvalidValue);
+  count_copy("cudaMemcpy", false, dst, src, bytes, kind);
   if (bytes) memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
-}
-
-cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
-  if (bytes && !ptr) return set_error(cudaErrorInvalidValue);
-  if (bytes) memset(ptr, value, bytes);
+  if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+    return set_error(cudaErrorInvalidMemcpyDirection);
+  if (bytes && (!dst || !src)) return set_error(cudaErrorInvalidValue);
+  count_copy("cudaMemcpyAsync", true, dst, src, bytes, kind);
+  if (bytes) memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
-  return cudaMemset(ptr, value, bytes);
-}
-
-cudaError_t cudaMemset2D(void *ptr, size_t pitch, int value, size_t width, size_t height) {
+/* The synchronous memsets wait only when they write page-locked host memory; the Async ones never. */
+static cudaError_t memset_2d(void *ptr, size_t pitch, int value, size_t width, size_t height) {
   if (width == 0 || height == 0) return cudaSuccess;
   if (!ptr || (height > 1 && pitch < width)) return set_error(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; r++) memset(static_cast<char *>(ptr) + r * pitch, value, width);
   return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  if (bytes && in_range(g_pinned, ptr)) host_sync("cudaMemset of page-locked host memory", bytes);
+  return memset_2d(ptr, bytes, value, bytes, 1);
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
+  return memset_2d(ptr, bytes, value, bytes, 1);
+}
+
+cudaError_t cudaMemset2D(void *ptr, size_t pitch, int value, size_t width, size_t height) {
+  if (width && height && in_range(g_pinned, ptr)) host_sync("cudaMemset2D of page-locked host memory", width * height);
+  return memset_2d(ptr, pitch, value, width, height);
 }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
@@ -841,7 +940,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  host_sync("cudaStreamSynchronize", 0);
+  return cudaSuccess;
+}
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
@@ -869,6 +971,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  host_sync("cudaEventSynchronize", 0);
+  return cudaSuccess;
+}
+
+/* Never waits: the work before any record is complete (cudaSuccess), as is an event never recorded. */
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (!event) return set_error(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
 }
 
@@ -889,6 +998,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
+/* A GEMM call that succeeded is one launch (a GPU runs at least one kernel for it). */
+static cublasStatus_t counted(cublasStatus_t st) {
+  if (st == CUBLAS_STATUS_SUCCESS) launched();
+  return st;
+}
+
 struct cublasContext {
   cublasMath_t math;
   cublasPointerMode_t pointer_mode;
@@ -1088,15 +1203,13 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            float *C, int ldc) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   const Operand o = handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? OPERAND_TF32 : OPERAND_F32;
-  return gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, o, STORE_F32);
+  return counted(gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, o, STORE_F32));
 }
 
-cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
-                            cublasOperation_t transb, int m, int n, int k, const void *alpha,
-                            const void *A, cudaDataType Atype, int lda, const void *B,
-                            cudaDataType Btype, int ldb, const void *beta, void *C,
-                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
-                            cublasGemmAlgo_t algo) {
+static cublasStatus_t gemm_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                              int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                              const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                              cudaDataType Ctype, int ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -1120,6 +1233,16 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
               (const float *)beta, C, ldc, o, store_of(Ctype));
 }
 
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                            const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                            cublasGemmAlgo_t algo) {
+  return counted(gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
+                         computeType, algo));
+}
+
 static size_t type_bytes(cudaDataType t) { return t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 4; }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -1133,14 +1256,14 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (batchCount < 0 || strideA < 0 || strideB < 0 || strideC < 0) return CUBLAS_STATUS_INVALID_VALUE;
   for (int b = 0; b < batchCount; b++) {
-    const cublasStatus_t st = cublasGemmEx(
+    const cublasStatus_t st = gemm_ex(
         handle, transa, transb, m, n, k, alpha,
         static_cast<const char *>(A) + (size_t)b * (size_t)strideA * type_bytes(Atype), Atype, lda,
         static_cast<const char *>(B) + (size_t)b * (size_t)strideB * type_bytes(Btype), Btype, ldb, beta,
         static_cast<char *>(C) + (size_t)b * (size_t)strideC * type_bytes(Ctype), Ctype, ldc, computeType, algo);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
   }
-  return CUBLAS_STATUS_SUCCESS;
+  return counted(CUBLAS_STATUS_SUCCESS); /* one launch for the batch */
 }
 
 /* ---- cuBLASLt ------------------------------------------------------------------------------ */
@@ -1426,5 +1549,5 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                                 with_bias ? &bias : NULL);
   if (g != CUBLAS_STATUS_SUCCESS) return g;
   for (size_t r = 0; r < grad.size(); r++) store_elem(const_cast<void *>(p.bias), r, p.d_store, grad[r]);
-  return CUBLAS_STATUS_SUCCESS;
+  return counted(CUBLAS_STATUS_SUCCESS);
 }

@@ -232,6 +232,14 @@ static inline cudaError_t cudaMalloc(T **ptr, size_t bytes) {
   return cudaMalloc(reinterpret_cast<void **>(ptr), bytes);
 }
 cudaError_t cudaFree(void *ptr);
+/* page-locked host memory (an ordinary aligned allocation here, remembered as page-locked: the
+ * counts below tell copies from and to it apart from those of pageable memory) */
+cudaError_t cudaMallocHost(void **ptr, size_t bytes);
+template <class T>
+static inline cudaError_t cudaMallocHost(T **ptr, size_t bytes) {
+  return cudaMallocHost(reinterpret_cast<void **>(ptr), bytes);
+}
+cudaError_t cudaFreeHost(void *ptr);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream = 0);
@@ -251,6 +259,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event); /* cudaSuccess: everything is complete here */
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 
@@ -261,6 +270,13 @@ template <class F>
 static inline cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr, int value) {
   return txl_emu_func_set_attribute(reinterpret_cast<const void *>(kernel), attr, value);
 }
+
+/* What the emulated runtime counted since the process started (README.md, "Counts"): launches,
+ * the kernels that ran (TXL_LAUNCH with a valid configuration) and the cuBLAS / cuBLASLt GEMM
+ * calls that succeeded, one each (a batched GEMM is one); syncs, the calls that make the host wait
+ * for the device on a GPU, by the rule of the runtime's "API synchronization behavior"
+ * (TXL_EMU_TRACE_SYNC=1 prints each on stderr). */
+extern "C" void txl_emu_counts(long *launches, long *syncs);
 
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
 typedef struct cublasContext *cublasHandle_t;

@@ -439,6 +439,136 @@ static void test_unknown_arch(void) {
         err.c_str());
 }
 
+/* ---- counts (README.md, "Counts") ---------------------------------------------------------- */
+
+/* The launches and host synchronisations that fn adds. */
+static void counted(void (*fn)(void *), void *ctx, long *launches, long *syncs) {
+  long l0, s0, l1, s1;
+  txl_emu_counts(&l0, &s0);
+  fn(ctx);
+  txl_emu_counts(&l1, &s1);
+  *launches = l1 - l0;
+  *syncs = s1 - s0;
+}
+
+struct CountBufs {
+  float *dev, *dev2, *pinned, *pageable;
+  cublasHandle_t h;
+  int *ran;
+};
+
+static void test_counts(void) {
+  CountBufs b;
+  static float pageable[64];
+  b.pageable = pageable;
+  CUDA_CHECK(cudaMalloc(&b.dev, 64 * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b.dev2, 64 * sizeof(float)));
+  CUDA_CHECK(cudaMallocHost(&b.pinned, 64 * sizeof(float)));
+  CUBLAS_CHECK(cublasCreate(&b.h));
+  CUDA_CHECK(cudaMalloc(&b.ran, sizeof(int)));
+  *b.ran = 0;
+  struct Case {
+    const char *what;
+    void (*fn)(void *);
+    long launches, syncs;
+  };
+  /* captureless lambdas: each one call (or a few) on the buffers of ctx */
+  const Case cases[] = {
+      {"cudaMemcpy host to device from pageable memory",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpy(x->dev, x->pageable, 256, cudaMemcpyHostToDevice)); }, 0, 1},
+      {"cudaMemcpy host to device from page-locked memory",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpy(x->dev, x->pinned, 256, cudaMemcpyHostToDevice)); }, 0, 1},
+      {"cudaMemcpy device to host",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpy(x->pinned, x->dev, 256, cudaMemcpyDeviceToHost)); }, 0, 1},
+      {"cudaMemcpy device to device",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpy(x->dev2, x->dev, 256, cudaMemcpyDeviceToDevice)); }, 0, 0},
+      {"cudaMemcpy host to host",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpy(x->pinned, x->pageable, 256, cudaMemcpyHostToHost)); }, 0, 1},
+      {"cudaMemcpyAsync host to device from pageable memory",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->dev, x->pageable, 256, cudaMemcpyHostToDevice, 0)); }, 0, 1},
+      {"cudaMemcpyAsync device to pageable memory",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->pageable, x->dev, 256, cudaMemcpyDeviceToHost, 0)); }, 0, 1},
+      {"cudaMemcpyAsync host to device from page-locked memory (inside the allocation)",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->dev, x->pinned + 10, 16, cudaMemcpyHostToDevice, 0)); }, 0, 0},
+      {"cudaMemcpyAsync device to page-locked memory",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->pinned, x->dev, 256, cudaMemcpyDeviceToHost, 0)); }, 0, 0},
+      {"cudaMemcpyAsync device to device",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->dev2, x->dev, 256, cudaMemcpyDeviceToDevice, 0)); }, 0, 0},
+      {"cudaMemcpyAsync cudaMemcpyDefault, page-locked to device",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->dev, x->pinned, 256, cudaMemcpyDefault, 0)); }, 0, 0},
+      {"cudaMemcpyAsync cudaMemcpyDefault, pageable to device",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemcpyAsync(x->dev, x->pageable, 256, cudaMemcpyDefault, 0)); }, 0, 1},
+      {"cudaMemset and cudaMemset2D of device memory, cudaMemsetAsync",
+       [](void *c) {
+         CountBufs *x = (CountBufs *)c;
+         CUDA_CHECK(cudaMemset(x->dev, 0, 256));
+         CUDA_CHECK(cudaMemset2D(x->dev, 64, 0, 32, 4));
+         CUDA_CHECK(cudaMemsetAsync(x->pinned, 0, 256, 0));
+       }, 0, 0},
+      {"cudaMemset of page-locked memory",
+       [](void *c) { CountBufs *x = (CountBufs *)c; CUDA_CHECK(cudaMemset(x->pinned, 0, 256)); }, 0, 1},
+      {"cudaDeviceSynchronize, cudaStreamSynchronize",
+       [](void *) {
+         CUDA_CHECK(cudaDeviceSynchronize());
+         CUDA_CHECK(cudaStreamSynchronize(0));
+       }, 0, 2},
+      {"cudaEventRecord, cudaEventQuery (no wait), cudaEventSynchronize",
+       [](void *) {
+         cudaEvent_t e;
+         CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+         CUDA_CHECK(cudaEventRecord(e, 0));
+         CUDA_CHECK(cudaEventQuery(e));
+         CUDA_CHECK(cudaEventSynchronize(e));
+         CUDA_CHECK(cudaEventDestroy(e));
+       }, 0, 1},
+      {"cudaMalloc, cudaFree, cudaFree(NULL), cudaMallocHost, cudaFreeHost",
+       [](void *) {
+         void *p, *q;
+         CUDA_CHECK(cudaMalloc(&p, 16));
+         CUDA_CHECK(cudaFree(p));
+         CUDA_CHECK(cudaFree(nullptr));
+         CUDA_CHECK(cudaMallocHost(&q, 16));
+         CUDA_CHECK(cudaFreeHost(q));
+       }, 0, 4},
+      {"a kernel launch",
+       [](void *c) { TXL_LAUNCH(flag_kernel, dim3(2), dim3(32), 0)(((CountBufs *)c)->ran); CUDA_LAUNCH_CHECK(); }, 1, 0},
+      {"a refused launch (1025 threads)",
+       [](void *c) {
+         TXL_LAUNCH(flag_kernel, dim3(1), dim3(1025), 0)(((CountBufs *)c)->ran);
+         (void)cudaGetLastError();
+       }, 0, 0},
+      {"cublasSgemm, cublasGemmEx, a batched GEMM of 3",
+       [](void *c) {
+         CountBufs *x = (CountBufs *)c;
+         const float one = 1.0f, zero = 0.0f;
+         CUBLAS_CHECK(cublasSgemm(x->h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, x->dev, 4, x->dev, 4, &zero, x->dev2, 4));
+         CUBLAS_CHECK(cublasGemmEx(x->h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, x->dev, CUDA_R_32F, 4, x->dev,
+                                   CUDA_R_32F, 4, &zero, x->dev2, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+         CUBLAS_CHECK(cublasGemmStridedBatchedEx(x->h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, x->dev, CUDA_R_32F, 2, 4,
+                                                 x->dev, CUDA_R_32F, 2, 4, &zero, x->dev2, CUDA_R_32F, 2, 4, 3,
+                                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+       }, 3, 0},
+      {"a GEMM cuBLAS refuses",
+       [](void *c) {
+         CountBufs *x = (CountBufs *)c;
+         const float one = 1.0f, zero = 0.0f;
+         (void)cublasGemmEx(x->h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, x->dev, CUDA_R_16BF, 4, x->dev, CUDA_R_32F, 4,
+                            &zero, x->dev2, CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+       }, 0, 0},
+  };
+  for (const Case &k : cases) {
+    long l = -1, sy = -1;
+    counted(k.fn, &b, &l, &sy);
+    check(l == k.launches && sy == k.syncs, "counts of %s: %ld launches, %ld host synchronisations (expected %ld, %ld)",
+          k.what, l, sy, k.launches, k.syncs);
+  }
+  CUBLAS_CHECK(cublasDestroy(b.h));
+  CUDA_CHECK(cudaFree(b.ran));
+  CUDA_CHECK(cudaFreeHost(b.pinned));
+  CUDA_CHECK(cudaFree(b.dev2));
+  CUDA_CHECK(cudaFree(b.dev));
+}
+
 /* ---- runtime and cuBLAS -------------------------------------------------------------------- */
 
 static void test_runtime(void) {
@@ -1441,6 +1571,7 @@ int main(int argc, char **argv) {
   test_cublaslt();
   test_cublaslt_env();
   test_fatal();
+  test_counts();
   if (g_failures) {
     printf("FAILED: %d check(s)\n", g_failures);
     return 1;
