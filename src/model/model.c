@@ -310,6 +310,10 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     /* attn_type 1 and 3 also scatter position rows: K keys (1), M or L rows of every column (3) */
     const int64_t rows = (int64_t)(dm->attn_type ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
     m->ops->reserve(rows, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
+  } else if (txl_adaptive_input(&m->spec.dims) && txl_dims_split(&m->spec.dims)) {
+    /* a forward-only run's one scatter (adaptive.c: the clusters' rows into h) sorts its L x B
+     * rows too: an evaluation run may have more than the training run's column group */
+    m->ops->reserve((int64_t)shape->L_max * r->group_cols, 0, 0);
   }
   /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
    * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */

@@ -81,6 +81,11 @@ stop_and_resume fp32 ""
 if [ "$tc" = 1 ]; then stop_and_resume bf16 16; fi
 stop_and_resume fp16 h
 if [ "$gpus" -ge 2 ]; then run cuda2 2 --set run.device=cuda; fi
+# the adaptive input's clusters of their own (div_val 2) in column groups: the evaluation run's
+# scatter of its cluster rows sorts more rows than a training group (its scratch reserved when the
+# run is made; it once ended the first validation with an internal error)
+run ad_chunk 1 --set run.device=cuda --set model.cutoffs=20,40 --set model.div_val=2 --set train.batch_chunk=2 \
+  --set train.max_step=4 --set train.eval_interval=2
 
 # the trained checkpoint evaluated and sampled on both devices
 for dev in cpu cuda; do
