@@ -85,7 +85,7 @@ if [ "$gpus" -ge 2 ]; then run cuda2 2 --set run.device=cuda; fi
 # scatter of its cluster rows sorts more rows than a training group (its scratch reserved when the
 # run is made; it once ended the first validation with an internal error)
 run ad_chunk 1 --set run.device=cuda --set model.cutoffs=20,40 --set model.div_val=2 --set train.batch_chunk=2 \
-  --set train.max_step=4 --set train.eval_interval=2
+  --set train.max_step=4 --set train.warmup_step=0 --set train.eval_interval=2
 
 # the trained checkpoint evaluated and sampled on both devices
 for dev in cpu cuda; do
