@@ -57,27 +57,31 @@ static float grad_coef(const TxlAdam *a, double norm, double loss_scale) {
   return coef * (float)(1.0 / loss_scale); /* 2^-k: exact (1 without scaling: the same bits) */
 }
 
-void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
+/* Both steps: the unfused ops when fused is 0 (the caller refreshes params_act and zeroes grad),
+ * else the fused passes. */
+static void step(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale, float lr,
+                 int fused) {
   const float coef = grad_coef(a, norm, loss_scale);
   a->t++;
   switch (a->kind) {
-  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, NULL, grad, coef, lr); break;
-  case TXL_OPTIM_SGD: a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
-  default: a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef); break;
+  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, fused ? params_act : NULL, grad, coef, lr); break;
+  case TXL_OPTIM_SGD:
+    if (fused) a->ops->sgd_fused(params, params_act, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1);
+    else a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1);
+    break;
+  default:
+    if (fused)
+      a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
+    else a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
+    break;
   }
+}
+
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
+  step(a, params, NULL, grad, norm, loss_scale, lr, 0);
 }
 
 void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale,
                          float lr) {
-  const float coef = grad_coef(a, norm, loss_scale);
-  a->t++;
-  switch (a->kind) {
-  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, params_act, grad, coef, lr); break;
-  case TXL_OPTIM_SGD:
-    a->ops->sgd_fused(params, params_act, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1);
-    break;
-  default:
-    a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
-    break;
-  }
+  step(a, params, params_act, grad, norm, loss_scale, lr, 1);
 }

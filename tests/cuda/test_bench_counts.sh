@@ -16,6 +16,7 @@
 # usage: test_bench_counts.sh BIN_DIR
 set -euo pipefail
 BIN=$1
+source "$(dirname "$0")/../lib/checks.sh" # small_model_shape (its fail is replaced below)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -23,11 +24,7 @@ cat > "$WORK/small.ini" <<INI
 [data]
 n_token = 500
 [model]
-n_layer = 2
-d_model = 32
-n_head = 2
-d_head = 16
-d_inner = 64
+$(small_model_shape)
 dropout = 0.1
 dropatt = 0.1
 [train]

@@ -27,11 +27,7 @@ cat > run.ini <<INI
 [data]
 corpus = $WORK/z.h5
 [model]
-n_layer = 2
-d_model = 32
-n_head = 2
-d_head = 16
-d_inner = 64
+$(small_model_shape)
 cutoffs = 100,500
 div_val = 2
 [train]

@@ -6,6 +6,12 @@
 FAILS=0
 CHECKS=0
 
+# The [model] section's shape keys of the tests' small model (2 layers of d_model 32, 2 heads of
+# 16, d_inner 64): the INI files of the shell tests write them through this, then their own keys.
+small_model_shape() {
+  printf 'n_layer = 2\nd_model = 32\nn_head = 2\nd_head = 16\nd_inner = 64\n'
+}
+
 ok() { CHECKS=$((CHECKS + 1)); echo "ok   $*"; }
 fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL $*"; }
 

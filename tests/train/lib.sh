@@ -25,11 +25,7 @@ small_model_ini() { # CORPUS
 [data]
 corpus = $1
 [model]
-n_layer = 2
-d_model = 32
-n_head = 2
-d_head = 16
-d_inner = 64
+$(small_model_shape)
 dropout = 0.1
 dropatt = 0.1
 INI
