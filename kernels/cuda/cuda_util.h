@@ -16,11 +16,16 @@
  *   TXL_DYNAMIC_SHARED(float, smem);   (in a kernel: smem points at the launch's dynamic shared memory)
  * A template kernel with several arguments is launched through a pointer:
  *   auto k = my_kernel<4, 8>; TXL_LAUNCH(k, grid, block, 0)(args...); */
+/* The stream every op of the backend runs on (kernels/cuda/stream.cu): the kernels, the copies
+ * and memsets, cuBLAS and cuBLASLt. */
+cudaStream_t txl_cuda_stream(void);
+
 #ifdef TXL_CUDA_EMU
-#define TXL_LAUNCH(kernel, grid, block, shared) txl_emu_launch((grid), (block), (shared), kernel, #kernel)
+#define TXL_LAUNCH(kernel, grid, block, shared) \
+  txl_emu_launch((grid), (block), (shared), txl_cuda_stream(), kernel, #kernel)
 #define TXL_DYNAMIC_SHARED(T, name) T *name = reinterpret_cast<T *>(txl_emu_dynamic_shared())
 #else
-#define TXL_LAUNCH(kernel, grid, block, shared) kernel<<<(grid), (block), (shared)>>>
+#define TXL_LAUNCH(kernel, grid, block, shared) kernel<<<(grid), (block), (shared), txl_cuda_stream()>>>
 #define TXL_DYNAMIC_SHARED(T, name)                                                           \
   extern __shared__ __align__(16) unsigned char txl_dynamic_shared_[];                       \
   T *name = reinterpret_cast<T *>(txl_dynamic_shared_)

@@ -460,6 +460,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 struct TxlEmuLaunchDesc {
   dim3 grid, block;
   size_t shared;
+  cudaStream_t stream;
   const void *kernel; /* key of cudaFuncSetAttribute */
   const char *name;   /* as written at the launch site */
   void (*run)(void *ctx);
@@ -493,6 +494,7 @@ template <class... P>
 struct TxlEmuLaunch {
   dim3 grid, block;
   size_t shared;
+  cudaStream_t stream;
   void (*kernel)(P...);
   const char *name;
 
@@ -508,7 +510,7 @@ struct TxlEmuLaunch {
       Ctx *x = static_cast<Ctx *>(c);
       std::apply(x->kernel, x->args);
     };
-    TxlEmuLaunchDesc d{grid, block, shared, reinterpret_cast<const void *>(kernel), name, run,
+    TxlEmuLaunchDesc d{grid, block, shared, stream, reinterpret_cast<const void *>(kernel), name, run,
                        &ctx};
     txl_emu_run(d);
   }
@@ -516,8 +518,9 @@ struct TxlEmuLaunch {
 
 template <class... P>
 static inline TxlEmuLaunch<P...> txl_emu_launch(dim3 grid, dim3 block, size_t shared,
-                                                void (*kernel)(P...), const char *name) {
-  return TxlEmuLaunch<P...>{grid, block, shared, kernel, name};
+                                                cudaStream_t stream, void (*kernel)(P...),
+                                                const char *name) {
+  return TxlEmuLaunch<P...>{grid, block, shared, stream, kernel, name};
 }
 
 #endif
