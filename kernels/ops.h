@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/common/clip.h"
 #include "kernels/common/dropout.h"
 
 /* Storage type of a tensor: fp32, bfloat16 (kernels/common/bf16.h) or IEEE binary16

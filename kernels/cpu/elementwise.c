@@ -121,3 +121,7 @@ double txl_cpu_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
   for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) total += part[c];
   return total;
 }
+
+void txl_cpu_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip, double loss_scale) {
+  txl_grad_clip_record(r, txl_cpu_sumsq_segments(g, n_seg, seg), clip, loss_scale);
+}

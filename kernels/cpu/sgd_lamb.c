@@ -1,6 +1,7 @@
 /* SGD with momentum, LAMB's moments and axpy, and the fused passes of SGD and of LAMB's axpy (the
  * math is kernels/common/sgd_lamb.h, shared with the CUDA backend). Element-wise: each element's
  * result is independent of the threads. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/common/sgd_lamb.h"
@@ -51,13 +52,15 @@ void txl_cpu_axpy(float *y, const float *x, float a, int64_t n) {
 /* The fused passes: the unfused op's blocks, each block's gradient (SGD's g, LAMB's u) zeroed
  * while it is in the cache. */
 void txl_cpu_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
-                       float grad_scale, int first) {
+                       const float *grad_scale, int first) {
   txl_cpu_check_act_copy(p_act, p, "sgd_fused");
+  if (isnan(*grad_scale)) return; /* the updates are halted (kernels/common/clip.h) */
+  const float gs = *grad_scale;
   const int64_t blk = TXL_CPU_OPT_BLOCK, nblk = (n + blk - 1) / blk;
 #pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
   for (int64_t b = 0; b < nblk; b++) {
     const int64_t i0 = b * blk, len = n - i0 < blk ? n - i0 : blk;
-    sgd_block(p + i0, g + i0, buf + i0, len, lr, momentum, grad_scale, first);
+    sgd_block(p + i0, g + i0, buf + i0, len, lr, momentum, gs, first);
     memset(g + i0, 0, (size_t)len * sizeof(float));
   }
 }

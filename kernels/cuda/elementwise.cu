@@ -263,9 +263,10 @@ static __global__ void final_sum_kernel(T *total, const T *part, int nchunks) {
   if (threadIdx.x == 0) *total = sh[0];
 }
 
-/* The sum of term over x [n] (n > 0), to the host: the partials in the scratch (8-byte words). */
+/* The sum of term over x [n] (n > 0) into a device word of the scratch, returned: the partials in
+ * the scratch (8-byte words) before it. Nothing waits. */
 template <typename T, typename Term>
-static T chunked_sum(const float *x, int64_t n, Term term) {
+static T *chunked_sum_device(const float *x, int64_t n, Term term) {
   static_assert(sizeof(T) == sizeof(double), "partials of 8 bytes, as the scratch holds");
   int64_t chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
   if (chunk < TXL_SUMSQ_MIN_CHUNK) chunk = TXL_SUMSQ_MIN_CHUNK;
@@ -276,8 +277,14 @@ static T chunked_sum(const float *x, int64_t n, Term term) {
   CUDA_LAUNCH_CHECK();
   TXL_LAUNCH(final_sum_kernel<T>, 1, TXL_CUDA_THREADS, 0)(total, part, nchunks);
   CUDA_LAUNCH_CHECK();
+  return total;
+}
+
+/* The same sum, to the host. */
+template <typename T, typename Term>
+static T chunked_sum(const float *x, int64_t n, Term term) {
   T host = 0;
-  txl_cuda_to_host(&host, total, sizeof host); /* waits for the two kernels */
+  txl_cuda_to_host(&host, chunked_sum_device<T>(x, n, term), sizeof host); /* waits for the two kernels */
   return host;
 }
 
@@ -292,8 +299,32 @@ extern "C" uint64_t txl_cuda_digest(const float *x, int64_t n) {
 
 /* The gaps between the segments hold zeros: sumsq over the span from the first to the end of the
  * last (the same sum as over the segments alone, in sumsq's order of that span). */
+static void segment_span(int n_seg, const int64_t *seg, int64_t *begin, int64_t *n) {
+  *begin = seg[0];
+  *n = seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0];
+}
+
 extern "C" double txl_cuda_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
   if (n_seg <= 0) return 0.0;
-  const int64_t begin = seg[0], end = seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1];
-  return txl_cuda_sumsq(x + begin, end - begin);
+  int64_t begin, n;
+  segment_span(n_seg, seg, &begin, &n);
+  return txl_cuda_sumsq(x + begin, n);
+}
+
+/* One thread: the record from the sum on the device (kernels/common/clip.h). sumsq NULL: 0. */
+static __global__ void grad_clip_kernel(TxlGradClip *r, const double *sumsq, float clip, double loss_scale) {
+  txl_grad_clip_record(r, sumsq ? *sumsq : 0.0, clip, loss_scale);
+}
+
+/* sumsq_segments' sum left on the device, and the record made there: the host never waits. */
+extern "C" void txl_cuda_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip,
+                                   double loss_scale) {
+  const double *sumsq = NULL;
+  if (n_seg > 0) {
+    int64_t begin, n;
+    segment_span(n_seg, seg, &begin, &n);
+    if (n > 0) sumsq = chunked_sum_device<double>(g + begin, n, SquareTerm());
+  }
+  TXL_LAUNCH(grad_clip_kernel, 1, 1, 0)(r, sumsq, clip, loss_scale);
+  CUDA_LAUNCH_CHECK();
 }

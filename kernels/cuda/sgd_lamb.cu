@@ -9,8 +9,14 @@
 #include "kernels/cuda/cuda_util.h"
 
 /* The element's update, p's copy (txl_st_copy), and g[i] = 0 when zero (unfused: g only read). */
+/* gs: NULL (unfused: grad_scale as given), else the factor on the device, a NaN there writing
+ * nothing (kernels/common/clip.h). */
 static __global__ void sgd_kernel(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *buf, int64_t n,
-                                  float lr, float momentum, float grad_scale, int first) {
+                                  float lr, float momentum, float grad_scale, const float *gs, int first) {
+  if (gs) {
+    grad_scale = *gs;
+    if (isnan(grad_scale)) return;
+  }
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     txl_sgd_element(&p[i], g[i], &buf[i], lr, momentum, grad_scale, first);
     txl_st_copy(p_act, copy, i, p[i]);
@@ -19,37 +25,37 @@ static __global__ void sgd_kernel(float *p, void *p_act, TxlDtype copy, float *g
 }
 
 static void sgd(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *buf, int64_t n, float lr,
-                float momentum, float grad_scale, int first) {
+                float momentum, float grad_scale, const float *gs, int first) {
   if (n <= 0) return;
   TXL_LAUNCH(sgd_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(p, p_act, copy, g, zero, buf, n,
-                                                                                    lr, momentum, grad_scale, first);
+                                                                                    lr, momentum, grad_scale, gs, first);
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
                                     float grad_scale, int first) {
   /* g is only read (zero = 0): the cast leaves it as it is */
-  sgd(p, nullptr, TXL_F32, const_cast<float *>(g), 0, buf, n, lr, momentum, grad_scale, first);
+  sgd(p, nullptr, TXL_F32, const_cast<float *>(g), 0, buf, n, lr, momentum, grad_scale, nullptr, first);
 }
 
 static void sgd_fused(TxlDtype act, float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
-                      float grad_scale, int first) {
+                      const float *grad_scale, int first) {
   txl_cuda_check_act_copy(p_act, p, act, "sgd_fused");
-  sgd(p, p_act, act, g, 1, buf, n, lr, momentum, grad_scale, first);
+  sgd(p, p_act, act, g, 1, buf, n, lr, momentum, 0.0f, grad_scale, first);
 }
 
 extern "C" void txl_cuda_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
-                                   float grad_scale, int first) {
+                                   const float *grad_scale, int first) {
   sgd_fused(TXL_F32, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
 }
 
 extern "C" void txl_cuda_sgd_fused_bf16(float *p, void *p_act, float *g, float *buf, int64_t n, float lr,
-                                        float momentum, float grad_scale, int first) {
+                                        float momentum, const float *grad_scale, int first) {
   sgd_fused(TXL_BF16, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
 }
 
 extern "C" void txl_cuda_sgd_fused_fp16(float *p, void *p_act, float *g, float *buf, int64_t n, float lr,
-                                        float momentum, float grad_scale, int first) {
+                                        float momentum, const float *grad_scale, int first) {
   sgd_fused(TXL_F16, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
 }
 

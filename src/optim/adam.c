@@ -22,7 +22,18 @@ void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, floa
   a->momentum = 0.0f;
   a->weight_decay = 0.0f;
   a->table = NULL;
+  a->rec = ops->alloc(sizeof(TxlGradClip), "gradient clipping record");
+  txl_optim_reset_clip(a);
 }
+
+void txl_optim_clip(TxlAdam *a, const float *grad, const TxlParamTable *t, double loss_scale) {
+  if (t->n_runs > INT32_MAX) txl_fatal("internal: %lld runs of gradients", (long long)t->n_runs);
+  a->ops->grad_clip(a->rec, grad, (int)t->n_runs, t->runs, a->clip, loss_scale);
+}
+
+void txl_optim_read_clip(const TxlAdam *a, TxlGradClip *out) { a->ops->to_host(out, a->rec, sizeof *out); }
+
+void txl_optim_reset_clip(TxlAdam *a) { a->ops->zero(a->rec, sizeof(TxlGradClip)); }
 
 void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay, const TxlParamTable *table) {
   if (kind != TXL_OPTIM_ADAM && kind != TXL_OPTIM_LAMB && kind != TXL_OPTIM_SGD)
@@ -36,7 +47,9 @@ void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay
 void txl_adam_destroy(TxlAdam *a) {
   a->ops->free(a->m);
   a->ops->free(a->v);
+  a->ops->free(a->rec);
   a->m = a->v = 0;
+  a->rec = NULL;
 }
 
 /* The sum over the tensors' runs (params.h), the packed view's order: on the CPU the bits of
@@ -46,42 +59,32 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
   return sqrt(ops->sumsq_segments(grad, (int)t->n_runs, t->runs));
 }
 
-/* The factor the optimizer takes the gradient times: clipping (torch's clip_grad_norm_) and the
- * loss scale's inverse. */
-static float grad_coef(const TxlAdam *a, double norm, double loss_scale) {
-  float coef = 1.0f;
-  if (a->clip > 0.0f) {
-    float c = (float)((double)a->clip / (norm + 1e-6));
-    if (c < 1.0f) coef = c;
-  }
-  return coef * (float)(1.0 / loss_scale); /* 2^-k: exact (1 without scaling: the same bits) */
-}
-
-/* Both steps: the unfused ops when fused is 0 (the caller refreshes params_act and zeroes grad),
- * else the fused passes. */
-static void step(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale, float lr,
-                 int fused) {
-  const float coef = grad_coef(a, norm, loss_scale);
+/* The unfused ops, with the factor coef given on the host (the caller refreshes params_act and
+ * zeroes grad). */
+void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
+  const float coef = txl_grad_coef(a->clip, norm, loss_scale); /* kernels/common/clip.h */
   a->t++;
   switch (a->kind) {
-  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, fused ? params_act : NULL, grad, coef, lr); break;
-  case TXL_OPTIM_SGD:
-    if (fused) a->ops->sgd_fused(params, params_act, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1);
-    else a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1);
-    break;
-  default:
-    if (fused)
-      a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
-    else a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
-    break;
+  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, NULL, grad, coef, lr); break;
+  case TXL_OPTIM_SGD: a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
+  default: a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef); break;
   }
 }
 
-void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
-  step(a, params, NULL, grad, norm, loss_scale, lr, 0);
-}
-
-void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale,
-                         float lr) {
-  step(a, params, params_act, grad, norm, loss_scale, lr, 1);
+/* The fused passes, with the factor of a->rec: Adam and SGD read it on the device. */
+void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, float lr) {
+  const float *coef = &a->rec->coef;
+  a->t++;
+  switch (a->kind) {
+  case TXL_OPTIM_LAMB: {
+    TxlGradClip r;
+    txl_optim_read_clip(a, &r); /* LAMB's trust ratios are taken on the host anyway */
+    if (!isnan(r.coef)) txl_lamb_update(a, params, params_act, grad, r.coef, lr);
+    break;
+  }
+  case TXL_OPTIM_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
+  default:
+    a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
+    break;
+  }
 }

@@ -19,6 +19,7 @@ typedef struct {
   float momentum;     /* sgd */
   float weight_decay; /* lamb */
   const TxlParamTable *table; /* lamb: the tensors whose trust ratios are taken */
+  TxlGradClip *rec;   /* [1] device: the last step's norm and clip factor (txl_optim_clip) */
 } TxlAdam;
 
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
@@ -32,6 +33,14 @@ void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay
  * padding left out; on the CPU the bits of the norm of the packed view (ops->sumsq_segments). */
 double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *t);
 
+/* The training step's clipping, left on the device: the norm of grad (laid out by t, the gradient
+ * times loss_scale) and the factor the fused step takes into a->rec (kernels/common/clip.h; a
+ * non-finite norm halts the fused updates until txl_optim_reset_clip). Nothing waits. */
+void txl_optim_clip(TxlAdam *a, const float *grad, const TxlParamTable *t, double loss_scale);
+/* The record to the host (waits for the device), and back to its state after create (zeros). */
+void txl_optim_read_clip(const TxlAdam *a, TxlGradClip *out);
+void txl_optim_reset_clip(TxlAdam *a);
+
 /* One update with learning rate lr: clips the gradient to norm `clip` as
  * torch.nn.utils.clip_grad_norm_ (coef = clip / (norm + 1e-6), applied when < 1), then the
  * optimizer a->kind. grad holds the gradient times loss_scale (a power of two; 1: none), `norm`
@@ -42,13 +51,15 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
 void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr);
 
 /* txl_adam_step in the fused passes (kernels/ops.def: adam_fused, sgd_fused, LAMB's axpy_fused),
- * with the same bits in params and the state, and besides: params_act, the weights' compute copy
- * in the table's act type (TxlModel.param_act; params itself when that is fp32), refreshed as
- * to_act would, and grad left all zeros (the next step's accumulation can start without a zeroing
- * pass). Over the parameter buffer: Adam and SGD one pass; LAMB its moments, the per-tensor norms,
- * then one pass per tensor. */
-void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, double norm, double loss_scale,
-                         float lr);
+ * with the clip factor of a->rec (txl_optim_clip of this gradient) and the same bits in params
+ * and the state as txl_adam_step with that record's norm, and besides: params_act, the weights'
+ * compute copy in the table's act type (TxlModel.param_act; params itself when that is fp32),
+ * refreshed as to_act would, and grad left all zeros (the next step's accumulation can start
+ * without a zeroing pass). Over the parameter buffer: Adam and SGD one pass, the factor read on
+ * the device (the host does not wait); LAMB its moments, the per-tensor norms (on the host: LAMB
+ * waits for the device), then one pass per tensor. Halted (a->rec's factor a NaN): nothing is
+ * written, grad included. */
+void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, float lr);
 
 /* LAMB (src/optim/lamb.c): the moments, then per tensor of a->table the trust ratio
  * ||p|| / ||u|| (1 when either is 0) and p -= lr * ratio * u, on the gradient scaled by coef.

@@ -78,7 +78,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   long launches, syncs;
   const int emulated = txl_backend_api_counts(&t->backend, &launches, &syncs);
   double peak = gemm_peak_gflops(t->ops, t->backend.gpu >= 0 && !emulated ? 8192 : 1536);
-  double t0 = 0.0, norm = 0.0, loss = 0.0, wait0 = 0.0;
+  double t0 = 0.0, loss = 0.0, wait0 = 0.0;
   StepCounts counts = {0};
   for (int s = 0; s < warmup + steps; s++) {
     for (int i = 0; i <= L; i++) /* fresh random tokens per step, keyed by global column */
@@ -94,7 +94,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
     }
     long l0, s0, l1, s1;
     const int counted = txl_backend_api_counts(&t->backend, &l0, &s0);
-    loss = txl_trainer_step(t, tok, tok + B, L, &norm);
+    loss = txl_trainer_step(t, tok, tok + B, L);
     if (counted && s >= warmup) {
       txl_backend_api_counts(&t->backend, &l1, &s1);
       count_step(&counts, l1 - l0, s1 - s0);

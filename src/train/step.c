@@ -13,7 +13,7 @@ static const int32_t *group_columns(int32_t *out, const int32_t *x, int L, int c
 }
 
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
-                      TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale, double *grad_norm) {
+                      TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale) {
   const double global_tokens = (double)L * batch_global;
   /* the gradients accumulate from zero: the last update's fused pass left them so (model.h),
    * otherwise (the first step, or after a step the loss scaler skipped) one zeroing pass */
@@ -44,14 +44,15 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
     if (gather) txl_embed_gather_add(gather, m, &rows, L); /* the input embedding's rows of every rank */
     if (!r->loss_out) txl_dist_allreduce_sum_f64(&loss_sum, 1);
   }
-  *grad_norm = txl_grad_norm(m->ops, m->grad_buf, &m->table) / loss_scale; /* sqrt(S^2 x) = S sqrt(x): exact */
   return r->loss_out ? 0.0 : loss_sum / global_tokens;
 }
 
-void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step, double grad_norm,
-                      double loss_scale) {
+void txl_train_clip(TxlModel *m, TxlAdam *adam, double loss_scale) {
+  txl_optim_clip(adam, m->grad_buf, &m->table, loss_scale);
+}
+
+void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step) {
   /* the fused passes: the weights' compute copy refreshed and the gradients zeroed as they go */
-  txl_adam_step_fused(adam, m->param_buf, m->param_act, m->grad_buf, grad_norm, loss_scale,
-                      (float)txl_schedule_lr(sched, step));
+  txl_adam_step_fused(adam, m->param_buf, m->param_act, m->grad_buf, (float)txl_schedule_lr(sched, step));
   m->grad_zero = 1;
 }

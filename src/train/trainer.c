@@ -293,12 +293,10 @@ void txl_trainer_teardown(TxlTrainer *t) {
 /* ---- one step ----------------------------------------------------------------------------- */
 
 /* An infinity into the first element of the chosen tensor's gradient, in the chosen update. */
-static void inject_fault(TxlTrainer *t, double *grad_norm) {
+static void inject_fault(TxlTrainer *t) {
   if (t->fault_step != t->step + 1 || t->fault_drift) return;
-  const TxlParamTable *tab = &t->model.table;
   const float inf = INFINITY;
-  t->ops->to_device(t->model.grad_buf + tab->tensors[t->fault_tensor].offset, &inf, sizeof inf);
-  *grad_norm = txl_grad_norm(t->ops, t->model.grad_buf, tab) / t->scaler.scale;
+  t->ops->to_device(t->model.grad_buf + t->model.table.tensors[t->fault_tensor].offset, &inf, sizeof inf);
 }
 
 /* TXL_TRAIN_FAULT=drift: after update STEP the last rank's first element of TENSOR moves by one
@@ -312,9 +310,8 @@ static void drift_fault(TxlTrainer *t) {
   txl_model_params_changed(&t->model);
 }
 
-double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm) {
+double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L) {
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
-  double norm = 0.0;
   const double scale = t->scaler.scale;
   const int defer = t->loss_defer;
   if (defer) {
@@ -324,26 +321,37 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
     t->run.loss_out = t->loss_dev + (size_t)t->loss_pending * (size_t)t->run.n_groups;
   }
   const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, t->gather, inputs, targets,
-                                     L, scale, &norm);
+                                     L, scale);
   t->run.loss_out = NULL;
   if (defer) t->loss_rows[t->loss_pending++] = L;
-  inject_fault(t, &norm);
-  if (grad_norm) *grad_norm = norm;
-  t->step_skipped = 0;
-  /* nothing updated: the caller stops. A deferred loss is not known here; a non-finite loss comes
-   * with a non-finite gradient (a NaN or infinite logit makes the softmax's gradient NaN), so the
-   * norm's check below stops that step, and without dynamic loss scaling (the only case that
-   * defers) nothing is skipped instead */
-  if (!defer && !isfinite(loss)) return loss;
-  /* a non-finite gradient: skipped under dynamic loss scaling (S halved; the step counts as done),
-   * else nothing updated and the caller stops. The norm is the same on every rank: so is this. */
-  if (!txl_loss_scale_after_grad(&t->scaler, isfinite(norm))) {
-    t->step_skipped = 1;
-    t->step++;
-    return loss;
+  inject_fault(t);
+  txl_train_clip(&t->model, &t->adam, scale); /* the norm and clip factor, on the device */
+  t->unseen++;
+  t->step_skipped = t->step_nonfinite = 0;
+  if (!defer) { /* dynamic loss scaling: this step's fate is decided on the host, now */
+    TxlGradClip r;
+    txl_optim_read_clip(&t->adam, &r);
+    t->last_norm = r.bad ? r.bad_norm : r.norm;
+    t->unseen = 0;
+    if (r.bad) txl_optim_reset_clip(&t->adam); /* not halted: this step is skipped, or the run stops */
+    /* a non-finite loss: nothing updated, the caller stops */
+    if (!isfinite(loss)) {
+      t->step_nonfinite = 1;
+      return loss;
+    }
+    /* a non-finite gradient: skipped (S halved; the step counts as done), or, with S at 1 already,
+     * nothing updated and the caller stops. The norm is the same on every rank: so is this. */
+    if (!txl_loss_scale_after_grad(&t->scaler, r.bad == 0)) {
+      t->step_skipped = 1;
+      t->step++;
+      return loss;
+    }
+    if (r.bad) {
+      t->step_nonfinite = 1;
+      return loss;
+    }
   }
-  if (!isfinite(norm)) return loss;
-  txl_train_update(&t->model, &t->adam, &t->sched, t->step, norm, scale);
+  txl_train_update(&t->model, &t->adam, &t->sched, t->step); /* nothing written once halted */
   t->step++;
   drift_fault(t);
   /* the replicas: every rank's digest of its parameters (computed where they live: 8 bytes to the
@@ -353,6 +361,25 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
     txl_fatal_all("after step %d the ranks hold different parameters (replica check): the all-reduce or "
                   "the data split is broken", t->step);
   return loss;
+}
+
+int txl_trainer_look(TxlTrainer *t, double *loss_sum, double *bad_loss, double *bad_norm) {
+  if (t->unseen == 0) return 0;
+  const int n = t->loss_defer ? txl_trainer_losses(t, t->loss_steps) : 0;
+  TxlGradClip r;
+  txl_optim_read_clip(&t->adam, &r);
+  if (r.count != t->unseen || (t->loss_defer && n != t->unseen))
+    txl_fatal("internal: %d steps unseen, the clipping record holds %d and %d losses wait", t->unseen, r.count, n);
+  const int first = t->step - t->unseen + 1; /* the number of the oldest unseen step */
+  t->unseen = 0;
+  t->last_norm = r.norm;
+  if (loss_sum)
+    for (int k = 0; k < n && (r.bad == 0 || k < r.bad - 1); k++) *loss_sum += t->loss_steps[k];
+  txl_optim_reset_clip(&t->adam);
+  if (r.bad == 0) return 0;
+  *bad_norm = r.bad_norm;
+  *bad_loss = n >= r.bad ? t->loss_steps[r.bad - 1] : NAN;
+  return first + r.bad - 1;
 }
 
 int txl_trainer_losses(TxlTrainer *t, double *out) {
@@ -445,11 +472,13 @@ static int agree_on_stop(const TxlTrainer *t, int nonfinite) {
   return (v[0] ? STOP_NONFINITE : 0) | (v[1] ? STOP_LOG_FAILED : 0) | (v[2] ? STOP_SIGNAL : 0);
 }
 
-/* Update t->step + 1 met a NaN or an infinity in its loss or gradient (`here`: on this rank) and
- * changed nothing. Names the first tensor of the gradient holding one (a host copy, only on this
- * path) and stops every rank; no checkpoint of this state is written, so the last good one stays
- * "latest". collective: all ranks */
-static void stop_on_nonfinite(TxlTrainer *t, int here, double loss, double norm) {
+/* Update `step` met a NaN or an infinity in its loss or gradient (`here`: on this rank) and
+ * changed nothing (nor did any update after it: halted, kernels/common/clip.h). Names the first
+ * tensor of the gradient holding one (a host copy, only on this path; the gradient buffer holds
+ * that step's, plus those of the steps the device ran before the host looked, which keep a
+ * non-finite element non-finite) and stops every rank; no checkpoint of this state is written,
+ * so the last good one stays "latest". collective: all ranks */
+static void stop_on_nonfinite(TxlTrainer *t, int here, int step, double loss, double norm) {
   char msg[1600] = "";
   if (here) {
     const size_t bytes = (size_t)t->model.table.total * sizeof(float);
@@ -467,7 +496,7 @@ static void stop_on_nonfinite(TxlTrainer *t, int here, double loss, double norm)
       snprintf(kept, sizeof kept, "nothing of it is written (work_dir has no checkpoint yet)");
     snprintf(msg, sizeof msg,
              "step %d: the loss is %g and the gradient norm %g (%s); the parameters were not updated and %s "
-             "(lower train.lr?)", t->step + 1, loss, norm, where, kept);
+             "(lower train.lr?)", step, loss, norm, where, kept);
   }
   txl_fatal_if_any(here, "%s", msg);
 }
@@ -490,6 +519,13 @@ static void check_logs(TxlTrainer *t) {
   txl_report_sync(&t->report);
   txl_fatal_if_any(txl_report_failed(&t->report), "%s (the checkpoint of step %d is written)", t->report.error,
                    t->step);
+}
+
+/* txl_trainer_look; a halted update stops every rank. collective: all ranks */
+static void look_or_stop(TxlTrainer *t, Progress *p) {
+  double bad_loss = 0.0, bad_norm = 0.0;
+  const int bad = txl_trainer_look(t, &p->loss, &bad_loss, &bad_norm);
+  if (bad) stop_on_nonfinite(t, 1, bad, bad_loss, bad_norm);
 }
 
 void txl_trainer_train(TxlTrainer *t) {
@@ -525,10 +561,10 @@ void txl_trainer_train(TxlTrainer *t) {
       t->epoch++;
       n = txl_stream_next_rows(&s, rows, &in, &tg);
     }
-    double norm = 0.0;
     const double lr = txl_schedule_lr(&t->sched, t->step);
-    double loss = txl_trainer_step(t, in, tg, n, &norm); /* 0 when deferred (t->loss_defer) */
-    const int nonfinite = !t->step_skipped && ((!t->loss_defer && !isfinite(loss)) || !isfinite(norm));
+    const double loss = txl_trainer_step(t, in, tg, n); /* 0 when deferred (t->loss_defer) */
+    /* known here only without deferral (dynamic loss scaling): nothing updated */
+    const int nonfinite = t->step_nonfinite;
     if (!nonfinite) {
       p.skipped += t->step_skipped;
       t->data_pos = s.pos;
@@ -538,28 +574,31 @@ void txl_trainer_train(TxlTrainer *t) {
       p.tokens += (double)n * c->batch_size;
       if (!t->loss_defer) p.loss += loss;
       p.steps++;
-      const int log = t->step % c->log_interval == 0 || t->step == c->max_step;
-      if (t->loss_defer && (log || t->loss_pending == t->loss_cap)) /* the host reads the steps' losses */
-        for (int k = 0, nk = txl_trainer_losses(t, t->loss_steps); k < nk; k++) p.loss += t->loss_steps[k];
-      if (log) {
-        report_progress(t, &p, lr, norm, txl_now_s() - t_start);
-        p = (Progress){0};
-      }
+    }
+    const int log = !nonfinite && (t->step % c->log_interval == 0 || t->step == c->max_step);
+    const int eval = !nonfinite && c->eval_interval > 0 && t->step % c->eval_interval == 0;
+    const int save = !nonfinite && c->checkpoint_interval > 0 && t->step % c->checkpoint_interval == 0 &&
+                     t->last_save_step != t->step;
+    /* the host reads what the steps left on the device (losses, norms) only when it reports,
+     * evaluates or saves, or its buffers are full: a step never waits for the device. A halted
+     * update is found there, before anything of its state is reported or saved. */
+    if (log || eval || save || (!nonfinite && t->step == t->stop_at) || t->loss_pending == t->loss_cap)
+      look_or_stop(t, &p);
+    if (log) {
+      report_progress(t, &p, lr, t->last_norm, txl_now_s() - t_start);
+      p = (Progress){0};
     }
     const int stop = agree_on_stop(t, nonfinite);
-    if ((stop & STOP_NONFINITE) && t->loss_defer) { /* this step's loss, for the message */
-      const int nk = txl_trainer_losses(t, t->loss_steps);
-      loss = nk > 0 ? t->loss_steps[nk - 1] : NAN;
-    }
-    if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, loss, norm);
+    if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, t->step + 1, loss, t->last_norm);
+    const int leave = (stop & STOP_SIGNAL) || t->step == t->stop_at;
+    if (leave) look_or_stop(t, &p); /* a signal: before its checkpoint */
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
-    if (c->eval_interval > 0 && t->step % c->eval_interval == 0) {
+    if (eval) {
       validate(t);
       last_eval = t->step;
     }
-    if (c->checkpoint_interval > 0 && t->step % c->checkpoint_interval == 0 && t->last_save_step != t->step)
-      txl_trainer_save(t, 0);
-    if ((stop & STOP_SIGNAL) || t->step == t->stop_at) {
+    if (save && t->last_save_step != t->step) txl_trainer_save(t, 0);
+    if (leave) {
       if (t->last_save_step != t->step) txl_trainer_save(t, 0);
       check_logs(t);
       if (t->dist.rank == 0) {

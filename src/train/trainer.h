@@ -32,6 +32,8 @@ typedef struct {
   TxlSchedule sched;
   TxlLossScale scaler; /* train.loss_scale (off: S = 1) */
   int step_skipped;    /* the last txl_trainer_step skipped its update (dynamic loss scaling) */
+  int step_nonfinite;  /* it met a non-finite loss or gradient and updated nothing (the same; the
+                          caller stops: txl_trainer_train) */
   /* The step's loss left on the device (run.loss_out) until the host needs it, so that a step
    * does not wait for the device: on unless the loss scaling is dynamic (a step there must see its
    * loss at once, see txl_trainer_step). Read by txl_trainer_losses. */
@@ -41,6 +43,12 @@ typedef struct {
   double *loss_host;   /* [loss_cap, column groups] host copy */
   int *loss_rows;      /* [loss_cap] each pending step's rows (its tokens: rows x batch_size) */
   double *loss_steps;  /* [loss_cap] host: the steps' losses txl_trainer_losses gives */
+  /* Steps since the host last read the clipping record (adam.rec: their norms, whether one was
+   * not finite): with loss_defer the host reads it with the losses, at progress lines,
+   * evaluations, checkpoints and stops (txl_trainer_train), so that no step waits for the device;
+   * without, after every step. last_norm: the norm it read last. */
+  int unseen;
+  double last_norm;
   TxlReport report;
   int B_local, col0;
   int step;            /* updates done */
@@ -119,18 +127,31 @@ int txl_trainer_stop_signalled(void);
 void txl_trainer_dump_params(TxlTrainer *t, const char *path);
 
 /* One training step on [L, B_local] tokens: forward, backward, all-reduce, clip, Adam; t->step
- * counts it. When the loss or the gradient norm is not finite, nothing is updated and t->step
- * stays (the caller stops: see txl_trainer_train); a deferred loss is not seen here, but a
- * non-finite loss makes the gradient non-finite (a NaN or infinite logit, a NaN softmax gradient).
- * Returns the global mean loss, or 0 when t->loss_defer: the loss then waits on the device for
- * txl_trainer_losses (at most loss_cap steps: read before that); *grad_norm (may be NULL) the
- * global gradient norm before clipping. Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
+ * counts it. Returns the global mean loss, or 0 when t->loss_defer: the loss then waits on the
+ * device for txl_trainer_losses (at most loss_cap steps: read before that), and the gradient's
+ * norm in the optimizer's record (t->adam.rec) for txl_trainer_look, so that nothing here waits
+ * for the device. A non-finite gradient norm halts the updates on the device from that step on
+ * (kernels/common/clip.h: nothing more is written) until the host sees it and stops the run
+ * (txl_trainer_train); a non-finite loss comes with a non-finite gradient (a NaN or infinite
+ * logit, a NaN softmax gradient). Under dynamic loss scaling (no deferral) the host reads the
+ * record at once: a non-finite gradient is skipped (t->step_skipped; the step counts as done), and
+ * a non-finite loss, or a non-finite gradient at S = 1, updates nothing and leaves t->step as it
+ * was (t->step_nonfinite: the caller stops).
+ * Test hook: TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR puts an infinity into the first
  * element of TENSOR's gradient in update STEP (counted from 1, as messages count), on every rank
  * after the all-reduce: a non-finite gradient with a finite loss (tests/train/test_nonfinite.sh);
  * TXL_TRAIN_FAULT=drift:STEP:TENSOR moves that element of the parameters by one ulp on the last
  * rank after update STEP: replicas that differ (tests/train/test_replica_check.sh).
  * collective: all ranks */
-double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L, double *grad_norm);
+double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L);
+
+/* What the steps since the host last looked left on the device (t->unseen of them): their losses
+ * when deferred (txl_trainer_losses; their sum added to *loss_sum when it is not NULL) and the
+ * clipping record (t->last_norm). Returns 0, or the number of the first of them whose gradient
+ * norm was not finite, with its loss and norm in *bad_loss, *bad_norm (the updates halted there:
+ * the parameters are those before it). The same on every rank. collective: all ranks */
+int txl_trainer_look(TxlTrainer *t, double *loss_sum, double *bad_loss, double *bad_norm);
+
 
 /* The global mean loss of each step whose loss waits on the device (t->loss_defer), oldest
  * first, into out [loss_cap]; returns how many (none waits afterwards). One copy to the host,

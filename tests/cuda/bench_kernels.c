@@ -91,6 +91,7 @@ typedef struct {
   float *loss;
   int32_t *tok, *tgt;
   float *p, *g, *m, *v; /* optimizer buffers */
+  float *coef;          /* [1] the clip factor adam_fused reads on the device */
   void *p_act;          /* the weights' copy in the table's act type (adam_fused; bf16 table) */
   void *work;
   TxlDropout drop, dropatt0, dropatt;
@@ -165,7 +166,7 @@ static void call_adam(void *c) {
  * first call it reads zeros: the same bytes move) */
 static void call_adam_fused(void *c) {
   Bufs *b = c;
-  b->o->adam_fused(b->p, b->p_act, b->g, b->m, b->v, b->s->params, 1e-4f, 0.9f, 0.999f, 1e-8f, 10, 0.5f);
+  b->o->adam_fused(b->p, b->p_act, b->g, b->m, b->v, b->s->params, 1e-4f, 0.9f, 0.999f, 1e-8f, 10, b->coef);
 }
 static void call_sumsq(void *c) {
   Bufs *b = c;
@@ -257,6 +258,7 @@ int main(int argc, char **argv) {
   b.tok = dev_tokens(b.LB, s.V), b.tgt = dev_tokens(b.LB, s.V);
   b.p = dev_rand(s.params, -0.1f, 0.1f), b.g = dev_rand(s.params, -1e-3f, 1e-3f);
   b.m = dev_rand(s.params, -1e-4f, 1e-4f), b.v = dev_rand(s.params, 0, 1e-6f);
+  b.coef = dev_rand(1, 0.5f, 0.5f);
   b.drop = (TxlDropout){0.1f, 1, 2, 3};
   b.dropatt0 = (TxlDropout){0.0f, 1, 4, 3};
   b.dropatt = (TxlDropout){0.1f, 1, 4, 3};

@@ -246,9 +246,9 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     do {
       zipf_tokens(&z, tok, L, B, step);
       txl_count_reset();
-      double norm = 0.0;
-      txl_train_grad(&m, &run, step + 1, c->batch_size, NULL, NULL, tok, tok + B, L, 1.0, &norm);
-      txl_train_update(&m, &adam, &sched, step, norm, 1.0);
+      txl_train_grad(&m, &run, step + 1, c->batch_size, NULL, NULL, tok, tok + B, L, 1.0);
+      txl_train_clip(&m, &adam, 1.0);
+      txl_train_update(&m, &adam, &sched, step);
       step++;
       full = run.last_M == c->mem_len ? full + 1 : 0;
     } while (full < 2);

@@ -110,9 +110,11 @@ static void test_adam_op(TxlDtype act, int64_t n) {
     float *hg = rand_pad(n, -2.0, 2.0);
     float *g = dev_of(hg, n, "g"), *fg = dev_of(hg, n, "g");
     const float gs = step == 2 ? 0.25f : 1.0f;
+    float *dgs = dev_of(&gs, 1, "grad_scale"); /* the fused pass reads it on the device */
     o->adam_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, gs);
     unfused_tail(o, c.want, p, g, n);
-    o->adam_fused(fp, c.got, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, gs);
+    o->adam_fused(fp, c.got, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, dgs);
+    o->free(dgs);
     snprintf(what, sizeof what, "adam_fused %s n=%lld step %d: p", act_name(act), (long long)n, step);
     same_dev(what, fp, p, n);
     snprintf(what, sizeof what, "adam_fused %s n=%lld step %d: m, v", act_name(act), (long long)n, step);
@@ -146,7 +148,10 @@ static void test_sgd_op(TxlDtype act, int64_t n, float mom) {
     float *g = dev_of(hg, n, "g"), *fg = dev_of(hg, n, "g");
     o->sgd_update(p, g, b, n, 0.05f, mom, 0.5f, step == 1);
     unfused_tail(o, c.want, p, g, n);
-    o->sgd_fused(fp, c.got, fg, fb, n, 0.05f, mom, 0.5f, step == 1);
+    const float gs = 0.5f;
+    float *dgs = dev_of(&gs, 1, "grad_scale");
+    o->sgd_fused(fp, c.got, fg, fb, n, 0.05f, mom, dgs, step == 1);
+    o->free(dgs);
     snprintf(what, sizeof what, "sgd_fused %s n=%lld mom=%g step %d: p, buf", act_name(act), (long long)n, mom, step);
     same_dev(what, fp, p, n);
     same_dev(what, fb, b, n);
@@ -161,6 +166,42 @@ static void test_sgd_op(TxlDtype act, int64_t n, float mom) {
   free_copies(o, &c);
   o->free(p), o->free(b), o->free(fp), o->free(fb);
   free(hp), free(hb);
+}
+
+/* A NaN factor on the device (the updates halted: kernels/common/clip.h): adam_fused and
+ * sgd_fused write nothing at all, not p, its copy, the state or the gradient. */
+static void test_halted(TxlDtype act, int64_t n) {
+  const TxlOps *o = txl_ops_cuda(act);
+  float *hp = rand_pad(n, -1.0, 1.0), *hg = rand_pad(n, -2.0, 2.0), *hm = rand_pad(n, -0.1, 0.1);
+  float *hv = rand_pad(n, 0.0, 0.01);
+  float *p = dev_of(hp, n, "p"), *g = dev_of(hg, n, "g"), *m = dev_of(hm, n, "m"), *v = dev_of(hv, n, "v");
+  Copies c = copies(o, p, n);
+  const size_t A = (size_t)n * txl_dtype_size(act);
+  unsigned char *copy0 = (unsigned char *)ot_alloc(n), *copy1 = (unsigned char *)ot_alloc(n); /* >= A bytes */
+  o->to_host(copy0, c.got, A);
+  const float nan = NAN;
+  float *dgs = dev_of(&nan, 1, "grad_scale");
+  char what[160];
+  for (int k = 0; k < 2; k++) {
+    if (k == 0) o->adam_fused(p, c.got, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 3, dgs);
+    else o->sgd_fused(p, c.got, g, m, n, 0.05f, 0.9f, dgs, 0);
+    const char *op = k == 0 ? "adam_fused" : "sgd_fused";
+    snprintf(what, sizeof what, "%s %s n=%lld halted: p, g, m, v unchanged", op, act_name(act), (long long)n);
+    float *gp = host_from(p, n), *gg = host_from(g, n), *gm = host_from(m, n), *gv = host_from(v, n);
+    check_bits(what, gp, hp, n);
+    check_bits(what, gg, hg, n);
+    check_bits(what, gm, hm, n);
+    check_bits(what, gv, hv, n);
+    free(gp), free(gg), free(gm), free(gv);
+    o->to_host(copy1, c.got, A);
+    snprintf(what, sizeof what, "%s %s n=%lld halted: the copy of p unchanged", op, act_name(act), (long long)n);
+    ot_check_true(what, memcmp(copy0, copy1, A) == 0, "bytes differ");
+  }
+  free(copy0), free(copy1);
+  o->free(dgs);
+  free_copies(o, &c);
+  o->free(p), o->free(g), o->free(m), o->free(v);
+  free(hp), free(hg), free(hm), free(hv);
 }
 
 static void test_axpy_op(TxlDtype act, int64_t n, float a) {
@@ -250,8 +291,14 @@ static void test_step(const TxlOps *o, int kind, const char *kind_name, double l
     double norm[2];
     ref.m.grad_zero = 0; /* before: the zeroing pass every step */
     zero_skipped += fus.m.grad_zero;
-    txl_train_grad(&ref.m, &ref.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale, &norm[0]);
-    txl_train_grad(&fus.m, &fus.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale, &norm[1]);
+    txl_train_grad(&ref.m, &ref.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale);
+    txl_train_grad(&fus.m, &fus.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale);
+    /* before: the norm on the host; now: the record on the device */
+    norm[0] = txl_grad_norm(o, ref.m.grad_buf, &ref.m.table) / loss_scale;
+    txl_train_clip(&fus.m, &fus.adam, loss_scale);
+    TxlGradClip rec;
+    txl_optim_read_clip(&fus.adam, &rec);
+    norm[1] = rec.norm;
     char what[200];
     snprintf(what, sizeof what, "%s %s step %d: gradient norm", o->name, kind_name, step);
     ot_check_true(what, memcmp(&norm[0], &norm[1], sizeof(double)) == 0, "%.17g against %.17g", norm[1], norm[0]);
@@ -259,7 +306,7 @@ static void test_step(const TxlOps *o, int kind, const char *kind_name, double l
       txl_adam_step(&ref.adam, ref.m.param_buf, ref.m.grad_buf, norm[0], loss_scale,
                     (float)txl_schedule_lr(&sched, step));
       txl_model_params_changed(&ref.m);
-      txl_train_update(&fus.m, &fus.adam, &sched, step, norm[1], loss_scale);
+      txl_train_update(&fus.m, &fus.adam, &sched, step);
       snprintf(what, sizeof what, "%s %s step %d: gradient zeroed by the fused pass", o->name, kind_name, step);
       float *z = ot_alloc(n), *gz = ot_alloc(n);
       o->to_host(gz, fus.m.grad_buf, F);
@@ -304,6 +351,7 @@ int main(void) {
     for (int k = 0; k < 3; k++) {
       test_adam_op(acts[a], sizes[k]);
       test_sgd_op(acts[a], sizes[k], 0.9f);
+      test_halted(acts[a], sizes[k]);
       test_axpy_op(acts[a], sizes[k], -3e-3f);
     }
     test_sgd_op(acts[a], 1001, 0.0f);

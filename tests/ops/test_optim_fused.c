@@ -6,6 +6,7 @@
  * element, and one past the threads' threshold (TXL_CPU_PAR_MIN_ELEMS). A stretch of every input
  * is zero, as the padding of the parameter buffer: the unfused ops keep it zero and so must the
  * fused ones. After each fused pass the gradient must be all zeros (the +0.0 bits). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ static void test_adam(int64_t n, int steps, float gs, OtRng *rng) {
   for (int t = 1; t <= steps; t++) {
     float *g = rand_pad(n, -2.0f, 2.0f, rng), *fg = dup(g, n);
     txl_cpu_adam_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, gs);
-    txl_cpu_adam_fused(fp, fp, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, gs);
+    txl_cpu_adam_fused(fp, fp, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, &gs);
     snprintf(what, sizeof what, "adam_fused n=%lld step %d", (long long)n, t);
     check_copy(nm(what, "p"), fp, p, n);
     check_copy(nm(what, "m"), fm, m, n);
@@ -92,7 +93,7 @@ static void test_sgd(int64_t n, int steps, float mom, float gs, OtRng *rng) {
   for (int t = 1; t <= steps; t++) {
     float *g = rand_pad(n, -2.0f, 2.0f, rng), *fg = dup(g, n);
     txl_cpu_sgd_update(p, g, b, n, 0.05f, mom, gs, t == 1);
-    txl_cpu_sgd_fused(fp, fp, fg, fb, n, 0.05f, mom, gs, t == 1);
+    txl_cpu_sgd_fused(fp, fp, fg, fb, n, 0.05f, mom, &gs, t == 1);
     snprintf(what, sizeof what, "sgd_fused n=%lld mom=%g step %d", (long long)n, mom, t);
     check_copy(nm(what, "p"), fp, p, n);
     check_copy(nm(what, "buf"), fb, b, n);
@@ -116,6 +117,59 @@ static void test_axpy(int64_t n, float a, OtRng *rng) {
   free(y), free(x), free(fy), free(fx);
 }
 
+/* A NaN factor (the updates halted, kernels/common/clip.h): the fused passes write nothing. */
+static void test_halted(int64_t n, OtRng *rng) {
+  float *p = rand_pad(n, -1.0f, 1.0f, rng), *g = rand_pad(n, -2.0f, 2.0f, rng), *m = rand_pad(n, -0.1f, 0.1f, rng);
+  float *v = rand_pad(n, 0.0f, 0.01f, rng);
+  float *p0 = dup(p, n), *g0 = dup(g, n), *m0 = dup(m, n), *v0 = dup(v, n);
+  const float nan = NAN;
+  char what[160];
+  txl_cpu_adam_fused(p, p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 2, &nan);
+  txl_cpu_sgd_fused(p, p, g, m, n, 0.05f, 0.9f, &nan, 0);
+  snprintf(what, sizeof what, "adam_fused, sgd_fused n=%lld halted", (long long)n);
+  check_copy(nm(what, "p unchanged"), p, p0, n);
+  check_copy(nm(what, "g unchanged"), g, g0, n);
+  check_copy(nm(what, "m unchanged"), m, m0, n);
+  check_copy(nm(what, "v unchanged"), v, v0, n);
+  free(p), free(g), free(m), free(v), free(p0), free(g0), free(m0), free(v0);
+}
+
+/* grad_clip: the record's norm and factor, the bits of the host's arithmetic on sumsq_segments
+ * (what the trainer computed before the record existed); a non-finite norm halts from that step
+ * on, counted from the reset (the zeroed record). */
+static void test_grad_clip(OtRng *rng) {
+  enum { N = 5000 };
+  const int64_t seg[6] = {0, 1200, 1300, 2000, 3400, 1600}; /* three tensors, zeros between */
+  float *g = ot_alloc(N);
+  for (int s = 0; s < 3; s++)
+    for (int64_t i = 0; i < seg[2 * s + 1]; i++) g[seg[2 * s] + i] = 8.0f * (float)(ot_uniform(rng) - 0.5);
+  TxlGradClip r;
+  memset(&r, 0, sizeof r);
+  const double scales[3] = {1.0, 1024.0, 1.0};
+  const float clips[3] = {0.25f, 0.25f, 0.0f}; /* clipped; clipped under a loss scale; no clipping */
+  for (int k = 0; k < 3; k++) {
+    txl_cpu_grad_clip(&r, g, 3, seg, clips[k], scales[k]);
+    const double norm = sqrt(txl_cpu_sumsq_segments(g, 3, seg)) / scales[k];
+    float coef = 1.0f;
+    if (clips[k] > 0.0f && (float)((double)clips[k] / (norm + 1e-6)) < 1.0f) coef = (float)((double)clips[k] / (norm + 1e-6));
+    coef *= (float)(1.0 / scales[k]);
+    char what[128];
+    snprintf(what, sizeof what, "grad_clip call %d: norm and factor as the host computes them", k + 1);
+    ot_check_true(what, memcmp(&r.norm, &norm, sizeof norm) == 0 && memcmp(&r.coef, &coef, sizeof coef) == 0 &&
+                            r.count == k + 1 && r.bad == 0,
+                  "norm %.17g (want %.17g), coef %.9g (want %.9g), count %d, bad %d", r.norm, norm, r.coef, coef,
+                  r.count, r.bad);
+  }
+  g[1500] = INFINITY; /* the second tensor's first element: the fourth step is not finite */
+  txl_cpu_grad_clip(&r, g, 3, seg, 0.25f, 1.0);
+  g[1500] = 0.5f; /* finite again: the updates stay halted */
+  txl_cpu_grad_clip(&r, g, 3, seg, 0.25f, 1.0);
+  ot_check_true("grad_clip: an infinite gradient halts the updates from its step on", r.count == 5 && r.bad == 4 &&
+                    isinf(r.bad_norm) && isnan(r.coef) && isfinite(r.norm),
+                "count %d, bad %d, bad_norm %g, coef %g, norm %g", r.count, r.bad, r.bad_norm, r.coef, r.norm);
+  free(g);
+}
+
 int main(void) {
   OtRng rng = ot_rng(17);
   printf("fused optimizer passes against the unfused ops (CPU)\n");
@@ -126,6 +180,8 @@ int main(void) {
     test_sgd(n, 3, 0.9f, 1.0f, &rng);
     test_sgd(n, 2, 0.0f, 0.5f, &rng);
     test_axpy(n, -3e-3f, &rng);
+    test_halted(n, &rng);
   }
+  test_grad_clip(&rng);
   return ot_finish("test_op_optim_fused");
 }
