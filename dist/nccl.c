@@ -26,12 +26,15 @@ struct TxlNccl {
   cudaStream_t stream;  /* communication stream: every reduction runs here, in call order */
   cudaEvent_t done;     /* recorded by txl_nccl_join after the last queued reduction */
   cudaEvent_t ready;    /* recorded on the compute stream before each transport bucket */
+  cudaStream_t compute; /* the compute stream of the transport (txl_nccl_create's) */
   int gpu;
 };
 
-TxlNccl *txl_nccl_create(int rank, int world, int gpu) {
+TxlNccl *txl_nccl_create(int rank, int world, int gpu, void *compute_stream) {
+  if (!compute_stream) txl_fatal("internal: txl_nccl_create without a compute stream (stream 0 is not one)");
   TxlNccl *c = txl_calloc(1, sizeof *c, "NCCL communicator");
   c->gpu = gpu;
+  c->compute = (cudaStream_t)compute_stream;
   CUDA_CHECK(cudaSetDevice(gpu));
   ncclUniqueId id;
   if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
@@ -53,6 +56,7 @@ void txl_nccl_allreduce_sum(TxlNccl *c, float *dev, int64_t n, void *wait_event)
 }
 
 void txl_nccl_join(TxlNccl *c, void *compute_stream) {
+  if (!compute_stream) txl_fatal("internal: txl_nccl_join without a compute stream (stream 0 is not one)");
   CUDA_CHECK(cudaEventRecord(c->done, c->stream));
   CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)compute_stream, c->done, 0));
 }
@@ -70,20 +74,23 @@ void txl_nccl_wait(TxlNccl *c) {
  * recent record at the time of the call, so re-recording it afterwards is safe. */
 static void transport_start(void *ctx, float *p, int64_t n) {
   TxlNccl *c = ctx;
-  CUDA_CHECK(cudaEventRecord(c->ready, 0));
+  CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
   txl_nccl_allreduce_sum(c, p, n, c->ready);
 }
 
-static void transport_finish(void *ctx) { txl_nccl_join(ctx, NULL); }
+static void transport_finish(void *ctx) {
+  TxlNccl *c = ctx;
+  txl_nccl_join(c, c->compute);
+}
 
 /* After the compute work queued so far (send is final), on the communication stream; then the
  * compute stream waits for it, so the rows are in recv before anything later reads them. */
 static void transport_gather(void *ctx, const void *send, void *recv, int64_t bytes) {
   TxlNccl *c = ctx;
-  CUDA_CHECK(cudaEventRecord(c->ready, 0));
+  CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
   CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
   NCCL_CHECK(ncclAllGather(send, recv, (size_t)bytes, ncclUint8, c->comm, c->stream));
-  txl_nccl_join(c, NULL);
+  txl_nccl_join(c, c->compute);
 }
 
 TxlReduceTransport txl_nccl_transport(TxlNccl *c) {

@@ -4,9 +4,9 @@
  * is C11); every pointer argument of an op is device memory, except the host_* ones.
  *
  * Execution model: one host thread drives one device (txl_cuda_set_device picks it before the
- * first op). All kernels and cuBLAS calls go to the legacy default stream, so ops run in call
- * order; to_host waits for the work before it. The cuBLAS handle is made on the first call, on
- * the current device; the scratch buffers of the reductions (layer-norm dw/db partials,
+ * first op). All kernels, copies, memsets and cuBLAS / cuBLASLt calls go to one non-blocking
+ * compute stream (stream.cu), so ops run in call order; to_host waits for the work before it. The
+ * stream and the cuBLAS handle are made on the first call, on the current device; the scratch buffers of the reductions (layer-norm dw/db partials,
  * column-sum and sum-of-squares partials, the sort of the embedding backward) by the op reserve,
  * on the current device, for the largest calls to come (no other op allocates).
  *
@@ -43,7 +43,11 @@ typedef struct {
 } TxlCudaDevice;
 void txl_cuda_set_device(int gpu, TxlCudaDevice *info);
 
-/* Milliseconds per call of fn(ctx) (work queued on the default stream), timed with CUDA events
+/* The backend's compute stream (a cudaStream_t, as void * for C callers: dist/nccl.h takes CUDA
+ * handles so), made on the current device if it does not exist yet. stream.cu. */
+void *txl_cuda_compute_stream(void);
+
+/* Milliseconds per call of fn(ctx) (work queued on the compute stream), timed with CUDA events
  * over `iters` calls after `warmup` untimed ones (benchmarks). */
 double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup, int iters);
 
@@ -81,8 +85,9 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
  * or "cuda-fp16" (TXL_F16: the txl_cuda_X_fp16 ones). */
 const TxlOps *txl_ops_cuda(TxlDtype act);
 
-/* Releases the cuBLAS handle and the scratch buffers (optional, at exit; ops may be called
- * again afterwards, after a new txl_cuda_reserve where they need scratch). */
+/* Releases the cuBLAS handle, the scratch buffers and the compute stream (optional, at exit; ops
+ * may be called again afterwards, after a new txl_cuda_reserve where they need scratch, on a new
+ * stream). */
 void txl_cuda_release(void);
 
 /* How many calls of gemm_bias / gemm_wgrad_bias (gemm_lt.cu) ran as one cuBLASLt matmul with the

@@ -17,7 +17,8 @@
  * A template kernel with several arguments is launched through a pointer:
  *   auto k = my_kernel<4, 8>; TXL_LAUNCH(k, grid, block, 0)(args...); */
 /* The stream every op of the backend runs on (kernels/cuda/stream.cu): the kernels, the copies
- * and memsets, cuBLAS and cuBLASLt. */
+ * and memsets, cuBLAS and cuBLASLt, the events. A non-blocking stream, made on the current device
+ * by the first call, released by txl_cuda_release; never the legacy default stream 0. */
 cudaStream_t txl_cuda_stream(void);
 
 #ifdef TXL_CUDA_EMU
@@ -140,5 +141,6 @@ void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */
 void txl_cuda_elementwise_release(void); /* elementwise.cu: column-sum and sumsq partials */
 void txl_cuda_embedding_release(void);   /* embedding.cu: the sort of positions by token   */
 void txl_cuda_upload_release(void);      /* upload.cu: the page-locked staging ring          */
+void txl_cuda_stream_release(void);      /* stream.cu: the compute stream (the last to go)   */
 
 #endif

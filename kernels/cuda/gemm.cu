@@ -47,7 +47,7 @@ static cublasHandle_t handle(void) {
     CUBLAS_CHECK(cublasCreate(&g_handle));
     CUBLAS_CHECK(cublasSetMathMode(g_handle, CUBLAS_DEFAULT_MATH)); /* the compute type decides */
     CUBLAS_CHECK(cublasSetPointerMode(g_handle, CUBLAS_POINTER_MODE_HOST));
-    CUBLAS_CHECK(cublasSetStream(g_handle, 0)); /* the legacy default stream, as every op */
+    CUBLAS_CHECK(cublasSetStream(g_handle, txl_cuda_stream())); /* the compute stream, as every op */
   }
   return g_handle;
 }

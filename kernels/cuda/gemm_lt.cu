@@ -176,7 +176,7 @@ static int lt_matmul(const LtGemm *g) {
   if (ok) {
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(g_lt, desc, &alpha, g->B, la, g->A, lb, &g->beta, g->C, lc, g->C, lc, &algo,
-                                g_work.p, work_bytes, 0 /* the legacy default stream, as every op */));
+                                g_work.p, work_bytes, txl_cuda_stream() /* the compute stream, as every op */));
   }
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));

@@ -1,9 +1,11 @@
 /* Memory of the CUDA backend: device memory from cudaMalloc (256-byte aligned), and the
- * copies between it and the host. Copies are synchronous with respect to the host for host
- * memory (cudaMemcpy), and ordered after all earlier work on the default stream. Also the
+ * copies between it and the host. Every copy and memset is queued on the compute stream
+ * (txl_cuda_stream), after all earlier work of the backend; to_host returns once the copy is
+ * complete (the host waits for the stream), to_device once the host buffer may be reused. Also the
  * scratch buffers of the reductions: reserved (made) by txl_cuda_reserve, handed out by
  * txl_cuda_scratch, freed by txl_cuda_release. */
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
@@ -49,9 +51,9 @@ extern "C" double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup,
   CUDA_CHECK(cudaEventCreate(&e0));
   CUDA_CHECK(cudaEventCreate(&e1));
   for (int i = 0; i < warmup; i++) fn(ctx);
-  CUDA_CHECK(cudaEventRecord(e0, 0));
+  CUDA_CHECK(cudaEventRecord(e0, txl_cuda_stream()));
   for (int i = 0; i < iters; i++) fn(ctx);
-  CUDA_CHECK(cudaEventRecord(e1, 0));
+  CUDA_CHECK(cudaEventRecord(e1, txl_cuda_stream()));
   CUDA_CHECK(cudaEventSynchronize(e1));
   float ms = 0.0f;
   CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
@@ -81,7 +83,8 @@ extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
     txl_fatal("out of GPU memory allocating %zu bytes for %s: %s (%zu of %zu MiB free)", bytes,
               what ? what : "(unnamed)", cudaGetErrorString(rc), free_b >> 20, total_b >> 20);
   }
-  CUDA_CHECK(cudaMemset(p, 0, n));
+  /* on the compute stream: a non-blocking stream is not ordered after a memset of stream 0 */
+  CUDA_CHECK(cudaMemsetAsync(p, 0, n, txl_cuda_stream()));
   return p;
 }
 
@@ -90,24 +93,63 @@ extern "C" void txl_cuda_free(void *p) {
 }
 
 extern "C" void txl_cuda_copy(void *dst, const void *src, size_t bytes) {
-  if (bytes && dst != src) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+  if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, txl_cuda_stream()));
 }
 
+/* From pageable host memory the runtime stages the bytes before it returns, so host_src may be
+ * reused at once; the copy to dst is ordered on the stream like every op. */
 extern "C" void txl_cuda_to_device(void *dst, const void *host_src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, txl_cuda_stream()));
 }
 
+/* A small page-locked buffer for to_host's short reads (a step's gradient norm, its loss), made by
+ * txl_cuda_reserve (never in a step), freed by txl_cuda_release. */
+enum { TXL_READBACK_BYTES = 4096 };
+static void *g_readback = NULL;
+
+static void readback_reserve(void) {
+  if (g_readback) return;
+  const cudaError_t rc = cudaMallocHost(&g_readback, TXL_READBACK_BYTES);
+  if (rc != cudaSuccess)
+    txl_fatal("out of page-locked host memory allocating %d bytes for the reads to the host: %s",
+              (int)TXL_READBACK_BYTES, cudaGetErrorString(rc));
+}
+
+/* The copy after every op queued before it, then the host waits for the stream (a synchronous
+ * cudaMemcpy would run on stream 0, which does not wait for a non-blocking stream). A read that
+ * fits goes through the page-locked buffer: the copy from there does not make the host wait, so
+ * cudaStreamSynchronize is the read's one wait. Into pageable memory (a longer read, or before
+ * txl_cuda_reserve) the copy itself returns only once it is complete (the runtime's "API
+ * synchronization behavior"), and the synchronise then finds the stream idle. */
 extern "C" void txl_cuda_to_host(void *host_dst, const void *src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+  if (!bytes) return;
+  const int staged = g_readback && bytes <= TXL_READBACK_BYTES;
+  CUDA_CHECK(cudaMemcpyAsync(staged ? g_readback : host_dst, src, bytes, cudaMemcpyDeviceToHost, txl_cuda_stream()));
+  CUDA_CHECK(cudaStreamSynchronize(txl_cuda_stream()));
+  if (staged) memcpy(host_dst, g_readback, bytes);
 }
 
 extern "C" void txl_cuda_zero(void *p, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemset(p, 0, bytes));
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, txl_cuda_stream()));
 }
 
+/* Byte i of row r of the zero_rows below (a grid-stride loop over rows x row_bytes). */
+static __global__ void zero_rows_kernel(unsigned char *p, int64_t rows, int64_t row_bytes, int64_t pitch) {
+  const int64_t n = rows * row_bytes;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    p[i / row_bytes * pitch + i % row_bytes] = 0;
+}
+
+/* A kernel on the compute stream rather than cudaMemset2D, which runs on stream 0 (its Async form
+ * is not in the emulator of the tests, tests/cuda/emu). Used by the attention backward of a call
+ * with no query (rel_attn.cu: L, B, H or dh 0). */
 void txl_cuda_zero_rows(void *p, int64_t rows, size_t row_bytes, size_t pitch) {
   if (pitch < row_bytes) txl_fatal("internal: zero_rows with rows %zu bytes apart, %zu wide", pitch, row_bytes);
-  if (rows > 0 && row_bytes) CUDA_CHECK(cudaMemset2D(p, pitch, 0, row_bytes, (size_t)rows));
+  if (rows <= 0 || !row_bytes) return;
+  const int64_t n = rows * (int64_t)row_bytes;
+  TXL_LAUNCH(zero_rows_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(
+      static_cast<unsigned char *>(p), rows, (int64_t)row_bytes, (int64_t)pitch);
+  CUDA_LAUNCH_CHECK();
 }
 
 void txl_cuda_scratch_reserve(TxlCudaScratch *s, size_t bytes) {
@@ -131,6 +173,7 @@ void txl_cuda_scratch_release(TxlCudaScratch *s) {
 }
 
 extern "C" void txl_cuda_reserve(int64_t rows, int bias_n, int norm_d) {
+  readback_reserve();
   txl_cuda_elementwise_reserve(rows, bias_n);
   txl_cuda_layernorm_reserve(norm_d);
   txl_cuda_embedding_reserve(rows);
@@ -144,4 +187,7 @@ extern "C" void txl_cuda_release(void) {
   txl_cuda_elementwise_release();
   txl_cuda_embedding_release();
   txl_cuda_upload_release();
+  if (g_readback) CUDA_CHECK(cudaFreeHost(g_readback)); /* waits for the device: no copy still writes it */
+  g_readback = NULL;
+  txl_cuda_stream_release();
 }

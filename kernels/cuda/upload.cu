@@ -3,9 +3,8 @@
  *
  * A ring of TXL_UPLOAD_SLOTS slots of page-locked memory (cudaMallocHost, made by upload_reserve
  * when a run is created, never in a step). Each upload copies its bytes into the current slot (a
- * host memcpy of a few KiB), then queues cudaMemcpyAsync from there on the compute stream (the
- * legacy default stream, as every op): from page-locked memory the copy does not wait for the
- * device (the runtime's "API synchronization behavior"), from pageable memory it would. When an
+ * host memcpy of a few KiB), then queues cudaMemcpyAsync from there on the compute stream
+ * (txl_cuda_stream, as every op): from page-locked memory the copy does not wait for the device (the runtime's "API synchronization behavior"), from pageable memory it would. When an
  * upload does not fit in what is left of the slot, the host records an event after the slot's
  * copies and moves to the next slot; before it writes a slot again it asks that slot's event
  * (cudaEventQuery, which never waits) and waits for it (cudaEventSynchronize) only when the device
@@ -49,7 +48,7 @@ extern "C" void txl_cuda_upload_reserve(size_t bytes) {
 /* Leaves the current slot (an event after its copies) for the next one, once the device has made
  * the copies that slot held a ring ago. */
 static void next_slot(void) {
-  CUDA_CHECK(cudaEventRecord(g_up.left[g_up.cur], 0));
+  CUDA_CHECK(cudaEventRecord(g_up.left[g_up.cur], txl_cuda_stream()));
   g_up.pending[g_up.cur] = 1;
   g_up.cur = (g_up.cur + 1) % TXL_UPLOAD_SLOTS;
   g_up.used = 0;
@@ -71,6 +70,6 @@ extern "C" void txl_cuda_upload(void *dst, const void *host_src, size_t bytes) {
   if (g_up.used + bytes > g_up.slot) next_slot();
   unsigned char *stage = g_up.ring + (size_t)g_up.cur * g_up.slot + g_up.used;
   memcpy(stage, host_src, bytes);
-  CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, 0));
+  CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, txl_cuda_stream()));
   g_up.used += bytes;
 }

@@ -62,7 +62,7 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
            : c->precision == TXL_PRECISION_TF32 ? "TF32 GEMMs"
                                                 : "fp32");
 #ifdef TXL_BACKEND_NCCL
-  if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu);
+  if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu, txl_cuda_compute_stream());
 #else /* the CPU emulator of the kernels (tests/cuda/emu): no NCCL there */
   if (collectives && d->world > 1)
     txl_fatal_all("run.device = cuda on the CPU emulator of the kernels runs one rank only (no NCCL)");

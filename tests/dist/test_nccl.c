@@ -32,10 +32,11 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  TxlNccl *c = txl_nccl_create(d.rank, d.world, gpu);
   cudaStream_t compute;
   cudaEvent_t ready;
-  CUDA_CHECK(cudaStreamCreate(&compute));
+  CUDA_CHECK(cudaSetDevice(gpu));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  TxlNccl *c = txl_nccl_create(d.rank, d.world, gpu, compute);
   CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
   const int64_t sizes[] = {1, 1000, ((int64_t)1 << 20) + 3};
   int failed = 0;
@@ -59,8 +60,9 @@ int main(int argc, char **argv) {
         txl_nccl_join(c, compute);
         CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, compute));
         CUDA_CHECK(cudaStreamSynchronize(compute));
-      } else {         /* synchronous: copy, reduce in two halves, wait */
-        CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+      } else {         /* synchronous: copy (complete before the host goes on), reduce in two halves, wait */
+        CUDA_CHECK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, compute));
+        CUDA_CHECK(cudaStreamSynchronize(compute));
         txl_nccl_allreduce_sum(c, dev + n / 2, n - n / 2, NULL);
         txl_nccl_allreduce_sum(c, dev, n / 2, NULL);
         txl_nccl_wait(c);
