@@ -1,6 +1,7 @@
 /* The CPU emulator of the CUDA runtime and cuBLAS subset of cuda_emu.h: the block scheduler with
  * one fiber per thread, barriers and shuffles, launch checks, memory, streams and events as
- * synchronous no-ops, stream capture into a list that cudaGraphLaunch replays, and cublasSgemm / cublasGemmEx / cublasLtMatmul on OpenBLAS.
+ * synchronous no-ops, stream capture into a list that cudaGraphLaunch replays (with the errors a
+ * capture gives), and cublasSgemm / cublasGemmEx / cublasLtMatmul on OpenBLAS.
  *
  * Fibers. A thread of a block runs on a stack of its own from its start to its end (STACK_BYTES,
  * mmap'ed with a guard page below it, taken from a pool: stacks are made on demand, at most one
@@ -189,13 +190,49 @@ static Capture *live_capture(unsigned long long id) {
 
 static void invalidate(Capture *c) { c->invalidated = true; }
 
+/* The legacy stream (handle 0) used while a capture includes a blocking stream (one created
+ * without cudaStreamNonBlocking): the legacy stream would wait for it, an implicit dependency on
+ * the capture. cudaErrorStreamCaptureImplicit, and those captures are invalidated. */
+static cudaError_t legacy_use(bool invalidating = true) {
+  bool hit = false;
+  for (Capture *c : g_captures)
+    for (cudaStream_t s : c->streams)
+      if (!(s->flags & cudaStreamNonBlocking)) {
+        if (invalidating) invalidate(c);
+        hit = true;
+        break;
+      }
+  return hit ? set_error(cudaErrorStreamCaptureImplicit) : cudaSuccess;
+}
+
+/* A call that a capture in global mode forbids in the whole process (it is not stream-ordered,
+ * or it waits for the device): cudaErrorStreamCaptureUnsupported while any capture is in
+ * progress, and every capture is invalidated. */
+static cudaError_t unsafe_call(void) {
+  if (g_captures.empty()) return cudaSuccess;
+  for (Capture *c : g_captures) invalidate(c);
+  return set_error(cudaErrorStreamCaptureUnsupported);
+}
+
+/* A synchronous call of the legacy stream (cudaMemcpy, cudaMemset, cudaMemset2D): the legacy
+ * stream's rule, then the global mode's. */
+static cudaError_t legacy_sync_call(void) {
+  const cudaError_t e = legacy_use();
+  return e != cudaSuccess ? e : unsafe_call();
+}
+
 /* What to do with an operation enqueued on stream s: run it now, record it into s's capture, or
- * refuse it (*err: a capture already invalidated). */
+ * refuse it (*err: the legacy stream during a blocking capture, or a capture already
+ * invalidated). */
 enum Enqueue { ENQ_RUN, ENQ_RECORD, ENQ_FAIL };
 
 static Enqueue enqueue(cudaStream_t s, cudaError_t *err) {
   *err = cudaSuccess;
-  if (!s || !s->capture) return ENQ_RUN;
+  if (!s) {
+    *err = legacy_use();
+    return *err == cudaSuccess ? ENQ_RUN : ENQ_FAIL;
+  }
+  if (!s->capture) return ENQ_RUN;
   if (s->capture->invalidated) {
     *err = set_error(cudaErrorStreamCaptureInvalidated);
     return ENQ_FAIL;
@@ -668,7 +705,10 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
   cudaError_t err;
   const Enqueue q = enqueue(d.stream, &err);
   if (q == ENQ_FAIL) return; /* the error is cudaGetLastError's */
-  if (!launch_ok(d)) return;
+  if (!launch_ok(d)) {
+    if (q == ENQ_RECORD) invalidate(d.stream->capture); /* a failed launch in a capture */
+    return;
+  }
   if (q == ENQ_RECORD) { /* the descriptor and a copy of the arguments, run at each replay */
     const TxlEmuLaunchDesc saved = d;
     std::shared_ptr<void> args(d.clone(d.ctx), d.destroy);
@@ -909,6 +949,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaDeviceSynchronize", 0);
   return cudaSuccess;
 }
@@ -926,6 +967,7 @@ cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute att
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
   if (!ptr) return set_error(cudaErrorInvalidValue);
   *ptr = NULL;
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaMalloc", bytes);
   /* cudaMalloc memory is 256-byte aligned; the size is kept exact for AddressSanitizer */
   if (posix_memalign(ptr, 256, bytes) != 0) {
@@ -938,6 +980,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
 
 cudaError_t cudaFree(void *ptr) {
   if (!ptr) return cudaSuccess;
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaFree", g_device_mem.count((uintptr_t)ptr) ? g_device_mem[(uintptr_t)ptr] : 0);
   g_device_mem.erase((uintptr_t)ptr);
   free(ptr);
@@ -947,6 +990,7 @@ cudaError_t cudaFree(void *ptr) {
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
   if (!ptr) return set_error(cudaErrorInvalidValue);
   *ptr = NULL;
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaMallocHost", bytes);
   if (posix_memalign(ptr, 4096, bytes ? bytes : 1) != 0) { /* whole pages, as page-locked memory */
     *ptr = NULL;
@@ -960,6 +1004,7 @@ cudaError_t cudaFreeHost(void *ptr) {
   if (!ptr) return cudaSuccess;
   const auto it = g_pinned.find((uintptr_t)ptr);
   if (it == g_pinned.end()) return set_error(cudaErrorInvalidValue);
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaFreeHost", it->second);
   g_pinned.erase(it);
   free(ptr);
@@ -1002,6 +1047,8 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
     return set_error(cudaErrorInvalidMemcpyDirection);
   if (bytes && (!dst || !src)) return set_error(cudaErrorInvalidValue);
+  const cudaError_t e = legacy_sync_call();
+  if (e != cudaSuccess) return e;
   count_copy("cudaMemcpy", false, dst, src, bytes, kind);
   if (bytes) memcpy(dst, src, bytes);
   return cudaSuccess;
@@ -1016,6 +1063,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
   const Enqueue q = enqueue(stream, &err);
   if (q == ENQ_FAIL) return err;
   if (q == ENQ_RECORD) {
+    /* a copy node moves device memory and page-locked host memory only: a pageable (or host to
+     * host) copy cannot be captured */
+    const CopySides c = copy_sides(dst, src, kind);
+    if (!(c.dst_dev && c.src_dev) && !c.pinned) {
+      invalidate(stream->capture);
+      return set_error(cudaErrorStreamCaptureUnsupported);
+    }
     record(stream, [dst, src, bytes]() {
       if (bytes) memcpy(dst, src, bytes);
     });
@@ -1035,6 +1089,8 @@ static cudaError_t memset_2d(void *ptr, size_t pitch, int value, size_t width, s
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  const cudaError_t e = legacy_sync_call();
+  if (e != cudaSuccess) return e;
   if (bytes && in_range(g_pinned, ptr)) host_sync("cudaMemset of page-locked host memory", bytes);
   return memset_2d(ptr, bytes, value, bytes, 1);
 }
@@ -1052,6 +1108,8 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 }
 
 cudaError_t cudaMemset2D(void *ptr, size_t pitch, int value, size_t width, size_t height) {
+  const cudaError_t e = legacy_sync_call();
+  if (e != cudaSuccess) return e;
   if (width && height && in_range(g_pinned, ptr)) host_sync("cudaMemset2D of page-locked host memory", width * height);
   return memset_2d(ptr, pitch, value, width, height);
 }
@@ -1084,18 +1142,42 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+/* The legacy stream's rule; a stream that takes part in a capture cannot be waited for
+ * (cudaErrorStreamCaptureUnsupported, the capture invalidated). */
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!stream) {
+    const cudaError_t e = legacy_use();
+    if (e != cudaSuccess) return e;
+  } else if (stream->capture) {
+    invalidate(stream->capture);
+    return set_error(cudaErrorStreamCaptureUnsupported);
+  }
   host_sync("cudaStreamSynchronize", 0);
   return cudaSuccess;
 }
 
 /* In a capture (README.md, "Stream capture and graphs"): waiting on an event recorded in a
  * capture makes the stream join that capture (fork) or marks the recording stream's work up to
- * the record as joined; a stream of another capture may not wait on it (cudaErrorStreamCaptureMerge). */
+ * the record as joined; a capturing stream may not wait on an event recorded outside its
+ * capture (cudaErrorStreamCaptureIsolation) or in another capture (cudaErrorStreamCaptureMerge). */
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  if (!stream) {
+    const cudaError_t e = legacy_use();
+    if (e != cudaSuccess) return e;
+  }
   Capture *c = live_capture(event->capture_id);
-  if (!c || !stream) return cudaSuccess; /* ordering only: everything before the record is complete */
+  if (!c) { /* an event recorded outside any capture in progress */
+    if (stream && stream->capture && event->recorded) {
+      invalidate(stream->capture);
+      return set_error(cudaErrorStreamCaptureIsolation);
+    }
+    return cudaSuccess; /* ordering only: everything before the record is complete */
+  }
+  if (!stream) { /* the legacy stream cannot take part in a capture */
+    invalidate(c);
+    return set_error(cudaErrorStreamCaptureUnsupported);
+  }
   if (stream->capture && stream->capture != c) {
     invalidate(c);
     invalidate(stream->capture);
@@ -1143,8 +1225,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+/* An event last recorded in a capture in progress stands for no work that runs: it cannot be
+ * waited for or queried (cudaErrorCapturedEvent, the capture invalidated). */
+static cudaError_t captured_event(cudaEvent_t event) {
+  Capture *c = live_capture(event->capture_id);
+  if (!c) return cudaSuccess;
+  invalidate(c);
+  return set_error(cudaErrorCapturedEvent);
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  const cudaError_t e = captured_event(event);
+  if (e != cudaSuccess) return e;
   host_sync("cudaEventSynchronize", 0);
   return cudaSuccess;
 }
@@ -1152,7 +1245,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 /* Never waits: the work before any record is complete (cudaSuccess), as is an event never recorded. */
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
-  return cudaSuccess;
+  return captured_event(event);
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -1177,7 +1270,10 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
     die("cudaStreamBeginCapture with cudaStreamCaptureModeRelaxed: not emulated (Global and ThreadLocal are)");
   if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal)
     return set_error(cudaErrorInvalidValue);
-  if (!stream) return set_error(cudaErrorStreamCaptureUnsupported); /* the legacy stream cannot capture */
+  if (!stream) { /* the legacy stream cannot capture */
+    const cudaError_t e = legacy_use();
+    return e != cudaSuccess ? e : set_error(cudaErrorStreamCaptureUnsupported);
+  }
   if (stream->capture) return set_error(cudaErrorIllegalState); /* already capturing */
   Capture *c = new Capture{++g_capture_ids, stream, false, {stream}, {}};
   g_captures.push_back(c);
@@ -1192,7 +1288,10 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mo
  * that joined it has work no stream of the capture waited for (cudaErrorStreamCaptureUnjoined). */
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
   if (!pGraph) return set_error(cudaErrorInvalidValue);
-  if (!stream) return set_error(cudaErrorIllegalState);
+  if (!stream) {
+    const cudaError_t e = legacy_use();
+    return e != cudaSuccess ? e : set_error(cudaErrorIllegalState);
+  }
   Capture *c = stream->capture;
   if (!c) return set_error(cudaErrorIllegalState); /* not capturing */
   if (c->origin != stream) {
@@ -1218,7 +1317,9 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *pCaptureStatus) {
   if (!pCaptureStatus) return set_error(cudaErrorInvalidValue);
-  if (!stream) {
+  if (!stream) { /* the query does not invalidate the capture */
+    const cudaError_t e = legacy_use(false);
+    if (e != cudaSuccess) return e;
     *pCaptureStatus = cudaStreamCaptureStatusNone;
     return cudaSuccess;
   }
@@ -1419,7 +1520,7 @@ static cublasStatus_t gemm_args(cublasHandle_t handle, cublasOperation_t transa,
 }
 
 /* A cuBLAS / cuBLASLt call on `stream` (README.md, "Stream capture and graphs"): false when it
- * is to run now; true when it was handled here, with *st: refused (an invalidated capture:
+ * is to run now; true when it was handled here, with *st: refused (the stream cannot take work:
  * CUBLAS_STATUS_EXECUTION_FAILED, as when cuBLAS cannot launch its kernel; or `check` failed), or
  * recorded into the stream's capture. The record keeps a copy of the handle's settings (its own
  * scratch) and, in host pointer mode, the VALUES of alpha and beta read now; in device pointer

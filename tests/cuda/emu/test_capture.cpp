@@ -8,7 +8,9 @@
  *   - replaying twice gives twice the effect of an increment;
  *   - the counts: a graph launch is one graph launch, its kernels are not host launches;
  *   - fork and join through events, and the unjoined fork;
- *   - the errors of the capture calls themselves.
+ *   - each call a capture forbids fails with the runtime's code, invalidates the capture, and
+ *     cudaStreamEndCapture then fails with a NULL graph; the legacy stream's rule for blocking
+ *     and non-blocking capturing streams.
  * Prints one line per check; exits 1 if any failed. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -391,26 +393,194 @@ static void test_fork_join(void) {
   CUDA_CHECK(cudaStreamDestroy(s2));
 }
 
-/* ---- the capture calls' own errors ------------------------------------------------------------------ */
-static void test_capture_calls(void) {
-  cudaStream_t s;
-  CUDA_CHECK(cudaStreamCreate(&s));
+/* ---- what a capture forbids ------------------------------------------------------------------------ */
+struct Forbid {
+  cudaStream_t s;            /* the capturing stream */
+  float *dev, *dev2, *pin;   /* device memory, page-locked host memory */
+  float pageable[16];
+  cudaEvent_t captured;      /* recorded in the capture */
+  cudaEvent_t outside;       /* recorded before it */
+  cublasHandle_t legacy;     /* a handle on the legacy stream */
+  int *cnt;
+};
+
+/* One forbidden call in a fresh capture of one increment (on f.s): it must return `want`, leave the
+ * capture invalidated (later work on the stream: cudaErrorStreamCaptureInvalidated), and
+ * cudaStreamEndCapture must fail with cudaErrorStreamCaptureInvalidated and a NULL graph, the
+ * stream out of capture; nothing of the capture ran. */
+static void forbidden(Forbid &f, const char *what, cudaError_t want, cudaError_t (*call)(Forbid &)) {
+  const int before = *f.cnt;
+  long l0, s0, l1, s1;
+  CUDA_CHECK(cudaStreamBeginCapture(f.s, cudaStreamCaptureModeGlobal));
+  LAUNCH_ON(f.s, increment_kernel, 1, 32, 0)(f.cnt);
+  CUDA_CHECK(cudaEventRecord(f.captured, f.s));
+  txl_emu_counts(&l0, &s0);
+  const cudaError_t got = call(f);
+  txl_emu_counts(&l1, &s1);
+  const cudaError_t last = cudaGetLastError();
+  cudaStreamCaptureStatus st;
+  CUDA_CHECK(cudaStreamIsCapturing(f.s, &st));
+  const cudaError_t later = cudaMemsetAsync(f.dev, 0, 4, f.s);
+  cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(&f);
+  const cudaError_t end = cudaStreamEndCapture(f.s, &graph);
+  (void)cudaGetLastError();
+  cudaStreamCaptureStatus after;
+  CUDA_CHECK(cudaStreamIsCapturing(f.s, &after));
+  check(got == want && last == want && st == cudaStreamCaptureStatusInvalidated &&
+            later == cudaErrorStreamCaptureInvalidated && end == cudaErrorStreamCaptureInvalidated && graph == NULL &&
+            after == cudaStreamCaptureStatusNone && *f.cnt == before && l1 == l0 && s1 == s0,
+        "during a capture, %s: %s (want %s), then %s, %s from cudaStreamEndCapture, NULL graph, nothing counted",
+        what, cudaGetErrorName(got), cudaGetErrorName(want), cudaGetErrorName(later), cudaGetErrorName(end));
+}
+
+static __global__ void noop_kernel(int *x) { (void)x; }
+
+static cudaError_t f_malloc(Forbid &) {
+  void *p = &p;
+  const cudaError_t e = cudaMalloc(&p, 64);
+  return p == NULL ? e : cudaSuccess;
+}
+static cudaError_t f_malloc_host(Forbid &) {
+  void *p = &p;
+  const cudaError_t e = cudaMallocHost(&p, 64);
+  return p == NULL ? e : cudaSuccess;
+}
+static cudaError_t f_free(Forbid &f) { return cudaFree(f.dev2); }
+static cudaError_t f_free_host(Forbid &f) { return cudaFreeHost(f.pin); }
+static cudaError_t f_device_sync(Forbid &) { return cudaDeviceSynchronize(); }
+static cudaError_t f_stream_sync(Forbid &f) { return cudaStreamSynchronize(f.s); }
+static cudaError_t f_event_sync(Forbid &f) { return cudaEventSynchronize(f.captured); }
+static cudaError_t f_event_query(Forbid &f) { return cudaEventQuery(f.captured); }
+static cudaError_t f_memcpy(Forbid &f) { return cudaMemcpy(f.dev, f.pin, 16, cudaMemcpyHostToDevice); }
+static cudaError_t f_memset(Forbid &f) { return cudaMemset(f.dev, 0, 16); }
+static cudaError_t f_memset2d(Forbid &f) { return cudaMemset2D(f.dev, 16, 0, 16, 2); }
+static cudaError_t f_pageable_h2d(Forbid &f) {
+  return cudaMemcpyAsync(f.dev, f.pageable, 16, cudaMemcpyHostToDevice, f.s);
+}
+static cudaError_t f_pageable_d2h(Forbid &f) {
+  return cudaMemcpyAsync(f.pageable, f.dev, 16, cudaMemcpyDeviceToHost, f.s);
+}
+static cudaError_t f_pageable_default(Forbid &f) {
+  return cudaMemcpyAsync(f.pageable, f.dev, 16, cudaMemcpyDefault, f.s);
+}
+static cudaError_t f_launch_legacy(Forbid &f) {
+  LAUNCH_ON((cudaStream_t)0, noop_kernel, 1, 32, 0)(f.cnt);
+  return cudaPeekAtLastError();
+}
+static cudaError_t f_launch_bad(Forbid &f) {
+  LAUNCH_ON(f.s, noop_kernel, 1, 2048, 0)(f.cnt); /* more threads than a block may have */
+  return cudaPeekAtLastError();
+}
+static cudaError_t f_copy_legacy(Forbid &f) {
+  return cudaMemcpyAsync(f.dev, f.dev2, 16, cudaMemcpyDeviceToDevice, 0);
+}
+static cudaError_t f_sync_legacy(Forbid &) { return cudaStreamSynchronize(0); }
+static cudaError_t f_record_legacy(Forbid &f) { return cudaEventRecord(f.outside, 0); }
+static cudaError_t f_wait_outside(Forbid &f) { return cudaStreamWaitEvent(f.s, f.outside, 0); }
+static cudaError_t f_gemm_legacy(Forbid &f) {
+  const float one = 1.0f;
+  const cublasStatus_t st =
+      cublasSgemm(f.legacy, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, f.dev, 2, f.dev, 2, &one, f.dev2, 2);
+  /* cuBLAS cannot launch its kernel: CUBLAS_STATUS_EXECUTION_FAILED, the runtime's error behind it */
+  return st == CUBLAS_STATUS_EXECUTION_FAILED ? cudaPeekAtLastError() : cudaErrorInvalidValue;
+}
+
+static void test_forbidden(void) {
+  Forbid f;
+  CUDA_CHECK(cudaStreamCreate(&f.s)); /* a blocking stream: the legacy stream waits for it */
+  CUDA_CHECK(cudaMalloc(&f.dev, 64));
+  CUDA_CHECK(cudaMalloc(&f.dev2, 64));
+  CUDA_CHECK(cudaMalloc(&f.cnt, sizeof(int)));
+  CUDA_CHECK(cudaMallocHost(&f.pin, 64));
+  CUDA_CHECK(cudaMemset(f.cnt, 0, sizeof(int)));
+  CUDA_CHECK(cudaEventCreate(&f.captured));
+  CUDA_CHECK(cudaEventCreate(&f.outside));
+  CUDA_CHECK(cudaEventRecord(f.outside, f.s));
+  CUBLAS_CHECK(cublasCreate(&f.legacy));
+  memset(f.pageable, 0, sizeof f.pageable);
+  struct Case {
+    const char *what;
+    cudaError_t want;
+    cudaError_t (*call)(Forbid &);
+  } cases[] = {
+      {"cudaMalloc", cudaErrorStreamCaptureUnsupported, f_malloc},
+      {"cudaMallocHost", cudaErrorStreamCaptureUnsupported, f_malloc_host},
+      {"cudaFree", cudaErrorStreamCaptureUnsupported, f_free},
+      {"cudaFreeHost", cudaErrorStreamCaptureUnsupported, f_free_host},
+      {"cudaDeviceSynchronize", cudaErrorStreamCaptureUnsupported, f_device_sync},
+      {"cudaStreamSynchronize of the capturing stream", cudaErrorStreamCaptureUnsupported, f_stream_sync},
+      {"cudaEventSynchronize of a captured event", cudaErrorCapturedEvent, f_event_sync},
+      {"cudaEventQuery of a captured event", cudaErrorCapturedEvent, f_event_query},
+      {"cudaMemcpy (legacy stream)", cudaErrorStreamCaptureImplicit, f_memcpy},
+      {"cudaMemset (legacy stream)", cudaErrorStreamCaptureImplicit, f_memset},
+      {"cudaMemset2D (legacy stream)", cudaErrorStreamCaptureImplicit, f_memset2d},
+      {"cudaMemcpyAsync pageable host to device", cudaErrorStreamCaptureUnsupported, f_pageable_h2d},
+      {"cudaMemcpyAsync device to pageable host", cudaErrorStreamCaptureUnsupported, f_pageable_d2h},
+      {"cudaMemcpyAsync cudaMemcpyDefault to pageable host", cudaErrorStreamCaptureUnsupported, f_pageable_default},
+      {"a kernel launch on the legacy stream", cudaErrorStreamCaptureImplicit, f_launch_legacy},
+      {"a kernel launch with a bad configuration", cudaErrorInvalidConfiguration, f_launch_bad},
+      {"cudaMemcpyAsync on the legacy stream", cudaErrorStreamCaptureImplicit, f_copy_legacy},
+      {"cudaStreamSynchronize of the legacy stream", cudaErrorStreamCaptureImplicit, f_sync_legacy},
+      {"cudaEventRecord on the legacy stream", cudaErrorStreamCaptureImplicit, f_record_legacy},
+      {"cudaStreamWaitEvent on an event recorded outside the capture", cudaErrorStreamCaptureIsolation,
+       f_wait_outside},
+      {"cublasSgemm with a handle on the legacy stream", cudaErrorStreamCaptureImplicit, f_gemm_legacy},
+  };
+  for (const Case &c : cases) forbidden(f, c.what, c.want, c.call);
+  float back[4] = {1, 2, 3, 4};
+  CUDA_CHECK(cudaMemcpy(f.pin, back, sizeof back, cudaMemcpyHostToHost));
+  check(f.pin[3] == 4.0f, "the refused cudaFreeHost freed nothing: the page-locked buffer is still usable");
+
+  /* the rules of the capture calls themselves */
   cudaGraph_t graph;
-  cudaError_t e = cudaStreamEndCapture(s, &graph);
+  cudaError_t e = cudaStreamEndCapture(f.s, &graph);
   (void)cudaGetLastError();
   check(e == cudaErrorIllegalState, "cudaStreamEndCapture on a stream not capturing: %s", cudaGetErrorName(e));
   e = cudaStreamBeginCapture(0, cudaStreamCaptureModeGlobal);
   (void)cudaGetLastError();
   check(e == cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture on the legacy stream: %s",
         cudaGetErrorName(e));
-  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  e = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  CUDA_CHECK(cudaStreamBeginCapture(f.s, cudaStreamCaptureModeGlobal));
+  e = cudaStreamBeginCapture(f.s, cudaStreamCaptureModeGlobal);
   (void)cudaGetLastError();
-  CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  check(e == cudaErrorIllegalState && graph != NULL, "cudaStreamBeginCapture on a capturing stream: %s",
-        cudaGetErrorName(e));
+  cudaStreamCaptureStatus st;
+  const cudaError_t q = cudaStreamIsCapturing(0, &st);
+  (void)cudaGetLastError();
+  CUDA_CHECK(cudaStreamEndCapture(f.s, &graph));
+  check(e == cudaErrorIllegalState && q == cudaErrorStreamCaptureImplicit && graph != NULL,
+        "cudaStreamBeginCapture on a capturing stream: %s; cudaStreamIsCapturing of the legacy stream during a "
+        "blocking capture: %s, and the capture stays valid",
+        cudaGetErrorName(e), cudaGetErrorName(q));
   CUDA_CHECK(cudaGraphDestroy(graph));
-  CUDA_CHECK(cudaStreamDestroy(s));
+
+  /* a non-blocking capturing stream: the legacy stream does not wait for it, so a kernel on the
+   * legacy stream runs at once and the capture stays valid; the synchronous calls are still refused
+   * (cudaErrorStreamCaptureUnsupported, the global mode's rule) */
+  cudaStream_t nb;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+  const int before = *f.cnt;
+  CUDA_CHECK(cudaStreamBeginCapture(nb, cudaStreamCaptureModeGlobal));
+  LAUNCH_ON((cudaStream_t)0, increment_kernel, 1, 32, 0)(f.cnt);
+  const cudaError_t launch = cudaGetLastError();
+  const int ran = *f.cnt - before;
+  CUDA_CHECK(cudaStreamEndCapture(nb, &graph));
+  check(launch == cudaSuccess && ran == 1 && graph != NULL,
+        "a kernel on the legacy stream during a non-blocking capture runs (%d) and the capture ends with a graph",
+        ran);
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CUDA_CHECK(cudaStreamDestroy(f.s));
+  f.s = nb;
+  forbidden(f, "cudaMemcpy (non-blocking capturing stream)", cudaErrorStreamCaptureUnsupported, f_memcpy);
+  forbidden(f, "cudaMalloc (non-blocking capturing stream)", cudaErrorStreamCaptureUnsupported, f_malloc);
+  CUDA_CHECK(cudaStreamDestroy(nb));
+
+  CUBLAS_CHECK(cublasDestroy(f.legacy));
+  CUDA_CHECK(cudaEventDestroy(f.captured));
+  CUDA_CHECK(cudaEventDestroy(f.outside));
+  CUDA_CHECK(cudaFree(f.dev));
+  CUDA_CHECK(cudaFree(f.dev2));
+  CUDA_CHECK(cudaFree(f.cnt));
+  CUDA_CHECK(cudaFreeHost(f.pin));
 }
 
 int main(void) {
@@ -420,7 +590,7 @@ int main(void) {
   test_replay_values();
   test_replay_twice();
   test_fork_join();
-  test_capture_calls();
+  test_forbidden();
   if (g_failures) {
     printf("FAILED: %d check(s)\n", g_failures);
     return 1;
