@@ -1,6 +1,7 @@
 /* The CPU emulator of the CUDA runtime and cuBLAS subset of cuda_emu.h: the block scheduler with
  * one fiber per thread, barriers and shuffles, launch checks, memory, streams and events as
- * synchronous no-ops, and cublasSgemm / cublasGemmEx / cublasLtMatmul on OpenBLAS.
+ * synchronous no-ops, stream capture into a list that cudaGraphLaunch replays (with the errors a
+ * capture gives), and cublasSgemm / cublasGemmEx / cublasLtMatmul on OpenBLAS.
  *
  * Fibers. A thread of a block runs on a stack of its own from its start to its end (STACK_BYTES,
  * mmap'ed with a guard page below it, taken from a pool: stacks are made on demand, at most one
@@ -39,7 +40,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include <cblas.h>
@@ -129,6 +132,121 @@ static bool in_range(const std::map<uintptr_t, size_t> &m, const void *p) {
 extern "C" void txl_emu_counts(long *launches, long *syncs) {
   *launches = g_launches;
   *syncs = g_syncs;
+}
+
+/* ---- stream capture (README.md, "Stream capture and graphs") --------------------------------- */
+/* A node of a graph: one recorded operation, run by calling it. It owns copies of what it needs
+ * (a kernel's arguments, a GEMM's scalars and settings); pointers to device memory are kept as
+ * pointers, as a GPU's graph keeps them. */
+typedef std::function<void()> Node;
+typedef std::shared_ptr<const std::vector<Node>> Nodes;
+
+/* One capture sequence: begun on `origin`, joined by the streams that waited on one of its
+ * events; one list in enqueue order (a valid serialisation of its dependencies: the emulator
+ * runs everything in order anyway). */
+struct Capture {
+  unsigned long long id;
+  cudaStream_t origin;
+  bool invalidated;
+  std::vector<cudaStream_t> streams; /* origin first */
+  std::vector<Node> nodes;
+};
+
+struct CUstream_st {
+  unsigned int flags;
+  Capture *capture; /* the capture this stream takes part in, NULL when it does not */
+  long ops;         /* operations it enqueued in that capture */
+  long joined;      /* of those, how many another stream of the capture waited for */
+};
+struct CUevent_st {
+  unsigned int flags;
+  bool recorded;
+  double seconds;                 /* CLOCK_MONOTONIC at the record */
+  unsigned long long capture_id;  /* recorded in this capture (0: not in a capture) */
+  cudaStream_t stream;            /* on this stream, */
+  long at;                        /* after its first `at` operations of the capture */
+};
+struct CUgraph_st {
+  Nodes nodes;
+};
+struct CUgraphExec_st {
+  Nodes nodes;
+};
+
+static std::vector<Capture *> g_captures; /* the captures in progress */
+static unsigned long long g_capture_ids = 0;
+static long g_graph_launches = 0, g_graph_kernels = 0;
+
+extern "C" void txl_emu_graph_counts(long *graph_launches, long *graph_kernels) {
+  *graph_launches = g_graph_launches;
+  *graph_kernels = g_graph_kernels;
+}
+
+static Capture *live_capture(unsigned long long id) {
+  for (Capture *c : g_captures)
+    if (c->id == id) return c;
+  return NULL;
+}
+
+static void invalidate(Capture *c) { c->invalidated = true; }
+
+/* The legacy stream (handle 0) used while a capture includes a blocking stream (one created
+ * without cudaStreamNonBlocking): the legacy stream would wait for it, an implicit dependency on
+ * the capture. cudaErrorStreamCaptureImplicit, and those captures are invalidated. */
+static cudaError_t legacy_use(bool invalidating = true) {
+  bool hit = false;
+  for (Capture *c : g_captures)
+    for (cudaStream_t s : c->streams)
+      if (!(s->flags & cudaStreamNonBlocking)) {
+        if (invalidating) invalidate(c);
+        hit = true;
+        break;
+      }
+  return hit ? set_error(cudaErrorStreamCaptureImplicit) : cudaSuccess;
+}
+
+/* A call that a capture in global mode forbids in the whole process (it is not stream-ordered,
+ * or it waits for the device): cudaErrorStreamCaptureUnsupported while any capture is in
+ * progress, and every capture is invalidated. */
+static cudaError_t unsafe_call(void) {
+  if (g_captures.empty()) return cudaSuccess;
+  for (Capture *c : g_captures) invalidate(c);
+  return set_error(cudaErrorStreamCaptureUnsupported);
+}
+
+/* A synchronous call of the legacy stream (cudaMemcpy, cudaMemset, cudaMemset2D): the legacy
+ * stream's rule, then the global mode's. */
+static cudaError_t legacy_sync_call(void) {
+  const cudaError_t e = legacy_use();
+  return e != cudaSuccess ? e : unsafe_call();
+}
+
+/* What to do with an operation enqueued on stream s: run it now, record it into s's capture, or
+ * refuse it (*err: the legacy stream during a blocking capture, or a capture already
+ * invalidated). */
+enum Enqueue { ENQ_RUN, ENQ_RECORD, ENQ_FAIL };
+
+static Enqueue enqueue(cudaStream_t s, cudaError_t *err) {
+  *err = cudaSuccess;
+  if (!s) {
+    *err = legacy_use();
+    return *err == cudaSuccess ? ENQ_RUN : ENQ_FAIL;
+  }
+  if (!s->capture) return ENQ_RUN;
+  if (s->capture->invalidated) {
+    *err = set_error(cudaErrorStreamCaptureInvalidated);
+    return ENQ_FAIL;
+  }
+  return ENQ_RECORD;
+}
+
+static void record(cudaStream_t s, Node n) {
+  s->capture->nodes.push_back(std::move(n));
+  s->ops++;
+}
+
+static void replay(const std::vector<Node> &nodes) {
+  for (const Node &n : nodes) n();
 }
 
 /* ---- fibers -------------------------------------------------------------------------------- */
@@ -522,13 +640,9 @@ static void run_block(void) {
   }
 }
 
-void txl_emu_run(const TxlEmuLaunchDesc &d) {
-  if (S.launch)
-    die("kernel %s launched from inside kernel %s (device-side launches are not emulated)",
-        d.name, S.launch->name);
-  if (S.backend == BACKEND_UNSET) read_environment();
-
-  /* the configuration checks of a launch on the device */
+/* The configuration checks of a launch on the device; false (and the runtime's error) when the
+ * kernel may not run. */
+static bool launch_ok(const TxlEmuLaunchDesc &d) {
   const dim3 b = d.block, g = d.grid;
   const uint64_t threads = (uint64_t)b.x * b.y * b.z;
   const bool block_ok = b.x >= 1 && b.y >= 1 && b.z >= 1 && b.x <= 1024 && b.y <= 1024 &&
@@ -540,15 +654,19 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
                                                                  : (size_t)attr->second;
   if (!block_ok || !grid_ok) {
     set_error(cudaErrorInvalidConfiguration);
-    return;
+    return false;
   }
   if (d.shared > shared_limit) { /* what the driver reports: "invalid argument" */
     set_error(cudaErrorInvalidValue);
-    return;
+    return false;
   }
-  launched();
+  return true;
+}
 
-  const int n = (int)threads;
+/* Runs the whole grid of a launch whose configuration passed the checks. */
+static void run_grid(const TxlEmuLaunchDesc &d) {
+  const dim3 b = d.block, g = d.grid;
+  const int n = (int)((uint64_t)b.x * b.y * b.z);
   fiber_slots(n);
   const int nwarps = (n + WARP - 1) / WARP;
   if ((int)S.warps.size() < nwarps) S.warps.resize((size_t)nwarps);
@@ -577,6 +695,34 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
   S.launch = NULL;
   S.dyn_shared = NULL;
   free(dyn);
+}
+
+void txl_emu_run(const TxlEmuLaunchDesc &d) {
+  if (S.launch)
+    die("kernel %s launched from inside kernel %s (device-side launches are not emulated)",
+        d.name, S.launch->name);
+  if (S.backend == BACKEND_UNSET) read_environment();
+  cudaError_t err;
+  const Enqueue q = enqueue(d.stream, &err);
+  if (q == ENQ_FAIL) return; /* the error is cudaGetLastError's */
+  if (!launch_ok(d)) {
+    if (q == ENQ_RECORD) invalidate(d.stream->capture); /* a failed launch in a capture */
+    return;
+  }
+  if (q == ENQ_RECORD) { /* the descriptor and a copy of the arguments, run at each replay */
+    const TxlEmuLaunchDesc saved = d;
+    std::shared_ptr<void> args(d.clone(d.ctx), d.destroy);
+    record(d.stream, [saved, args]() {
+      TxlEmuLaunchDesc r = saved;
+      r.ctx = args.get();
+      if (!launch_ok(r)) return; /* cudaFuncSetAttribute may have lowered the limit since */
+      g_graph_kernels++;
+      run_grid(r);
+    });
+    return;
+  }
+  launched();
+  run_grid(d);
 }
 
 void *txl_emu_dynamic_shared(void) {
@@ -676,7 +822,16 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureMerge: return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorCapturedEvent: return "cudaErrorCapturedEvent";
   }
   return "cudaErrorUnknown";
 }
@@ -693,7 +848,16 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
   }
   return "unknown error";
 }
@@ -785,6 +949,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaDeviceSynchronize", 0);
   return cudaSuccess;
 }
@@ -802,6 +967,7 @@ cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute att
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
   if (!ptr) return set_error(cudaErrorInvalidValue);
   *ptr = NULL;
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaMalloc", bytes);
   /* cudaMalloc memory is 256-byte aligned; the size is kept exact for AddressSanitizer */
   if (posix_memalign(ptr, 256, bytes) != 0) {
@@ -814,6 +980,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes) {
 
 cudaError_t cudaFree(void *ptr) {
   if (!ptr) return cudaSuccess;
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaFree", g_device_mem.count((uintptr_t)ptr) ? g_device_mem[(uintptr_t)ptr] : 0);
   g_device_mem.erase((uintptr_t)ptr);
   free(ptr);
@@ -823,6 +990,7 @@ cudaError_t cudaFree(void *ptr) {
 cudaError_t cudaMallocHost(void **ptr, size_t bytes) {
   if (!ptr) return set_error(cudaErrorInvalidValue);
   *ptr = NULL;
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaMallocHost", bytes);
   if (posix_memalign(ptr, 4096, bytes ? bytes : 1) != 0) { /* whole pages, as page-locked memory */
     *ptr = NULL;
@@ -836,6 +1004,7 @@ cudaError_t cudaFreeHost(void *ptr) {
   if (!ptr) return cudaSuccess;
   const auto it = g_pinned.find((uintptr_t)ptr);
   if (it == g_pinned.end()) return set_error(cudaErrorInvalidValue);
+  if (unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   host_sync("cudaFreeHost", it->second);
   g_pinned.erase(it);
   free(ptr);
@@ -845,18 +1014,28 @@ cudaError_t cudaFreeHost(void *ptr) {
 /* Whether a copy makes the host wait (README.md, "Counts"): cudaMemcpy always, except device to
  * device; cudaMemcpyAsync when the host side is pageable memory or both sides are host memory.
  * cudaMemcpyDefault: each side by where its pointer lies. */
+struct CopySides {
+  bool dst_dev, src_dev; /* device memory on that side */
+  bool pinned;           /* one side is device memory, the other page-locked host memory */
+};
+static CopySides copy_sides(void *dst, const void *src, cudaMemcpyKind kind) {
+  CopySides c;
+  c.dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  c.src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind == cudaMemcpyDefault) {
+    c.dst_dev = in_range(g_device_mem, dst);
+    c.src_dev = in_range(g_device_mem, src);
+  }
+  c.pinned = c.dst_dev != c.src_dev && in_range(g_pinned, c.dst_dev ? src : dst);
+  return c;
+}
+
 static void count_copy(const char *api, bool async, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
   static const char *const names[] = {"host to host", "host to device", "device to host", "device to device",
                                       "default"};
-  bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if (kind == cudaMemcpyDefault) {
-    dst_dev = in_range(g_device_mem, dst);
-    src_dev = in_range(g_device_mem, src);
-  }
+  const CopySides c = copy_sides(dst, src, kind);
+  const bool dst_dev = c.dst_dev, src_dev = c.src_dev, pinned = c.pinned;
   if (dst_dev && src_dev) return; /* no host-side synchronisation, either form */
-  const void *host = dst_dev ? src : dst;
-  const bool pinned = !(dst_dev || src_dev) ? false : in_range(g_pinned, host);
   if (async && pinned) return;
   char what[160];
   snprintf(what, sizeof what, "%s %s, %s", api, names[kind],
@@ -868,16 +1047,34 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
     return set_error(cudaErrorInvalidMemcpyDirection);
   if (bytes && (!dst || !src)) return set_error(cudaErrorInvalidValue);
+  const cudaError_t e = legacy_sync_call();
+  if (e != cudaSuccess) return e;
   count_copy("cudaMemcpy", false, dst, src, bytes, kind);
   if (bytes) memcpy(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
   if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
     return set_error(cudaErrorInvalidMemcpyDirection);
   if (bytes && (!dst || !src)) return set_error(cudaErrorInvalidValue);
+  cudaError_t err;
+  const Enqueue q = enqueue(stream, &err);
+  if (q == ENQ_FAIL) return err;
+  if (q == ENQ_RECORD) {
+    /* a copy node moves device memory and page-locked host memory only: a pageable (or host to
+     * host) copy cannot be captured */
+    const CopySides c = copy_sides(dst, src, kind);
+    if (!(c.dst_dev && c.src_dev) && !c.pinned) {
+      invalidate(stream->capture);
+      return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    record(stream, [dst, src, bytes]() {
+      if (bytes) memcpy(dst, src, bytes);
+    });
+    return cudaSuccess;
+  }
   count_copy("cudaMemcpyAsync", true, dst, src, bytes, kind);
   if (bytes) memcpy(dst, src, bytes);
   return cudaSuccess;
@@ -892,15 +1089,27 @@ static cudaError_t memset_2d(void *ptr, size_t pitch, int value, size_t width, s
 }
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes) {
+  const cudaError_t e = legacy_sync_call();
+  if (e != cudaSuccess) return e;
   if (bytes && in_range(g_pinned, ptr)) host_sync("cudaMemset of page-locked host memory", bytes);
   return memset_2d(ptr, bytes, value, bytes, 1);
 }
 
-cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream) {
+  cudaError_t err;
+  const Enqueue q = enqueue(stream, &err);
+  if (q == ENQ_FAIL) return err;
+  if (q == ENQ_RECORD) {
+    if (bytes && !ptr) return set_error(cudaErrorInvalidValue);
+    record(stream, [ptr, value, bytes]() { memset_2d(ptr, bytes, value, bytes, 1); });
+    return cudaSuccess;
+  }
   return memset_2d(ptr, bytes, value, bytes, 1);
 }
 
 cudaError_t cudaMemset2D(void *ptr, size_t pitch, int value, size_t width, size_t height) {
+  const cudaError_t e = legacy_sync_call();
+  if (e != cudaSuccess) return e;
   if (width && height && in_range(g_pinned, ptr)) host_sync("cudaMemset2D of page-locked host memory", width * height);
   return memset_2d(ptr, pitch, value, width, height);
 }
@@ -915,18 +1124,10 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 }
 
 /* ---- runtime: streams and events (everything is already complete when a call returns) ---- */
-struct CUstream_st {
-  unsigned int flags;
-};
-struct CUevent_st {
-  unsigned int flags;
-  bool recorded;
-  double seconds; /* CLOCK_MONOTONIC at the record */
-};
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
   if (!stream) return set_error(cudaErrorInvalidValue);
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{flags, NULL, 0, 0};
   return cudaSuccess;
 }
 
@@ -936,23 +1137,67 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return set_error(cudaErrorInvalidResourceHandle);
+  if (stream->capture) die("cudaStreamDestroy of a stream that takes part in a capture: not emulated");
   delete stream;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+/* The legacy stream's rule; a stream that takes part in a capture cannot be waited for
+ * (cudaErrorStreamCaptureUnsupported, the capture invalidated). */
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (!stream) {
+    const cudaError_t e = legacy_use();
+    if (e != cudaSuccess) return e;
+  } else if (stream->capture) {
+    invalidate(stream->capture);
+    return set_error(cudaErrorStreamCaptureUnsupported);
+  }
   host_sync("cudaStreamSynchronize", 0);
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
+/* In a capture (README.md, "Stream capture and graphs"): waiting on an event recorded in a
+ * capture makes the stream join that capture (fork) or marks the recording stream's work up to
+ * the record as joined; a capturing stream may not wait on an event recorded outside its
+ * capture (cudaErrorStreamCaptureIsolation) or in another capture (cudaErrorStreamCaptureMerge). */
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  if (!stream) {
+    const cudaError_t e = legacy_use();
+    if (e != cudaSuccess) return e;
+  }
+  Capture *c = live_capture(event->capture_id);
+  if (!c) { /* an event recorded outside any capture in progress */
+    if (stream && stream->capture && event->recorded) {
+      invalidate(stream->capture);
+      return set_error(cudaErrorStreamCaptureIsolation);
+    }
+    return cudaSuccess; /* ordering only: everything before the record is complete */
+  }
+  if (!stream) { /* the legacy stream cannot take part in a capture */
+    invalidate(c);
+    return set_error(cudaErrorStreamCaptureUnsupported);
+  }
+  if (stream->capture && stream->capture != c) {
+    invalidate(c);
+    invalidate(stream->capture);
+    return set_error(cudaErrorStreamCaptureMerge);
+  }
+  if (c->invalidated) return set_error(cudaErrorStreamCaptureInvalidated);
+  if (!stream->capture) { /* fork: the stream joins the capture */
+    stream->capture = c;
+    stream->ops = 0;
+    stream->joined = 0;
+    c->streams.push_back(stream);
+  }
+  cudaStream_t from = event->stream;
+  if (from != stream && event->at > from->joined) from->joined = event->at;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
   if (!event) return set_error(cudaErrorInvalidValue);
-  *event = new CUevent_st{flags, false, 0.0};
+  *event = new CUevent_st{flags, false, 0.0, 0, NULL, 0};
   return cudaSuccess;
 }
 
@@ -960,8 +1205,19 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) {
   return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  cudaError_t err;
+  const Enqueue q = enqueue(stream, &err);
+  if (q == ENQ_FAIL) return err;
+  if (q == ENQ_RECORD) { /* no node: the event stands for the stream's work so far in the capture */
+    event->capture_id = stream->capture->id;
+    event->stream = stream;
+    event->at = stream->ops;
+    return cudaSuccess;
+  }
+  event->capture_id = 0;
+  event->stream = NULL;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   event->seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -969,8 +1225,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
   return cudaSuccess;
 }
 
+/* An event last recorded in a capture in progress stands for no work that runs: it cannot be
+ * waited for or queried (cudaErrorCapturedEvent, the capture invalidated). */
+static cudaError_t captured_event(cudaEvent_t event) {
+  Capture *c = live_capture(event->capture_id);
+  if (!c) return cudaSuccess;
+  invalidate(c);
+  return set_error(cudaErrorCapturedEvent);
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  const cudaError_t e = captured_event(event);
+  if (e != cudaSuccess) return e;
   host_sync("cudaEventSynchronize", 0);
   return cudaSuccess;
 }
@@ -978,7 +1245,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 /* Never waits: the work before any record is complete (cudaSuccess), as is an event never recorded. */
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
-  return cudaSuccess;
+  return captured_event(event);
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -994,6 +1261,106 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (!event) return set_error(cudaErrorInvalidResourceHandle);
   delete event;
+  return cudaSuccess;
+}
+
+/* ---- runtime: stream capture and graphs (README.md, "Stream capture and graphs") ------------ */
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  if (mode == cudaStreamCaptureModeRelaxed)
+    die("cudaStreamBeginCapture with cudaStreamCaptureModeRelaxed: not emulated (Global and ThreadLocal are)");
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal)
+    return set_error(cudaErrorInvalidValue);
+  if (!stream) { /* the legacy stream cannot capture */
+    const cudaError_t e = legacy_use();
+    return e != cudaSuccess ? e : set_error(cudaErrorStreamCaptureUnsupported);
+  }
+  if (stream->capture) return set_error(cudaErrorIllegalState); /* already capturing */
+  Capture *c = new Capture{++g_capture_ids, stream, false, {stream}, {}};
+  g_captures.push_back(c);
+  stream->capture = c;
+  stream->ops = 0;
+  stream->joined = 0;
+  return cudaSuccess;
+}
+
+/* Ends the capture begun on `stream`: every stream of it leaves capture mode. The graph, or NULL
+ * and an error when the capture was invalidated (cudaErrorStreamCaptureInvalidated) or a stream
+ * that joined it has work no stream of the capture waited for (cudaErrorStreamCaptureUnjoined). */
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph) {
+  if (!pGraph) return set_error(cudaErrorInvalidValue);
+  if (!stream) {
+    const cudaError_t e = legacy_use();
+    return e != cudaSuccess ? e : set_error(cudaErrorIllegalState);
+  }
+  Capture *c = stream->capture;
+  if (!c) return set_error(cudaErrorIllegalState); /* not capturing */
+  if (c->origin != stream) {
+    invalidate(c);
+    return set_error(cudaErrorStreamCaptureUnmatched);
+  }
+  bool unjoined = false;
+  for (cudaStream_t s : c->streams) {
+    if (s != stream && s->ops > s->joined) unjoined = true;
+    s->capture = NULL;
+  }
+  for (size_t i = 0; i < g_captures.size(); i++)
+    if (g_captures[i] == c) g_captures.erase(g_captures.begin() + (long)i);
+  *pGraph = NULL;
+  const bool invalidated = c->invalidated;
+  Nodes nodes = std::make_shared<const std::vector<Node>>(std::move(c->nodes));
+  delete c;
+  if (invalidated) return set_error(cudaErrorStreamCaptureInvalidated);
+  if (unjoined) return set_error(cudaErrorStreamCaptureUnjoined);
+  *pGraph = new CUgraph_st{nodes};
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *pCaptureStatus) {
+  if (!pCaptureStatus) return set_error(cudaErrorInvalidValue);
+  if (!stream) { /* the query does not invalidate the capture */
+    const cudaError_t e = legacy_use(false);
+    if (e != cudaSuccess) return e;
+    *pCaptureStatus = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+  }
+  *pCaptureStatus = !stream->capture               ? cudaStreamCaptureStatusNone
+                    : stream->capture->invalidated ? cudaStreamCaptureStatusInvalidated
+                                                   : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+  if (!pGraphExec || !graph) return set_error(cudaErrorInvalidValue);
+  if (flags != 0) die("cudaGraphInstantiate with flags 0x%llx: not emulated (0 is)", flags);
+  *pGraphExec = new CUgraphExec_st{graph->nodes}; /* the nodes are immutable: shared */
+  return cudaSuccess;
+}
+
+/* Runs the graph's nodes in their order (on a capturing stream: records them, as a child graph). */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  if (!graphExec) return set_error(cudaErrorInvalidValue);
+  cudaError_t err;
+  const Enqueue q = enqueue(stream, &err);
+  if (q == ENQ_FAIL) return err;
+  const Nodes nodes = graphExec->nodes;
+  if (q == ENQ_RECORD) {
+    record(stream, [nodes]() { replay(*nodes); });
+    return cudaSuccess;
+  }
+  g_graph_launches++;
+  replay(*nodes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  if (!graphExec) return set_error(cudaErrorInvalidValue);
+  delete graphExec;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (!graph) return set_error(cudaErrorInvalidValue);
+  delete graph;
   return cudaSuccess;
 }
 
@@ -1051,6 +1418,7 @@ const char *cublasGetStatusName(cublasStatus_t status) {
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
     case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
     case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
     case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
@@ -1062,6 +1430,7 @@ const char *cublasGetStatusString(cublasStatus_t status) {
     case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
     case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
     case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
     case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
   }
   return "unknown status";
@@ -1136,6 +1505,55 @@ struct BiasEpilogue {
   bool relu;
 };
 
+/* The argument checks of a GEMM (what cuBLAS refuses before it launches anything). */
+static cublasStatus_t gemm_args(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                int n, int k, const void *alpha, int lda, int ldb, const void *beta, int ldc) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const bool op_ok = (transa == CUBLAS_OP_N || transa == CUBLAS_OP_T || transa == CUBLAS_OP_C) &&
+                     (transb == CUBLAS_OP_N || transb == CUBLAS_OP_T || transb == CUBLAS_OP_C);
+  const int a_rows = transa == CUBLAS_OP_N ? m : k;
+  const int b_rows = transb == CUBLAS_OP_N ? k : n;
+  if (!op_ok || m < 0 || n < 0 || k < 0 || lda < (a_rows > 1 ? a_rows : 1) ||
+      ldb < (b_rows > 1 ? b_rows : 1) || ldc < (m > 1 ? m : 1) || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+/* A cuBLAS / cuBLASLt call on `stream` (README.md, "Stream capture and graphs"): false when it
+ * is to run now; true when it was handled here, with *st: refused (the stream cannot take work:
+ * CUBLAS_STATUS_EXECUTION_FAILED, as when cuBLAS cannot launch its kernel; or `check` failed), or
+ * recorded into the stream's capture. The record keeps a copy of the handle's settings (its own
+ * scratch) and, in host pointer mode, the VALUES of alpha and beta read now; in device pointer
+ * mode the pointers, read at each replay. `call(handle, alpha, beta)` runs the GEMM. */
+template <class Check, class Call>
+static bool blas_enqueue(cudaStream_t stream, const cublasContext &settings, const void *alpha, const void *beta,
+                         Check check, Call call, cublasStatus_t *st) {
+  cudaError_t err;
+  const Enqueue q = enqueue(stream, &err);
+  if (q == ENQ_RUN) return false;
+  if (q == ENQ_FAIL) {
+    *st = CUBLAS_STATUS_EXECUTION_FAILED;
+    return true;
+  }
+  *st = check();
+  if (*st != CUBLAS_STATUS_SUCCESS) return true;
+  if (!alpha || !beta) {
+    *st = CUBLAS_STATUS_INVALID_VALUE;
+    return true;
+  }
+  auto h = std::make_shared<cublasContext>(
+      cublasContext{settings.math, settings.pointer_mode, settings.stream, {}, {}, {}});
+  const bool device = settings.pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  const float al = device ? 0.0f : *static_cast<const float *>(alpha);
+  const float be = device ? 0.0f : *static_cast<const float *>(beta);
+  record(stream, [h, device, alpha, beta, al, be, call]() {
+    const cublasStatus_t s = call(h.get(), device ? alpha : &al, device ? beta : &be);
+    if (s != CUBLAS_STATUS_SUCCESS) die("a GEMM of a graph failed at its replay: %s", cublasGetStatusName(s));
+    g_graph_kernels++;
+  });
+  return true;
+}
+
 /* Column-major C = alpha op(A) op(B) + beta C: A and B as `operand` says, C fp32 or (c_store)
  * bf16 / fp16: read widened (only when beta != 0, as BLAS reads C), the fp32 result (plus the
  * epilogue's bias, if any, in fp32) rounded to nearest even when stored (fp16: a result past
@@ -1145,14 +1563,10 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa,
                            const void *A, int lda, const void *B, int ldb, const float *beta,
                            void *C, int ldc, Operand operand, Store c_store,
                            const BiasEpilogue *epilogue = NULL) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  const bool op_ok = (transa == CUBLAS_OP_N || transa == CUBLAS_OP_T || transa == CUBLAS_OP_C) &&
-                     (transb == CUBLAS_OP_N || transb == CUBLAS_OP_T || transb == CUBLAS_OP_C);
+  const cublasStatus_t st = gemm_args(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
   const int a_rows = transa == CUBLAS_OP_N ? m : k, a_cols = transa == CUBLAS_OP_N ? k : m;
   const int b_rows = transb == CUBLAS_OP_N ? k : n, b_cols = transb == CUBLAS_OP_N ? n : k;
-  if (!op_ok || m < 0 || n < 0 || k < 0 || lda < (a_rows > 1 ? a_rows : 1) ||
-      ldb < (b_rows > 1 ? b_rows : 1) || ldc < (m > 1 ? m : 1) || !alpha || !beta)
-    return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const float al = *alpha, be = *beta; /* host or device pointer: the same memory here */
   /* C as fp32: C itself, or a packed widened copy (ld = m) of a bf16 / fp16 C */
@@ -1203,13 +1617,19 @@ cublasStatus_t cublasSgemm(cublasHandle_t handle, cublasOperation_t transa,
                            float *C, int ldc) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   const Operand o = handle->math == CUBLAS_TF32_TENSOR_OP_MATH ? OPERAND_TF32 : OPERAND_F32;
-  return counted(gemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, o, STORE_F32));
+  auto call = [=](cublasHandle_t h, const void *al, const void *be) {
+    return gemm(h, transa, transb, m, n, k, (const float *)al, A, lda, B, ldb, (const float *)be, C, ldc, o,
+                STORE_F32);
+  };
+  auto check = [&]() { return gemm_args(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc); };
+  cublasStatus_t st;
+  if (blas_enqueue(handle->stream, *handle, alpha, beta, check, call, &st)) return st;
+  return counted(call(handle, alpha, beta));
 }
 
-static cublasStatus_t gemm_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-                              int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
-                              const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
-                              cudaDataType Ctype, int ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+/* The operands' path of cublasGemmEx's type combination (*o), or why it is refused. */
+static cublasStatus_t gemm_ex_plan(cublasHandle_t handle, cudaDataType Atype, cudaDataType Btype, cudaDataType Ctype,
+                                   cublasComputeType_t computeType, cublasGemmAlgo_t algo, Operand *out) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -1229,8 +1649,30 @@ static cublasStatus_t gemm_ex(cublasHandle_t handle, cublasOperation_t transa, c
                       (computeType == CUBLAS_COMPUTE_32F && handle->math == CUBLAS_TF32_TENSOR_OP_MATH);
     o = tf32 ? OPERAND_TF32 : OPERAND_F32;
   }
+  *out = o;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t gemm_ex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                              int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                              const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                              cudaDataType Ctype, int ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  Operand o;
+  const cublasStatus_t st = gemm_ex_plan(handle, Atype, Btype, Ctype, computeType, algo, &o);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
   return gemm(handle, transa, transb, m, n, k, (const float *)alpha, A, lda, B, ldb,
               (const float *)beta, C, ldc, o, store_of(Ctype));
+}
+
+/* What gemm_ex would refuse, without running it. */
+static cublasStatus_t gemm_ex_check(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                    int n, int k, const void *alpha, cudaDataType Atype, int lda, cudaDataType Btype,
+                                    int ldb, const void *beta, cudaDataType Ctype, int ldc,
+                                    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  Operand o;
+  const cublasStatus_t st = gemm_ex_plan(handle, Atype, Btype, Ctype, computeType, algo, &o);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  return gemm_args(handle, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -1239,8 +1681,18 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Btype, int ldb, const void *beta, void *C,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
-  return counted(gemm_ex(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
-                         computeType, algo));
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  auto call = [=](cublasHandle_t h, const void *al, const void *be) {
+    return gemm_ex(h, transa, transb, m, n, k, al, A, Atype, lda, B, Btype, ldb, be, C, Ctype, ldc, computeType,
+                   algo);
+  };
+  auto check = [&]() {
+    return gemm_ex_check(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc,
+                         computeType, algo);
+  };
+  cublasStatus_t st;
+  if (blas_enqueue(handle->stream, *handle, alpha, beta, check, call, &st)) return st;
+  return counted(call(handle, alpha, beta));
 }
 
 static size_t type_bytes(cudaDataType t) { return t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 4; }
@@ -1255,15 +1707,25 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (batchCount < 0 || strideA < 0 || strideB < 0 || strideC < 0) return CUBLAS_STATUS_INVALID_VALUE;
-  for (int b = 0; b < batchCount; b++) {
-    const cublasStatus_t st = gemm_ex(
-        handle, transa, transb, m, n, k, alpha,
-        static_cast<const char *>(A) + (size_t)b * (size_t)strideA * type_bytes(Atype), Atype, lda,
-        static_cast<const char *>(B) + (size_t)b * (size_t)strideB * type_bytes(Btype), Btype, ldb, beta,
-        static_cast<char *>(C) + (size_t)b * (size_t)strideC * type_bytes(Ctype), Ctype, ldc, computeType, algo);
-    if (st != CUBLAS_STATUS_SUCCESS) return st;
-  }
-  return counted(CUBLAS_STATUS_SUCCESS); /* one launch for the batch */
+  auto call = [=](cublasHandle_t h, const void *al, const void *be) {
+    for (int b = 0; b < batchCount; b++) {
+      const cublasStatus_t st = gemm_ex(
+          h, transa, transb, m, n, k, al,
+          static_cast<const char *>(A) + (size_t)b * (size_t)strideA * type_bytes(Atype), Atype, lda,
+          static_cast<const char *>(B) + (size_t)b * (size_t)strideB * type_bytes(Btype), Btype, ldb, be,
+          static_cast<char *>(C) + (size_t)b * (size_t)strideC * type_bytes(Ctype), Ctype, ldc, computeType, algo);
+      if (st != CUBLAS_STATUS_SUCCESS) return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  auto check = [&]() {
+    return batchCount == 0 ? CUBLAS_STATUS_SUCCESS
+                           : gemm_ex_check(handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta,
+                                           Ctype, ldc, computeType, algo);
+  };
+  cublasStatus_t st;
+  if (blas_enqueue(handle->stream, *handle, alpha, beta, check, call, &st)) return st;
+  return counted(call(handle, alpha, beta)); /* one launch for the batch */
 }
 
 /* ---- cuBLASLt ------------------------------------------------------------------------------ */
@@ -1509,6 +1971,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
   return CUBLAS_STATUS_SUCCESS;
 }
 
+static cublasStatus_t lt_execute(cublasHandle_t blas, const LtProblem &p, const void *alpha, const void *A,
+                                 const void *B, const void *beta, void *D);
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                               const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                               const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
@@ -1521,6 +1986,21 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   const cublasStatus_t st = lt_problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
   if (C != D) return CUBLAS_STATUS_NOT_SUPPORTED; /* only C == D is emulated */
+  /* on a capturing stream: recorded with the problem as the descriptors give it now, alpha and
+   * beta read now (the host pointer mode, cuBLASLt's default: its pointer-mode attribute is not
+   * emulated), a scratch of its own */
+  auto call = [=](cublasHandle_t h, const void *al, const void *be) {
+    return lt_execute(h, p, al, A, B, be, D);
+  };
+  cublasStatus_t rec;
+  if (blas_enqueue(stream, lightHandle->blas, alpha, beta, [] { return CUBLAS_STATUS_SUCCESS; }, call, &rec))
+    return rec;
+  return counted(call(&lightHandle->blas, alpha, beta));
+}
+
+/* One checked matmul: D = alpha op(A) op(B) + beta D and the epilogue. */
+static cublasStatus_t lt_execute(cublasHandle_t blas, const LtProblem &p, const void *alpha, const void *A,
+                                 const void *B, const void *beta, void *D) {
   /* The bias gradient, from the operands as stored (fp32 as they are, not TF32-rounded; bf16,
    * fp16 widened), summed in fp32 in increasing k, not scaled by alpha; computed before D is
    * written and stored (overwriting) after it, in D's type. */
@@ -1544,10 +2024,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   }
   const BiasEpilogue bias{p.bias, p.d_store, p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS};
   const bool with_bias = p.epilogue == CUBLASLT_EPILOGUE_BIAS || p.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
-  const cublasStatus_t g = gemm(&lightHandle->blas, p.transa, p.transb, p.m, p.n, p.k, (const float *)alpha, A,
+  const cublasStatus_t g = gemm(blas, p.transa, p.transb, p.m, p.n, p.k, (const float *)alpha, A,
                                 p.lda, B, p.ldb, (const float *)beta, D, p.ldd, p.operand, p.d_store,
                                 with_bias ? &bias : NULL);
   if (g != CUBLAS_STATUS_SUCCESS) return g;
   for (size_t r = 0; r < grad.size(); r++) store_elem(const_cast<void *>(p.bias), r, p.d_store, grad[r]);
-  return counted(CUBLAS_STATUS_SUCCESS);
+  return CUBLAS_STATUS_SUCCESS;
 }

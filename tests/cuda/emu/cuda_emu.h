@@ -13,7 +13,9 @@
  * __syncwarp, a shuffle) or returns. Blocks run one at a time, so a function-static array is
  * the block's shared memory (__shared__ is `static`). threadIdx, blockIdx, blockDim and gridDim
  * are globals that the scheduler sets before it resumes a fiber. Everything is synchronous:
- * streams and events are ordering no-ops, memory is host memory.
+ * streams and events are ordering no-ops, memory is host memory; except that the work enqueued on
+ * a capturing stream is recorded, and run by cudaGraphLaunch (README.md, "Stream capture and
+ * graphs").
  *
  * Only one host thread may launch kernels (the emulator is not thread-safe; txl drives one
  * device from one host thread anyway). */
@@ -156,7 +158,17 @@ enum cudaError {
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
+  /* stream capture (README.md, "Stream capture and graphs") */
+  cudaErrorStreamCaptureUnsupported = 900, /* not permitted when the stream is capturing      */
+  cudaErrorStreamCaptureInvalidated = 901, /* the capture was invalidated by an earlier error  */
+  cudaErrorStreamCaptureMerge = 902,       /* would merge two independent captures           */
+  cudaErrorStreamCaptureUnmatched = 903,   /* the capture was not begun in this stream        */
+  cudaErrorStreamCaptureUnjoined = 904,    /* a forked stream was not joined to the origin    */
+  cudaErrorStreamCaptureIsolation = 905,   /* a dependency would cross the capture's boundary */
+  cudaErrorStreamCaptureImplicit = 906,    /* the legacy stream during a blocking capture     */
+  cudaErrorCapturedEvent = 907,            /* an event last recorded in a capturing stream    */
 };
 typedef enum cudaError cudaError_t;
 
@@ -263,6 +275,32 @@ cudaError_t cudaEventQuery(cudaEvent_t event); /* cudaSuccess: everything is com
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 
+/* Stream capture and graphs (README.md, "Stream capture and graphs"): the work enqueued on a
+ * capturing stream, and on the streams that join its capture through an event, is recorded in
+ * enqueue order instead of run; cudaGraphLaunch runs the list. The calls a capture forbids
+ * fail with the runtime's codes and invalidate it. */
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1, /* the same as Global for one host thread */
+  cudaStreamCaptureModeRelaxed = 2,     /* not emulated: ends the process */
+};
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *pCaptureStatus);
+/* flags: 0 only (any other ends the process: not emulated) */
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
 /* Per-kernel limit of the dynamic shared memory (default 48 KiB, at most the architecture's
  * opt-in limit: 64 KiB on sm_75 ... 227 KiB on sm_90). */
 cudaError_t txl_emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value);
@@ -277,6 +315,10 @@ static inline cudaError_t cudaFuncSetAttribute(F *kernel, cudaFuncAttribute attr
  * for the device on a GPU, by the rule of the runtime's "API synchronization behavior"
  * (TXL_EMU_TRACE_SYNC=1 prints each on stderr). */
 extern "C" void txl_emu_counts(long *launches, long *syncs);
+/* The graph launches since the process started (cudaGraphLaunch calls that ran a graph, one each),
+ * and the kernels and GEMMs those replays ran (counted here, not in txl_emu_counts' launches,
+ * which are the launches the host issued). */
+extern "C" void txl_emu_graph_counts(long *graph_launches, long *graph_kernels);
 
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
 typedef struct cublasContext *cublasHandle_t;
@@ -286,6 +328,7 @@ enum cublasStatus_t {
   CUBLAS_STATUS_NOT_INITIALIZED = 1,
   CUBLAS_STATUS_ALLOC_FAILED = 3,
   CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13, /* its kernel could not be launched (README.md, capture) */
   CUBLAS_STATUS_NOT_SUPPORTED = 15,
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
@@ -465,12 +508,16 @@ struct TxlEmuLaunchDesc {
   const char *name;   /* as written at the launch site */
   void (*run)(void *ctx);
   void *ctx;
+  /* a copy of *ctx on the heap, and its release: a capture keeps the launch's argument values */
+  void *(*clone)(const void *ctx);
+  void (*destroy)(void *ctx);
 };
 
 /* Checks the configuration as a GPU would, then runs the whole grid. On a violation the kernel
  * does not run and cudaGetLastError returns, as the CUDA runtime does,
  * cudaErrorInvalidConfiguration for the block or grid dimensions, cudaErrorInvalidValue for
- * more dynamic shared memory than the kernel's limit. */
+ * more dynamic shared memory than the kernel's limit. On a capturing stream the launch is
+ * recorded instead (with a copy of its arguments), after the same checks. */
 void txl_emu_run(const TxlEmuLaunchDesc &desc);
 
 /* This launch's dynamic shared memory: `shared` bytes, 16-byte aligned, every byte 0xFF (a NaN
@@ -510,8 +557,10 @@ struct TxlEmuLaunch {
       Ctx *x = static_cast<Ctx *>(c);
       std::apply(x->kernel, x->args);
     };
+    auto clone = [](const void *c) -> void * { return new Ctx(*static_cast<const Ctx *>(c)); };
+    auto destroy = [](void *c) { delete static_cast<Ctx *>(c); };
     TxlEmuLaunchDesc d{grid, block, shared, stream, reinterpret_cast<const void *>(kernel), name, run,
-                       &ctx};
+                       &ctx, clone, destroy};
     txl_emu_run(d);
   }
 };
