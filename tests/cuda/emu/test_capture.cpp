@@ -20,18 +20,8 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_util.h"
+#include "tests/cuda/emu/selftest.h"
 
-static int g_failures = 0;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  printf("%s\n", ok ? "  ok" : "  FAIL");
-  if (!ok) g_failures++;
-}
 
 /* TXL_LAUNCH launches on the backend's stream (txl_cuda_stream); these tests pick the stream. */
 #define LAUNCH_ON(stream, kernel, grid, block, shared) \
@@ -591,10 +581,5 @@ int main(void) {
   test_replay_twice();
   test_fork_join();
   test_forbidden();
-  if (g_failures) {
-    printf("FAILED: %d check(s)\n", g_failures);
-    return 1;
-  }
-  printf("all checks passed\n");
-  return 0;
+  return selftest_finish();
 }

@@ -21,18 +21,8 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_util.h"
+#include "tests/cuda/emu/selftest.h"
 
-static int g_failures = 0;
-
-static void check(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(bool ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  printf("%s\n", ok ? "  ok" : "  FAIL");
-  if (!ok) g_failures++;
-}
 
 /* ---- block barrier, numbering, parameters -------------------------------------------------- */
 
@@ -1572,10 +1562,5 @@ int main(int argc, char **argv) {
   test_cublaslt_env();
   test_fatal();
   test_counts();
-  if (g_failures) {
-    printf("FAILED: %d check(s)\n", g_failures);
-    return 1;
-  }
-  printf("all checks passed\n");
-  return 0;
+  return selftest_finish();
 }
