@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/common/adam.h"
 #include "kernels/common/clip.h"
 #include "kernels/common/dropout.h"
 

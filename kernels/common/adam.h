@@ -7,6 +7,7 @@
 #define TXL_KERNELS_ADAM_H
 
 #include <math.h>
+#include <stdint.h>
 
 #include "kernels/common/philox.h" /* TXL_HD */
 
@@ -28,6 +29,16 @@ static inline TxlAdamCoef txl_adam_coef(float lr, float beta1, float beta2, floa
   c.grad_scale = grad_scale;
   return c;
 }
+
+/* One update's constants where the fused passes read them (TxlAdam.step_dev: the backend's
+ * memory, uploaded by the host before the pass, so that a captured CUDA graph replays each update
+ * with its own): Adam's coefficients (their grad_scale unused: the clipping record's factor is
+ * taken, kernels/common/clip.h), SGD's rate, momentum and whether it is the first update. */
+typedef struct {
+  TxlAdamCoef adam;
+  float lr, momentum;
+  int32_t first, pad;
+} TxlOptimStep;
 
 /* One element's update. */
 static inline TXL_HD void txl_adam_element(float *p, float g, float *m, float *v, TxlAdamCoef c) {

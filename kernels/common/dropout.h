@@ -41,8 +41,15 @@ typedef struct {
   float p;        /* drop probability in [0, 1) */
   uint32_t seed;  /* run seed */
   uint32_t site;  /* TXL_SITE_* (with txl_layer_site for per-layer sites) */
-  uint32_t step;  /* training step (0-based update index) */
+  uint32_t step;  /* training step (0-based update index), unless step_at is set */
+  /* NULL, or where the step is in the backend's memory (the run's, uploaded with the tokens):
+   * read by the kernel when it runs, so that a captured CUDA graph replays each step with its own
+   * masks (run.cuda_graph) */
+  const uint32_t *step_at;
 } TxlDropout;
+
+/* The step of the masks: *step_at when set, else step. */
+static inline TXL_HD uint32_t txl_dropout_step(TxlDropout d) { return d.step_at ? *d.step_at : d.step; }
 
 static inline TXL_HD uint32_t txl_dropout_threshold(float p) {
   return (uint32_t)floor((double)p * 16777216.0);
@@ -53,7 +60,7 @@ static inline TXL_HD float txl_dropout_scale(float p) { return (float)(1.0 / (1.
 /* The four Philox words covering features [4*(feature/4), 4*(feature/4) + 4). */
 static inline TXL_HD TxlPhilox4 txl_dropout_words(TxlDropout d, uint32_t row, uint32_t column,
                                                   uint32_t feature) {
-  return txl_philox4x32_10(feature >> 2, row, column, d.step, d.seed, d.site);
+  return txl_philox4x32_10(feature >> 2, row, column, txl_dropout_step(d), d.seed, d.site);
 }
 
 /* 1 when element (row, column, feature) is kept. */

@@ -33,12 +33,12 @@ void txl_cpu_check_act_copy(const void *p_act, const float *p, const char *op) {
   if (p_act != (const void *)p) txl_fatal("internal: %s on the CPU: the weights' fp32 copy must be p itself", op);
 }
 
-void txl_cpu_adam_fused(float *p, void *p_act, float *g, float *m, float *v, int64_t n, float lr, float beta1,
-                        float beta2, float eps, int step, const float *grad_scale) {
+void txl_cpu_adam_fused(float *p, void *p_act, float *g, float *m, float *v, int64_t n, const TxlOptimStep *s,
+                        const float *grad_scale) {
   txl_cpu_check_act_copy(p_act, p, "adam_fused");
-  if (step < 1) txl_fatal("adam_fused: step %d must be >= 1 (1-based)", step);
   if (isnan(*grad_scale)) return; /* the updates are halted (kernels/common/clip.h) */
-  const TxlAdamCoef c = txl_adam_coef(lr, beta1, beta2, eps, step, *grad_scale);
+  TxlAdamCoef c = s->adam;
+  c.grad_scale = *grad_scale;
   /* adam_update's blocks, each block's gradient zeroed while it is in the cache */
   const int64_t blk = TXL_CPU_OPT_BLOCK, nblk = (n + blk - 1) / blk;
 #pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)

@@ -54,7 +54,7 @@ static void dropout_row(float *x, int feats, uint32_t row, uint32_t column, TxlD
     uint32_t c0[TXL_PHILOX_LANES], c1[TXL_PHILOX_LANES], c2[TXL_PHILOX_LANES];
     for (int l = 0; l < TXL_PHILOX_LANES; l++)
       c0[l] = ((uint32_t)f0 >> 2) + (uint32_t)l, c1[l] = row, c2[l] = column;
-    philox_lanes(words, c0, c1, c2, d.step, d.seed, d.site);
+    philox_lanes(words, c0, c1, c2, txl_dropout_step(d), d.seed, d.site);
     float *xb = x + f0;
 #pragma omp simd
     for (int l = 0; l < TXL_PHILOX_LANES; l++)
@@ -92,7 +92,7 @@ static void dropout_narrow(float *x, int row0, int cols, int feats, int ld, int 
         if (++col == (uint32_t)cols) col = 0, row++;
       }
     }
-    philox_lanes(words, c0, c1, c2, d.step, d.seed, d.site);
+    philox_lanes(words, c0, c1, c2, txl_dropout_step(d), d.seed, d.site);
     for (int l = 0; l < nl; l++) {
       float *xr = x + rcl[l] * ld;
       const int f0 = 4 * (int)c0[l], n = feats - f0 < 4 ? feats - f0 : 4;

@@ -16,7 +16,7 @@ void txl_cpu_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void
   if (M <= 0 || N <= 0) return;
   if (relu) {
     txl_cpu_gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, TXL_F32);
-    const TxlDropout none = {0.0f, 0, 0, 0};
+    const TxlDropout none = {0.0f, 0, 0, 0, NULL};
     txl_cpu_bias_relu_dropout_forward(C, NULL, bias, M, 1, N, ldc, 0, none);
     return;
   }

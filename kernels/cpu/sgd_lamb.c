@@ -51,11 +51,12 @@ void txl_cpu_axpy(float *y, const float *x, float a, int64_t n) {
 
 /* The fused passes: the unfused op's blocks, each block's gradient (SGD's g, LAMB's u) zeroed
  * while it is in the cache. */
-void txl_cpu_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
-                       const float *grad_scale, int first) {
+void txl_cpu_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, const TxlOptimStep *s,
+                       const float *grad_scale) {
   txl_cpu_check_act_copy(p_act, p, "sgd_fused");
   if (isnan(*grad_scale)) return; /* the updates are halted (kernels/common/clip.h) */
-  const float gs = *grad_scale;
+  const float gs = *grad_scale, lr = s->lr, momentum = s->momentum;
+  const int first = s->first;
   const int64_t blk = TXL_CPU_OPT_BLOCK, nblk = (n + blk - 1) / blk;
 #pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
   for (int64_t b = 0; b < nblk; b++) {

@@ -9,11 +9,12 @@
 #include "kernels/cuda/cuda_util.h"
 
 /* The element's update, p's copy (txl_st_copy), and g[i] = 0 when zero (unfused: g only read). */
-/* gs: NULL (unfused: c.grad_scale as given), else the factor on the device, a NaN there
- * writing nothing (kernels/common/clip.h). */
+/* s NULL: c as given (unfused); else the update's constants and the factor gs on the device
+ * (ops.def), a NaN factor writing nothing (kernels/common/clip.h). */
 static __global__ void adam_kernel(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *m, float *v,
-                                   int64_t n, TxlAdamCoef c, const float *gs) {
-  if (gs) {
+                                   int64_t n, TxlAdamCoef c, const TxlOptimStep *s, const float *gs) {
+  if (s) {
+    c = s->adam;
     c.grad_scale = *gs;
     if (isnan(c.grad_scale)) return;
   }
@@ -25,42 +26,41 @@ static __global__ void adam_kernel(float *p, void *p_act, TxlDtype copy, float *
   }
 }
 
-static void adam(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *m, float *v, int64_t n, float lr,
-                 float beta1, float beta2, float eps, int step, float grad_scale, const float *gs, const char *op) {
-  if (step < 1) txl_fatal("%s: step %d must be >= 1 (1-based)", op, step);
+static void launch(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *m, float *v, int64_t n,
+                   TxlAdamCoef c, const TxlOptimStep *s, const float *gs) {
   if (n <= 0) return;
-  const TxlAdamCoef c = txl_adam_coef(lr, beta1, beta2, eps, step, grad_scale);
   TXL_LAUNCH(adam_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(p, p_act, copy, g, zero, m, v,
-                                                                                     n, c, gs);
+                                                                                     n, c, s, gs);
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
                                      float lr, float beta1, float beta2, float eps, int step,
                                      float grad_scale) {
+  if (step < 1) txl_fatal("adam_update: step %d must be >= 1 (1-based)", step);
   /* g is only read (zero = 0): the cast leaves it as it is */
-  adam(p, nullptr, TXL_F32, const_cast<float *>(g), 0, m, v, n, lr, beta1, beta2, eps, step, grad_scale, nullptr,
-       "adam_update");
+  launch(p, nullptr, TXL_F32, const_cast<float *>(g), 0, m, v, n,
+         txl_adam_coef(lr, beta1, beta2, eps, step, grad_scale), nullptr, nullptr);
 }
 
 /* The fused pass on the table of activation type act: p's copy of that type (none in fp32). */
-static void adam_fused(TxlDtype act, float *p, void *p_act, float *g, float *m, float *v, int64_t n, float lr,
-                       float beta1, float beta2, float eps, int step, const float *grad_scale) {
+static void adam_fused(TxlDtype act, float *p, void *p_act, float *g, float *m, float *v, int64_t n,
+                       const TxlOptimStep *s, const float *grad_scale) {
   txl_cuda_check_act_copy(p_act, p, act, "adam_fused");
-  adam(p, p_act, act, g, 1, m, v, n, lr, beta1, beta2, eps, step, 0.0f, grad_scale, "adam_fused");
+  launch(p, p_act, act, g, 1, m, v, n, TxlAdamCoef{}, s, grad_scale);
 }
 
-extern "C" void txl_cuda_adam_fused(float *p, void *p_act, float *g, float *m, float *v, int64_t n, float lr,
-                                    float beta1, float beta2, float eps, int step, const float *grad_scale) {
-  adam_fused(TXL_F32, p, p_act, g, m, v, n, lr, beta1, beta2, eps, step, grad_scale);
+extern "C" void txl_cuda_adam_fused(float *p, void *p_act, float *g, float *m, float *v, int64_t n,
+                                    const TxlOptimStep *s, const float *grad_scale) {
+  adam_fused(TXL_F32, p, p_act, g, m, v, n, s, grad_scale);
 }
 
-extern "C" void txl_cuda_adam_fused_bf16(float *p, void *p_act, float *g, float *m, float *v, int64_t n, float lr,
-                                         float beta1, float beta2, float eps, int step, const float *grad_scale) {
-  adam_fused(TXL_BF16, p, p_act, g, m, v, n, lr, beta1, beta2, eps, step, grad_scale);
+extern "C" void txl_cuda_adam_fused_bf16(float *p, void *p_act, float *g, float *m, float *v, int64_t n,
+                                         const TxlOptimStep *s, const float *grad_scale) {
+  adam_fused(TXL_BF16, p, p_act, g, m, v, n, s, grad_scale);
 }
 
-extern "C" void txl_cuda_adam_fused_fp16(float *p, void *p_act, float *g, float *m, float *v, int64_t n, float lr,
-                                         float beta1, float beta2, float eps, int step, const float *grad_scale) {
-  adam_fused(TXL_F16, p, p_act, g, m, v, n, lr, beta1, beta2, eps, step, grad_scale);
+extern "C" void txl_cuda_adam_fused_fp16(float *p, void *p_act, float *g, float *m, float *v, int64_t n,
+                                         const TxlOptimStep *s, const float *grad_scale) {
+  adam_fused(TXL_F16, p, p_act, g, m, v, n, s, grad_scale);
 }

@@ -100,6 +100,25 @@ void txl_cuda_gemm_epilogue_counts(long *fused, long *unfused);
  * and cuBLAS / cuBLASLt GEMM calls, syncs the runtime calls that make the host wait for the device,
  * by the rule of its README); 0 on a GPU, where nothing counts them (*launches and *syncs set to -1). */
 int txl_cuda_api_counts(long *launches, long *syncs);
+/* CUDA graphs launched since the process started (their kernels are not in txl_cuda_api_counts'
+ * launches, which the host issued one by one), where counted (the emulator); else -1. */
+long txl_cuda_graph_launches(void);
+
+/* CUDA graphs of the compute stream (graph.cu; run.cuda_graph, src/train/graph_step.c):
+ * graph_begin starts capturing the stream's work (global mode: a call that would synchronise or
+ * allocate meanwhile fails, and ends the job); graph_end ends the capture and returns the
+ * instantiated graph; graph_launch replays it on the compute stream (no host synchronisation);
+ * graph_destroy frees it (NULL: nothing). */
+void txl_cuda_graph_begin(void);
+void *txl_cuda_graph_end(void);
+void txl_cuda_graph_launch(void *graph);
+void txl_cuda_graph_destroy(void *graph);
+/* How many times a scratch buffer of the backend (the ops' reductions, cuBLASLt's workspace:
+ * TxlCudaScratch, grown when a run is created) was made or freed since the process started: a
+ * captured graph that uses one is stale when this changed since its capture. */
+long txl_cuda_scratch_moves(void);
+/* 1 while the compute stream is capturing. */
+int txl_cuda_capturing(void);
 
 #ifdef __cplusplus
 }

@@ -251,40 +251,58 @@ static __global__ void chunk_sum_kernel(T *part, const float *x, int64_t n, int6
   }
 }
 
-/* Kernel 2 (one block): *total = sum of part[0 .. nchunks), threads taking p = tid, tid + 256, ...
- * in order, then the fixed tree. */
-template <typename T>
-static __global__ void final_sum_kernel(T *total, const T *part, int nchunks) {
+/* Kernel 2 (one block): out(sum of part[0 .. nchunks)), threads taking p = tid, tid + 256, ... in
+ * order, then the fixed tree; thread 0 calls out. */
+template <typename T, typename Out>
+static __global__ void final_sum_kernel(Out out, const T *part, int nchunks) {
   __shared__ T sh[TXL_CUDA_THREADS];
   T s = 0;
   for (int p = threadIdx.x; p < nchunks; p += TXL_CUDA_THREADS) s += part[p];
   sh[threadIdx.x] = s;
   block_sum(sh);
-  if (threadIdx.x == 0) *total = sh[0];
+  if (threadIdx.x == 0) out(sh[0]);
 }
 
-/* The sum of term over x [n] (n > 0) into a device word of the scratch, returned: the partials in
- * the scratch (8-byte words) before it. Nothing waits. */
-template <typename T, typename Term>
-static T *chunked_sum_device(const float *x, int64_t n, Term term) {
+/* What kernel 2 does with the sum: stores it; or makes the clipping record of it
+ * (kernels/common/clip.h), so that the gradient's norm costs no launch of its own. */
+template <typename T>
+struct StoreSum {
+  T *total;
+  __device__ void operator()(T sum) const { *total = sum; }
+};
+struct ClipRecord {
+  TxlGradClip *r;
+  float clip;
+  double loss_scale;
+  __device__ void operator()(double sumsq) const { txl_grad_clip_record(r, sumsq, clip, loss_scale); }
+};
+
+/* The sum of term over x [n] (n >= 0) handed to out on the device: the partials in the scratch
+ * (8-byte words). Nothing waits. */
+template <typename T, typename Term, typename Out>
+static void chunked_sum_device(const float *x, int64_t n, Term term, Out out) {
   static_assert(sizeof(T) == sizeof(double), "partials of 8 bytes, as the scratch holds");
   int64_t chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
   if (chunk < TXL_SUMSQ_MIN_CHUNK) chunk = TXL_SUMSQ_MIN_CHUNK;
   const int nchunks = (int)((n + chunk - 1) / chunk); /* <= TXL_SUMSQ_MAX_CHUNKS */
-  T *part = (T *)scratch(TXL_SUMSQ_MAX_CHUNKS + 1), *total = part + TXL_SUMSQ_MAX_CHUNKS;
-  auto partial = chunk_sum_kernel<T, Term>;
-  TXL_LAUNCH(partial, nchunks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, nchunks, term);
+  T *part = (T *)scratch(TXL_SUMSQ_MAX_CHUNKS + 1);
+  if (nchunks > 0) {
+    auto partial = chunk_sum_kernel<T, Term>;
+    TXL_LAUNCH(partial, nchunks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, nchunks, term);
+    CUDA_LAUNCH_CHECK();
+  }
+  auto final = final_sum_kernel<T, Out>;
+  TXL_LAUNCH(final, 1, TXL_CUDA_THREADS, 0)(out, part, nchunks);
   CUDA_LAUNCH_CHECK();
-  TXL_LAUNCH(final_sum_kernel<T>, 1, TXL_CUDA_THREADS, 0)(total, part, nchunks);
-  CUDA_LAUNCH_CHECK();
-  return total;
 }
 
-/* The same sum, to the host. */
+/* The same sum, to the host (through the word after the partials). */
 template <typename T, typename Term>
 static T chunked_sum(const float *x, int64_t n, Term term) {
+  T *total = (T *)scratch(TXL_SUMSQ_MAX_CHUNKS + 1) + TXL_SUMSQ_MAX_CHUNKS;
+  chunked_sum_device<T>(x, n, term, StoreSum<T>{total});
   T host = 0;
-  txl_cuda_to_host(&host, chunked_sum_device<T>(x, n, term), sizeof host); /* waits for the two kernels */
+  txl_cuda_to_host(&host, total, sizeof host); /* waits for the two kernels */
   return host;
 }
 
@@ -311,20 +329,11 @@ extern "C" double txl_cuda_sumsq_segments(const float *x, int n_seg, const int64
   return txl_cuda_sumsq(x + begin, n);
 }
 
-/* One thread: the record from the sum on the device (kernels/common/clip.h). sumsq NULL: 0. */
-static __global__ void grad_clip_kernel(TxlGradClip *r, const double *sumsq, float clip, double loss_scale) {
-  txl_grad_clip_record(r, sumsq ? *sumsq : 0.0, clip, loss_scale);
-}
-
-/* sumsq_segments' sum left on the device, and the record made there: the host never waits. */
+/* sumsq_segments' sum made into the record on the device, by the sum's last kernel: the host never
+ * waits. */
 extern "C" void txl_cuda_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip,
                                    double loss_scale) {
-  const double *sumsq = NULL;
-  if (n_seg > 0) {
-    int64_t begin, n;
-    segment_span(n_seg, seg, &begin, &n);
-    if (n > 0) sumsq = chunked_sum_device<double>(g + begin, n, SquareTerm());
-  }
-  TXL_LAUNCH(grad_clip_kernel, 1, 1, 0)(r, sumsq, clip, loss_scale);
-  CUDA_LAUNCH_CHECK();
+  int64_t begin = 0, n = 0;
+  if (n_seg > 0) segment_span(n_seg, seg, &begin, &n);
+  chunked_sum_device<double>(g + begin, n, SquareTerm(), ClipRecord{r, clip, loss_scale});
 }

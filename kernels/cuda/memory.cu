@@ -152,11 +152,16 @@ void txl_cuda_zero_rows(void *p, int64_t rows, size_t row_bytes, size_t pitch) {
   CUDA_LAUNCH_CHECK();
 }
 
+static long g_scratch_moves; /* scratch buffers made or freed since the process started */
+
+extern "C" long txl_cuda_scratch_moves(void) { return g_scratch_moves; }
+
 void txl_cuda_scratch_reserve(TxlCudaScratch *s, size_t bytes) {
   if (bytes > s->bytes) {
     txl_cuda_scratch_release(s); /* cudaFree waits for the device: no kernel still uses it */
     s->p = txl_cuda_alloc(bytes, s->what);
     s->bytes = bytes;
+    g_scratch_moves++;
   }
 }
 
@@ -167,7 +172,10 @@ void *txl_cuda_scratch(TxlCudaScratch *s, size_t bytes) {
 }
 
 void txl_cuda_scratch_release(TxlCudaScratch *s) {
-  if (s->p) CUDA_CHECK(cudaFree(s->p));
+  if (s->p) {
+    CUDA_CHECK(cudaFree(s->p));
+    g_scratch_moves++;
+  }
   s->p = NULL;
   s->bytes = 0;
 }

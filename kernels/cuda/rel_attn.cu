@@ -659,7 +659,7 @@ extern "C" size_t txl_cuda_rel_attn_workspace_fp16(int L, int K, int B, int H, i
 extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, int bd, int rb,
                                        TxlCudaCost *c) {
   if (no_query(s)) return;
-  const TxlDropout none = {0.0f, 0u, 0u, 0u};
+  const TxlDropout none = {0.0f, 0u, 0u, 0u, nullptr};
   static const float mark_rb[1] = {0.0f}; /* a stand-in: the count reads no memory */
   const Geo g = make_geo(s, none, bd, rb ? mark_rb : nullptr);
   const size_t e = txl_dtype_size(act);

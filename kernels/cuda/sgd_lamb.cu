@@ -9,11 +9,15 @@
 #include "kernels/cuda/cuda_util.h"
 
 /* The element's update, p's copy (txl_st_copy), and g[i] = 0 when zero (unfused: g only read). */
-/* gs: NULL (unfused: grad_scale as given), else the factor on the device, a NaN there writing
- * nothing (kernels/common/clip.h). */
+/* s NULL: lr, momentum, grad_scale, first as given (unfused); else the update's constants and the
+ * factor gs on the device (ops.def), a NaN factor writing nothing (kernels/common/clip.h). */
 static __global__ void sgd_kernel(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *buf, int64_t n,
-                                  float lr, float momentum, float grad_scale, const float *gs, int first) {
-  if (gs) {
+                                  float lr, float momentum, float grad_scale, int first, const TxlOptimStep *s,
+                                  const float *gs) {
+  if (s) {
+    lr = s->lr;
+    momentum = s->momentum;
+    first = s->first;
     grad_scale = *gs;
     if (isnan(grad_scale)) return;
   }
@@ -25,38 +29,39 @@ static __global__ void sgd_kernel(float *p, void *p_act, TxlDtype copy, float *g
 }
 
 static void sgd(float *p, void *p_act, TxlDtype copy, float *g, int zero, float *buf, int64_t n, float lr,
-                float momentum, float grad_scale, const float *gs, int first) {
+                float momentum, float grad_scale, int first, const TxlOptimStep *s, const float *gs) {
   if (n <= 0) return;
   TXL_LAUNCH(sgd_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(p, p_act, copy, g, zero, buf, n,
-                                                                                    lr, momentum, grad_scale, gs, first);
+                                                                                    lr, momentum, grad_scale, first, s,
+                                                                                    gs);
   CUDA_LAUNCH_CHECK();
 }
 
 extern "C" void txl_cuda_sgd_update(float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
                                     float grad_scale, int first) {
   /* g is only read (zero = 0): the cast leaves it as it is */
-  sgd(p, nullptr, TXL_F32, const_cast<float *>(g), 0, buf, n, lr, momentum, grad_scale, nullptr, first);
+  sgd(p, nullptr, TXL_F32, const_cast<float *>(g), 0, buf, n, lr, momentum, grad_scale, first, nullptr, nullptr);
 }
 
-static void sgd_fused(TxlDtype act, float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
-                      const float *grad_scale, int first) {
+static void sgd_fused(TxlDtype act, float *p, void *p_act, float *g, float *buf, int64_t n, const TxlOptimStep *s,
+                      const float *grad_scale) {
   txl_cuda_check_act_copy(p_act, p, act, "sgd_fused");
-  sgd(p, p_act, act, g, 1, buf, n, lr, momentum, 0.0f, grad_scale, first);
+  sgd(p, p_act, act, g, 1, buf, n, 0.0f, 0.0f, 0.0f, 0, s, grad_scale);
 }
 
-extern "C" void txl_cuda_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, float lr, float momentum,
-                                   const float *grad_scale, int first) {
-  sgd_fused(TXL_F32, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
+extern "C" void txl_cuda_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, const TxlOptimStep *s,
+                                   const float *grad_scale) {
+  sgd_fused(TXL_F32, p, p_act, g, buf, n, s, grad_scale);
 }
 
-extern "C" void txl_cuda_sgd_fused_bf16(float *p, void *p_act, float *g, float *buf, int64_t n, float lr,
-                                        float momentum, const float *grad_scale, int first) {
-  sgd_fused(TXL_BF16, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
+extern "C" void txl_cuda_sgd_fused_bf16(float *p, void *p_act, float *g, float *buf, int64_t n,
+                                        const TxlOptimStep *s, const float *grad_scale) {
+  sgd_fused(TXL_BF16, p, p_act, g, buf, n, s, grad_scale);
 }
 
-extern "C" void txl_cuda_sgd_fused_fp16(float *p, void *p_act, float *g, float *buf, int64_t n, float lr,
-                                        float momentum, const float *grad_scale, int first) {
-  sgd_fused(TXL_F16, p, p_act, g, buf, n, lr, momentum, grad_scale, first);
+extern "C" void txl_cuda_sgd_fused_fp16(float *p, void *p_act, float *g, float *buf, int64_t n,
+                                        const TxlOptimStep *s, const float *grad_scale) {
+  sgd_fused(TXL_F16, p, p_act, g, buf, n, s, grad_scale);
 }
 
 static __global__ void lamb_kernel(float *g, const float *p, float *m, float *v, int64_t n, TxlLambCoef c) {

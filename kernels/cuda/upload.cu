@@ -65,6 +65,9 @@ static void next_slot(void) {
 
 extern "C" void txl_cuda_upload(void *dst, const void *host_src, size_t bytes) {
   if (!bytes) return;
+  /* a captured copy would read this slot again at every replay, whatever the host put there since:
+   * the inputs of a captured step are uploaded before its graph's launch (src/train/graph_step.c) */
+  if (txl_cuda_capturing()) txl_fatal("internal: upload of %zu bytes while the compute stream is captured", bytes);
   if (bytes > g_up.slot)
     txl_fatal("internal: upload of %zu bytes, %zu reserved (upload_reserve)", bytes, g_up.slot);
   if (g_up.used + bytes > g_up.slot) next_slot();

@@ -130,6 +130,70 @@ int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs) {
   return 0;
 }
 
+long txl_backend_graph_launches(const TxlBackend *b) {
+#ifdef TXL_HAVE_CUDA
+  if (b->gpu >= 0) return txl_cuda_graph_launches();
+#else
+  (void)b;
+#endif
+  return -1;
+}
+
+int txl_backend_can_capture(const TxlBackend *b) {
+#ifdef TXL_HAVE_CUDA
+  return b->gpu >= 0;
+#else
+  (void)b;
+  return 0;
+#endif
+}
+
+static void need_capture(const TxlBackend *b) {
+  if (!txl_backend_can_capture(b)) txl_fatal("internal: a CUDA graph on the %s backend", b->device);
+}
+
+void txl_backend_capture_begin(const TxlBackend *b) {
+  need_capture(b);
+#ifdef TXL_HAVE_CUDA
+  txl_cuda_graph_begin();
+#endif
+}
+
+void *txl_backend_capture_end(const TxlBackend *b) {
+  need_capture(b);
+#ifdef TXL_HAVE_CUDA
+  return txl_cuda_graph_end();
+#else
+  return NULL;
+#endif
+}
+
+void txl_backend_graph_launch(const TxlBackend *b, void *graph) {
+  need_capture(b);
+#ifdef TXL_HAVE_CUDA
+  txl_cuda_graph_launch(graph);
+#else
+  (void)graph;
+#endif
+}
+
+void txl_backend_graph_destroy(const TxlBackend *b, void *graph) {
+  if (!graph) return;
+  need_capture(b);
+#ifdef TXL_HAVE_CUDA
+  txl_cuda_graph_destroy(graph);
+#endif
+}
+
+long txl_backend_scratch_moves(const TxlBackend *b) {
+#ifdef TXL_HAVE_CUDA
+  if (b->gpu >= 0) return txl_cuda_scratch_moves();
+#else
+  (void)b;
+#endif
+  return 0;
+}
+
 void txl_backend_close(TxlBackend *b) {
 #ifdef TXL_BACKEND_NCCL
   if (b->nccl) txl_nccl_destroy(b->nccl);

@@ -42,6 +42,22 @@ TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig
  * 0 (the CPU; a real GPU, where nothing counts them). */
 int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs);
 
+/* CUDA graphs launched by this rank since the process started, where counted (the emulated CUDA
+ * backend); else -1. */
+long txl_backend_graph_launches(const TxlBackend *b);
+
+/* CUDA graphs of the backend's compute stream (kernels/cuda/cuda_ops.h; the CUDA backend only:
+ * txl_backend_can_capture says 1): begin capturing, end with the instantiated graph, replay it,
+ * free it (NULL: nothing). Any other backend ends the job as an internal error. */
+int txl_backend_can_capture(const TxlBackend *b);
+void txl_backend_capture_begin(const TxlBackend *b);
+void *txl_backend_capture_end(const TxlBackend *b);
+void txl_backend_graph_launch(const TxlBackend *b, void *graph);
+void txl_backend_graph_destroy(const TxlBackend *b, void *graph);
+/* A count that changes whenever the backend makes or frees a buffer of its own (not a run's) that
+ * a captured graph may use: a graph captured at another count is stale (0 where nothing captures). */
+long txl_backend_scratch_moves(const TxlBackend *b);
+
 /* collective: all ranks */
 void txl_backend_close(TxlBackend *b);
 

@@ -26,7 +26,7 @@ TxlSegment txl_segment(const TxlModel *m, const TxlRun *r, int L, int M);
 
 /* The dropout at `site` with probability p, on when the last forward had dropout on. */
 static inline TxlDropout txl_drop_at(const TxlModel *m, const TxlRun *r, uint32_t site, float p) {
-  TxlDropout d = {r->last_dropout_on ? p : 0.0f, m->spec.seed, site, (uint32_t)r->last_step};
+  TxlDropout d = {r->last_dropout_on ? p : 0.0f, m->spec.seed, site, (uint32_t)r->last_step, r->step_dev};
   return d;
 }
 /* Dropout p of the model at layer l's site ls (a TXL_LSITE_*). */

@@ -235,6 +235,7 @@ static void walk_run(Alloc *a) {
   r->r_stride = txl_act_padded(a->m, (int64_t)(K * HD));
   r->tokens = take(a, L * B * sizeof(int32_t), "tokens");
   r->targets = take(a, L * B * sizeof(int32_t), "targets");
+  r->step_dev = take(a, sizeof(uint32_t), "step");
   r->group_stride = txl_act_padded(a->m, (int64_t)dm->n_layer * r->mem_stride);
   r->mems_base = take(a, (size_t)groups * (size_t)r->group_stride * A + F, "memory");
   const int at = dm->attn_type;
@@ -318,7 +319,7 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
    * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
   const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
-  m->ops->upload_reserve((2 * LB + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
+  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
   if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
@@ -385,9 +386,18 @@ void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src) { mo
 
 /* ---- forward and backward ------------------------------------------------------------------ */
 
+void txl_run_upload(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets, int L, int step) {
+  const TxlOps *o = m->ops;
+  const size_t bytes = (size_t)L * (size_t)r->B * sizeof(int32_t);
+  const uint32_t s = (uint32_t)step;
+  o->upload(r->tokens, tokens, bytes); /* no host synchronisation (ops.def) */
+  if (targets) o->upload(r->targets, targets, bytes);
+  o->upload(r->step_dev, &s, sizeof s);
+  r->inputs_ready = 1;
+}
+
 double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets,
                          int L, int step, int dropout_on, float grad_scale) {
-  const TxlOps *o = m->ops;
   const int n_layer = m->spec.dims.n_layer;
   if (L < 1 || L > r->L_max) txl_fatal("internal: segment of %d rows, capacity %d", L, r->L_max);
   TxlSegment sg = txl_segment(m, r, L, r->mem_rows);
@@ -395,8 +405,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   r->last_M = sg.M;
   r->last_step = step;
   r->last_dropout_on = dropout_on;
-  o->upload(r->tokens, tokens, (size_t)sg.LB * sizeof(int32_t)); /* no host synchronisation (ops.def) */
-  if (targets) o->upload(r->targets, targets, (size_t)sg.LB * sizeof(int32_t));
+  if (!r->inputs_ready) txl_run_upload(m, r, tokens, targets, L, step);
+  r->inputs_ready = 0;
 
   /* R = dropout(positions) (attn_type 0; the other types' positions, positions.h);
    * h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows */

@@ -132,6 +132,8 @@ typedef struct {
 
   int32_t *tokens;  /* [L_max, B] device */
   int32_t *targets; /* [L_max, B] device */
+  uint32_t *step_dev; /* [1] device: the step of the dropout masks (TxlDropout.step_at) */
+  int inputs_ready; /* 1: txl_run_upload made the next forward's uploads already (it skips them) */
   void *mems;       /* [n_layer][mem_len, B, d]: layer l's at l * mem_stride */
   void *R;          /* [K_max, d] relative positions after dropout (attn_type 0, 2) */
   /* attn_type 1, 2, 3 (positions.h), NULL otherwise */
@@ -238,8 +240,14 @@ size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
 /* Of those, the adaptive softmax's tail logits (0 without tail clusters). */
 size_t txl_run_tail_bytes(const TxlModel *m, const TxlRunShape *shape);
 
+/* The device inputs of a forward over L rows: the tokens and targets ([L, B], host; targets may
+ * be NULL) and the step of its dropout masks, uploaded (ops upload: the host does not wait), so
+ * that the next txl_model_forward skips its own uploads (r->inputs_ready). A training step
+ * replayed as a CUDA graph uploads its inputs this way, before the graph's launch. */
+void txl_run_upload(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets, int L, int step);
+
 /* Forward over one segment of L <= L_max rows whose tokens and targets ([L, B], host) are
- * copied in; targets may be NULL (generation: logits only). Dropout is on when
+ * copied in (unless txl_run_upload did); targets may be NULL (generation: logits only). Dropout is on when
  * dropout_on (keyed with `step`). When grad_scale != 0 the logits buffer ends holding
  * d(loss)/d(logits) * grad_scale, ready for txl_model_backward. Advances the memory.
  * Returns the SUM of the per-token losses of this rank's L*B tokens (0 without targets), read

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "src/base/error.h"
 #include "src/config/config.h"
@@ -24,6 +25,9 @@ void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, floa
   a->table = NULL;
   a->rec = ops->alloc(sizeof(TxlGradClip), "gradient clipping record");
   txl_optim_reset_clip(a);
+  a->step_dev = ops->alloc(sizeof(TxlOptimStep), "optimizer step constants");
+  memset(&a->step_host, 0, sizeof a->step_host);
+  ops->upload_reserve(sizeof(TxlOptimStep)); /* txl_optim_prepare's upload */
 }
 
 void txl_optim_clip(TxlAdam *a, const float *grad, const TxlParamTable *t, double loss_scale) {
@@ -48,8 +52,10 @@ void txl_adam_destroy(TxlAdam *a) {
   a->ops->free(a->m);
   a->ops->free(a->v);
   a->ops->free(a->rec);
+  a->ops->free(a->step_dev);
   a->m = a->v = 0;
   a->rec = NULL;
+  a->step_dev = NULL;
 }
 
 /* The sum over the tensors' runs (params.h), the packed view's order: on the CPU the bits of
@@ -71,20 +77,33 @@ void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double l
   }
 }
 
-/* The fused passes, with the factor of a->rec: Adam and SGD read it on the device. */
-void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, float lr) {
-  const float *coef = &a->rec->coef;
+void txl_optim_prepare(TxlAdam *a, float lr) {
   a->t++;
+  TxlOptimStep *s = &a->step_host;
+  memset(s, 0, sizeof *s);
+  s->adam = txl_adam_coef(lr, a->beta1, a->beta2, a->eps, a->t, 0.0f); /* grad_scale: the record's */
+  s->lr = lr;
+  s->momentum = a->momentum;
+  s->first = a->t == 1;
+  a->ops->upload(a->step_dev, s, sizeof *s); /* no host synchronisation (ops.def) */
+}
+
+/* The fused passes, with the constants of a->step_dev and the factor of a->rec, both read on the
+ * device by Adam and SGD. */
+void txl_optim_apply(TxlAdam *a, float *params, void *params_act, float *grad) {
   switch (a->kind) {
   case TXL_OPTIM_LAMB: {
     TxlGradClip r;
     txl_optim_read_clip(a, &r); /* LAMB's trust ratios are taken on the host anyway */
-    if (!isnan(r.coef)) txl_lamb_update(a, params, params_act, grad, r.coef, lr);
+    if (!isnan(r.coef)) txl_lamb_update(a, params, params_act, grad, r.coef, a->step_host.lr);
     break;
   }
-  case TXL_OPTIM_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
-  default:
-    a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef);
-    break;
+  case TXL_OPTIM_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, a->n, a->step_dev, &a->rec->coef); break;
+  default: a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, a->step_dev, &a->rec->coef); break;
   }
+}
+
+void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, float lr) {
+  txl_optim_prepare(a, lr);
+  txl_optim_apply(a, params, params_act, grad);
 }

@@ -20,6 +20,8 @@ typedef struct {
   float weight_decay; /* lamb */
   const TxlParamTable *table; /* lamb: the tensors whose trust ratios are taken */
   TxlGradClip *rec;   /* [1] device: the last step's norm and clip factor (txl_optim_clip) */
+  TxlOptimStep *step_dev; /* [1] device: the next fused update's constants (txl_optim_prepare) */
+  TxlOptimStep step_host; /* the same, on the host */
 } TxlAdam;
 
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
@@ -55,11 +57,16 @@ void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double l
  * and the state as txl_adam_step with that record's norm, and besides: params_act, the weights'
  * compute copy in the table's act type (TxlModel.param_act; params itself when that is fp32),
  * refreshed as to_act would, and grad left all zeros (the next step's accumulation can start
- * without a zeroing pass). Over the parameter buffer: Adam and SGD one pass, the factor read on
- * the device (the host does not wait); LAMB its moments, the per-tensor norms (on the host: LAMB
- * waits for the device), then one pass per tensor. Halted (a->rec's factor a NaN): nothing is
- * written, grad included. */
+ * without a zeroing pass). Over the parameter buffer: Adam and SGD one pass, reading the update's
+ * constants and the factor on the device (the host does not wait); LAMB its moments, the
+ * per-tensor norms (on the host: LAMB waits for the device), then one pass per tensor. Halted
+ * (a->rec's factor a NaN): nothing is written, grad included.
+ * txl_adam_step_fused = txl_optim_prepare, then txl_optim_apply: prepare counts the update (t) and
+ * uploads its constants (lr: the rate) to a->step_dev; apply is the device's part alone, which a
+ * CUDA graph can capture once and replay after each prepare. */
 void txl_adam_step_fused(TxlAdam *a, float *params, void *params_act, float *grad, float lr);
+void txl_optim_prepare(TxlAdam *a, float lr);
+void txl_optim_apply(TxlAdam *a, float *params, void *params_act, float *grad);
 
 /* LAMB (src/optim/lamb.c): the moments, then per tensor of a->table the trust ratio
  * ||p|| / ||u|| (1 when either is 0) and p -= lr * ratio * u, on the gradient scaled by coef.

@@ -37,36 +37,35 @@ static double gemm_peak_gflops(const TxlOps *o, int n) {
   return 2.0 * n * (double)n * n / best / 1e9;
 }
 
-/* Kernel launches and host synchronisations of each timed step, where the backend counts them
- * (txl_backend_api_counts: the emulated CUDA backend). */
+/* Kernel launches, host synchronisations and graph launches of each timed step, where the
+ * backend counts them (txl_backend_api_counts, txl_backend_graph_launches: the emulated CUDA
+ * backend). A replayed graph's kernels are not launches of the host's. */
 typedef struct {
   int steps;
-  long launches, syncs;                   /* sums */
-  long min_launches, max_launches, min_syncs, max_syncs;
+  long n[3], min[3], max[3]; /* sums, least, most: launches, synchronisations, graph launches */
 } StepCounts;
 
-static void count_step(StepCounts *c, long launches, long syncs) {
-  if (c->steps == 0 || launches < c->min_launches) c->min_launches = launches;
-  if (c->steps == 0 || launches > c->max_launches) c->max_launches = launches;
-  if (c->steps == 0 || syncs < c->min_syncs) c->min_syncs = syncs;
-  if (c->steps == 0 || syncs > c->max_syncs) c->max_syncs = syncs;
-  c->launches += launches;
-  c->syncs += syncs;
+static void count_step(StepCounts *c, const long now[3]) {
+  for (int k = 0; k < 3; k++) {
+    if (c->steps == 0 || now[k] < c->min[k]) c->min[k] = now[k];
+    if (c->steps == 0 || now[k] > c->max[k]) c->max[k] = now[k];
+    c->n[k] += now[k];
+  }
   c->steps++;
 }
 
-/* "per step: N kernel launches, M host synchronisations": the same in every timed step, or their
- * mean with the range. */
+/* "per step: N kernel launches, M host synchronisations, G graph launches": the same in every
+ * timed step, or their mean with the range. */
 static void print_step_counts(const StepCounts *c) {
   if (c->steps == 0) return;
-  if (c->min_launches == c->max_launches && c->min_syncs == c->max_syncs)
-    printf("bench: per step: %ld kernel launches, %ld host synchronisations (the same in each of the %d timed "
-           "steps; counted by the CUDA emulator)\n", c->min_launches, c->min_syncs, c->steps);
+  if (c->min[0] == c->max[0] && c->min[1] == c->max[1] && c->min[2] == c->max[2])
+    printf("bench: per step: %ld kernel launches, %ld host synchronisations, %ld graph launches (the same in each of "
+           "the %d timed steps; counted by the CUDA emulator)\n", c->min[0], c->min[1], c->min[2], c->steps);
   else
-    printf("bench: per step: %.1f kernel launches, %.1f host synchronisations (mean of the %d timed steps: "
-           "launches %ld to %ld, synchronisations %ld to %ld; counted by the CUDA emulator)\n",
-           (double)c->launches / c->steps, (double)c->syncs / c->steps, c->steps, c->min_launches, c->max_launches,
-           c->min_syncs, c->max_syncs);
+    printf("bench: per step: %.1f kernel launches, %.1f host synchronisations, %.1f graph launches (mean of the %d "
+           "timed steps: launches %ld to %ld, synchronisations %ld to %ld, graph launches %ld to %ld; counted by the "
+           "CUDA emulator)\n", (double)c->n[0] / c->steps, (double)c->n[1] / c->steps, (double)c->n[2] / c->steps,
+           c->steps, c->min[0], c->max[0], c->min[1], c->max[1], c->min[2], c->max[2]);
 }
 
 void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
@@ -92,12 +91,15 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
       t0 = txl_now_s();
       wait0 = t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
     }
-    long l0, s0, l1, s1;
-    const int counted = txl_backend_api_counts(&t->backend, &l0, &s0);
+    long before[3], after[3];
+    const int counted = txl_backend_api_counts(&t->backend, &before[0], &before[1]);
+    before[2] = txl_backend_graph_launches(&t->backend);
     loss = txl_trainer_step(t, tok, tok + B, L);
     if (counted && s >= warmup) {
-      txl_backend_api_counts(&t->backend, &l1, &s1);
-      count_step(&counts, l1 - l0, s1 - s0);
+      txl_backend_api_counts(&t->backend, &after[0], &after[1]);
+      after[2] = txl_backend_graph_launches(&t->backend);
+      for (int k = 0; k < 3; k++) after[k] -= before[k];
+      count_step(&counts, after);
     }
     if (t->loss_defer && t->loss_pending == t->loss_cap) loss = t->loss_steps[txl_trainer_losses(t, t->loss_steps) - 1];
   }

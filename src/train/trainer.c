@@ -240,6 +240,18 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
   txl_optim_set_kind(&t->adam, c->optim, (float)c->momentum, (float)c->weight_decay, &t->model.table);
+  { /* run.cuda_graph */
+    char why[256] = "";
+    const int no = txl_graph_step_why_not(c, &t->model.spec.dims, &t->backend, dist->world, t->fault_step != 0, why,
+                                          sizeof why);
+    if (c->cuda_graph == TXL_CUDA_GRAPH_ON && no) txl_fatal_all("run.cuda_graph = on, but %s", why);
+    txl_graph_step_init(&t->graph, t->ops, c->cuda_graph != TXL_CUDA_GRAPH_OFF && !no);
+    if (dist->rank == 0 && t->backend.gpu >= 0) {
+      printf("cuda graph: %s%s\n", t->graph.on ? "on: the step captured once its shapes repeat, then replayed" : "off: ",
+             t->graph.on ? "" : (c->cuda_graph == TXL_CUDA_GRAPH_OFF ? "run.cuda_graph = off" : why));
+      fflush(stdout);
+    }
+  }
   t->sched.kind = c->scheduler;
   t->sched.lr = c->lr;
   t->sched.eta_min = c->eta_min;
@@ -281,6 +293,7 @@ void txl_trainer_teardown(TxlTrainer *t) {
   free(t->loss_host);
   free(t->loss_rows);
   free(t->loss_steps);
+  txl_graph_step_destroy(&t->graph, &t->backend, t->ops);
   txl_adam_destroy(&t->adam);
   txl_embed_gather_destroy(t->gather, &t->model);
   txl_reducer_destroy(t->reducer);
@@ -314,6 +327,18 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
   const double scale = t->scaler.scale;
   const int defer = t->loss_defer;
+  if (txl_graph_step_ready(&t->graph, &t->model, &t->run, t->cfg.mem_len, L)) { /* graph_step.h */
+    if (t->loss_pending >= t->loss_cap)
+      txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
+                t->loss_cap);
+    txl_graph_step_run(&t->graph, &t->backend, &t->model, &t->run, &t->adam, (float)txl_schedule_lr(&t->sched, t->step),
+                       t->step, t->cfg.batch_size, scale, inputs, targets, L, t->loss_dev + t->loss_pending);
+    t->loss_rows[t->loss_pending++] = L;
+    t->unseen++;
+    t->step_skipped = t->step_nonfinite = 0;
+    t->step++;
+    return 0.0;
+  }
   if (defer) {
     if (t->loss_pending >= t->loss_cap)
       txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
@@ -613,6 +638,11 @@ void txl_trainer_train(TxlTrainer *t) {
     }
   }
   txl_stream_close(&s);
+  if (t->graph.on && t->dist.rank == 0) {
+    printf("cuda graph: %ld steps replayed, %ld captured (once, and again after the backend's scratch moved)\n",
+           t->graph.replays, t->graph.captures);
+    fflush(stdout);
+  }
   if (last_eval != t->step) validate(t);
   if (t->last_save_step != t->step) txl_trainer_save(t, 0);
   double tokens = 0.0, t0 = txl_now_s();

@@ -11,6 +11,7 @@
 #include "src/model/model.h"
 #include "src/optim/adam.h"
 #include "src/optim/loss_scale.h"
+#include "src/train/graph_step.h"
 #include "src/optim/schedule.h"
 #include "src/device/backend.h"
 #include "src/train/embed_gather.h"
@@ -49,6 +50,7 @@ typedef struct {
    * without, after every step. last_norm: the norm it read last. */
   int unseen;
   double last_norm;
+  TxlGraphStep graph;  /* run.cuda_graph: the step captured once and replayed (graph_step.h) */
   TxlReport report;
   int B_local, col0;
   int step;            /* updates done */

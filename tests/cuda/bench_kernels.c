@@ -92,6 +92,7 @@ typedef struct {
   int32_t *tok, *tgt;
   float *p, *g, *m, *v; /* optimizer buffers */
   float *coef;          /* [1] the clip factor adam_fused reads on the device */
+  TxlOptimStep *step;   /* [1] the update's constants, on the device */
   void *p_act;          /* the weights' copy in the table's act type (adam_fused; bf16 table) */
   void *work;
   TxlDropout drop, dropatt0, dropatt;
@@ -166,7 +167,7 @@ static void call_adam(void *c) {
  * first call it reads zeros: the same bytes move) */
 static void call_adam_fused(void *c) {
   Bufs *b = c;
-  b->o->adam_fused(b->p, b->p_act, b->g, b->m, b->v, b->s->params, 1e-4f, 0.9f, 0.999f, 1e-8f, 10, b->coef);
+  b->o->adam_fused(b->p, b->p_act, b->g, b->m, b->v, b->s->params, b->step, b->coef);
 }
 static void call_sumsq(void *c) {
   Bufs *b = c;
@@ -259,9 +260,11 @@ int main(int argc, char **argv) {
   b.p = dev_rand(s.params, -0.1f, 0.1f), b.g = dev_rand(s.params, -1e-3f, 1e-3f);
   b.m = dev_rand(s.params, -1e-4f, 1e-4f), b.v = dev_rand(s.params, 0, 1e-6f);
   b.coef = dev_rand(1, 0.5f, 0.5f);
-  b.drop = (TxlDropout){0.1f, 1, 2, 3};
-  b.dropatt0 = (TxlDropout){0.0f, 1, 4, 3};
-  b.dropatt = (TxlDropout){0.1f, 1, 4, 3};
+  const TxlOptimStep st = {txl_adam_coef(1e-4f, 0.9f, 0.999f, 1e-8f, 10, 0.0f), 0.0f, 0.0f, 0, 0};
+  b.step = dev_from(&st, sizeof st, "bench: optimizer step");
+  b.drop = (TxlDropout){0.1f, 1, 2, 3, NULL};
+  b.dropatt0 = (TxlDropout){0.0f, 1, 4, 3, NULL};
+  b.dropatt = (TxlDropout){0.1f, 1, 4, 3, NULL};
   b.as = (TxlAttnShape){s.L, s.M, s.B, s.H, s.dh, 0, 0, s.L, (float)(1.0 / sqrt((double)s.dh)), HD, 2 * HD, HD};
   Bufs bh = bufs_bf16(&b, b.LB * wide, wmax, b.LB * HD, b.KB * 2 * HD, (int64_t)K * HD);
 

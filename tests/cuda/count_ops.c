@@ -227,12 +227,12 @@ static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg
   return count_sumsq(x, seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0]);
 }
 
-/* sumsq_segments' pass, then one thread's record (a launch of its own, a few FLOPs, 40 bytes) */
+/* sumsq_segments' pass; its last kernel makes the record (a few FLOPs and the record's bytes, not
+ * counted: nothing beside a pass over the gradient) */
 static void count_grad_clip(TxlGradClip *r, const float *gr, int n_seg, const int64_t *seg, float clip,
                             double loss_scale) {
   (void)r, (void)clip, (void)loss_scale;
   count_sumsq_segments(gr, n_seg, seg);
-  add(TXL_COUNT_OPTIMIZER, 8.0, 2.0 * sizeof(TxlGradClip));
 }
 
 /* reads x; no floating-point work (integer mixing and sums) */
@@ -408,15 +408,14 @@ static void count_axpy(float *y, const float *x, float a, int64_t n) {
  * own copy) and the gradient written with zeros (4 bytes an element), in the one launch. */
 static double copy_bytes(void) { return g.act == TXL_F32 ? 0.0 : act_bytes(); }
 static double copy_flops(void) { return g.act == TXL_F32 ? 0.0 : 1.0; }
-static void count_adam_fused(float *p, void *p_act, float *gr, float *m, float *v, int64_t n, float lr, float beta1,
-                             float beta2, float eps, int step, const float *grad_scale) {
-  (void)p, (void)p_act, (void)gr, (void)m, (void)v, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)step,
-      (void)grad_scale;
+static void count_adam_fused(float *p, void *p_act, float *gr, float *m, float *v, int64_t n, const TxlOptimStep *s,
+                             const float *grad_scale) {
+  (void)p, (void)p_act, (void)gr, (void)m, (void)v, (void)s, (void)grad_scale;
   add(TXL_COUNT_OPTIMIZER, (12.0 + copy_flops()) * (double)n, (28.0 + copy_bytes() + 4.0) * (double)n);
 }
-static void count_sgd_fused(float *p, void *p_act, float *gr, float *buf, int64_t n, float lr, float momentum,
-                            const float *grad_scale, int first) {
-  (void)p, (void)p_act, (void)gr, (void)buf, (void)lr, (void)momentum, (void)grad_scale, (void)first;
+static void count_sgd_fused(float *p, void *p_act, float *gr, float *buf, int64_t n, const TxlOptimStep *s,
+                            const float *grad_scale) {
+  (void)p, (void)p_act, (void)gr, (void)buf, (void)s, (void)grad_scale;
   add(TXL_COUNT_OPTIMIZER, (4.0 + copy_flops()) * (double)n, (20.0 + copy_bytes() + 4.0) * (double)n);
 }
 static void count_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# txl-train-emu --bench prints "per step: N kernel launches, M host synchronisations" (counted by
-# the CUDA emulator, tests/cuda/emu/README.md "Counts"), the same in every timed step of these
-# configs (synthetic tokens, fixed tgt_len), N > 0 and M as the step now synchronises. The
+# txl-train-emu --bench prints "per step: N kernel launches, M host synchronisations, G graph
+# launches" (counted by the CUDA emulator, tests/cuda/emu/README.md "Counts"), the same in every
+# timed step of these configs (synthetic tokens, fixed tgt_len): N > 0 and G = 0 uncaptured, N = 0
+# and G = 1 replayed (run.cuda_graph), and M as the step now synchronises. The
 # inputs (tokens, targets, position rows, the adaptive grouping) go up through the upload op
 # (page-locked staging, cudaMemcpyAsync), and the step's loss stays on the device until a progress
 # line (ops loss_sum, txl_trainer_losses; --bench reads it after the timed steps), so neither
@@ -37,19 +38,25 @@ device = cuda
 threads = 1
 INI
 
-check() { # NAME EXPECTED_SYNCS [--set ...]
-  local name=$1 want=$2
+check() { # NAME EXPECTED_SYNCS [--set ...]: uncaptured steps (run.cuda_graph = off), but "graph..."
+  local name=$1 want=$2 want_graphs=0 warmup=1
   shift 2
-  local out line n m
-  out=$("$BIN/txl-train-emu" "$WORK/small.ini" --bench 3 --bench-warmup 1 "$@" 2>&1) ||
+  local args=(--set run.cuda_graph=off "$@")
+  case $name in graph*) want_graphs=1 warmup=3 args=("$@") ;; esac # captured and replayed
+  local out line n m g
+  out=$("$BIN/txl-train-emu" "$WORK/small.ini" --bench 3 --bench-warmup "$warmup" "${args[@]}" 2>&1) ||
     fail "$name: txl-train-emu --bench exited with status $?: $(tail -n 3 <<< "$out")"
   line=$(grep -E '^bench: per step: ' <<< "$out") || fail "$name: no 'per step' line in: $out"
-  [[ $line =~ ^bench:\ per\ step:\ ([0-9]+)\ kernel\ launches,\ ([0-9]+)\ host\ synchronisations\ \(the\ same\ in\ each\ of\ the\ 3\ timed\ steps ]] ||
+  [[ $line =~ ^bench:\ per\ step:\ ([0-9]+)\ kernel\ launches,\ ([0-9]+)\ host\ synchronisations,\ ([0-9]+)\ graph\ launches\ \(the\ same\ in\ each\ of\ the\ 3\ timed\ steps ]] ||
     fail "$name: the counts vary or the line does not parse: $line"
-  n=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]}
-  (( n > 0 )) || fail "$name: $n kernel launches per step"
+  n=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]} g=${BASH_REMATCH[3]}
+  if (( want_graphs )); then
+    (( n == 0 && g == 1 )) || fail "$name: $n kernel launches and $g graph launches per step, expected 0 and 1 ($line)"
+  else
+    (( n > 0 && g == 0 )) || fail "$name: $n kernel launches and $g graph launches per step ($line)"
+  fi
   (( m == want )) || fail "$name: $m host synchronisations per step, expected $want ($line)"
-  echo "ok: $name: $n kernel launches, $m host synchronisations per step"
+  echo "ok: $name: $n kernel launches, $m host synchronisations, $g graph launches per step"
 }
 
 check "fp32" 0
@@ -59,4 +66,8 @@ check "batch_chunk 2" 0 --set train.batch_chunk=2
 check "attn_type 1" 0 --set model.attn_type=1
 check "sgd" 0 --set train.optim=sgd
 check "fp16, dynamic loss scaling" 2 --set run.precision=fp16
+# run.cuda_graph (auto: on here): after 3 warm-up steps (the memory filling, the first step of the
+# full shape, the capture) each step is one graph launch, no kernel launch of the host's
+check "graph, fp32" 0
+check "graph, bf16" 0 --set run.precision=bf16
 echo "PASS"

@@ -604,7 +604,7 @@ static void test_ffn_case(TxlDtype act, int rows, int cols, int feats, int col0,
 }
 
 static void test_ffn(TxlDtype act) {
-  TxlDropout d = {0.3f, 1234u, txl_layer_site(1, TXL_LSITE_FF_HIDDEN), 77u};
+  TxlDropout d = {0.3f, 1234u, txl_layer_site(1, TXL_LSITE_FF_HIDDEN), 77u, NULL};
   test_ffn_case(act, 1, 1, 1, 0, d);
   test_ffn_case(act, 7, 5, 203, 3, d);   /* feats not a multiple of 4 */
   d.p = 0.1f;
@@ -791,7 +791,7 @@ static void test_padded_rows(TxlDtype act) {
   const int rows = 7, cols = 5, d = 67, ld = 72;
   const int64_t n = (int64_t)rows * cols;
   const float eps = 1e-5f;
-  const TxlDropout drop = {0.3f, 5u, txl_layer_site(1, TXL_LSITE_FF_OUT), 2u};
+  const TxlDropout drop = {0.3f, 5u, txl_layer_site(1, TXL_LSITE_FF_OUT), 2u, NULL};
   float *x = host_rand_nz(n * d, -1.0, 1.0), *y = host_rand_nz(n * d, -1.0, 1.0), *dy = host_rand_nz(n * d, -1.0, 1.0);
   round_act(x, n * d, act), round_act(y, n * d, act), round_act(dy, n * d, act);
   float *w = host_rand_nz(d, 0.5, 1.5), *b = host_rand_nz(d, -0.2, 0.2);
@@ -892,7 +892,7 @@ static void test_layernorm_fused(TxlDtype act) {
   test_add_layernorm_case(act, 11, 1024);
   test_add_layernorm_case(act, 77, 1025);
 
-  TxlDropout drop = {0.2f, 99u, txl_layer_site(0, TXL_LSITE_FF_OUT), 3u};
+  TxlDropout drop = {0.2f, 99u, txl_layer_site(0, TXL_LSITE_FF_OUT), 3u, NULL};
   test_ln_backward_dropout_case(act, 1, 1, 5, 0, drop);
   drop.p = 0.3f;
   test_ln_backward_dropout_case(act, 7, 5, 203, 3, drop);

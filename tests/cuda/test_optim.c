@@ -110,11 +110,14 @@ static void test_adam_op(TxlDtype act, int64_t n) {
     float *hg = rand_pad(n, -2.0, 2.0);
     float *g = dev_of(hg, n, "g"), *fg = dev_of(hg, n, "g");
     const float gs = step == 2 ? 0.25f : 1.0f;
-    float *dgs = dev_of(&gs, 1, "grad_scale"); /* the fused pass reads it on the device */
+    /* the fused pass reads the update's constants and the factor on the device */
+    const TxlOptimStep st = {txl_adam_coef(1e-3f, 0.9f, 0.999f, 1e-8f, step, 0.0f), 0.0f, 0.0f, 0, 0};
+    float *dgs = dev_of(&gs, 1, "grad_scale");
+    TxlOptimStep *dst = dev_from(&st, sizeof st, "optimizer step");
     o->adam_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, gs);
     unfused_tail(o, c.want, p, g, n);
-    o->adam_fused(fp, c.got, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, step, dgs);
-    o->free(dgs);
+    o->adam_fused(fp, c.got, fg, fm, fv, n, dst, dgs);
+    o->free(dgs), o->free(dst);
     snprintf(what, sizeof what, "adam_fused %s n=%lld step %d: p", act_name(act), (long long)n, step);
     same_dev(what, fp, p, n);
     snprintf(what, sizeof what, "adam_fused %s n=%lld step %d: m, v", act_name(act), (long long)n, step);
@@ -149,9 +152,11 @@ static void test_sgd_op(TxlDtype act, int64_t n, float mom) {
     o->sgd_update(p, g, b, n, 0.05f, mom, 0.5f, step == 1);
     unfused_tail(o, c.want, p, g, n);
     const float gs = 0.5f;
+    const TxlOptimStep st = {{0}, 0.05f, mom, step == 1, 0};
     float *dgs = dev_of(&gs, 1, "grad_scale");
-    o->sgd_fused(fp, c.got, fg, fb, n, 0.05f, mom, dgs, step == 1);
-    o->free(dgs);
+    TxlOptimStep *dst = dev_from(&st, sizeof st, "optimizer step");
+    o->sgd_fused(fp, c.got, fg, fb, n, dst, dgs);
+    o->free(dgs), o->free(dst);
     snprintf(what, sizeof what, "sgd_fused %s n=%lld mom=%g step %d: p, buf", act_name(act), (long long)n, mom, step);
     same_dev(what, fp, p, n);
     same_dev(what, fb, b, n);
@@ -181,10 +186,12 @@ static void test_halted(TxlDtype act, int64_t n) {
   o->to_host(copy0, c.got, A);
   const float nan = NAN;
   float *dgs = dev_of(&nan, 1, "grad_scale");
+  const TxlOptimStep st = {txl_adam_coef(1e-3f, 0.9f, 0.999f, 1e-8f, 3, 0.0f), 0.05f, 0.9f, 0, 0};
+  TxlOptimStep *dst = dev_from(&st, sizeof st, "optimizer step");
   char what[160];
   for (int k = 0; k < 2; k++) {
-    if (k == 0) o->adam_fused(p, c.got, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 3, dgs);
-    else o->sgd_fused(p, c.got, g, m, n, 0.05f, 0.9f, dgs, 0);
+    if (k == 0) o->adam_fused(p, c.got, g, m, v, n, dst, dgs);
+    else o->sgd_fused(p, c.got, g, m, n, dst, dgs);
     const char *op = k == 0 ? "adam_fused" : "sgd_fused";
     snprintf(what, sizeof what, "%s %s n=%lld halted: p, g, m, v unchanged", op, act_name(act), (long long)n);
     float *gp = host_from(p, n), *gg = host_from(g, n), *gm = host_from(m, n), *gv = host_from(v, n);
@@ -198,7 +205,7 @@ static void test_halted(TxlDtype act, int64_t n) {
     ot_check_true(what, memcmp(copy0, copy1, A) == 0, "bytes differ");
   }
   free(copy0), free(copy1);
-  o->free(dgs);
+  o->free(dgs), o->free(dst);
   free_copies(o, &c);
   o->free(p), o->free(g), o->free(m), o->free(v);
   free(hp), free(hg), free(hm), free(hv);

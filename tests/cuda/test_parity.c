@@ -278,7 +278,7 @@ static void test_dropout_case(TxlDtype act, int rows, int cols, int feats, int c
 }
 
 static void test_dropout(TxlDtype act) {
-  TxlDropout d = {0.3f, 1234u, txl_layer_site(2, TXL_LSITE_FF_HIDDEN), 77u};
+  TxlDropout d = {0.3f, 1234u, txl_layer_site(2, TXL_LSITE_FF_HIDDEN), 77u, NULL};
   test_dropout_case(act, 7, 5, 203, 3, d);  /* feats not a multiple of 4 */
   d.p = 0.1f;
   d.site = TXL_SITE_EMBED;

@@ -174,7 +174,7 @@ static void run_case(const Case *cs, Mode m, int variant) {
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   const TxlAttnShape s = case_shape(cs);
   const int K = s.M + s.L;
-  const TxlDropout drop = {cs->p, 77u, txl_layer_site(3, TXL_LSITE_ATTN_PROB), 11u};
+  const TxlDropout drop = {cs->p, 77u, txl_layer_site(3, TXL_LSITE_ATTN_PROB), 11u, NULL};
   const int dh = s.dh, HD = s.H * dh;
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD,
                 nr = (int64_t)K * HD, nrow = (int64_t)s.B * s.H * s.L;
@@ -411,7 +411,7 @@ static void test_padded(const Case *cs, Mode m, int variant, int ldq, int ldkv, 
   TxlAttnShape sp = s;
   sp.ldq = ldq, sp.ldkv = ldkv, sp.ldr = ldr;
   const int K = s.M + s.L, HD = s.H * s.dh;
-  const TxlDropout drop = {cs->p, 78u, txl_layer_site(2, TXL_LSITE_ATTN_PROB), 5u};
+  const TxlDropout drop = {cs->p, 78u, txl_layer_site(2, TXL_LSITE_ATTN_PROB), 5u, NULL};
   /* rows and widths: q, vec, dq, dvec [LB, HD]; kv, dkv [KB, 2 HD]; r, dr [K, HD] */
   const int64_t LB = (int64_t)s.L * s.B, KB = (int64_t)K * s.B, nrow = LB * s.H, nrb = (int64_t)K * s.H;
   char op[160];

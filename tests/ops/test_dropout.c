@@ -53,7 +53,7 @@ static void test_fraction(float p) {
   const int64_t n = (int64_t)rows * cols * feats;
   float *x = ot_alloc(n);
   for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
-  TxlDropout d = {p, 1234u, TXL_SITE_EMBED, 7u};
+  TxlDropout d = {p, 1234u, TXL_SITE_EMBED, 7u, NULL};
   txl_cpu_dropout(x, rows, cols, feats, feats, 0, d);
   const float scale = txl_dropout_scale(p);
   int64_t kept = 0, bad = 0;
@@ -71,10 +71,29 @@ static void test_fraction(float p) {
   free(x);
 }
 
+/* step_at (the step in the backend's memory, as a replayed CUDA graph reads it): the masks of
+ * the step it points at, not of the `step` field; and another step's masks differ. */
+static void test_step_at(void) {
+  const int rows = 5, cols = 3, feats = 70;
+  const int64_t n = (int64_t)rows * cols * feats;
+  float *a = ot_alloc_filled(n, 1.0f), *b = ot_alloc_filled(n, 1.0f), *c = ot_alloc_filled(n, 1.0f);
+  const uint32_t at = 9u;
+  const TxlDropout by_value = {0.3f, 77u, TXL_SITE_OUTPUT, 9u, NULL};
+  const TxlDropout by_pointer = {0.3f, 77u, TXL_SITE_OUTPUT, 2u, &at}; /* field 2 ignored */
+  const TxlDropout other = {0.3f, 77u, TXL_SITE_OUTPUT, 2u, NULL};
+  txl_cpu_dropout(a, rows, cols, feats, feats, 0, by_value);
+  txl_cpu_dropout(b, rows, cols, feats, feats, 0, by_pointer);
+  txl_cpu_dropout(c, rows, cols, feats, feats, 0, other);
+  ot_check_same("dropout step_at: the masks of the step it points at", a, b, (size_t)n * sizeof(float));
+  ot_check_true("dropout step_at: not the step field's masks", memcmp(b, c, (size_t)n * sizeof(float)) != 0,
+                "the masks of steps 9 and 2 are the same");
+  free(a), free(b), free(c);
+}
+
 /* Same (row, global column, feature) -> same mask, however the columns are split. */
 static void test_col_split(OtRng *rng) {
   const int rows = 5, feats = 71;
-  TxlDropout d = {0.3f, 99u, txl_layer_site(2, TXL_LSITE_FF_HIDDEN), 11u};
+  TxlDropout d = {0.3f, 99u, txl_layer_site(2, TXL_LSITE_FF_HIDDEN), 11u, NULL};
   float *full = ot_alloc((int64_t)rows * 6 * feats), *part = ot_alloc((int64_t)rows * 3 * feats);
   ot_fill(full, (int64_t)rows * 6 * feats, -1.0f, 1.0f, rng);
   for (int i = 0; i < rows; i++)
@@ -93,7 +112,7 @@ static void test_col_split(OtRng *rng) {
 static void test_keys_differ(void) {
   const int n = 512;
   float *a = ot_alloc(n), *b = ot_alloc(n);
-  TxlDropout base = {0.5f, 1u, TXL_SITE_EMBED, 0u};
+  TxlDropout base = {0.5f, 1u, TXL_SITE_EMBED, 0u, NULL};
   TxlDropout other[3] = {base, base, base};
   other[0].step = 1, other[1].seed = 2, other[2].site = TXL_SITE_POS;
   const char *what[3] = {"step", "seed", "site"};
@@ -115,8 +134,8 @@ int main(void) {
   printf("philox\n");
   test_philox();
   printf("dropout\n");
-  TxlDropout d1 = {0.1f, 42u, TXL_SITE_EMBED, 3u};
-  TxlDropout d5 = {0.5f, 7u, txl_layer_site(1, TXL_LSITE_ATTN_OUT), 0u};
+  TxlDropout d1 = {0.1f, 42u, TXL_SITE_EMBED, 3u, NULL};
+  TxlDropout d5 = {0.5f, 7u, txl_layer_site(1, TXL_LSITE_ATTN_OUT), 0u, NULL};
   test_mask(3, 4, 13, 5, d1, &rng);
   test_mask(2, 3, 200, 0, d5, &rng); /* 3 full batches of 64 features + a tail of 8 */
   test_mask(1, 1, 1, 0, d5, &rng);
@@ -130,9 +149,10 @@ int main(void) {
   test_fraction(0.5f);
   test_col_split(&rng);
   test_keys_differ();
+  test_step_at();
 
   /* p = 0: identity, and no memory is touched (a NULL tensor would crash otherwise) */
-  TxlDropout d0 = {0.0f, 1u, 0u, 0u};
+  TxlDropout d0 = {0.0f, 1u, 0u, 0u, NULL};
   txl_cpu_dropout(NULL, 1000, 1000, 1000, 1000, 0, d0);
   float x[5] = {1.0f, -2.0f, 3.0f, 0.5f, -0.25f}, x0[5];
   memcpy(x0, x, sizeof x);

@@ -98,7 +98,7 @@ static void test_ln(int rows, int cols, int d, int col0, TxlDropout drop, OtRng 
 static void test_padded(int rows, int cols, int feats, int ld, OtRng *rng) {
   const int64_t n = (int64_t)rows * cols;
   const float fill = -3072.0f;
-  const TxlDropout d = {0.3f, 9u, 4u, 6u};
+  const TxlDropout d = {0.3f, 9u, 4u, 6u, NULL};
   float *b = ot_alloc(feats), *p[3], *q[3]; /* a, ad, dx: packed q [n, feats], padded p [n, ld] */
   for (int f = 0; f < feats; f++) b[f] = (float)ot_uniform(rng) - 0.5f;
   for (int k = 0; k < 3; k++) {
@@ -129,7 +129,7 @@ static void test_padded(int rows, int cols, int feats, int ld, OtRng *rng) {
 
 int main(void) {
   OtRng rng = ot_rng(31);
-  const TxlDropout off = {0.0f, 7, 3, 5}, on = {0.1f, 7, 3, 5}, heavy = {0.5f, 11, 40, 2};
+  const TxlDropout off = {0.0f, 7, 3, 5, NULL}, on = {0.1f, 7, 3, 5, NULL}, heavy = {0.5f, 11, 40, 2, NULL};
   const int shapes[][3] = {{1, 1, 1}, {3, 2, 7}, {5, 3, 63}, {4, 3, 64}, {7, 2, 129}, {37, 4, 300}};
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
     test_ffn(shapes[k][0], shapes[k][1], shapes[k][2], 2, off, &rng);

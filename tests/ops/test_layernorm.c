@@ -220,7 +220,7 @@ static void test_threads(OtRng *rng) {
 static void test_padded(int rows, int cols, int d, int ld, OtRng *rng) {
   const int64_t n = (int64_t)rows * cols;
   const float fill = -3072.0f;
-  const TxlDropout drop = {0.3f, 5u, 7u, 2u};
+  const TxlDropout drop = {0.3f, 5u, 7u, 2u, NULL};
   float *x = ot_alloc(n * d), *y = ot_alloc(n * d), *dy = ot_alloc(n * d), *w = ot_alloc(d), *b = ot_alloc(d);
   for (int64_t i = 0; i < n * d; i++)
     x[i] = (float)ot_uniform(rng) - 0.5f, y[i] = (float)ot_uniform(rng) - 0.5f, dy[i] = (float)ot_uniform(rng) - 0.5f;

@@ -74,7 +74,8 @@ static void test_adam(int64_t n, int steps, float gs, OtRng *rng) {
   for (int t = 1; t <= steps; t++) {
     float *g = rand_pad(n, -2.0f, 2.0f, rng), *fg = dup(g, n);
     txl_cpu_adam_update(p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, gs);
-    txl_cpu_adam_fused(fp, fp, fg, fm, fv, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t, &gs);
+    const TxlOptimStep st = {txl_adam_coef(1e-3f, 0.9f, 0.999f, 1e-8f, t, 0.0f), 0.0f, 0.0f, 0, 0};
+    txl_cpu_adam_fused(fp, fp, fg, fm, fv, n, &st, &gs);
     snprintf(what, sizeof what, "adam_fused n=%lld step %d", (long long)n, t);
     check_copy(nm(what, "p"), fp, p, n);
     check_copy(nm(what, "m"), fm, m, n);
@@ -93,7 +94,8 @@ static void test_sgd(int64_t n, int steps, float mom, float gs, OtRng *rng) {
   for (int t = 1; t <= steps; t++) {
     float *g = rand_pad(n, -2.0f, 2.0f, rng), *fg = dup(g, n);
     txl_cpu_sgd_update(p, g, b, n, 0.05f, mom, gs, t == 1);
-    txl_cpu_sgd_fused(fp, fp, fg, fb, n, 0.05f, mom, &gs, t == 1);
+    const TxlOptimStep st = {{0}, 0.05f, mom, t == 1, 0};
+    txl_cpu_sgd_fused(fp, fp, fg, fb, n, &st, &gs);
     snprintf(what, sizeof what, "sgd_fused n=%lld mom=%g step %d", (long long)n, mom, t);
     check_copy(nm(what, "p"), fp, p, n);
     check_copy(nm(what, "buf"), fb, b, n);
@@ -124,8 +126,9 @@ static void test_halted(int64_t n, OtRng *rng) {
   float *p0 = dup(p, n), *g0 = dup(g, n), *m0 = dup(m, n), *v0 = dup(v, n);
   const float nan = NAN;
   char what[160];
-  txl_cpu_adam_fused(p, p, g, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 2, &nan);
-  txl_cpu_sgd_fused(p, p, g, m, n, 0.05f, 0.9f, &nan, 0);
+  const TxlOptimStep st = {txl_adam_coef(1e-3f, 0.9f, 0.999f, 1e-8f, 2, 0.0f), 0.05f, 0.9f, 0, 0};
+  txl_cpu_adam_fused(p, p, g, m, v, n, &st, &nan);
+  txl_cpu_sgd_fused(p, p, g, m, n, &st, &nan);
   snprintf(what, sizeof what, "adam_fused, sgd_fused n=%lld halted", (long long)n);
   check_copy(nm(what, "p unchanged"), p, p0, n);
   check_copy(nm(what, "g unchanged"), g, g0, n);

@@ -52,7 +52,7 @@ static void run_case(const Case *cs, OtRng *rng) {
   char name[160];
   TxlAttnShape s = case_shape(cs);
   const int K = s.M + s.L, dh = s.dh, HD = s.H * dh;
-  TxlDropout drop = {cs->p, 2024u, txl_layer_site(1, TXL_LSITE_ATTN_PROB), 5u};
+  TxlDropout drop = {cs->p, 2024u, txl_layer_site(1, TXL_LSITE_ATTN_PROB), 5u, NULL};
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
   const int64_t np = (int64_t)s.B * s.H * s.L * K;
   printf("rel_attn L=%d M=%d B=%d H=%d dh=%d col0=%d same_length=%d same_shift=%d dropatt=%.2f, %s\n",
@@ -219,7 +219,7 @@ static void test_threads(OtRng *rng, int variant) {
   const Case cs = {7, 9, 3, 4, 8, 1, 1, 3, 0.1f, 0, variant};
   TxlAttnShape s = case_shape(&cs);
   const int K = s.M + s.L, HD = s.H * s.dh;
-  TxlDropout drop = {0.1f, 3u, txl_layer_site(0, TXL_LSITE_ATTN_PROB), 1u};
+  TxlDropout drop = {0.1f, 3u, txl_layer_site(0, TXL_LSITE_ATTN_PROB), 1u, NULL};
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD, nr = (int64_t)K * HD;
   const int64_t np = (int64_t)s.B * s.H * s.L * K, nrb = (int64_t)K * s.H;
   const int has[8] = {1, 1, 1, 1, variant != V_PLAIN, variant != V_PLAIN, variant == V_TYPE0, variant == V_SHAW};
@@ -314,7 +314,7 @@ static void test_padded(const Case *cs, int ldq, int ldkv, int ldr, OtRng *rng) 
   TxlAttnShape sp = s;
   sp.ldq = ldq, sp.ldkv = ldkv, sp.ldr = ldr;
   const int K = s.M + s.L, HD = s.H * s.dh;
-  const TxlDropout drop = {cs->p, 99u, txl_layer_site(2, TXL_LSITE_ATTN_PROB), 4u};
+  const TxlDropout drop = {cs->p, 99u, txl_layer_site(2, TXL_LSITE_ATTN_PROB), 4u, NULL};
   const int has_u = cs->variant != V_PLAIN, has_vb = cs->variant == V_TYPE0, has_r = cs->variant != V_PLAIN;
   const int has_rb = cs->variant == V_SHAW;
   /* rows and widths: q, vec, dq, dvec [LB, HD]; kv, dkv [KB, 2 HD]; r, dr [K, HD] */
@@ -366,7 +366,7 @@ static void test_padded(const Case *cs, int ldq, int ldkv, int ldr, OtRng *rng) 
  * must end the job before it touches any). */
 static TxlAttnShape g_bad;
 static void call_bad(int backward) {
-  const TxlDropout none = {0.0f, 0u, 0u, 0u};
+  const TxlDropout none = {0.0f, 0u, 0u, 0u, NULL};
   if (backward)
     txl_cpu_rel_attn_backward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                               g_bad, none, NULL);

@@ -1,0 +1,76 @@
+#include "src/train/graph_step.h"
+
+#include <stdio.h>
+
+#include "src/model/adaptive.h"
+#include "src/train/step.h"
+#include "src/train/trainer.h"
+
+int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBackend *b, int world, int fault,
+                           char *why, size_t n) {
+  const char *no = NULL;
+  if (!txl_backend_can_capture(b)) no = "the step runs on the CPU (CUDA graphs are a GPU's)";
+  else if (world > 1) no = "it runs on several ranks (the all-reduce is not captured yet)";
+  else if (txl_adaptive_input(dm) || txl_adaptive_output(dm))
+    no = "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens decide)";
+  else if (c->batch_chunk > 1) no = "train.batch_chunk > 1 (each column group uploads its own tokens)";
+  else if (c->varlen) no = "train.varlen is on (the rows change from step to step)";
+  else if (dm->attn_type != 0) no = "model.attn_type is not 0 (its position rows are uploaded in the forward)";
+  else if (c->optim == TXL_OPTIM_LAMB) no = "train.optim = lamb (its trust ratios are taken on the host)";
+  else if (txl_trainer_loss_scale_mode(c) == TXL_LOSS_SCALE_DYNAMIC)
+    no = "the loss scaling is dynamic (its scale is decided on the host after every step)";
+  else if (fault) no = "TXL_TRAIN_FAULT is set (it writes into the gradient between backward and clipping)";
+  if (no) snprintf(why, n, "%s", no);
+  return no != NULL;
+}
+
+void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on) {
+  *g = (TxlGraphStep){0};
+  g->on = on;
+  if (on) g->loss = ops->alloc(sizeof(double), "the captured step's loss");
+}
+
+void txl_graph_step_destroy(TxlGraphStep *g, const TxlBackend *b, const TxlOps *ops) {
+  txl_backend_graph_destroy(b, g->graph);
+  if (g->loss) ops->free(g->loss);
+  *g = (TxlGraphStep){0};
+}
+
+int txl_graph_step_ready(const TxlGraphStep *g, const TxlModel *m, const TxlRun *r, int mem_len, int L) {
+  return g->on && r->n_groups == 1 && r->mem_rows == mem_len && r->last_M == mem_len && r->last_L == L &&
+         m->grad_zero;
+}
+
+void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRun *r, TxlAdam *a, float lr, int step,
+                        int batch_global, double loss_scale, const int32_t *inputs, const int32_t *targets, int L,
+                        double *loss_slot) {
+  /* what changes from step to step, into the device memory the kernels read it from */
+  txl_run_upload(m, r, inputs, targets, L, step);
+  txl_optim_prepare(a, lr);
+  if (g->graph && (g->L != L || g->moves != txl_backend_scratch_moves(b))) { /* stale */
+    txl_backend_graph_destroy(b, g->graph);
+    g->graph = NULL;
+  }
+  if (!g->graph) { /* the step's device work, recorded (not run) */
+    r->loss_out = g->loss;
+    txl_backend_capture_begin(b);
+    txl_train_grad(m, r, step, batch_global, NULL, NULL, inputs, targets, L, loss_scale);
+    txl_train_clip(m, a, loss_scale);
+    txl_optim_apply(a, m->param_buf, m->param_act, m->grad_buf);
+    g->graph = txl_backend_capture_end(b);
+    r->loss_out = NULL;
+    g->L = L;
+    g->moves = txl_backend_scratch_moves(b);
+    g->captures++;
+  } else { /* the host's record of the step, as the captured forward left it */
+    r->last_L = L;
+    r->last_M = r->mem_rows;
+    r->last_step = step;
+    r->last_dropout_on = 1;
+    r->inputs_ready = 0;
+    g->replays++;
+  }
+  txl_backend_graph_launch(b, g->graph);
+  m->grad_zero = 1; /* the fused update zeroed it */
+  m->ops->copy(loss_slot, g->loss, sizeof(double));
+}

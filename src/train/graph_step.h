@@ -1,0 +1,60 @@
+/* The training step as a CUDA graph (run.cuda_graph): once the step's shapes repeat (the memory
+ * full, the same rows as the step before), the device's part of it, forward, backward, the
+ * gradient's norm and the fused update, is captured once and then replayed: one launch a step
+ * instead of one per kernel and GEMM. What changes from step to step is read by the kernels from
+ * device memory that the host refreshes before each launch, by uploads that do not wait for the
+ * device: the tokens and targets and the step of the dropout masks (txl_run_upload), the update's
+ * constants (txl_optim_prepare); the norm and clip factor are made on the device anyway
+ * (kernels/common/clip.h). The loss goes to a buffer of the graph's own and from there, by a
+ * device copy, to the step's place among the losses waiting for the host. So the replay gives
+ * the uncaptured step's numbers, bit for bit (tests/cuda/test_graph.sh, on the emulator).
+ *
+ * A run qualifies when every kernel argument of its step is the same from step to step apart from
+ * those: one rank (the NCCL all-reduce's host callbacks are not captured yet), no adaptive input
+ * or softmax (its grouping by cluster is made on the host, in shapes that change with the tokens),
+ * train.batch_chunk = 1 (each column group uploads its own tokens), varlen off, attn_type 0 (the
+ * others upload position rows in the forward), Adam or SGD (LAMB's trust ratios are taken on the
+ * host), no dynamic loss scaling (its scale is decided on the host after every step). */
+#ifndef TXL_TRAIN_GRAPH_STEP_H
+#define TXL_TRAIN_GRAPH_STEP_H
+
+#include <stddef.h>
+
+#include "src/config/config.h"
+#include "src/device/backend.h"
+#include "src/model/model.h"
+#include "src/optim/adam.h"
+
+typedef struct {
+  int on;          /* the run captures and replays its steady steps */
+  void *graph;     /* the captured step; NULL before the first steady step or when stale */
+  int L;           /* its rows */
+  long moves;      /* txl_backend_scratch_moves at its capture */
+  double *loss;    /* [1] device: the captured step's loss sum (run.loss_out) */
+  long captures, replays; /* since the run started */
+} TxlGraphStep;
+
+/* 0 when a run of config c (its model dm) on backend b with `world` ranks can replay its step as a
+ * graph, else 1 with the first reason in why (no final full stop). fault: the TXL_TRAIN_FAULT test
+ * hook is set (it writes into the gradient between the backward pass and the clipping). */
+int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBackend *b, int world, int fault,
+                           char *why, size_t n);
+
+/* on: whether the run captures (txl_graph_step_why_not said 0 and run.cuda_graph is not off). */
+void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on);
+void txl_graph_step_destroy(TxlGraphStep *g, const TxlBackend *b, const TxlOps *ops);
+
+/* 1 when the training step about to run on r (L rows) is replayed: g->on, the memory full, the
+ * step before of the same shape (uncaptured or replayed: whatever it made lazily is made), and the
+ * gradient zero (the last update left it so). */
+int txl_graph_step_ready(const TxlGraphStep *g, const TxlModel *m, const TxlRun *r, int mem_len, int L);
+
+/* One training step (txl_train_grad, txl_train_clip, the optimizer's update with rate lr), as the
+ * graph: the inputs and the update's constants uploaded, the graph captured first when there is
+ * none or it is stale (txl_backend_scratch_moves changed), launched, and the step's loss sum
+ * copied to loss_slot (device) for the host to read later. The host does not wait. */
+void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRun *r, TxlAdam *a, float lr, int step,
+                        int batch_global, double loss_scale, const int32_t *inputs, const int32_t *targets, int L,
+                        double *loss_slot);
+
+#endif
