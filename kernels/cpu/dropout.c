@@ -4,6 +4,8 @@
  * The generator is evaluated TXL_PHILOX_LANES counters at a time in structure-of-arrays form so
  * that the compiler vectorises the ten rounds (32x32 -> 64-bit multiplies are vector
  * instructions); the words are bit-identical to txl_dropout_words (tests/ops check this). */
+#include <omp.h>
+
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_util.h"
@@ -112,19 +114,35 @@ void txl_cpu_dropout_rows(float *x, int row0, int rows, int cols, int feats, int
   const uint32_t threshold = txl_dropout_threshold(d.p);
   const float scale = txl_dropout_scale(d.p);
   const int64_t nrc = (int64_t)rows * cols;
-  const int par = nrc * feats >= TXL_CPU_PAR_MIN_WORK / 4;
+  /* The fused ops (layernorm, ffn) call this once a row from inside their own parallel loops.
+   * There a parallel construct, even one that runs on one thread (its `if` false, or nested),
+   * still sets up a team of one for every row (libgomp allocates and frees a nested team and
+   * wakes its barrier with a futex call): so it is entered only where it can use more threads.
+   * Every element's mask is the same either way. */
+  const int par = nrc * feats >= TXL_CPU_PAR_MIN_WORK / 4 && omp_get_max_threads() > 1 && !omp_in_parallel();
   if (feats < 4 * TXL_PHILOX_LANES) {
     const int64_t ng = nrc * ((feats + 3) / 4), per = 64 * TXL_PHILOX_LANES;
     const int64_t nblk = (ng + per - 1) / per;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t b = 0; b < nblk; b++)
-      dropout_narrow(x, row0, cols, feats, ld, col0, d, threshold, scale, b * per,
-                     ng - b * per < per ? ng : (b + 1) * per);
+    if (par) {
+#pragma omp parallel for schedule(static)
+      for (int64_t b = 0; b < nblk; b++)
+        dropout_narrow(x, row0, cols, feats, ld, col0, d, threshold, scale, b * per,
+                       ng - b * per < per ? ng : (b + 1) * per);
+    } else {
+      for (int64_t b = 0; b < nblk; b++)
+        dropout_narrow(x, row0, cols, feats, ld, col0, d, threshold, scale, b * per,
+                       ng - b * per < per ? ng : (b + 1) * per);
+    }
     return;
   }
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t rc = 0; rc < nrc; rc++) {
-    const int i = (int)(rc / cols), c = (int)(rc % cols);
-    dropout_row(x + rc * ld, feats, (uint32_t)(row0 + i), (uint32_t)(col0 + c), d, threshold, scale);
+  if (par) {
+#pragma omp parallel for schedule(static)
+    for (int64_t rc = 0; rc < nrc; rc++)
+      dropout_row(x + rc * ld, feats, (uint32_t)(row0 + rc / cols), (uint32_t)(col0 + rc % cols), d, threshold,
+                  scale);
+  } else {
+    for (int64_t rc = 0; rc < nrc; rc++)
+      dropout_row(x + rc * ld, feats, (uint32_t)(row0 + rc / cols), (uint32_t)(col0 + rc % cols), d, threshold,
+                  scale);
   }
 }

@@ -1,5 +1,7 @@
 /* Vectorisable single-precision math for the CPU kernels (private to kernels/cpu).
- * glibc's expf is not vectorised without -ffast-math; this one is (no calls, no branches). */
+ * glibc's expf is not vectorised without -ffast-math; this one is (no calls; its clamps become
+ * vector selects where the file is compiled with -fno-trapping-math, as kernels/CMakeLists.txt
+ * compiles the files that use it: without it GCC keeps a branch per element on AVX2). */
 #ifndef TXL_KERNELS_CPU_VMATH_H
 #define TXL_KERNELS_CPU_VMATH_H
 
