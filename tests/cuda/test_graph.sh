@@ -18,24 +18,8 @@ fi
 # 40 lines of text: 4 columns of 16 segments of 16 rows an epoch, so 50 steps cross three epoch
 # boundaries
 make_corpus "$WORK/c.h5" 40 20
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/g.ini"
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 50
-lr = 0.003
-warmup_step = 5
-log_interval = 5
-eval_interval = 20
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 3
-[run]
-device = cuda
-checkpoint_interval = 15
-INI
+small_run_ini "$WORK/c.h5" train.mem_len=16 train.max_step=50 train.warmup_step=5 train.log_interval=5 \
+  train.eval_interval=20 run.device=cuda run.checkpoint_interval=15 > "$WORK/g.ini"
 run() { # NAME ARGS...
   local name=$1
   shift
