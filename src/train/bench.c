@@ -10,7 +10,9 @@
 #include "src/train/trainer.h"
 
 /* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
- * compared with; n = 1536 on a CPU, 8192 on a GPU (large enough to fill it). */
+ * compared with; n = 1536 on a CPU, 8192 on a GPU (large enough to fill it). The best of 7 after one
+ * warm-up: with 3, a CPU's peak was measured low often enough that a step's share of it came out
+ * above 100% (125% for configs/bench/medium.ini once on an AVX2 EPYC, 86% on the next run). */
 static double gemm_peak_gflops(const TxlOps *o, int n) {
   const size_t nn = (size_t)n * n, bytes = nn * sizeof(float), abytes = nn * txl_dtype_size(o->act);
   float *f = o->alloc(bytes, "bench values");
@@ -22,7 +24,7 @@ static double gemm_peak_gflops(const TxlOps *o, int n) {
   o->to_act(a, f, (int64_t)nn); /* the operands in the storage type of the run's activations */
   o->to_act(b, f, (int64_t)nn);
   double best = 1e30;
-  for (int rep = 0; rep < 4; rep++) {
+  for (int rep = 0; rep < 8; rep++) {
     double t0 = txl_now_s();
     o->gemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, o->act);
     o->to_host(h, f, sizeof(float)); /* waits for the device (every op runs in call order) */
