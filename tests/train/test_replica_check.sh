@@ -6,12 +6,14 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 make_corpus "$WORK/c.h5" 4000 300
 small_run_ini "$WORK/c.h5" train.max_step=8 > "$WORK/r.ini"
-FAULT=drift:3:layers.0.w_ff1
+# the drift after step 4, a step every check below falls on: a 1-ulp difference is not bound to
+# outlive the next update (p - u on both ranks can round to the same float; it did here after
+# the softmax's sums changed order), so a check is asked to see it where it is made
+FAULT=drift:4:layers.0.w_ff1
 
-for every in 1 2; do
-  # every step: caught after step 3; every second step: after step 4
-  at=$(( (3 + every - 1) / every * every ))
-  expect_error_line "check every $every step(s): the drift after step 3 is caught after step $at" \
+for every in 1 2 4; do
+  at=4
+  expect_error_line "check every $every step(s): the drift after step 4 is caught after step $at" \
     "after step $at the ranks hold different parameters \(replica check\)" -- \
     env TXL_TRAIN_FAULT=$FAULT $MPI -n 2 "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$WORK/w$every" \
     --set dist.check_replicas=$every
