@@ -326,11 +326,11 @@ static void drift_fault(TxlTrainer *t) {
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L) {
   txl_dist_set_step(t->step + 1); /* named if a collective times out */
   const double scale = t->scaler.scale;
-  const int defer = t->loss_defer;
+  const int defer = t->loss_defer; /* always, when the step is replayed (graph_step.h) */
+  if (defer && t->loss_pending >= t->loss_cap)
+    txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
+              t->loss_cap);
   if (txl_graph_step_ready(&t->graph, &t->model, &t->run, t->cfg.mem_len, L)) { /* graph_step.h */
-    if (t->loss_pending >= t->loss_cap)
-      txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
-                t->loss_cap);
     txl_graph_step_run(&t->graph, &t->backend, &t->model, &t->run, &t->adam, (float)txl_schedule_lr(&t->sched, t->step),
                        t->step, t->cfg.batch_size, scale, inputs, targets, L, t->loss_dev + t->loss_pending);
     t->loss_rows[t->loss_pending++] = L;
@@ -339,12 +339,7 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
     t->step++;
     return 0.0;
   }
-  if (defer) {
-    if (t->loss_pending >= t->loss_cap)
-      txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
-                t->loss_cap);
-    t->run.loss_out = t->loss_dev + (size_t)t->loss_pending * (size_t)t->run.n_groups;
-  }
+  if (defer) t->run.loss_out = t->loss_dev + (size_t)t->loss_pending * (size_t)t->run.n_groups;
   const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, t->gather, inputs, targets,
                                      L, scale);
   t->run.loss_out = NULL;
