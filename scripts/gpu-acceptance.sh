@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # The one command to run on the first machine with an NVIDIA GPU. Writes one report folder and
-# ends with a summary table of what passed, failed or was skipped (and why):
+# ends with a summary table of what passed, failed or was skipped (and why). The steps come in
+# the order of what a short lease of a GPU should see first:
 #   1. device      nvidia-smi, and every GPU's properties (nvidia-smi -q)
-#   2. build       txl for the GPUs at hand (TXL_CUDA_ARCHITECTURES=native) into build-gpu/
-#   3. cuda tests  every ctest of label "cuda" (the kernels against the CPU ops, a whole step,
-#                  txl-train / txl-eval / txl-generate on the GPU, and with two GPUs two ranks
-#                  through NCCL: tests/cuda/test_train.sh)
-#   4. sanitizers  each CUDA test program under compute-sanitizer: memcheck, racecheck, synccheck,
-#                  initcheck (when compute-sanitizer exists)
-#   5. test-cuda   scripts/test-cuda.sh: the table of the largest error of every check
-#   6. bench       scripts/bench-gpu.sh: every kernel, whole steps in fp32 / TF32 / bf16, PyTorch
-#   7. nsys        20 steps of wt103_base (one GPU's 8 columns) under nsys (when nsys exists)
+#   2. build       txl for the GPUs at hand (TXL_CUDA_ARCHITECTURES=native) into build-gpu/;
+#                  with TXL_PREBUILT=1, the build already in $TXL_BUILD (default build-gpu/) is
+#                  used as it is (a node without compilers or headers, given a build made elsewhere)
+#   3. cuda-tests  scripts/test-cuda.sh: every ctest of label "cuda" (the kernels against the CPU
+#                  ops, a whole step, txl-train / txl-eval / txl-generate on the GPU, and with two
+#                  GPUs two ranks through NCCL: tests/cuda/test_train.sh), then the table of the
+#                  largest error of every check
+#   4. bench       scripts/bench-gpu.sh: every kernel, whole steps in fp32 / TF32 / bf16, PyTorch
+#   5. sanitizers  each CUDA test program under compute-sanitizer: memcheck, racecheck, synccheck,
+#                  initcheck (when compute-sanitizer exists), each run at most
+#                  $TXL_SANITIZER_TIMEOUT seconds (default 600)
+#   6. nsys        20 steps of wt103_base (one GPU's 8 columns) under nsys (when nsys exists)
 # and, from the benchmark, txl's ref_base tokens/s against the reference figures of the best-known
 # PyTorch re-implementation on one A100: 41,527 (TF32) and 59,961 (mixed precision).
 #
@@ -25,12 +29,13 @@ report=${1:-$TXL_ROOT/gpu-acceptance-$(hostname -s)-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$report" || { echo "gpu-acceptance: cannot make the report folder $report"; exit 1; }
 report=$(cd "$report" && pwd)
 summary=$report/summary.md
-steps=(device build cuda-tests sanitizers test-cuda bench nsys)
+steps=(device build cuda-tests bench sanitizers nsys)
 declare -A result why
 record() { # STEP RESULT WHY
   result[$1]=$2
   why[$1]=$3
   printf 'gpu-acceptance: %-10s %-7s %s\n' "$1" "$2" "$3"
+  write_summary > /dev/null # kept current: a lease that ends mid-way still leaves the table
 }
 # runs a command into the step's log; passed or FAILED with the log named
 run_step() { # STEP WHAT COMMAND...
@@ -66,35 +71,24 @@ fi
 record device passed "$gpus GPU(s): $(nvidia-smi --query-gpu=name,compute_cap,memory.total --format=csv,noheader \
   | paste -sd ';' -) (device.log)"
 
-# 2. build for the local GPU
-export TXL_BUILD=$TXL_ROOT/build-gpu
-run_step build "native build in build-gpu/" "$here/build.sh" -DTXL_CUDA=ON -DTXL_CUDA_ARCHITECTURES=native
+# 2. build for the local GPU, or the build given
+export TXL_BUILD=${TXL_BUILD:-$TXL_ROOT/build-gpu}
+if [ "${TXL_PREBUILT:-0}" = 1 ]; then
+  run_step build "prebuilt: $TXL_BUILD as it is (TXL_PREBUILT=1)" "$here/build.sh"
+else
+  export TXL_BUILD=$TXL_ROOT/build-gpu
+  run_step build "native build in build-gpu/" "$here/build.sh" -DTXL_CUDA=ON -DTXL_CUDA_ARCHITECTURES=native
+fi
 if [ "${result[build]}" != passed ]; then
-  for s in cuda-tests sanitizers test-cuda bench nsys; do record "$s" skipped "the build failed"; done
+  for s in cuda-tests bench sanitizers nsys; do record "$s" skipped "the build failed"; done
   write_summary
   exit 1
 fi
 
-# 3. the CUDA tests
-run_step cuda-tests "ctest -L cuda" ctest --test-dir "$TXL_BUILD" -L '^cuda$' --output-on-failure
+# 3. the CUDA tests and the table of their errors
+run_step cuda-tests "scripts/test-cuda.sh" "$here/test-cuda.sh"
 
-# 4. each CUDA test program under the four tools of compute-sanitizer
-if command -v compute-sanitizer > /dev/null; then
-  bad=""
-  for tool in memcheck racecheck synccheck initcheck; do
-    for prog in test_cuda_parity test_cuda_elementwise test_cuda_rel_attn test_cuda_step; do
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$TXL_BUILD/bin/$prog" \
-        > "$report/sanitizer-$tool-$prog.log" 2>&1 || bad="$bad $tool:$prog"
-    done
-  done
-  if [ -z "$bad" ]; then record sanitizers passed "4 tools x 4 programs clean (sanitizer-*.log)"
-  else record sanitizers FAILED "errors in$bad (sanitizer-*.log)"; fi
-else
-  record sanitizers skipped "compute-sanitizer not found"
-fi
-
-# 5. the error table, 6. the benchmarks
-run_step test-cuda "scripts/test-cuda.sh" "$here/test-cuda.sh"
+# 4. the benchmarks
 run_step bench "scripts/bench-gpu.sh" "$here/bench-gpu.sh"
 # txl's ref_base against the reference figures (one A100; compare on an A100, or scale by the peaks)
 tps() { # PRECISION: ref_base's tokens/s of the benchmark
@@ -104,7 +98,22 @@ tps() { # PRECISION: ref_base's tokens/s of the benchmark
 throughput="ref_base tokens/s on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1): txl TF32 $(tps tf32) \
 (reference on an A100: 41,527), txl bf16 $(tps bf16) (reference, mixed precision on an A100: 59,961)"
 
-# 7. a profile of 20 steps
+# 5. each CUDA test program under the four tools of compute-sanitizer, memcheck first
+if command -v compute-sanitizer > /dev/null; then
+  bad=""
+  for tool in memcheck racecheck synccheck initcheck; do
+    for prog in test_cuda_parity test_cuda_elementwise test_cuda_rel_attn test_cuda_step; do
+      timeout "${TXL_SANITIZER_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        "$TXL_BUILD/bin/$prog" > "$report/sanitizer-$tool-$prog.log" 2>&1 || bad="$bad $tool:$prog"
+    done
+  done
+  if [ -z "$bad" ]; then record sanitizers passed "4 tools x 4 programs clean (sanitizer-*.log)"
+  else record sanitizers FAILED "errors or timeouts in$bad (sanitizer-*.log)"; fi
+else
+  record sanitizers skipped "compute-sanitizer not found"
+fi
+
+# 6. a profile of 20 steps
 if command -v nsys > /dev/null; then
   run_step nsys "nsys profile of 20 wt103_base steps (nsys-wt103_base.nsys-rep)" \
     nsys profile --force-overwrite true -o "$report/nsys-wt103_base" "$TXL_BUILD/bin/txl-train" \
