@@ -510,7 +510,8 @@ static void test_adam(void) {
  * differ only where a compiler contracts a * b + c into an FMA (one rounding fewer), a few
  * roundings of each term (a = 8 as Adam's, k = 0):
  *   sgd buf: c a u (|mom buf0| + |g'|)      p: c a u (|p0| + |p0 - p|) (lr buf's error on top)
- *   lamb m, v: as Adam's;   direction u: c a u (|u| + |wd p|) (its terms' errors relative to it)
+ *   lamb m, v: as Adam's;   direction u: the moments' bounds carried through it (below), plus
+ *                           c a u (|u| + |wd p|)
  *   axpy: c a u (|y0| + |a x|) */
 static void test_sgd_case(int64_t n, float mom, int first) {
   const float lr = 0.05f, gs = 0.37f;
@@ -553,7 +554,22 @@ static void test_lamb_case(int64_t n, int step, float wd) {
   const double k = TOL_C * 8 * OT_U;
   double *bu = ot_alloc_d(n), *bm = ot_alloc_d(n), *bv = ot_alloc_d(n);
   moment_bounds(bm, bv, m0, v0, g0, gs, b1, b2, k, n);
-  for (int64_t i = 0; i < n; i++) bu[i] = k * (fabs((double)g[i]) + fabs((double)wd * p[i])) + 1e-30;
+  /* The direction u = (m / bc1) / D + wd p, D = sqrt(v / bc2) + eps, is made from moments that may
+   * differ by their own bounds bm, bv (an FMA on one side only), and a small m is the difference
+   * of two terms, so its error is not relative to it. |sqrt a - sqrt b| is at most sqrt |a - b|
+   * and at most |a - b| / sqrt a, so |D - D'| <= dD = min(sqrt(bv / bc2), (bv / bc2) / sqrt(v / bc2))
+   * and D' >= D_lo = max(D - dD, eps):
+   *   |m'/D' - m/D| <= |m' - m| / D' + |m| |D - D'| / (D D')
+   *                 <= bm / D_lo + |m| dD / (D D_lo)     (each over bc1),
+   * plus the roundings of u's own operations, k (|u| + |wd p|). */
+  const double bc1 = 1.0 - pow((double)b1, step), bc2 = 1.0 - pow((double)b2, step);
+  for (int64_t i = 0; i < n; i++) {
+    const double sv = sqrt((double)v[i] / bc2), d = sv + eps;
+    const double dv = sv > 0 ? fmin(sqrt(bv[i] / bc2), bv[i] / bc2 / sv) : sqrt(bv[i] / bc2);
+    const double d_lo = fmax(d - dv, (double)eps);
+    bu[i] = bm[i] / (bc1 * d_lo) + fabs((double)m[i]) * dv / (bc1 * d * d_lo) +
+            k * (fabs((double)g[i]) + fabs((double)wd * p[i])) + 1e-30;
+  }
   char what[96];
   snprintf(what, sizeof what, "lamb n=%lld step=%d wd=%g: direction", (long long)n, step, wd);
   check_close(what, gu, g, bu, n);

@@ -153,7 +153,7 @@ class Dropper:
 
     def _mult(self, x, p, site, rows, cols, feats):
         m = dropout_multiplier(p, self.seed, site, self.step, rows, cols, feats, self.col0)
-        return torch.from_numpy(m).to(dtype=x.dtype)
+        return torch.from_numpy(m).to(device=x.device, dtype=x.dtype)
 
     def rcf(self, x, p, site):
         """x [rows, cols, feats] (rows = time, cols = batch column, feats = last dim)."""
@@ -303,7 +303,8 @@ def init_params(cfg, generator, dtype=torch.float32):
 
 # ---- the model -------------------------------------------------------------------------------
 def posemb(K, d, clamp_len, dtype=torch.float32):
-    """R [K, d]: row p is position K-1-p (clamped to clamp_len when > 0); sin | cos, in double."""
+    """R [K, d]: row p is position K-1-p (clamped to clamp_len when > 0); sin | cos, in double; on
+    torch's default device (the GPU's under torch.set_default_device("cuda"))."""
     assert d % 2 == 0
     pos = np.arange(K - 1, -1, -1, dtype=np.float64)
     if clamp_len > 0:
@@ -312,7 +313,7 @@ def posemb(K, d, clamp_len, dtype=torch.float32):
     inv_freq = 1.0 / np.power(10000.0, (2.0 * i) / d)
     a = pos[:, None] * inv_freq[None, :]
     R = np.concatenate([np.sin(a), np.cos(a)], axis=1)
-    return torch.from_numpy(R.astype(np.float32)).to(dtype)
+    return torch.from_numpy(R.astype(np.float32)).to(device=torch.empty(0).device, dtype=dtype)
 
 
 def same_length_shift(L, K, mem_len):
