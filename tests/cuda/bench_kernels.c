@@ -10,7 +10,7 @@
  * cores, which the bf16 tensor cores exceed many times over). Parameters, their gradients and the
  * optimizer's state are fp32 in both.
  *
- *   bench_cuda_kernels [wt103_base | enwik8_base | tiny] [columns per GPU] [iterations]
+ *   bench_cuda_kernels [wt103_base | enwik8_base | ref_base | tiny] [columns per GPU] [iterations]
  *   bench_cuda_kernels --count [--ranks P] [CONFIG.ini ...]
  *
  * --count times nothing and needs no GPU: it prints what one training step and one evaluation
@@ -18,7 +18,9 @@
  * model code (count_step.h).
  *
  * Shapes: wt103_base d 410, 10 heads of 41, d_inner 2100, L = mem = 150, adaptive head of 20,003
- * logits; enwik8_base d 512, 8 heads of 64, d_inner 2048, L = mem = 512, 204 logits; tiny is for
+ * logits; enwik8_base d 512, 8 heads of 64, d_inner 2048, L = mem = 512, 204 logits; ref_base
+ * (configs/bench/ref_base.ini, one GPU's 32 columns) d 512, 8 heads of 64, d_inner 2048,
+ * L = mem = 192, adaptive head of 20,000 logits; tiny is for
  * a smoke run (it also runs under the CPU emulator, whose timings mean nothing).
  * Prints "SKIPPED: no CUDA device" and exits 0 without a GPU. */
 #include <math.h>
@@ -39,6 +41,7 @@ typedef struct {
 static const Shape k_shapes[] = {
     {"wt103_base", 410, 10, 41, 2100, 150, 150, 20003, 8, 151107538},
     {"enwik8_base", 512, 8, 64, 2048, 512, 512, 204, 3, 41054464},
+    {"ref_base", 512, 8, 64, 2048, 192, 192, 20000, 32, 191950298},
     {"tiny", 64, 4, 16, 128, 17, 15, 101, 2, 100000},
 };
 
@@ -216,7 +219,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
     if (!strcmp(which, k_shapes[i].name)) s0 = &k_shapes[i];
   if (!s0) {
-    fprintf(stderr, "bench_cuda_kernels: unknown shape '%s' (wt103_base, enwik8_base, tiny)\n", which);
+    fprintf(stderr, "bench_cuda_kernels: unknown shape '%s' (wt103_base, enwik8_base, ref_base, tiny)\n", which);
     return 2;
   }
   Shape s = *s0;
