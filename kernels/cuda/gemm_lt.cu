@@ -26,7 +26,7 @@
  * txl_cuda_gemm_epilogue_counts tells how many calls took which path (the tests check both; the
  * emulator's TXL_EMU_LT_EPILOGUES=off refuses every epilogue).
  *
- * Memory: the bias-gradient vector (bias_n floats) and cuBLASLt's workspace (TXL_LT_WORKSPACE
+ * Memory: the bias-gradient vector (bias_n floats) and cuBLASLt's workspace (TXL_CUDA_GEMM_WORKSPACE_BYTES
  * bytes) are reserved by the op reserve (txl_cuda_gemm_lt_reserve); before that (a run that only
  * evaluates) the workspace is 0 bytes, which every cuBLASLt algorithm without split-K accepts.
  * Determinism: for one toolkit, architecture and SM count, cuBLASLt's heuristic answers the same
@@ -34,10 +34,10 @@
  * the cache only keeps its answer. */
 #include <string.h>
 
+#include "kernels/common/workspace.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
-#define TXL_LT_WORKSPACE ((size_t)32 << 20) /* NVIDIA's recommended cuBLASLt workspace for Hopper */
 #define TXL_LT_CACHE 1024                   /* shapes whose heuristic answer is kept (a power of 2) */
 
 static cublasLtHandle_t g_lt = NULL;
@@ -47,7 +47,7 @@ static long g_counts[2] = {0, 0}; /* calls fused, calls unfused */
 
 void txl_cuda_gemm_lt_reserve(int bias_n) {
   txl_cuda_scratch_reserve(&g_bgrad, (size_t)(bias_n > 0 ? bias_n : 1) * sizeof(float));
-  txl_cuda_scratch_reserve(&g_work, TXL_LT_WORKSPACE);
+  txl_cuda_scratch_reserve(&g_work, TXL_CUDA_GEMM_WORKSPACE_BYTES);
 }
 
 void txl_cuda_gemm_lt_release(void) {

@@ -5,6 +5,7 @@
  * scratch buffers of the reductions: reserved (made) by txl_cuda_reserve, handed out by
  * txl_cuda_scratch, freed by txl_cuda_release. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_ops.h"
@@ -72,6 +73,42 @@ extern "C" int txl_cuda_api_counts(long *launches, long *syncs) {
 #endif
 }
 
+/* The bytes of the blocks txl_cuda_alloc holds, now and at most (txl_cuda_memory): a list of the
+ * live blocks, so that a free knows its size. Blocks are taken at start and given back at the end,
+ * never inside a step, so the list stays short and its linear search costs nothing that matters. */
+typedef struct {
+  void *p;
+  size_t bytes;
+} Block;
+static Block *g_blocks = NULL;
+static size_t g_nblocks = 0, g_cap = 0, g_live = 0, g_peak = 0;
+
+static void blocks_add(void *p, size_t bytes) {
+  if (g_nblocks == g_cap) {
+    const size_t cap = g_cap ? 2 * g_cap : 64;
+    Block *b = (Block *)realloc(g_blocks, cap * sizeof *b);
+    if (!b) txl_fatal("out of host memory for the list of GPU blocks");
+    g_blocks = b, g_cap = cap;
+  }
+  g_blocks[g_nblocks++] = Block{p, bytes};
+  g_live += bytes;
+  if (g_live > g_peak) g_peak = g_live;
+}
+
+static void blocks_remove(void *p) {
+  for (size_t i = 0; i < g_nblocks; i++)
+    if (g_blocks[i].p == p) {
+      g_live -= g_blocks[i].bytes;
+      g_blocks[i] = g_blocks[--g_nblocks];
+      return;
+    }
+}
+
+extern "C" void txl_cuda_memory(size_t *live, size_t *peak) {
+  *live = g_live;
+  *peak = g_peak;
+}
+
 extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
   void *p = NULL;
   const size_t n = bytes ? bytes : 1; /* a real, distinct pointer even for 0 bytes */
@@ -85,11 +122,14 @@ extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
   }
   /* on the compute stream: a non-blocking stream is not ordered after a memset of stream 0 */
   CUDA_CHECK(cudaMemsetAsync(p, 0, n, txl_cuda_stream()));
+  blocks_add(p, n);
   return p;
 }
 
 extern "C" void txl_cuda_free(void *p) {
-  if (p) CUDA_CHECK(cudaFree(p));
+  if (!p) return;
+  blocks_remove(p);
+  CUDA_CHECK(cudaFree(p));
 }
 
 extern "C" void txl_cuda_copy(void *dst, const void *src, size_t bytes) {

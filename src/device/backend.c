@@ -139,6 +139,19 @@ long txl_backend_graph_launches(const TxlBackend *b) {
   return -1;
 }
 
+size_t txl_backend_device_held(const TxlBackend *b) {
+#ifdef TXL_HAVE_CUDA
+  if (b->gpu >= 0) {
+    size_t live, peak;
+    txl_cuda_memory(&live, &peak);
+    return live;
+  }
+#else
+  (void)b;
+#endif
+  return 0;
+}
+
 int txl_backend_can_capture(const TxlBackend *b) {
 #ifdef TXL_HAVE_CUDA
   return b->gpu >= 0;

@@ -133,6 +133,12 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);
+  /* txl allocates before the first step and never inside one: what its buffers hold after the
+   * timed steps is the run's peak, the figure torch.cuda.max_memory_allocated() gives for PyTorch */
+  const size_t held = txl_backend_device_held(&t->backend);
+  if (held > 0)
+    printf("bench: device memory of rank 0: %.1f MiB in txl's buffers (the CUDA context and the libraries' "
+           "own not included)\n", (double)held / 1048576.0);
   if (t->reducer && !txl_reducer_host_waits(t->reducer))
     printf("bench: %d ranks, gradient all-reduce of %.1f MiB per step through NCCL on its own stream (overlap %s)\n",
            t->dist.world, (double)txl_reducer_size(t->reducer) * sizeof(float) / 1048576.0,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dist/shard.h"
+#include "kernels/common/workspace.h"
 #include "src/base/error.h"
 #include "src/model/model.h"
 #include "src/train/trainer.h"
@@ -62,7 +63,8 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
    * (src/train/checkpointing.c); the initial parameters are staged the same way, one copy */
   const double mems = (double)c->n_layer * c->mem_len * B * c->d_model * sizeof(float);
   e->staging = 3.0 * sizeof(float) * P + mems;
-  const double device = e->state + e->train_run + e->eval_run;
+  e->workspace = e->on_gpu ? (double)TXL_CUDA_GEMM_WORKSPACE_BYTES : 0.0;
+  const double device = e->state + e->train_run + e->eval_run + e->workspace;
   if (e->on_gpu) {
     e->device = device;
     e->host = e->staging;
@@ -167,12 +169,15 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
   txl_format_bytes(e->host, host, sizeof host);
   fprintf(f,
           "memory per rank (estimate): %s on the %s: %s parameters, gradients and Adam moments%s, %s training "
-          "activations and memory, %s evaluation run; ",
+          "activations and memory, %s evaluation run",
           total, e->on_gpu ? "GPU" : "host", state, e->copy > 0 ? " (with the 16-bit weight copy)" : "", train, eval);
-  if (e->on_gpu)
-    fprintf(f, "host: %s (checkpoint staging)\n", host);
-  else
-    fprintf(f, "%s host copies for checkpoints\n", stage);
+  if (e->on_gpu) {
+    char work[32];
+    txl_format_bytes(e->workspace, work, sizeof work);
+    fprintf(f, ", %s GEMM workspace; host: %s (checkpoint staging)\n", work, host);
+  } else {
+    fprintf(f, "; %s host copies for checkpoints\n", stage);
+  }
   if (e->tail_worst > 0) {
     char tail[32], worst[32];
     txl_format_bytes(e->tail, tail, sizeof tail);

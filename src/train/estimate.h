@@ -23,7 +23,8 @@ typedef struct {
   double train_run;     /* training activations and the memory of earlier segments */
   double eval_run;      /* the evaluation run, which exists beside the training run while validating */
   double staging;       /* host copies while a checkpoint is written (parameters, moments, memory) */
-  double device;        /* the GPU's share: state + both runs (0 on the CPU) */
+  double workspace;     /* the GEMM library's workspace on the GPU (0 on the CPU) */
+  double device;        /* the GPU's share: state + both runs + workspace (0 on the CPU) */
   double host;          /* host memory at the peak (on the CPU everything) */
   /* the adaptive softmax's tail logits in both runs (part of train_run and eval_run; 0 without
    * tail clusters): as sized, and as they would be if every target fell in the widest cluster */

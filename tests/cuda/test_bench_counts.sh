@@ -15,6 +15,8 @@
 #                           loss read after every step (a non-finite loss stops the run,
 #                           a non-finite gradient alone is skipped)                          2
 # (LAMB takes its per-tensor trust ratios on the host: it waits for the device, not counted here.)
+# Then the device memory the bench reports its buffers hold: between the parameter state and the
+# estimate of the GPU share.
 # usage: test_bench_counts.sh BIN_DIR
 set -euo pipefail
 BIN=$1
@@ -70,4 +72,27 @@ check "fp16, dynamic loss scaling" 2 --set run.precision=fp16
 # full shape, the capture) each step is one graph launch, no kernel launch of the host's
 check "graph, fp32" 0
 check "graph, bf16" 0 --set run.precision=bf16
+
+# The device memory txl's buffers hold in the timed steps (txl_cuda_memory): at least the
+# parameters, gradients and moments, at most the estimate of the whole GPU share (which adds an
+# evaluation run that --bench does not allocate). Sizes as txl_format_bytes prints them.
+bytes() { # "12.5 MiB" -> bytes
+  awk -v n="$1" -v u="$2" 'BEGIN { f = 1; if (u == "KiB") f = 1024; if (u == "MiB") f = 1048576;
+    if (u == "GiB") f = 1073741824; printf "%.0f\n", n * f }'
+}
+for prec in fp32 bf16; do
+  out=$("$BIN/txl-train-emu" "$WORK/small.ini" --bench 2 --bench-warmup 1 --set run.precision=$prec 2>&1) ||
+    fail "memory, $prec: txl-train-emu --bench exited with status $?"
+  est=$(grep -m 1 '^memory per rank (estimate): ' <<< "$out") || fail "memory, $prec: no estimate line"
+  [[ $est =~ estimate\):\ ([0-9.]+)\ ([KMG]?i?B)\ on\ the\ GPU:\ ([0-9.]+)\ ([KMG]?i?B)\ parameters ]] ||
+    fail "memory, $prec: the estimate does not parse: $est"
+  total=$(bytes "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}") state=$(bytes "${BASH_REMATCH[3]}" "${BASH_REMATCH[4]}")
+  line=$(grep -m 1 '^bench: device memory of rank 0: ' <<< "$out") || fail "memory, $prec: no device memory line"
+  [[ $line =~ rank\ 0:\ ([0-9.]+)\ MiB\ in\ txl ]] || fail "memory, $prec: the line does not parse: $line"
+  held=$(bytes "${BASH_REMATCH[1]}" MiB)
+  # each figure printed to 0.1 of its unit: a margin of 0.05 MiB either way
+  (( held + 52429 >= state && held <= total + 52429 )) ||
+    fail "memory, $prec: $held bytes held, outside [$state, $total] (parameter state, estimate)"
+  echo "ok: memory, $prec: $held bytes held in the timed steps, within [$state, $total]"
+done
 echo "PASS"
