@@ -37,8 +37,9 @@ trap 'rm -rf "$out"' EXIT
 echo "corpus: $dir, word level, 10,000 words; $steps steps, validation and a checkpoint every $interval, then test"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $threads threads in all"
 now() { date +%s.%N; }
+tokens=0 # trained tokens of a run: steps x columns x rows, from txl-train's "columns:" line
 report() { # NAME SECONDS VALID TEST
-  awk -v n="$1" -v s="$2" -v v="$3" -v t="$4" -v tok=$(( steps * 33 * 8 )) \
+  awk -v n="$1" -v s="$2" -v v="$3" -v t="$4" -v tok="$tokens" \
     'BEGIN { printf "%-22s %8.1f s  %8.0f tok/s end to end  valid loss %s  test loss %s\n", n, s, tok / s, v, t }'
 }
 best_txl=0
@@ -52,6 +53,9 @@ for lay in "1x$threads" "${threads}x1"; do
     --set run.work_dir="$out/txl-$lay" > "$out/txl-$lay.txt" 2>&1 ||
     { cat "$out/txl-$lay.txt"; echo "bench-e2e: txl-train $lay failed"; exit 1; }
   s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')
+  shape=$(sed -n 's/^columns: \([0-9]*\) global.*; \([0-9]*\) rows per step.*/\1 \2/p' "$out/txl-$lay.txt")
+  [ -n "$shape" ] || { echo "bench-e2e: no 'columns:' line from txl-train"; exit 1; }
+  tokens=$(( steps * ${shape% *} * ${shape#* } ))
   v=$(sed -n 's/^valid at step .* | loss \([0-9.]*\) .*/\1/p' "$out/txl-$lay.txt" | tail -n 1)
   t=$(sed -n 's/^test at step .* | loss \([0-9.]*\) .*/\1/p' "$out/txl-$lay.txt" | tail -n 1)
   report "txl $lay" "$s" "$v" "$t"

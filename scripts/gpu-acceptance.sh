@@ -72,8 +72,8 @@ record device passed "$gpus GPU(s): $(nvidia-smi --query-gpu=name,compute_cap,me
   | paste -sd ';' -) (device.log)"
 
 # 2. build for the local GPU, or the build given
-export TXL_BUILD=${TXL_BUILD:-$TXL_ROOT/build-gpu}
 if [ "${TXL_PREBUILT:-0}" = 1 ]; then
+  export TXL_BUILD=${TXL_BUILD:-$TXL_ROOT/build-gpu}
   run_step build "prebuilt: $TXL_BUILD as it is (TXL_PREBUILT=1)" "$here/build.sh"
 else
   export TXL_BUILD=$TXL_ROOT/build-gpu

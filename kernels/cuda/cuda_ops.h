@@ -100,9 +100,9 @@ void txl_cuda_gemm_epilogue_counts(long *fused, long *unfused);
  * and cuBLAS / cuBLASLt GEMM calls, syncs the runtime calls that make the host wait for the device,
  * by the rule of its README); 0 on a GPU, where nothing counts them (*launches and *syncs set to -1). */
 int txl_cuda_api_counts(long *launches, long *syncs);
-/* Bytes of device memory in the blocks of txl_cuda_alloc: held now, and the most held at once
- * since the process started (cuBLAS', NCCL's and the CUDA context's own memory not included). */
-void txl_cuda_memory(size_t *live, size_t *peak);
+/* Bytes of device memory held now in the blocks of txl_cuda_alloc (cuBLAS', NCCL's and the CUDA
+ * context's own memory not included). */
+size_t txl_cuda_memory_held(void);
 /* CUDA graphs launched since the process started (their kernels are not in txl_cuda_api_counts'
  * launches, which the host issued one by one), where counted (the emulator); else -1. */
 long txl_cuda_graph_launches(void);

@@ -73,7 +73,7 @@ extern "C" int txl_cuda_api_counts(long *launches, long *syncs) {
 #endif
 }
 
-/* The bytes of the blocks txl_cuda_alloc holds, now and at most (txl_cuda_memory): a list of the
+/* The bytes of the blocks txl_cuda_alloc holds (txl_cuda_memory_held): a list of the
  * live blocks, so that a free knows its size. Blocks are taken at start and given back at the end,
  * never inside a step, so the list stays short and its linear search costs nothing that matters. */
 typedef struct {
@@ -81,7 +81,7 @@ typedef struct {
   size_t bytes;
 } Block;
 static Block *g_blocks = NULL;
-static size_t g_nblocks = 0, g_cap = 0, g_live = 0, g_peak = 0;
+static size_t g_nblocks = 0, g_cap = 0, g_live = 0;
 
 static void blocks_add(void *p, size_t bytes) {
   if (g_nblocks == g_cap) {
@@ -92,7 +92,6 @@ static void blocks_add(void *p, size_t bytes) {
   }
   g_blocks[g_nblocks++] = Block{p, bytes};
   g_live += bytes;
-  if (g_live > g_peak) g_peak = g_live;
 }
 
 static void blocks_remove(void *p) {
@@ -104,10 +103,7 @@ static void blocks_remove(void *p) {
     }
 }
 
-extern "C" void txl_cuda_memory(size_t *live, size_t *peak) {
-  *live = g_live;
-  *peak = g_peak;
-}
+extern "C" size_t txl_cuda_memory_held(void) { return g_live; }
 
 extern "C" void *txl_cuda_alloc(size_t bytes, const char *what) {
   void *p = NULL;

@@ -141,11 +141,7 @@ long txl_backend_graph_launches(const TxlBackend *b) {
 
 size_t txl_backend_device_held(const TxlBackend *b) {
 #ifdef TXL_HAVE_CUDA
-  if (b->gpu >= 0) {
-    size_t live, peak;
-    txl_cuda_memory(&live, &peak);
-    return live;
-  }
+  if (b->gpu >= 0) return txl_cuda_memory_held();
 #else
   (void)b;
 #endif

@@ -45,7 +45,7 @@ int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs);
 /* CUDA graphs launched by this rank since the process started, where counted (the emulated CUDA
  * backend); else -1. */
 long txl_backend_graph_launches(const TxlBackend *b);
-/* Bytes of device memory txl's own buffers hold now (txl_cuda_memory); 0 on the CPU. */
+/* Bytes of device memory txl's own buffers hold now (txl_cuda_memory_held); 0 on the CPU. */
 size_t txl_backend_device_held(const TxlBackend *b);
 
 /* CUDA graphs of the backend's compute stream (kernels/cuda/cuda_ops.h; the CUDA backend only:

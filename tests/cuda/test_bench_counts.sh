@@ -73,7 +73,7 @@ check "fp16, dynamic loss scaling" 2 --set run.precision=fp16
 check "graph, fp32" 0
 check "graph, bf16" 0 --set run.precision=bf16
 
-# The device memory txl's buffers hold in the timed steps (txl_cuda_memory): at least the
+# The device memory txl's buffers hold in the timed steps (txl_cuda_memory_held): at least the
 # parameters, gradients and moments, at most the estimate of the whole GPU share (which adds an
 # evaluation run that --bench does not allocate). Sizes as txl_format_bytes prints them.
 bytes() { # "12.5 MiB" -> bytes
