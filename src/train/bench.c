@@ -12,7 +12,9 @@
 /* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
  * compared with; n = 1536 on a CPU, 8192 on a GPU (large enough to fill it). The best of 7 after one
  * warm-up: with 3, a CPU's peak was measured low often enough that a step's share of it came out
- * above 100% (125% for configs/bench/medium.ini once on an AVX2 EPYC, 86% on the next run). */
+ * above 100% (125% for configs/bench/medium.ini once on an AVX2 EPYC, 86% on the next run). The
+ * bench takes it before and after the timed steps and keeps the larger: with 7 before only, a
+ * shared machine's slow second still made it 103% once (medium, the same EPYC). */
 static double gemm_peak_gflops(const TxlOps *o, int n) {
   const size_t nn = (size_t)n * n, bytes = nn * sizeof(float), abytes = nn * txl_dtype_size(o->act);
   float *f = o->alloc(bytes, "bench values");
@@ -78,7 +80,8 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   /* the emulated CUDA backend (it counts its calls) multiplies with the CPU's BLAS: the CPU's size */
   long launches, syncs;
   const int emulated = txl_backend_api_counts(&t->backend, &launches, &syncs);
-  double peak = gemm_peak_gflops(t->ops, t->backend.gpu >= 0 && !emulated ? 8192 : 1536);
+  const int peak_n = t->backend.gpu >= 0 && !emulated ? 8192 : 1536;
+  double peak = gemm_peak_gflops(t->ops, peak_n);
   double t0 = 0.0, loss = 0.0, wait0 = 0.0;
   StepCounts counts = {0};
   for (int s = 0; s < warmup + steps; s++) {
@@ -110,6 +113,10 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   t->ops->to_host(&sync, t->model.param_buf, sizeof sync); /* waits for the device's last update */
   txl_dist_barrier();
   double dt = txl_now_s() - t0;
+  struct rusage ru; /* the steps' peak, before the second probe's operands add to it */
+  getrusage(RUSAGE_SELF, &ru);
+  const double peak_after = gemm_peak_gflops(t->ops, peak_n);
+  if (peak_after > peak) peak = peak_after;
   double wait = t->reducer ? txl_reducer_wait_seconds(t->reducer) - wait0 : 0.0;
   double wait_max = wait;
   txl_dist_allreduce_max_f64(&wait_max, 1);
@@ -130,8 +137,6 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
            100.0 * gflops_rank * 1e9 / t->backend.peak_flops, precision, t->backend.peak_of,
            t->backend.peak_flops / 1e12);
   print_step_counts(&counts);
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);
   /* txl allocates before the first step and never inside one: what its buffers hold after the
    * timed steps is the run's peak, the figure torch.cuda.max_memory_allocated() gives for PyTorch */
