@@ -6,7 +6,8 @@
 # tests/blas/blas_record.c preloaded (every cblas_sgemm call written down, rank 0's kept); the
 # calls the second run makes more are one step's, which tests/blas/bench_blas.c times per library
 # (one thread, best of REPEATS) and checks. BLIS and oneDNN: apt-get install libblis4-serial
-# libdnnl2 (absent ones are skipped).
+# libdnnl2 (absent ones are skipped). TXL_BLAS_RECORDS=DIR keeps the records there
+# (stepsN.rec.RANK, N = 1, 2), for a look at the calls themselves.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
@@ -18,8 +19,13 @@ for f in "$train" "$bench" "$record"; do
   [ -e "$f" ] || { echo "bench-blas: $f is missing: build first (scripts/build.sh)" >&2; exit 1; }
 done
 [ -r "$config" ] || { echo "bench-blas: $config: no such config" >&2; exit 1; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "${TXL_BLAS_RECORDS:-}" ]; then
+  out=$TXL_BLAS_RECORDS
+  mkdir -p "$out"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 BLIS_NUM_THREADS=1
 for steps in 1 2; do
   TXL_BLAS_RECORD=$out/steps$steps.rec mpirun -n "$ranks" --bind-to none -x LD_PRELOAD="$record" -x TXL_BLAS_RECORD \

@@ -37,7 +37,7 @@ trap 'rm -rf "$out"' EXIT
 echo "corpus: $dir, word level, 10,000 words; $steps steps, validation and a checkpoint every $interval, then test"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1), $threads threads in all"
 now() { date +%s.%N; }
-tokens=0 # trained tokens of a run: steps x columns x rows, from txl-train's "columns:" line
+tokens=0 # trained tokens of a run: steps x columns x rows, from txl-train's "columns:" line (PyTorch's run trains the same shape)
 report() { # NAME SECONDS VALID TEST
   awk -v n="$1" -v s="$2" -v v="$3" -v t="$4" -v tok="$tokens" \
     'BEGIN { printf "%-22s %8.1f s  %8.0f tok/s end to end  valid loss %s  test loss %s\n", n, s, tok / s, v, t }'

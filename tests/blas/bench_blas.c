@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "src/base/timer.h"
+#include "tests/lib/test_util.h"
 
 #ifndef TXL_BLAS_LIBRARY
 #error "TXL_BLAS_LIBRARY: the BLAS library txl links (set by tests/blas/CMakeLists.txt)"
@@ -52,12 +54,6 @@ typedef struct {
 
 static Call calls[MAX_CALLS];
 static int n_calls;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void read_record(const char *path, int after) {
   FILE *f = fopen(path, "r");
@@ -115,15 +111,6 @@ static void gemm(const Lib *l, const Call *c, const float *A, const float *B, fl
              c->ldc);
 }
 
-/* Deterministic operands in [-1, 1). */
-static void fill(float *x, size_t n, uint32_t seed) {
-  uint32_t s = seed * 2654435761u + 1u;
-  for (size_t i = 0; i < n; i++) {
-    s = s * 1664525u + 1013904223u;
-    x[i] = (float)(s >> 8) / 8388608.0f - 1.0f;
-  }
-}
-
 /* Checks sampled entries of C = alpha op(A) op(B) + beta C0 against double precision. The bound
  * of a float result: the K products and K - 1 additions of a dot product in any order (blocked,
  * FMA or not) are off by at most gamma_K sum |a b| with gamma_K = K u / (1 - K u), u = 2^-24
@@ -131,10 +118,11 @@ static void fill(float *x, size_t n, uint32_t seed) {
  * the final addition add at most 3 roundings of |alpha dot| + |beta c0|. Returns the largest
  * |error| / bound of the samples (<= 1 for a correct library). */
 static double check(const Call *c, const float *A, const float *B, const float *C0, const float *C) {
-  const double u = ldexp(1.0, -24), gk = c->K * u / (1.0 - c->K * u);
+  const double u = OT_U, gk = c->K * u / (1.0 - c->K * u);
   double worst = 0.0;
+  OtRng rng = ot_rng(5);
   for (int s = 0; s < SAMPLES && c->M > 0 && c->N > 0; s++) {
-    const int i = (int)(((uint64_t)s * 7919u + 13u) % (uint64_t)c->M), j = (int)(((uint64_t)s * 104729u + 7u) % (uint64_t)c->N);
+    const int i = ot_randint(&rng, c->M), j = ot_randint(&rng, c->N);
     double dot = 0.0, mag = 0.0;
     for (int k = 0; k < c->K; k++) {
       const double a = c->ta == TRANS ? A[(size_t)k * c->lda + i] : A[(size_t)i * c->lda + k];
@@ -150,13 +138,12 @@ static double check(const Call *c, const float *A, const float *B, const float *
   return worst;
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "bench_blas: out of memory (%zu bytes)\n", n);
-    exit(1);
-  }
-  return p;
+/* qsort's order of call indices: the most time per step in library 0 (the linked one) first */
+static const double *sort_time;
+static int slower_first(const void *a, const void *b) {
+  const int i = *(const int *)a, j = *(const int *)b;
+  const double ti = sort_time[(size_t)i * MAX_LIBS] * calls[i].after, tj = sort_time[(size_t)j * MAX_LIBS] * calls[j].after;
+  return ti > tj ? -1 : ti < tj;
 }
 
 int main(int argc, char **argv) {
@@ -214,12 +201,14 @@ int main(int argc, char **argv) {
     }
     libs[n_libs++] = libs[k];
   }
-  float *A = xmalloc(max_a * sizeof(float)), *B = xmalloc(max_b * sizeof(float));
-  float *C0 = xmalloc(max_c * sizeof(float)), *C = xmalloc(max_c * sizeof(float));
-  fill(A, max_a, 1);
-  fill(B, max_b, 2);
-  fill(C0, max_c, 3);
-  double *per_call = xmalloc((size_t)n_calls * MAX_LIBS * sizeof(double));
+  /* operands in [-1, 1), 64-byte aligned like txl's buffers */
+  float *A = ot_alloc((int64_t)max_a), *B = ot_alloc((int64_t)max_b), *C0 = ot_alloc((int64_t)max_c);
+  float *C = ot_alloc((int64_t)max_c);
+  OtRng rng = ot_rng(1);
+  ot_fill(A, (int64_t)max_a, -1.0f, 1.0f, &rng);
+  ot_fill(B, (int64_t)max_b, -1.0f, 1.0f, &rng);
+  ot_fill(C0, (int64_t)max_c, -1.0f, 1.0f, &rng);
+  double *per_call = ot_alloc_d((int64_t)n_calls * MAX_LIBS);
   for (int k = 0; k < n_libs; k++) {
     Lib *l = &libs[k];
     l->step_s = l->worst = 0.0;
@@ -231,9 +220,9 @@ int main(int argc, char **argv) {
       if (!(r <= l->worst)) l->worst = r;
       double best = INFINITY;
       for (int rep = 0; rep < repeats; rep++) {
-        const double t0 = now_s();
+        const double t0 = txl_now_s();
         for (long n = 0; n < c->after; n++) gemm(l, c, A, B, C);
-        const double dt = now_s() - t0;
+        const double dt = txl_now_s() - t0;
         if (dt < best) best = dt;
       }
       per_call[(size_t)i * MAX_LIBS + k] = best / (double)c->after;
@@ -267,19 +256,17 @@ int main(int argc, char **argv) {
          "K", "alpha", "beta");
   for (int k = 0; k < n_libs; k++) printf(" %9s", libs[k].name);
   printf("\n");
+  int order[MAX_CALLS];
+  for (int i = 0; i < n_calls; i++) order[i] = i;
+  sort_time = per_call;
+  qsort(order, (size_t)n_calls, sizeof order[0], slower_first);
   for (int shown = 0; shown < 12 && shown < n_calls; shown++) {
-    int top = -1;
-    for (int i = 0; i < n_calls; i++) /* the next largest not yet shown (their per_call slot 0 is cleared) */
-      if (per_call[(size_t)i * MAX_LIBS] > 0.0 &&
-          (top < 0 || per_call[(size_t)i * MAX_LIBS] * calls[i].after > per_call[(size_t)top * MAX_LIBS] * calls[top].after))
-        top = i;
-    if (top < 0) break;
+    const int top = order[shown];
     const Call *c = &calls[top];
     printf("%5ld %c%c %6d %6d %6d %6.3g %6.3g", c->after, c->ta == TRANS ? 'T' : 'N', c->tb == TRANS ? 'T' : 'N', c->M,
            c->N, c->K, c->alpha, c->beta);
     for (int k = 0; k < n_libs; k++) printf(" %9.3f", 1e3 * per_call[(size_t)top * MAX_LIBS + k] * (double)c->after);
     printf("\n");
-    per_call[(size_t)top * MAX_LIBS] = -1.0;
   }
   free(per_call);
   free(A);

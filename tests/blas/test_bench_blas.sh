@@ -11,7 +11,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
 rc=0
-TXL_BUILD=$BUILD "$SRC/scripts/bench-blas.sh" "$SRC/configs/bench/tiny.ini" 2 1 > "$WORK/bench.txt" 2>&1 || rc=$?
+TXL_BUILD=$BUILD TXL_BLAS_RECORDS=$WORK "$SRC/scripts/bench-blas.sh" "$SRC/configs/bench/tiny.ini" 2 1 \
+  > "$WORK/bench.txt" 2>&1 || rc=$?
 sed 's/^/     | /' "$WORK/bench.txt"
 check_eq "bench-blas exits 0 (every library's products within the bound)" "$rc" 0
 calls=$(sed -n 's/^one training step: \([0-9]*\) sgemm calls.*/\1/p' "$WORK/bench.txt")
@@ -19,16 +20,10 @@ if [ -n "$calls" ] && [ "$calls" -gt 0 ]; then ok "one step's calls found ($call
 check "the linked BLAS replayed and checked" grep -Eq '^linked +[0-9.]+ ms +[0-9.]+ +[0-9.e+-]+ +ok ' "$WORK/bench.txt"
 check "no library with wrong results" bash -c "! grep -q 'WRONG RESULTS' '$WORK/bench.txt'"
 
-# The recorder on its own: both ranks of a 2-rank run make the same calls (their shards are the
-# same shape), and a run of 2 steps makes more calls than one of 1.
-export OMP_NUM_THREADS=1
-for steps in 1 2; do
-  TXL_BLAS_RECORD=$WORK/s$steps.rec mpirun -n 2 --bind-to none -x LD_PRELOAD="$BUILD/lib/libtxl_blas_record.so" \
-    -x TXL_BLAS_RECORD "$BUILD/bin/txl-train" "$SRC/configs/bench/tiny.ini" --bench $steps --set run.threads=1 \
-    > "$WORK/train$steps.txt" 2>&1
-done
-check "rank 0 and rank 1 record the same calls" cmp <(sort "$WORK/s2.rec.0") <(sort "$WORK/s2.rec.1")
-n1=$(wc -l < "$WORK/s1.rec.0") n2=$(wc -l < "$WORK/s2.rec.0")
+# The records the script kept: both ranks of the 2-rank runs make the same calls (their shards
+# are the same shape), and the run of 2 steps makes more calls than the one of 1.
+check "rank 0 and rank 1 record the same calls" cmp <(sort "$WORK/steps2.rec.0") <(sort "$WORK/steps2.rec.1")
+n1=$(wc -l < "$WORK/steps1.rec.0") n2=$(wc -l < "$WORK/steps2.rec.0")
 if [ "$n2" -gt "$n1" ]; then ok "2 steps record more calls than 1 ($n2 > $n1)"; else fail "2 steps: $n2 calls, 1 step: $n1"; fi
 
 # bench_blas refuses what is not one step apart, and a damaged record
@@ -38,12 +33,12 @@ refused() { # DESCRIPTION REGEX -- ARGS...
   out=$("$BUILD/bin/bench_blas" "$@" 2>&1) || rc=$?
   if [ $rc -ne 0 ] && printf '%s' "$out" | grep -Eq -- "$re"; then ok "$what -> $out"; else fail "$what: exit $rc, '$out'"; fi
 }
-refused "the same record twice" 'record the same calls: no step between them' -- "$WORK/s2.rec.0" "$WORK/s2.rec.0" 1
-refused "the records swapped" 'fewer times than .*not one step more' -- "$WORK/s2.rec.0" "$WORK/s1.rec.0" 1
-{ head -n 3 "$WORK/s2.rec.0"; echo "101 111 111 4 4 x"; } > "$WORK/bad.rec"
-refused "a damaged line" 'bad\.rec:4: a line that is not a recorded call' -- "$WORK/s1.rec.0" "$WORK/bad.rec" 1
+refused "the same record twice" 'record the same calls: no step between them' -- "$WORK/steps2.rec.0" "$WORK/steps2.rec.0" 1
+refused "the records swapped" 'fewer times than .*not one step more' -- "$WORK/steps2.rec.0" "$WORK/steps1.rec.0" 1
+{ head -n 3 "$WORK/steps2.rec.0"; echo "101 111 111 4 4 x"; } > "$WORK/bad.rec"
+refused "a damaged line" 'bad\.rec:4: a line that is not a recorded call' -- "$WORK/steps1.rec.0" "$WORK/bad.rec" 1
 echo "101 111 113 4 4 4 4 4 4 1 0" > "$WORK/odd.rec"
-refused "an unknown transpose" 'odd\.rec:1: not a row-major call' -- "$WORK/s1.rec.0" "$WORK/odd.rec" 1
-refused "a missing record" 'cannot open the record' -- "$WORK/none.rec" "$WORK/s1.rec.0" 1
-refused "REPEATS not a positive count" 'REPEATS must be a positive count' -- "$WORK/s1.rec.0" "$WORK/s2.rec.0" 0
+refused "an unknown transpose" 'odd\.rec:1: not a row-major call' -- "$WORK/steps1.rec.0" "$WORK/odd.rec" 1
+refused "a missing record" 'cannot open the record' -- "$WORK/none.rec" "$WORK/steps1.rec.0" 1
+refused "REPEATS not a positive count" 'REPEATS must be a positive count' -- "$WORK/steps1.rec.0" "$WORK/steps2.rec.0" 0
 finish
