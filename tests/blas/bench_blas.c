@@ -14,7 +14,9 @@
  * like): the view of one rank of a PxT = Px1 layout.
  *
  * Libraries: the one txl links (TXL_BLAS_LIBRARY, fixed at build time), BLIS (libblis.so.4) and
- * oneDNN (libdnnl.so.2, its row-major dnnl_sgemm), each opened here with dlopen where installed.
+ * oneDNN (libdnnl.so.2, its row-major dnnl_sgemm), each opened here with dlopen where installed;
+ * libxsmm (libxsmm_sgemm: its JIT kernels up to its size limit, beyond it the BLAS txl links) linked
+ * in where it was found at configure time, as Debian ships only its static library.
  * Timings of a replay, outside the step: its operands stay in cache between the calls of a batch,
  * which the step's do not (other ops run between them). */
 #define _GNU_SOURCE
@@ -25,6 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef TXL_HAVE_LIBXSMM
+#include <libxsmm.h>
+#endif
+
 #include "src/base/timer.h"
 #include "tests/lib/test_util.h"
 
@@ -32,7 +38,7 @@
 #error "TXL_BLAS_LIBRARY: the BLAS library txl links (set by tests/blas/CMakeLists.txt)"
 #endif
 
-enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_CALLS = 4096, MAX_LIBS = 3, SAMPLES = 48 };
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_CALLS = 4096, MAX_LIBS = 4, SAMPLES = 48 };
 
 typedef struct {
   int order, ta, tb, M, N, K, lda, ldb, ldc;
@@ -49,6 +55,7 @@ typedef struct {
   const char *name, *soname;
   CblasSgemm cblas;
   DnnlSgemm dnnl;
+  int xsmm; /* libxsmm, linked in (Debian ships its static library only) */
   double step_s, worst; /* the step's GEMM seconds; the largest error / bound of its checks */
 } Lib;
 
@@ -103,6 +110,15 @@ static size_t span_b(const Call *c) { return c->tb == TRANS ? span(c->N, c->K, c
 static size_t span_c(const Call *c) { return span(c->M, c->N, c->ldc); }
 
 static void gemm(const Lib *l, const Call *c, const float *A, const float *B, float *C) {
+#ifdef TXL_HAVE_LIBXSMM
+  if (l->xsmm) { /* column-major: C^T = op(B)^T op(A)^T */
+    const char ta = c->tb == TRANS ? 'T' : 'N', tb = c->ta == TRANS ? 'T' : 'N';
+    const libxsmm_blasint m = c->N, n = c->M, k = c->K, lda = c->ldb, ldb = c->lda, ldc = c->ldc;
+    const float alpha = (float)c->alpha, beta = (float)c->beta;
+    libxsmm_sgemm(&ta, &tb, &m, &n, &k, &alpha, B, &lda, A, &ldb, &beta, C, &ldc);
+    return;
+  }
+#endif
   if (l->dnnl)
     l->dnnl(c->ta == TRANS ? 'T' : 'N', c->tb == TRANS ? 'T' : 'N', c->M, c->N, c->K, (float)c->alpha, A, c->lda, B,
             c->ldb, (float)c->beta, C, c->ldc);
@@ -182,10 +198,21 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_blas: %s and %s record the same calls: no step between them\n", argv[1], argv[2]);
     return 1;
   }
-  Lib libs[MAX_LIBS] = {{"linked", TXL_BLAS_LIBRARY, 0, 0, 0, 0}, {"blis", "libblis.so.4", 0, 0, 0, 0},
-                        {"onednn", "libdnnl.so.2", 0, 0, 0, 0}};
+  Lib libs[MAX_LIBS] = {{"linked", TXL_BLAS_LIBRARY, 0, 0, 0, 0, 0}, {"blis", "libblis.so.4", 0, 0, 0, 0, 0},
+                        {"onednn", "libdnnl.so.2", 0, 0, 0, 0, 0},
+                        {"libxsmm", "libxsmm.a", 0, 0, 1, 0, 0}};
   int n_libs = 0;
   for (int k = 0; k < MAX_LIBS; k++) {
+    if (libs[k].xsmm) {
+#ifdef TXL_HAVE_LIBXSMM
+      libxsmm_init();
+      libs[n_libs++] = libs[k];
+#else
+      printf("bench_blas: %s was not found when txl was configured (apt-get install libxsmm-dev): skipped\n",
+             libs[k].name);
+#endif
+      continue;
+    }
     void *h = dlopen(libs[k].soname, RTLD_NOW | RTLD_LOCAL);
     if (h) {
       libs[k].dnnl = (DnnlSgemm)dlsym(h, "dnnl_sgemm");
