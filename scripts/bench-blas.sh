@@ -6,8 +6,9 @@
 # tests/blas/blas_record.c preloaded (every cblas_sgemm call written down, rank 0's kept); the
 # calls the second run makes more are one step's, which tests/blas/bench_blas.c times per library
 # (one thread, best of REPEATS) and checks. BLIS and oneDNN: apt-get install libblis4-serial
-# libdnnl2; libxsmm: apt-get install libxsmm-dev, then configure again (absent ones are skipped). TXL_BLAS_RECORDS=DIR keeps the records there
-# (stepsN.rec.RANK, N = 1, 2), for a look at the calls themselves.
+# libdnnl2; libxsmm: apt-get install libxsmm-dev, then configure again (absent ones are skipped).
+# TXL_BLAS_RECORDS=DIR keeps the records there (stepsN.rec.RANK, N = 1, 2), for a look at the
+# calls themselves.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #ifdef TXL_HAVE_LIBXSMM
-#include <libxsmm.h>
+#include <libxsmm.h> /* initialised by its first call (each shape's untimed first call) */
 #endif
 
 #include "src/base/timer.h"
@@ -55,7 +55,7 @@ typedef struct {
   const char *name, *soname;
   CblasSgemm cblas;
   DnnlSgemm dnnl;
-  int xsmm; /* libxsmm, linked in (Debian ships its static library only) */
+  int linked_in; /* built into bench_blas (cblas set or NULL at build time), not opened with dlopen */
   double step_s, worst; /* the step's GEMM seconds; the largest error / bound of its checks */
 } Lib;
 
@@ -109,16 +109,22 @@ static size_t span_a(const Call *c) { return c->ta == TRANS ? span(c->K, c->M, c
 static size_t span_b(const Call *c) { return c->tb == TRANS ? span(c->N, c->K, c->ldb) : span(c->K, c->N, c->ldb); }
 static size_t span_c(const Call *c) { return span(c->M, c->N, c->ldc); }
 
-static void gemm(const Lib *l, const Call *c, const float *A, const float *B, float *C) {
 #ifdef TXL_HAVE_LIBXSMM
-  if (l->xsmm) { /* column-major: C^T = op(B)^T op(A)^T */
-    const char ta = c->tb == TRANS ? 'T' : 'N', tb = c->ta == TRANS ? 'T' : 'N';
-    const libxsmm_blasint m = c->N, n = c->M, k = c->K, lda = c->ldb, ldb = c->lda, ldc = c->ldc;
-    const float alpha = (float)c->alpha, beta = (float)c->beta;
-    libxsmm_sgemm(&ta, &tb, &m, &n, &k, &alpha, B, &lda, A, &ldb, &beta, C, &ldc);
-    return;
-  }
+/* libxsmm_sgemm behind cblas_sgemm's signature (row-major only, as the records are): its
+ * column-major product C^T = op(B)^T op(A)^T. */
+static void xsmm_cblas_sgemm(int order, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                             const float *B, int ldb, float beta, float *C, int ldc) {
+  (void)order;
+  const char xa = tb == TRANS ? 'T' : 'N', xb = ta == TRANS ? 'T' : 'N';
+  const libxsmm_blasint m = N, n = M, k = K, ldx_a = ldb, ldx_b = lda, ldx_c = ldc;
+  libxsmm_sgemm(&xa, &xb, &m, &n, &k, &alpha, B, &ldx_a, A, &ldx_b, &beta, C, &ldx_c);
+}
+#define XSMM_CBLAS_SGEMM xsmm_cblas_sgemm
+#else
+#define XSMM_CBLAS_SGEMM NULL
 #endif
+
+static void gemm(const Lib *l, const Call *c, const float *A, const float *B, float *C) {
   if (l->dnnl)
     l->dnnl(c->ta == TRANS ? 'T' : 'N', c->tb == TRANS ? 'T' : 'N', c->M, c->N, c->K, (float)c->alpha, A, c->lda, B,
             c->ldb, (float)c->beta, C, c->ldc);
@@ -200,17 +206,14 @@ int main(int argc, char **argv) {
   }
   Lib libs[MAX_LIBS] = {{"linked", TXL_BLAS_LIBRARY, 0, 0, 0, 0, 0}, {"blis", "libblis.so.4", 0, 0, 0, 0, 0},
                         {"onednn", "libdnnl.so.2", 0, 0, 0, 0, 0},
-                        {"libxsmm", "libxsmm.a", 0, 0, 1, 0, 0}};
+                        {"libxsmm", "libxsmm.a", XSMM_CBLAS_SGEMM, 0, 1, 0, 0}};
   int n_libs = 0;
   for (int k = 0; k < MAX_LIBS; k++) {
-    if (libs[k].xsmm) {
-#ifdef TXL_HAVE_LIBXSMM
-      libxsmm_init();
-      libs[n_libs++] = libs[k];
-#else
-      printf("bench_blas: %s was not found when txl was configured (apt-get install libxsmm-dev): skipped\n",
-             libs[k].name);
-#endif
+    if (libs[k].linked_in) {
+      if (libs[k].cblas)
+        libs[n_libs++] = libs[k];
+      else
+        printf("bench_blas: %s was not found when txl was configured: skipped\n", libs[k].name);
       continue;
     }
     void *h = dlopen(libs[k].soname, RTLD_NOW | RTLD_LOCAL);
