@@ -5,12 +5,22 @@
 # first run starts fresh and every requeued run continues from work_dir's latest checkpoint.
 #
 #   1. start the ranks in the background (mpirun or srun, TXL_LAUNCHER) and wait for them;
-#   2. on SIGUSR1 (SLURM's warning before the time limit, or scancel --signal=USR1 --batch)
-#      forward it to the launcher, which forwards it to every rank: txl-train finishes the step,
-#      writes a checkpoint and exits with status 75; on SIGTERM (scancel, the hard limit) forward
-#      it too (txl-train also checkpoints on SIGTERM) but do not requeue: the job was cancelled;
-#   3. exit status 75 after SIGUSR1: scontrol requeue $SLURM_JOB_ID, the job goes back to the
-#      queue and its next run resumes. Anything else: exit with the ranks' status.
+#   2. on SIGUSR1 (SLURM's warning before the time limit, scancel --signal=USR1 --batch), SIGTERM
+#      or SIGINT (scancel, scancel --signal=TERM --batch, Ctrl-C of an interactive allocation)
+#      send SIGUSR1 to the launcher, which passes it on to every rank at once: txl-train finishes
+#      the step, writes a checkpoint and exits with status 75. Never SIGTERM or SIGINT: mpirun
+#      takes either as an abort (it passes SIGTERM on only after odls_base_sigkill_timeout seconds
+#      and SIGKILLs the ranks as long after that; a second one makes it exit at once), and its own
+#      status is then 1 whatever the ranks did;
+#   3. wait until no txl-train of this job is left (a launcher killed by scancel leaves its ranks
+#      writing: SLURM would kill them the moment this script exits);
+#   4. exit status 75 after SIGUSR1: scontrol requeue $SLURM_JOB_ID, the job goes back to the
+#      queue and its next run resumes. After SIGTERM or SIGINT (the job is being cancelled) exit 75
+#      without a requeue. Anything else: exit with the ranks' status.
+# mpirun gets --mca odls_base_sigkill_timeout TXL_KILL_TIMEOUT: when SLURM signals it directly
+# (scancel signals every process of the job), it does not SIGKILL the ranks before SLURM's own
+# KillWait does. What bounds a stop by scancel is KillWait (scontrol show config | grep KillWait):
+# a step plus a checkpoint write must fit in it, else stop with scancel --signal=USR1 --batch.
 set -uo pipefail
 
 # Site settings (environment overrides; the sbatch files set most of them)
@@ -21,6 +31,7 @@ TXL_MPIRUN_ARGS=${TXL_MPIRUN_ARGS:-}              # extra mpirun arguments (e.g.
 TXL_SRUN_MPI=${TXL_SRUN_MPI:-pmix}                # srun --mpi=: the PMI your MPI was built with
 TXL_REQUEUE=${TXL_REQUEUE:-1}                     # 1: requeue on status 75; 0: just exit 75 (chained jobs)
 TXL_MAX_RESTARTS=${TXL_MAX_RESTARTS:-50}          # stop requeueing after this many runs of one job
+TXL_KILL_TIMEOUT=${TXL_KILL_TIMEOUT:-600}          # mpirun's odls_base_sigkill_timeout (see above)
 
 log() { echo "txl-slurm: $(date '+%F %T') job ${SLURM_JOB_ID:-?} run $((${SLURM_RESTART_COUNT:-0} + 1)): $*"; }
 
@@ -41,7 +52,7 @@ case $TXL_LAUNCHER in
     # Open MPI reads the allocation from SLURM and starts its daemons on the other nodes with
     # srun itself; --bind-to none leaves the cores of each task to its threads.
     launch=(mpirun -n "$ntasks" --map-by "ppr:$per_node:node" --bind-to none -x OMP_NUM_THREADS
-            $TXL_MPIRUN_ARGS) ;;
+            --mca odls_base_sigkill_timeout "$TXL_KILL_TIMEOUT" $TXL_MPIRUN_ARGS) ;;
   srun)
     # Needs an MPI built with SLURM's PMI (srun --mpi=list); Debian's Open MPI is not.
     # --cpus-per-task is passed again: srun of SLURM 22.11+ does not inherit it from sbatch.
@@ -54,14 +65,17 @@ pid=""
 got_usr1=0
 got_term=0
 interrupted=0
-forward() { # SIGNAL: pass it to the launcher, which passes it to every rank
+forward() { # SIGNAL: a stop request; the launcher passes SIGUSR1 on to every rank at once
   interrupted=1
-  log "SIG$1 received, forwarding it to the ranks (they finish the step and write a checkpoint)"
-  [ -n "$pid" ] && kill -s "$1" "$pid" 2>/dev/null
+  log "SIG$1 received, sending SIGUSR1 to the ranks (they finish the step, write a checkpoint and exit 75)"
+  [ -n "$pid" ] && kill -s USR1 "$pid" 2>/dev/null
 }
 trap 'got_usr1=1; forward USR1' USR1
 trap 'got_term=1; forward TERM' TERM
 trap 'got_term=1; forward INT' INT
+# the txl-train processes of this job step still running (their parent, the launcher, may be gone)
+session=$(ps -o sid= -p $$ | tr -d ' ')
+ranks_left() { pgrep -s "$session" -x txl-train >/dev/null 2>&1; }
 
 log "$ntasks ranks on $nnodes node(s) (${SLURM_JOB_NODELIST:-?}), $cpus cores each, launcher $TXL_LAUNCHER"
 "${launch[@]}" "$TXL_BIN/txl-train" "$@" --set run.resume=auto &
@@ -77,6 +91,10 @@ while :; do
   [ "$r" -ne 127 ] && rc=$r
   break
 done
+if ranks_left; then
+  log "the launcher ended (status $rc) before every txl-train did: waiting for them to finish writing"
+  while ranks_left; do sleep 0.2; done
+fi
 log "txl-train exited with status $rc"
 
 if [ "$rc" -eq 75 ] && [ "$got_usr1" -eq 1 ] && [ "$got_term" -eq 0 ] && [ "$TXL_REQUEUE" = 1 ] \

@@ -6,13 +6,14 @@
 
 #include "dist/dist.h"
 #include "src/base/cli.h"
+#include "src/base/stop.h"
 #include "src/config/config.h"
 #include "src/train/check.h"
 #include "src/tools/options.h"
 #include "src/train/trainer.h"
 
-/* Exit status: 0 done; 1 an error (a message on stderr); TXL_EXIT_REQUEUE (75) stopped by SIGTERM or
- * SIGUSR1 after writing a checkpoint, to be requeued. */
+/* Exit status: 0 done; 1 an error (a message on stderr); TXL_STOP_EXIT (75) stopped by SIGINT,
+ * SIGTERM or SIGUSR1 (or --stop-at) after writing a checkpoint, to be requeued (src/base/stop.h). */
 
 enum { OPT_SET, OPT_BENCH, OPT_BENCH_WARMUP, OPT_RESUME, OPT_STOP_AT, OPT_PRINT_CONFIG, OPT_CHECK, OPT_RANKS,
        OPT_DUMP_PARAMS, N_OPTS };
@@ -143,10 +144,13 @@ static void run(const TrainArgs *a, TxlConfig *cfg, TxlDist *dist) {
 }
 
 int main(int argc, char **argv) {
+  txl_stop_install(); /* before anything else: a request during the start-up is kept for the loop */
   TxlDist dist;
   txl_tool_begin(&dist, &argc, &argv, usage);
+  txl_stop_set_rank(dist.rank);
   TrainArgs a;
   parse_args(&a, argc, argv);
+  if (a.bench || a.check || a.print_only) txl_stop_uninstall(); /* nothing to checkpoint: signals act as usual */
   TxlConfig cfg;
   resolve_config(&cfg, a.config_path, argc, argv);
   char err[1024];

@@ -2,7 +2,6 @@
  * and how a run continues from one (src/checkpoint holds the file format). */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,23 +12,6 @@
 #include "src/checkpoint/checkpoint.h"
 #include "src/train/trainer.h"
 #include "src/train/workdir.h"
-
-/* ---- signals: finish the step, write a checkpoint, exit with TXL_EXIT_REQUEUE ------------- */
-
-static volatile sig_atomic_t g_stop_signal = 0;
-
-static void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-void txl_trainer_install_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGUSR1, &sa, NULL);
-}
-
-int txl_trainer_stop_signalled(void) { return g_stop_signal != 0; }
 
 /* ---- files in the run directory -------------------------------------------------------------- */
 

@@ -2,13 +2,16 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "dist/launcher.h"
 #include "dist/shard.h"
 #include "kernels/cpu/threads.h"
+#include "src/base/stop.h"
 #include "src/base/timer.h"
 #include "src/train/estimate.h"
 #include "data/varlen.h"
@@ -56,6 +59,9 @@ static void print_summary(const TxlTrainer *t, int bench) {
            "%d rows\n", c->batch_size, c->batch_size / t->dist.world, txl_shard_max(c->batch_size, t->dist.world),
            c->batch_size % t->dist.world, c->tgt_len, c->mem_len);
   txl_groups_print(c, t->B_local, stdout);
+  char warning[700];
+  if (!bench && txl_launcher_stop_warning(txl_launcher_detect(), e->staging, warning, sizeof warning))
+    printf("%s\n", warning);
   fflush(stdout);
 }
 
@@ -483,13 +489,23 @@ static void report_progress(TxlTrainer *t, const Progress *p, double lr, double 
   txl_report_train(&t->report, &f);
 }
 
-/* Why the loop must stop, agreed by every rank after each step in one collective. */
+/* Why the loop must stop, agreed by every rank after each step in one collective. *sig: the
+ * stop request's signal (stop.h) on some rank (the largest number when several differ), or 0. */
 enum { STOP_NONFINITE = 1, STOP_LOG_FAILED = 2, STOP_SIGNAL = 4 };
 
-static int agree_on_stop(const TxlTrainer *t, int nonfinite) {
-  int v[3] = {nonfinite, txl_report_failed(&t->report), txl_trainer_stop_signalled()};
+static int agree_on_stop(const TxlTrainer *t, int nonfinite, int *sig) {
+  int v[3] = {nonfinite, txl_report_failed(&t->report), txl_stop_requested()};
   if (t->dist.world > 1) txl_dist_allreduce_max_i32(v, 3);
+  *sig = v[2];
   return (v[0] ? STOP_NONFINITE : 0) | (v[1] ? STOP_LOG_FAILED : 0) | (v[2] ? STOP_SIGNAL : 0);
+}
+
+/* A stop request on any rank (the signal), agreed at a point other than a step's end (the start,
+ * after a validation). collective: all ranks */
+static int agree_on_request(const TxlTrainer *t) {
+  int sig = txl_stop_requested();
+  if (t->dist.world > 1) txl_dist_allreduce_max_i32(&sig, 1);
+  return sig;
 }
 
 /* Update `step` met a NaN or an infinity in its loss or gradient (`here`: on this rank) and
@@ -548,6 +564,38 @@ static void look_or_stop(TxlTrainer *t, Progress *p) {
   if (bad) stop_on_nonfinite(t, 1, bad, bad_loss, bad_norm);
 }
 
+/* Ends the run at a stop request (signal sig) or --stop-at (sig 0): the state after the last
+ * finished step checkpointed (unless it is already), the logs made durable, one line, and exit
+ * status TXL_STOP_EXIT on every rank: a job script requeues on it. collective: all ranks */
+static void leave_run(TxlTrainer *t, TxlStream *s, Progress *p, int sig) {
+  look_or_stop(t, p); /* a halted update is found before its state is saved */
+  if (t->last_save_step != t->step && t->step > 0) txl_trainer_save(t, 0);
+  check_logs(t);
+  if (t->dist.rank == 0) {
+    const char *why = sig ? txl_stop_signal_name(sig) : "--stop-at";
+    char latest[1200];
+    if (txl_ckpt_latest(t->cfg.work_dir, latest, sizeof latest) != 0) latest[0] = 0;
+    if (t->step == 0)
+      printf("stopped before the first step (%s): nothing trained, nothing saved; exit status %d (requeue)\n", why,
+             TXL_STOP_EXIT);
+    else
+      printf("stopped after step %d (%s): checkpoint of step %d written%s%s%s; exit status %d (requeue)\n", t->step, why,
+             t->step, t->dist.world > 1 ? " by every rank" : "", latest[0] ? ", latest: " : "", latest, TXL_STOP_EXIT);
+    fflush(stdout);
+  }
+  txl_stream_close(s);
+  if (sig == SIGTERM || sig == SIGINT) {
+    /* the launcher is ending the job: mpirun, aborting, no longer answers MPI_Finalize (it waits
+     * odls_base_sigkill_timeout seconds, then SIGKILLs the ranks), so the ranks leave without it;
+     * their checkpoint is complete (every rank passed try_save's last collective) */
+    fflush(NULL);
+    _exit(TXL_STOP_EXIT);
+  }
+  txl_trainer_teardown(t);
+  txl_dist_finalize();
+  exit(TXL_STOP_EXIT);
+}
+
 void txl_trainer_train(TxlTrainer *t) {
   const TxlConfig *c = &t->cfg;
   write_config(t);
@@ -555,7 +603,6 @@ void txl_trainer_train(TxlTrainer *t) {
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, txl_varlen_max_rows(c->tgt_len, c->varlen),
                   c->tgt_len);
   s.pos = t->data_pos;
-  txl_trainer_install_signals();
   if (t->dist.rank == 0) {
     if (c->varlen)
       printf("training: about %lld segments per epoch (varlen: %d to %d rows, around %d), steps %d to %d\n",
@@ -569,6 +616,9 @@ void txl_trainer_train(TxlTrainer *t) {
   const double t_start = txl_now_s();
   Progress p = {0};
   int last_eval = -1;
+  /* a request during the start-up (txl_stop_install ran first thing): nothing new to train */
+  const int early = agree_on_request(t);
+  if (early) leave_run(t, &s, &p, early);
   while (t->step < c->max_step) {
     const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
@@ -608,29 +658,17 @@ void txl_trainer_train(TxlTrainer *t) {
       report_progress(t, &p, lr, t->last_norm, txl_now_s() - t_start);
       p = (Progress){0};
     }
-    const int stop = agree_on_stop(t, nonfinite);
+    int sig = 0;
+    const int stop = agree_on_stop(t, nonfinite, &sig);
     if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, t->step + 1, loss, t->last_norm);
-    const int leave = (stop & STOP_SIGNAL) || t->step == t->stop_at;
-    if (leave) look_or_stop(t, &p); /* a signal: before its checkpoint */
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
-    if (eval) {
+    if (eval) { /* before a stop's checkpoint too: the resumed run starts after this step */
       validate(t);
       last_eval = t->step;
+      if (!sig) sig = agree_on_request(t); /* one that came during a long validation: no further step */
     }
     if (save && t->last_save_step != t->step) txl_trainer_save(t, 0);
-    if (leave) {
-      if (t->last_save_step != t->step) txl_trainer_save(t, 0);
-      check_logs(t);
-      if (t->dist.rank == 0) {
-        printf("stopped after step %d (%s): checkpoint written; exit status %d (requeue)\n", t->step,
-               t->step == t->stop_at ? "--stop-at" : "signal", TXL_EXIT_REQUEUE);
-        fflush(stdout);
-      }
-      txl_stream_close(&s);
-      txl_trainer_teardown(t);
-      txl_dist_finalize();
-      exit(TXL_EXIT_REQUEUE);
-    }
+    if (sig || t->step == t->stop_at) leave_run(t, &s, &p, sig);
   }
   txl_stream_close(&s);
   if (t->graph.on && t->dist.rank == 0) {
@@ -640,6 +678,11 @@ void txl_trainer_train(TxlTrainer *t) {
   }
   if (last_eval != t->step) validate(t);
   if (t->last_save_step != t->step) txl_trainer_save(t, 0);
+  /* the state of the last step is written: a request from now on ends the run at once */
+  char saved[300];
+  snprintf(saved, sizeof saved, "stopped during the final evaluation: the checkpoint of step %d is written; exit status %d "
+           "(requeue: the next run evaluates again)", t->step, TXL_STOP_EXIT);
+  txl_stop_exit_on_request(saved);
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
   txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);

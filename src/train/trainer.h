@@ -100,10 +100,6 @@ void txl_trainer_generate(TxlTrainer *t);
  * tokens/s, ms/step and the share of the measured fp32 GEMM peak. collective: all ranks */
 void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
 
-/* Exit status after a SIGTERM / SIGUSR1: the step finished, a checkpoint was written; a job
- * script requeues on it (EX_TEMPFAIL). */
-#define TXL_EXIT_REQUEUE 75
-
 /* Continues from the checkpoint named by run.resume (auto / a file / a directory): checks that
  * the model's shape keys match (else an error listing them), prints the keys that changed, and
  * loads parameters, Adam moments, memory, step and data position. Returns 1 when it resumed,
@@ -119,10 +115,6 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen);
 /* The resolved config as INI text (malloc'd; the caller frees it), as stored in checkpoints and
  * written to <work_dir>/config.ini. */
 char *txl_trainer_config_text(const TxlConfig *c);
-/* SIGTERM and SIGUSR1 ask the training loop to stop after the current step. */
-void txl_trainer_install_signals(void);
-/* 1 when this rank received a stop signal (the training loop agrees on it with the others). */
-int txl_trainer_stop_signalled(void);
 
 /* Writes the parameters as raw float32 in table order to path (rank 0; atomically: a temporary
  * name, then rename). collective: all ranks */

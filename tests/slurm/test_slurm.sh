@@ -2,85 +2,10 @@
 # slurm/: a private one-node SLURM on localhost (its own munged, slurmctld, slurmd, all state in a
 # temporary folder) runs slurm/txl-1node.sbatch on 2 CPU ranks; SIGUSR1 mid-run makes txl-train
 # checkpoint and exit 75, the script requeues the job, the next run resumes and finishes with the
-# parameters of an uninterrupted mpirun run, bit for bit. SKIPPED without slurm-wlm and munge.
+# parameters of an uninterrupted mpirun run, bit for bit. Skipped (77) without SLURM and munge.
 source "$(dirname "$0")/../train/lib.sh" "$1" "$2"
-for c in slurmctld slurmd munged sbatch scontrol scancel sinfo; do
-  command -v "$c" >/dev/null || PATH=$PATH:/usr/sbin:/sbin
-  command -v "$c" >/dev/null || { echo "SKIPPED: SLURM not installed ($c not found; apt-get install slurm-wlm munge)"; exit 0; }
-done
-S=$WORK/slurm
-mkdir -p "$S/state" "$S/spool" "$S/munge"
-chmod 700 "$S" "$S/munge"
-pids=()
-cleanup() {
-  local rc=$?  # the test's own status: the clean-up below must not change it (set -e applies here)
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-logs() { for f in munged.log slurmctld.log slurmd.log; do echo "--- $f"; tail -n 25 "$S/$f" 2>/dev/null; done; }
-die() { fail "$*"; logs; finish; exit 1; }
-
-# munge: own key, socket, pid, log
-dd if=/dev/urandom of="$S/munge/key" bs=1024 count=1 2>/dev/null
-chmod 400 "$S/munge/key"
-munged --foreground --force --key-file="$S/munge/key" --socket="$S/munge/sock" \
-  --pid-file="$S/munge/pid" --log-file="$S/munged.log" --seed-file="$S/munge/seed" > "$S/munged.stdout" 2>&1 &
-pids+=($!)
-
-port=$((20000 + $$ % 20000))
-cat > "$S/slurm.conf" <<CONF
-ClusterName=txltest
-SlurmctldHost=localhost
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$S/munge/sock
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-JobRequeue=1
-ReturnToService=2
-KillWait=10
-MinJobAge=600
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool
-SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd.pid
-SlurmctldLogFile=$S/slurmctld.log
-SlurmdLogFile=$S/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 RealMemory=500 State=UNKNOWN
-PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-CONF
-export SLURM_CONF=$S/slurm.conf
-for _ in $(seq 50); do [ -S "$S/munge/sock" ] && break; sleep 0.1; done
-[ -S "$S/munge/sock" ] || die "munged did not start"
-slurmctld -D -c -f "$S/slurm.conf" > "$S/slurmctld.stdout" 2>&1 &
-pids+=($!)
-slurmd -D -N localhost -f "$S/slurm.conf" > "$S/slurmd.stdout" 2>&1 &
-pids+=($!)
-state=""
-for _ in $(seq 60); do
-  state=$(timeout 5 sinfo -h -n localhost -o %T 2>/dev/null || true)
-  [ "$state" = idle ] && break
-  sleep 0.5
-done
-[ "$state" = idle ] && ok "private SLURM up: node localhost idle" || die "node not idle after 30 s (state '$state')"
+source "$(dirname "$0")/lib.sh"
+start_slurm
 
 make_corpus "$WORK/c.h5" 4000 300
 cat > "$WORK/r.ini" <<INI

@@ -74,3 +74,55 @@ train_into() { # NAME INI RANKS ARGS...
   shift 3
   $MPI -n "$p" "$BIN/txl-train" "$conf" --set run.work_dir="$WORK/$name" "$@" > "$WORK/$name.out" 2>&1
 }
+
+# A run at a real size for the stop tests: d_model 512, 4 layers, 128 rows with 128 of memory on
+# 4 columns (13.7M parameters: a checkpoint of 160 MiB, a step of about a second on a 2-core
+# machine), logging every step, no validation, no checkpoint but the ones asked for.
+big_run_ini() { # CORPUS [section.key=value ...]
+  local corpus=$1
+  shift
+  python3 - "$corpus" "$@" <<'PY'
+import sys
+sections = {
+    "data": {"corpus": sys.argv[1]},
+    "model": {"n_layer": "4", "d_model": "512", "n_head": "8", "d_head": "64", "d_inner": "2048"},
+    "train": {"tgt_len": "128", "mem_len": "128", "batch_size": "4", "max_step": "1000", "log_interval": "1",
+              "eval_interval": "0"},
+    "eval": {"max_eval_steps": "2"},
+    "run": {"checkpoint_interval": "0", "threads": "1"},
+}
+for a in sys.argv[2:]:
+    key, value = a.split("=", 1)
+    section, key = key.split(".", 1)
+    sections[section][key] = value
+for section, keys in sections.items():
+    print(f"[{section}]")
+    for k, v in keys.items():
+        print(f"{k} = {v}")
+PY
+}
+
+# Waits up to SECONDS for a line of FILE matching REGEX (grep -E); status 1 if none came.
+wait_line() { # FILE REGEX SECONDS
+  local i
+  for i in $(seq $(($3 * 10))); do grep -Eq -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# The run folder DIR after a stop that OUT reports: its `latest` names the checkpoint of the last
+# step OUT's progress lines show, of at least 150 MiB, which txl-inspect --verify reads back whole.
+check_stopped_run() { # WHAT DIR OUT SIGNAL
+  local what=$1 dir=$2 out=$3 sig=$4 last stopped name size
+  last=$(sed -n 's/^step *\([0-9]*\)\/.*/\1/p' "$out" | tail -n 1)
+  stopped=$(sed -n "s/^stopped after step \([0-9]*\) ($sig): checkpoint of step \1 written.*exit status 75 (requeue)$/\1/p" "$out")
+  name=$(cat "$dir/latest" 2>/dev/null || true)
+  size=$(stat -c %s "$dir/${name##*/}" 2>/dev/null || echo 0)
+  if [ -n "$stopped" ] && [ "$stopped" = "$last" ] && [ "${name##*/}" = "$(printf 'ckpt-%08d.h5' "$stopped")" ] \
+     && [ "$size" -ge $((150 * 1048576)) ] && "$BIN/txl-inspect" --verify "$dir/${name##*/}" > "$out.verify" 2>&1; then
+    ok "$what: stopped after step $stopped, the last one logged; latest = ${name##*/}, $((size / 1048576)) MiB, verified whole"
+  else
+    fail "$what: last logged step '$last', stop line step '$stopped', latest '$name', $size bytes"
+    grep -v '^step' "$out" | tail -n 8 | sed 's/^/     | /'
+    tail -n 3 "$out.verify" 2>/dev/null | sed 's/^/     | /'
+  fi
+}

@@ -50,7 +50,7 @@ pid=$!
 for _ in $(seq 100); do grep -q "^step  *3/" "$WORK/sig.out" 2>/dev/null && break; sleep 0.1; done
 kill -USR1 $pid; rc=0; wait $pid || rc=$?
 [ $rc -eq 75 ] && ok "SIGUSR1: exit status 75" || { tail -3 "$WORK/sig.out"; fail "SIGUSR1: exit status $rc"; }
-grep -q "stopped after step .* (signal): checkpoint written" "$WORK/sig.out" && ok "SIGUSR1: checkpoint written" || fail "SIGUSR1: no checkpoint"
+grep -q "stopped after step .* (SIGUSR1): checkpoint of step .* written" "$WORK/sig.out" && ok "SIGUSR1: checkpoint written" || fail "SIGUSR1: no checkpoint"
 
 # refusals: one error line, non-zero exit, nothing overwritten
 good=$WORK/straight1/ckpt-00000020.h5
