@@ -7,6 +7,7 @@
 #include "dist/wait.h"
 
 static int g_world = 1;
+static MPI_Comm g_node = MPI_COMM_NULL; /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
 
 void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) {
   char msg[MPI_MAX_ERROR_STRING];
@@ -55,11 +56,10 @@ void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
   char name[MPI_MAX_PROCESSOR_NAME];
   MPI_CHECK(MPI_Get_processor_name(name, &len));
   snprintf(d->host, sizeof d->host, "%.63s", name);
-  MPI_Comm node;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node));
-  MPI_CHECK(MPI_Comm_rank(node, &d->local_rank));
-  MPI_CHECK(MPI_Comm_size(node, &d->local_size));
-  MPI_CHECK(MPI_Comm_free(&node));
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &g_node));
+  MPI_CHECK(MPI_Comm_set_errhandler(g_node, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(g_node, &d->local_rank));
+  MPI_CHECK(MPI_Comm_size(g_node, &d->local_size));
   txl_error_set_rank(d->rank, d->world, d->host);
   g_world = d->world;
   txl_dist_wait_init(d->rank, d->world);
@@ -68,6 +68,10 @@ void txl_dist_init(TxlDist *d, int *argc, char ***argv) {
 }
 
 void txl_dist_finalize(void) { MPI_Finalize(); }
+
+void txl_dist_node_allgather(const void *mine, size_t bytes, void *all) {
+  MPI_CHECK(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, g_node));
+}
 
 void txl_dist_allreduce_sum_f64(double *x, int n) { allreduce(x, n, MPI_DOUBLE, MPI_SUM, "a sum across ranks"); }
 

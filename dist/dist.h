@@ -31,6 +31,9 @@ typedef struct {
 void txl_dist_init(TxlDist *d, int *argc, char ***argv);
 /* collective: all ranks */
 void txl_dist_finalize(void);
+/* Every node-local rank's `bytes` bytes at mine, in local-rank order, into all [local_size x bytes].
+ * collective: the ranks of this node */
+void txl_dist_node_allgather(const void *mine, size_t bytes, void *all);
 
 /* Sum in place across ranks (the gradient has its own bucketed reducer: dist/reduce.h).
  * collective: all ranks */

@@ -26,7 +26,7 @@ set -uo pipefail
 # Site settings (environment overrides; the sbatch files set most of them)
 TXL_ROOT=${TXL_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}   # the txl checkout (built with scripts/build.sh)
 TXL_BIN=${TXL_BIN:-$TXL_ROOT/build/bin}           # where txl-train is
-TXL_LAUNCHER=${TXL_LAUNCHER:-mpirun}              # mpirun (Open MPI inside the allocation) | srun
+TXL_LAUNCHER=${TXL_LAUNCHER:-srun}                # srun (SLURM's, with its PMIx) | mpirun (Open MPI's)
 TXL_MPIRUN_ARGS=${TXL_MPIRUN_ARGS:-}              # extra mpirun arguments (e.g. --mca btl_tcp_if_include ib0)
 TXL_SRUN_MPI=${TXL_SRUN_MPI:-pmix}                # srun --mpi=: the PMI your MPI was built with
 TXL_REQUEUE=${TXL_REQUEUE:-1}                     # 1: requeue on status 75; 0: just exit 75 (chained jobs)
@@ -54,7 +54,11 @@ case $TXL_LAUNCHER in
     launch=(mpirun -n "$ntasks" --map-by "ppr:$per_node:node" --bind-to none -x OMP_NUM_THREADS
             --mca odls_base_sigkill_timeout "$TXL_KILL_TIMEOUT" $TXL_MPIRUN_ARGS) ;;
   srun)
-    # Needs an MPI built with SLURM's PMI (srun --mpi=list); Debian's Open MPI is not.
+    # The MPI must share a PMI with SLURM (srun --mpi=list): Debian's Open MPI 4.1 and SLURM both
+    # use PMIx (--mpi=pmix, tested). The default: when SLURM signals the job (scancel), its step
+    # daemons keep serving the ranks until KillWait, so they finish the step, write the
+    # checkpoint, print their last lines and exit 75; mpirun, signalled too, aborts and stops
+    # serving its ranks (their last lines are lost, they wait in MPI_Finalize until KillWait).
     # --cpus-per-task is passed again: srun of SLURM 22.11+ does not inherit it from sbatch.
     launch=(srun --mpi="$TXL_SRUN_MPI" --kill-on-bad-exit=1 --ntasks="$ntasks"
             --ntasks-per-node="$per_node" --cpus-per-task="$cpus") ;;
@@ -77,8 +81,16 @@ trap 'got_term=1; forward INT' INT
 session=$(ps -o sid= -p $$ | tr -d ' ')
 ranks_left() { pgrep -s "$session" -x txl-train >/dev/null 2>&1; }
 
+# GPUs allocated: train on them (run.device=auto, right after the config: a --set of the
+# command line still wins); txl-train says at start what auto chose
+device=()
+if [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ] 2>/dev/null || [ -n "${SLURM_JOB_GPUS:-}" ]; then
+  device=(--set run.device=auto)
+  log "GPUs allocated (${SLURM_GPUS_ON_NODE:-?} on this node): run.device=auto"
+fi
+
 log "$ntasks ranks on $nnodes node(s) (${SLURM_JOB_NODELIST:-?}), $cpus cores each, launcher $TXL_LAUNCHER"
-"${launch[@]}" "$TXL_BIN/txl-train" "$@" --set run.resume=auto &
+"${launch[@]}" "$TXL_BIN/txl-train" "$1" "${device[@]}" "${@:2}" --set run.resume=auto &
 pid=$!
 # wait returns early (status > 128) when a trapped signal arrives: wait again until the launcher ends
 while :; do

@@ -42,6 +42,9 @@ typedef struct {
   double dram_peak;  /* bytes/s: the part's datasheet figure, else 2 x memory clock x bus width */
 } TxlCudaDevice;
 void txl_cuda_set_device(int gpu, TxlCudaDevice *info);
+/* The PCI bus id of visible device gpu ("0000:17:00.0"): the same physical GPU has the same id
+ * whatever index each process sees it at (CUDA_VISIBLE_DEVICES). */
+void txl_cuda_device_bus_id(int gpu, char *out, int n);
 
 /* The backend's compute stream (a cudaStream_t, as void * for C callers: dist/nccl.h takes CUDA
  * handles so), made on the current device if it does not exist yet. stream.cu. */

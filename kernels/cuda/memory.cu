@@ -24,6 +24,8 @@ extern "C" int txl_cuda_device_count(void) {
   return n;
 }
 
+extern "C" void txl_cuda_device_bus_id(int gpu, char *out, int n) { CUDA_CHECK(cudaDeviceGetPCIBusId(out, n, gpu)); }
+
 extern "C" void txl_cuda_set_device(int gpu, TxlCudaDevice *info) {
   CUDA_CHECK(cudaSetDevice(gpu));
   cudaDeviceProp p;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dist/gpu.h"
+#include "dist/launcher.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/threads.h"
 #include "src/base/error.h"
@@ -29,11 +30,32 @@ static int rank_threads(const TxlConfig *c, const TxlDist *d) {
 }
 
 #ifdef TXL_HAVE_CUDA
+/* Two ranks of a node must not compute on one GPU (each sees one, the same: a node's single GPU
+ * without per-task binding): their choices compared by PCI bus id. collective: all ranks */
+static void check_gpus_distinct(const TxlDist *d, int gpu, int n_gpus, const char *launcher) {
+  enum { ID = 32 };
+  char mine[ID] = "", *all = txl_calloc((size_t)d->local_size, ID, "the node's GPU ids");
+  txl_cuda_device_bus_id(gpu, mine, ID);
+  txl_dist_node_allgather(mine, ID, all);
+  int a = 0, b = 0;
+  const int shared = txl_dist_gpu_shared(all, d->local_size, ID, &a, &b);
+  free(all);
+  txl_fatal_if_any(shared && d->local_rank == b,
+                   "run.device = cuda: host %s (%s): node-local ranks %d and %d would both compute on the GPU at PCI "
+                   "bus id %s (each sees %d GPU%s, the same): give each rank its own (%s)", d->host, launcher, a, b,
+                   mine, n_gpus, n_gpus == 1 ? "" : "s",
+                   !strcmp(launcher, "srun") ? "srun --gpus-per-task=1" : "one rank per GPU, or CUDA_VISIBLE_DEVICES per rank");
+}
+
 static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
   char err[512];
   const int n_gpus = txl_cuda_device_count();
-  const int gpu = txl_dist_gpu_for_rank(d->local_rank, d->local_size, n_gpus, d->host, err, sizeof err);
+  const char *launcher = txl_launcher_name(txl_launcher_detect());
+  const int gpu = txl_dist_gpu_for_rank(d->local_rank, d->local_size, n_gpus, d->host, launcher, err, sizeof err);
   txl_fatal_if_any(gpu < 0, "run.device = cuda: %s", err);
+  check_gpus_distinct(d, gpu, n_gpus, launcher);
+  snprintf(b->gpu_rule, sizeof b->gpu_rule, "rank 0 sees %d GPU%s: %s; no two ranks of a node on one GPU (PCI bus "
+           "ids compared)", n_gpus, n_gpus == 1 ? "" : "s", txl_dist_gpu_rule(n_gpus));
   TxlCudaDevice info;
   txl_cuda_set_device(gpu, &info);
   /* TF32 and bf16 tensor arithmetic came with sm_80 (Ampere); cuBLAS has no such GEMMs before.
@@ -63,12 +85,59 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
                                                 : "fp32");
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu, txl_cuda_compute_stream());
-#else /* the CPU emulator of the kernels (tests/cuda/emu): no NCCL there */
-  if (collectives && d->world > 1)
-    txl_fatal_all("run.device = cuda on the CPU emulator of the kernels runs one rank only (no NCCL)");
 #endif
+  /* the CPU emulator of the kernels (tests/cuda/emu) has no NCCL: its "device" memory is host
+   * memory and its kernels have run when the host reads it, so several ranks reduce their
+   * gradients through MPI (txl_backend_reducer without a communicator) */
 }
 #endif
+
+/* GPUs this rank sees: the CUDA runtime's count; none in a build without the CUDA backend. */
+static int visible_gpus(void) {
+#ifdef TXL_HAVE_CUDA
+  return txl_cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+/* GPUs SLURM allocated to this node (a build without CUDA cannot count them otherwise). */
+static int allocated_gpus(void) {
+  const char *v = getenv("SLURM_GPUS_ON_NODE");
+  return v && atoi(v) > 0 ? atoi(v) : 0;
+}
+
+int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_t n) {
+  note[0] = 0;
+  const int mine = visible_gpus(), allocated = allocated_gpus();
+  int neg = -mine; /* the fewest GPUs any rank sees, as a maximum */
+  if (d->world > 1) txl_dist_allreduce_max_i32(&neg, 1);
+  const int fewest = -neg;
+#ifdef TXL_HAVE_CUDA
+  const char *no_cuda = "";
+#else
+  const char *no_cuda = " (this txl was built without the CUDA backend)";
+#endif
+  if (c->device == TXL_DEVICE_AUTO) {
+    c->device = fewest > 0 ? TXL_DEVICE_CUDA : TXL_DEVICE_CPU;
+    if (fewest > 0)
+      snprintf(note, n, "run.device = auto: cuda (every rank sees a GPU; rank 0 sees %d)", mine);
+    else
+      snprintf(note, n, "run.device = auto: cpu (%s%s)", mine > 0 ? "some rank sees no GPU" : "no GPU visible",
+               no_cuda);
+    return 1;
+  }
+  if (c->device == TXL_DEVICE_CPU && (mine > 0 || allocated > 0)) {
+    if (mine > 0)
+      snprintf(note, n, "warning: rank 0 sees %d GPU%s, but run.device = cpu: this run trains on the CPU (run.device "
+               "= cuda or auto uses them)", mine, mine == 1 ? "" : "s");
+    else
+      snprintf(note, n, "warning: SLURM allocated %d GPU%s to this node, but run.device = cpu%s: this run trains on the "
+               "CPU", allocated, allocated == 1 ? "" : "s", no_cuda);
+    return 2;
+  }
+  return 0;
+}
 
 const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
   const int bf16 = c->precision == TXL_PRECISION_BF16, fp16 = c->precision == TXL_PRECISION_FP16;

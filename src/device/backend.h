@@ -16,12 +16,20 @@ typedef struct {
   int threads;       /* CPU threads of the rank (the CPU backend's compute threads)            */
   int gpu;           /* the rank's GPU, -1 on the CPU                                           */
   char device[384];  /* what the start-up summary prints: "cpu" or "cuda:0 (name, memory)"     */
+  char gpu_rule[160]; /* on a GPU, how the ranks chose theirs (dist/gpu.h), for the summary; else "" */
   double peak_flops; /* the device's peak in FLOP/s of the arithmetic run.precision uses (GPU; 0
                       * on the CPU, where it is measured instead, or for an unknown GPU) */
   const char *peak_of; /* that arithmetic: "fp32 CUDA cores", "TF32 tensor cores", ... */
   double free_bytes; /* the GPU's free memory when opened; 0 on the CPU (host memory is asked elsewhere) */
   void *nccl;        /* the NCCL communicator (GPU runs of several ranks), else NULL            */
 } TxlBackend;
+
+/* run.device = auto made cpu or cuda: cuda where this build has the CUDA backend and every rank
+ * sees a GPU. Writes into note (else "") the line a tool prints at start (rank 0's view): what auto
+ * chose and why, or a warning when a rank sees GPUs (or SLURM allocated the node some) and
+ * run.device = cpu. Returns 1 (auto resolved), 2 (the warning) or 0 (nothing to say). Before
+ * anything depends on run.device (validation, estimates). collective */
+int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_t n);
 
 /* The op table run.device and run.precision ask for, without opening a device (for estimates and
  * txl-train --check): NULL with a one-line message in err when this build or that device cannot

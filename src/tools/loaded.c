@@ -26,7 +26,7 @@ void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const ch
 
 enum { OPT_DEVICE, OPT_PRECISION, OPT_THREADS, N_DEVICE_OPTS };
 static const TxlToolOption DEVICE_OPTS[N_DEVICE_OPTS] = {
-    [OPT_DEVICE] = {"--device", "cpu|cuda", "run.device", NULL, "where to compute (default: run.device of the checkpoint)"},
+    [OPT_DEVICE] = {"--device", "cpu|cuda|auto", "run.device", NULL, "where to compute (default: run.device of the checkpoint)"},
     [OPT_PRECISION] = {"--precision", "P", "run.precision", NULL,
                        "fp32|tf32|bf16|fp16, as run.precision (default: the checkpoint's; fp32 with\n"
                        "--device cpu, which computes in fp32)"},
@@ -94,6 +94,9 @@ void txl_loaded_config(TxlLoaded *ld, const char *target, FILE *notices) {
 void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   TxlConfig *c = &ld->cfg;
   char err[1024];
+  char device_note[400];
+  const int said = txl_backend_resolve_device(c, dist, device_note, sizeof device_note); /* --device auto */
+  if (said == 1 && dist->rank == 0) fprintf(stderr, "%s\n", device_note);
   txl_backend_open(&ld->backend, c, dist, 0);
   ld->corpus = txl_stream_corpus_open(c->corpus);
   txl_stream_corpus_check(ld->corpus, dist->rank, dist->world, 0); /* the vocabulary; the split is checked as read */

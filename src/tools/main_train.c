@@ -11,6 +11,7 @@
 #include "src/train/check.h"
 #include "src/tools/options.h"
 #include "src/train/trainer.h"
+#include "src/device/backend.h"
 
 /* Exit status: 0 done; 1 an error (a message on stderr); TXL_STOP_EXIT (75) stopped by SIGINT,
  * SIGTERM or SIGUSR1 (or --stop-at) after writing a checkpoint, to be requeued (src/base/stop.h). */
@@ -153,7 +154,9 @@ int main(int argc, char **argv) {
   if (a.bench || a.check || a.print_only) txl_stop_uninstall(); /* nothing to checkpoint: signals act as usual */
   TxlConfig cfg;
   resolve_config(&cfg, a.config_path, argc, argv);
-  char err[1024];
+  char err[1024], device_note[400];
+  txl_backend_resolve_device(&cfg, &dist, device_note, sizeof device_note); /* run.device = auto */
+  if (device_note[0] && dist.rank == 0 && !a.print_only) printf("%s\n", device_note);
   if (a.check) {
     if (dist.world > 1)
       txl_fatal_all("--check runs in one process (it checks a run of --ranks P without starting it), not under "

@@ -46,6 +46,7 @@ static void print_summary(const TxlTrainer *t, int bench) {
   } else if (bench) {
     printf("corpus: none (benchmark on synthetic tokens, vocabulary %d)\n", c->n_token);
   }
+  if (t->backend.gpu_rule[0]) printf("gpus: %s\n", t->backend.gpu_rule);
   printf("resolved config (# marks values that differ from the defaults):\n");
   txl_config_write_ini(c, stdout, 1);
   printf("model: %s parameters (%s without embeddings); %.3g MFLOP per trained token\n", n_all, n_ne,

@@ -12,6 +12,7 @@
 
 #include "dist/dist.h"
 #include "dist/gpu.h"
+#include "dist/launcher.h"
 #include "dist/nccl.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -23,7 +24,9 @@ int main(int argc, char **argv) {
   int n_gpus = 0;
   if (cudaGetDeviceCount(&n_gpus) != cudaSuccess) n_gpus = 0;
   char err[256];
-  int gpu = txl_dist_gpu_for_rank(d.local_rank, d.local_size, n_gpus, d.host, err, sizeof err);
+  int gpu = txl_dist_gpu_for_rank(d.local_rank, d.local_size, n_gpus, d.host, txl_launcher_name(txl_launcher_detect()),
+                                  err, sizeof err);
+  if (n_gpus == 1 && d.local_size > 1) gpu = -1; /* one GPU seen by several ranks: maybe the same one */
   int skip = gpu < 0;
   txl_dist_allreduce_max_i32(&skip, 1);
   if (skip) {

@@ -104,7 +104,8 @@ expect_error_line "bad run.precision" "run.precision: 'fp8' is not one of fp32.t
 expect_error_line "bf16 on the CPU" "run.precision = bf16 needs run.device = cuda" -- "$BIN/txl-train" "$good" --set run.precision=bf16
 expect_error_line "fp16 on the CPU" "run.precision = fp16 needs run.device = cuda" -- "$BIN/txl-train" "$good" --set run.precision=fp16
 if [ -x "$BIN/txl-train-emu" ] && command -v mpirun >/dev/null; then
-  expect_error_line "emulated CUDA backend (one device) on 2 ranks" "2 ranks on this node but 1 GPU" -- \
+  expect_error_line "emulated CUDA backend (one device) on 2 ranks: both would use it" \
+    "node-local ranks 0 and 1 would both compute on the GPU at PCI bus id 0000:10:00\\.0 \(each sees 1 GPU, the same\)" -- \
     timeout 120 mpirun -n 2 "$BIN/txl-train-emu" "$good" --set run.device=cuda --set train.batch_size=2
 fi
 # txl-eval's options take their keys' ranges (config.def): -2 is a clamp_len, -3 is not

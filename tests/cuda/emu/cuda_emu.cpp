@@ -872,15 +872,52 @@ cudaError_t cudaPeekAtLastError(void) { return g_last_error; }
 
 static int g_device = 0;
 
+/* The emulated node's GPUs: TXL_EMU_GPUS of them (default 1), physical indices 0..N-1, of which
+ * the process sees those CUDA_VISIBLE_DEVICES lists, in its order, as the CUDA runtime does (the
+ * list ends at its first entry that names no GPU; set but empty: none). What a cluster's per-task
+ * binding hands a rank can so be faked (tests/slurm/test_gpu_bind.sh). */
+static int visible_devices(int physical[], int room) {
+  const char *e = getenv("TXL_EMU_GPUS");
+  const int gpus = e && atoi(e) > 0 ? atoi(e) : 1;
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
+  int n = 0;
+  if (!v) {
+    for (; n < gpus && n < room; n++) physical[n] = n;
+    return n;
+  }
+  while (*v && n < room) {
+    char *end;
+    const long i = strtol(v, &end, 10);
+    if (end == v || i < 0 || i >= gpus || (*end && *end != ',')) break;
+    physical[n++] = (int)i;
+    v = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+static bool device_visible(int device) {
+  int physical[64];
+  return device >= 0 && device < visible_devices(physical, 64);
+}
+
 cudaError_t cudaGetDeviceCount(int *count) {
   if (!count) return set_error(cudaErrorInvalidValue);
-  *count = 1;
-  return cudaSuccess;
+  int physical[64];
+  *count = visible_devices(physical, 64);
+  return *count ? cudaSuccess : set_error(cudaErrorNoDevice);
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!device_visible(device)) return set_error(cudaErrorInvalidDevice);
   g_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) {
+  int physical[64];
+  if (!pciBusId || len < 13 || device < 0 || device >= visible_devices(physical, 64))
+    return set_error(cudaErrorInvalidValue);
+  snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x10 + physical[device]);
   return cudaSuccess;
 }
 
@@ -898,7 +935,7 @@ static size_t host_memory(bool available) {
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
   if (!prop) return set_error(cudaErrorInvalidValue);
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!device_visible(device)) return set_error(cudaErrorInvalidDevice);
   const TxlEmuArch &a = txl_emu_arch();
   memset(prop, 0, sizeof *prop);
   snprintf(prop->name, sizeof prop->name, "%s", a.name);
@@ -926,7 +963,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) {
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
   if (!value) return set_error(cudaErrorInvalidValue);
-  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  if (!device_visible(device)) return set_error(cudaErrorInvalidDevice);
   const TxlEmuArch &a = txl_emu_arch();
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock: *value = a.threads_per_block; break;
