@@ -38,7 +38,7 @@ done
 ip link add "${VETH[0]}" type veth peer name "${VETH[1]}" 2>/dev/null || skip "cannot make a veth pair"
 for i in 0 1; do
   ip link set "${VETH[i]}" netns "${NS[i]}"
-  # IPv4 only: no link-local IPv6 address either, the node's one address is ADDR
+  # IPv4 only where the kernel lets the namespace say so: no link-local IPv6 address on the veth
   ip netns exec "${NS[i]}" sh -c 'echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6' 2>/dev/null || true
   ip -n "${NS[i]}" addr add "${ADDR[i]}/24" dev "${VETH[i]}"
   ip -n "${NS[i]}" link set lo up
