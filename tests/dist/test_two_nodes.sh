@@ -46,7 +46,8 @@ for i in 0 1; do
 done
 export TXL_NETNS_NODES="${ADDR[0]}=${NS[0]}=txl-node1 ${ADDR[1]}=${NS[1]}=txl-node2"
 AGENT=$SRC/tests/dist/netns_agent.sh
-[ "$("$AGENT" "${ADDR[1]}" hostname 2>/dev/null)" == txl-node2 ] || skip "cannot enter a namespace with a host name of its own (unshare --uts failed)"
+[ "$("$AGENT" "${ADDR[1]}" hostname 2>/dev/null)" == txl-node2 ] \
+  || skip "cannot enter a namespace with a host name of its own (unshare --uts failed)"
 printf '%s slots=2\n' "${ADDR[@]}" > "$WORK/hosts"
 
 make_corpus "$WORK/c.h5" 4000 300
