@@ -6,7 +6,10 @@ counts, thread counts, layouts): the caller derives the tolerance from that arit
 decimals are never compared as strings.
 
   compare_runs.py RUN_DIR REF_DIR TOL_LOSS [--kinds train,valid,test] [--train-steps N]
-                  [--params FILE REF_FILE TOL_PARAM]
+                  [--after-step S] [--params FILE REF_FILE TOL_PARAM]
+
+--after-step S compares only the rows of steps after S: a run resumed into a fresh work_dir from
+step S's checkpoint (which logs only those) against a whole run.
 
 Exit status 0 when the runs logged the same rows (kinds and steps) and every difference is within
 its tolerance; one line of figures either way."""
@@ -17,11 +20,11 @@ import math
 import sys
 
 
-def rows(run, kinds):
+def rows(run, kinds, after):
     out = []
     for line in open(f"{run}/metrics.jsonl"):
         r = json.loads(line)
-        if r["kind"] in kinds:
+        if r["kind"] in kinds and (after is None or r["step"] > after):
             out.append((r["kind"], r["step"], r["loss"]))
     return out
 
@@ -40,10 +43,11 @@ def main():
     ap.add_argument("tol_loss", type=float)
     ap.add_argument("--kinds", default="train,valid,test")
     ap.add_argument("--train-steps", type=int, default=None, help="the train rows both must hold")
+    ap.add_argument("--after-step", type=int, default=None, help="only the rows of later steps")
     ap.add_argument("--params", nargs=3, metavar=("FILE", "REF_FILE", "TOL_PARAM"))
     a = ap.parse_args()
     kinds = set(a.kinds.split(","))
-    got, ref = rows(a.run, kinds), rows(a.ref, kinds)
+    got, ref = rows(a.run, kinds, a.after_step), rows(a.ref, kinds, a.after_step)
     if [(k, s) for k, s, _ in got] != [(k, s) for k, s, _ in ref] or not ref:
         print(f"{a.run} vs {a.ref}: the runs logged different rows ({len(got)} and {len(ref)})")
         return 1

@@ -59,6 +59,43 @@ PY
 
 MPI="timeout 300 mpirun --oversubscribe --bind-to none"
 
+# The run of the rank-equivalence tests (test_ranks.sh, tests/dist/test_two_nodes.sh):
+# small_model_ini's model, 4 columns of 16 rows, 30 steps of lr 0.003 (5 of warm-up), the replica
+# check after every step, 4 segments of validation at the end.
+# Tolerances. Ranks change only the order of float sums: the weight-gradient sums over a rank's
+# L*B/P rows and then over P ranks instead of over L*B rows (at most L*B + P = 68 terms, so a
+# relative difference of at most 68 u = 4e-6 of each gradient sum, u = 2^-24). Through Adam
+# (whose update m / sqrt(v) moves by at most about twice that relatively) over 30 steps of
+# lr <= 3e-3, a parameter moves by at most 30 * 3e-3 * 2 * 4e-6 = 7e-7 from the 1-rank run,
+# against parameters of scale ~1: TOL_PARAM_RANKS = 1e-5 relative to each run's largest
+# parameter. The losses (printed with 6 decimals, ~3 nats) follow the parameters: TOL_LOSS_RANKS =
+# 2e-5 relative.
+TOL_LOSS_RANKS=2e-5
+TOL_PARAM_RANKS=1e-5
+ranks_ini() { # CORPUS
+  small_model_ini "$1"
+  cat <<INI
+[train]
+tgt_len = 16
+mem_len = 16
+batch_size = 4
+max_step = 30
+lr = 0.003
+warmup_step = 5
+log_interval = 1
+eval_interval = 0
+[eval]
+eval_tgt_len = 16
+eval_batch_size = 4
+max_eval_steps = 4
+[dist]
+# every step: all ranks must hold bit-identical parameters (else the run stops with an error)
+check_replicas = 1
+# small buckets: several per layer, sizes that do not divide the layers
+bucket_mb = 0.01
+INI
+}
+
 # "STEP LOSS GRAD_NORM" of each train line of a run folder's metrics.jsonl, the numbers as Python
 # prints them (exact)
 train_losses() { python3 -c '

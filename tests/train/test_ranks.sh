@@ -5,26 +5,7 @@
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/eq.ini"
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 30
-lr = 0.003
-warmup_step = 5
-log_interval = 1
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 4
-[dist]
-# every step: all ranks must hold bit-identical parameters (else the run stops with an error)
-check_replicas = 1
-# small buckets: several per layer, sizes that do not divide the layers
-bucket_mb = 0.01
-INI
+ranks_ini "$WORK/c.h5" > "$WORK/eq.ini"
 for P in 1 2 4; do
   if $MPI -n $P "$BIN/txl-train" "$WORK/eq.ini" --set run.work_dir="$WORK/run$P" \
        --dump-params "$WORK/p$P.bin" > "$WORK/o$P.txt" 2>&1; then
@@ -33,16 +14,10 @@ for P in 1 2 4; do
     cat "$WORK/o$P.txt"; fail "$P rank(s): the run failed"
   fi
 done
-# Tolerances. Ranks change only the order of float sums: the weight-gradient sums over a rank's
-# L*B/P rows and then over P ranks instead of over L*B rows (at most L*B + P = 68 terms, so a
-# relative difference of at most 68 u = 4e-6 of each gradient sum, u = 2^-24). Through Adam
-# (whose update m / sqrt(v) moves by at most about twice that relatively) over 30 steps of
-# lr <= 3e-3, a parameter moves by at most 30 * 3e-3 * 2 * 4e-6 = 7e-7 from the 1-rank run,
-# against parameters of scale ~1: TOL_PARAM = 1e-5 relative to each run's largest parameter.
-# The losses (printed with 6 decimals, ~3 nats) follow the parameters: TOL_LOSS = 2e-5 relative.
+# within the tolerances derived at ranks_ini (lib.sh)
 for P in 2 4; do
-  python3 "$SRC/tests/lib/compare_runs.py" "$WORK/run$P" "$WORK/run1" 2e-5 --train-steps 30 \
-    --params "$WORK/p$P.bin" "$WORK/p1.bin" 1e-5 \
+  python3 "$SRC/tests/lib/compare_runs.py" "$WORK/run$P" "$WORK/run1" $TOL_LOSS_RANKS --train-steps 30 \
+    --params "$WORK/p$P.bin" "$WORK/p1.bin" $TOL_PARAM_RANKS \
     && ok "P = $P matches P = 1 (losses of 30 steps, evaluations, final parameters)" || fail "P = $P and P = 1 disagree"
 done
 
