@@ -156,6 +156,17 @@ static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len,
     return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has the wrong element type "
                 "(expected %s integers of %s bytes)", c->path, name, want_signed ? "signed" : "unsigned",
                 want_signed ? "8" : "1, 2 or 4");
+  /* Fletcher32 on every dataset (FORMAT.md): without it a damaged chunk would be read as data */
+  hid_t dcpl = H5Dget_create_plist(d);
+  unsigned flags = 0, conf = 0;
+  size_t n_cd = 0;
+  const int checked = dcpl >= 0 && H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, &flags, &n_cd, NULL, 0, NULL,
+                                                        &conf) >= 0;
+  if (dcpl >= 0) H5Pclose(dcpl);
+  H5Eclear2(H5E_DEFAULT);
+  if (!checked)
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has no Fletcher32 checksum (every dataset "
+                "of a corpus is written with one)", c->path, name);
   /* stored bytes >= elements * size (Fletcher32 adds 4 bytes per chunk), without overflow */
   const hsize_t stored = H5Dget_storage_size(d);
   if (stored / size < dim)

@@ -1,7 +1,15 @@
-/* SHA-256 as specified in FIPS 180-4, section 6.2. Plain C, no dependencies. */
+/* SHA-256 as specified in FIPS 180-4, section 6.2. Plain C, no dependencies; on x86-64 CPUs with
+ * the SHA extensions (SHA-NI) the blocks go through those instead, about ten times as fast: the
+ * checkpoints' digest streams whole files of up to gigabytes through it (src/checkpoint). */
 #include "data/sha256.h"
 
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TXL_SHA_NI 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -48,6 +56,65 @@ void txl_sha256_init(TxlSha256 *s) {
   s->buf_len = 0;
 }
 
+#ifdef TXL_SHA_NI
+/* n blocks through the SHA-NI rounds: the state as two vectors ABEF and CDGH, each group of four
+ * message words W_j (j >= 4) from W_{j-4}..W_{j-1} by sha256msg1 / msg2 (FIPS 180-4's schedule). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_ni(uint32_t h[8], const unsigned char *p,
+                                                                     size_t n) {
+  const __m128i mask = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL); /* big endian */
+  __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);    /* CDAB */
+  __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);   /* EFGH */
+  __m128i s0 = _mm_alignr_epi8(t, s1, 8);                                           /* ABEF */
+  s1 = _mm_blend_epi16(s1, t, 0xF0);                                                /* CDGH */
+  for (; n > 0; n--, p += 64) {
+    const __m128i abef = s0, cdgh = s1;
+    __m128i m[4];
+    for (int j = 0; j < 16; j++) {
+      __m128i w;
+      if (j < 4) {
+        w = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), mask);
+      } else { /* m[j % 4] is W_{j-4}, m[(j+1) % 4] W_{j-3}, m[(j+2) % 4] W_{j-2}, m[(j+3) % 4] W_{j-1} */
+        w = _mm_sha256msg1_epu32(m[j % 4], m[(j + 1) % 4]);
+        w = _mm_add_epi32(w, _mm_alignr_epi8(m[(j + 3) % 4], m[(j + 2) % 4], 4));
+        w = _mm_sha256msg2_epu32(w, m[(j + 3) % 4]);
+      }
+      m[j % 4] = w;
+      __m128i k = _mm_add_epi32(w, _mm_loadu_si128((const __m128i *)&K[4 * j]));
+      s1 = _mm_sha256rnds2_epu32(s1, s0, k);
+      s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(k, 0x0E));
+    }
+    s0 = _mm_add_epi32(s0, abef);
+    s1 = _mm_add_epi32(s1, cdgh);
+  }
+  t = _mm_shuffle_epi32(s0, 0x1B);  /* FEBA */
+  s1 = _mm_shuffle_epi32(s1, 0xB1); /* DCHG */
+  _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(t, s1, 0xF0)); /* DCBA */
+  _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(s1, t, 8));    /* HGFE */
+}
+
+/* 1 when the CPU has the SHA extensions and SSE4.1 (asked once). */
+static int have_sha_ni(void) {
+  static int known = -1;
+  if (known < 0) {
+    unsigned a, b, c, d;
+    const int sse41 = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 19)) && (c & (1u << 9));
+    known = sse41 && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
+  }
+  return known;
+}
+#endif
+
+/* n whole blocks of p into h. */
+static void compress_blocks(uint32_t h[8], const unsigned char *p, size_t n) {
+#ifdef TXL_SHA_NI
+  if (have_sha_ni()) {
+    compress_ni(h, p, n);
+    return;
+  }
+#endif
+  for (; n > 0; n--, p += 64) compress(h, p);
+}
+
 void txl_sha256_update(TxlSha256 *s, const void *data, size_t len) {
   const unsigned char *p = data;
   s->n_bytes += len;
@@ -58,14 +125,12 @@ void txl_sha256_update(TxlSha256 *s, const void *data, size_t len) {
     p += take;
     len -= take;
     if (s->buf_len < 64) return;
-    compress(s->h, s->buf);
+    compress_blocks(s->h, s->buf, 1);
     s->buf_len = 0;
   }
-  while (len >= 64) {
-    compress(s->h, p);
-    p += 64;
-    len -= 64;
-  }
+  compress_blocks(s->h, p, len / 64);
+  p += len / 64 * 64;
+  len %= 64;
   memcpy(s->buf, p, len);
   s->buf_len = len;
 }

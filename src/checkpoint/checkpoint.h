@@ -5,6 +5,11 @@
  * the memory (mems) is stored by global column, so a checkpoint written by P ranks can be read
  * by any rank count that splits the same batch_size into contiguous column shards.
  *
+ * Every file carries a SHA-256 digest of all its bytes in its HDF5 user block (FORMAT.md); every
+ * reader below checks it (rank 0 hashes, streamed; every rank gets the verdict) before HDF5 opens
+ * the file, because HDF5 does not survive every damaged byte of its metadata. A file without one
+ * (older txl) is read after a notice on stderr, guarded by HDF5's checksums alone.
+ *
  * Every function returning int returns 0 on success or -1 with a one-line message naming the
  * file in `err` ("<path>: <problem>"); the collective ones give every rank the same verdict and
  * the same message (that of the lowest rank that failed), so callers can exit together
@@ -90,6 +95,18 @@ void txl_ckpt_fault_from_env(void);
  * state (st may be NULL). collective: all ranks */
 int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st, char *err, size_t errlen);
 
+/* Whether `path` is a checkpoint that can be used whole: its digest matches (FORMAT.md: a
+ * SHA-256 of the whole file, checked before HDF5 opens it) and its root attributes pass
+ * txl_ckpt_peek; a file without a digest (older txl) has every dataset read back instead, each
+ * chunk's checksum (Fletcher32) verified. Returns 0, or -1 with the problem in err.
+ * collective: all ranks */
+int txl_ckpt_verify(const char *path, char *err, size_t errlen);
+
+/* Renews the digest of a checkpoint changed on purpose after it was written (an attribute or a
+ * value rewritten with h5py or HDF5): the file then reads as one txl wrote so. Returns 0, or -1
+ * with a message when the file has no digest header (written by an older txl). Serial. */
+int txl_ckpt_seal(const char *path, char *err, size_t errlen);
+
 /* Reads everything into b's buffers: every tensor of b->table must exist in /params, /adam_m
  * and /adam_v with exactly the table's shape (and no other tensor may be there), /mems must be
  * [n_layer, mem_len, B_global, d_model] as in b; each rank reads its columns [col0, col0 +
@@ -116,12 +133,14 @@ int txl_ckpt_check_values(const char *path, const char *dataset, const float *v,
                           int64_t first, char *err, size_t errlen);
 
 /* The run_id root attribute of one checkpoint, read by this rank alone (for rank 0's rotation of
- * a run folder). Returns 0, or -1 with a message when the file cannot be read as a checkpoint. */
+ * a run folder): from the digest header when the file has one (no hash, HDF5 does not open it),
+ * else from the HDF5 file. Returns 0, or -1 with a message when the file cannot be read as a
+ * checkpoint. */
 int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *err, size_t errlen);
 
 /* The checkpoint of run folder `dir` to continue from or to load: the file `dir`/latest names
- * when it passes txl_ckpt_peek; otherwise (latest missing, empty, naming a missing file or one
- * that does not pass) the newest ckpt-<step>.h5 of dir that passes it. Returns
+ * when it passes txl_ckpt_verify; otherwise (latest missing, empty, naming a missing file or one
+ * that does not pass: damaged, truncated, ...) the newest ckpt-<step>.h5 of dir that passes it. Returns
  *   0: its path in path_out; notice "" when it is latest's file, else one line naming the
  *      skipped file and the one used, for the caller to print;
  *   1: dir holds no checkpoint at all (no file that latest names, no ckpt-<step>.h5): err says

@@ -343,7 +343,8 @@ int ckpt_attr_read_string(CkptCtx *c, hid_t obj, const char *name, char **out) {
 }
 
 
-/* Opens `path` read-only on every rank. Checks the file first (a clearer message than HDF5's).
+/* Opens `path` read-only on every rank. Checks the file first (a clearer message than HDF5's),
+ * then its digest (ckpt_digest_verify).
  * Returns the file or -1 (after agreement: all ranks alike). collective */
 hid_t ckpt_open_file(CkptCtx *c) {
   struct stat sb;
@@ -352,6 +353,8 @@ hid_t ckpt_open_file(CkptCtx *c) {
   else if (!S_ISREG(sb.st_mode))
     ckpt_fail(c, "cannot open checkpoint: not a regular file");
   if (!ckpt_agree(c)) return -1;
+  ckpt_digest_verify(c); /* before HDF5 parses a byte of it */
+  if (!c->ok) return -1;
   hid_t fapl = ckpt_make_fapl();
   hid_t file = -1;
   if (fapl < 0) {

@@ -150,12 +150,12 @@ int txl_ckpt_find(const char *dir, char *path_out, size_t n, char *notice, size_
     free(packed);
     return 1;
   }
-  /* the first that passes txl_ckpt_peek (collective: every rank gets the same verdict) */
+  /* the first that is whole, txl_ckpt_verify (collective: every rank gets the same verdict) */
   char first_problem[CKPT_MSG_LEN] = "", problem[CKPT_MSG_LEN];
   const char *p = packed, *chosen = NULL, *first_skipped = NULL;
   int skipped = 0;
   for (int i = 0; i < total && !chosen; i++, p += strlen(p) + 1) {
-    if (txl_ckpt_peek(p, NULL, NULL, problem, sizeof problem) == 0) {
+    if (txl_ckpt_verify(p, problem, sizeof problem) == 0) {
       chosen = p;
     } else {
       if (!skipped) { /* the problem without the path in front (it is named beside it) */

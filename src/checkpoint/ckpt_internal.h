@@ -30,6 +30,7 @@ typedef struct {
   const char *path;       /* the file named in messages */
   int rank, world;
   int ok;                 /* no failure seen on this rank (after ckpt_agree: on any rank) */
+  int sealed;             /* after ckpt_open_file: the file's digest matched (0: it has none) */
   char msg[CKPT_MSG_LEN]; /* "<path>: <problem>" */
   H5E_auto2_t h5_fn;      /* HDF5's error printing, restored at the end */
   void *h5_data;
@@ -88,6 +89,25 @@ int ckpt_attr_read_string(CkptCtx *c, hid_t obj, const char *name, char **out);
  * HDF5's). Returns the file or -1 (after agreement: all ranks alike). collective */
 hid_t ckpt_open_file(CkptCtx *c);
 void ckpt_close_file(CkptCtx *c, hid_t *file);
+
+/* ---- the digest of the whole file (ckpt_digest.c, FORMAT.md) ---------------------------- */
+/* The HDF5 user block of every checkpoint: the digest header, HDF5's part after it. */
+#define CKPT_USERBLOCK 512
+/* Rank 0, on the closed temporary file: hashes it and writes the header (size, SHA-256, run
+ * id) into its user block, then fsyncs it. Returns 0, or -1 with the reason in why. Serial. */
+int ckpt_digest_write(const char *tmp, const char *run_id, char *why, size_t n);
+/* Before HDF5 opens c->path: rank 0 checks the digest (streamed), every rank gets the verdict
+ * and c->sealed. A file without a digest (older txl) passes with a notice on stderr, once per
+ * file: HDF5's own checksums are then all it has. collective */
+void ckpt_digest_verify(CkptCtx *c);
+/* The header alone (no hash, no HDF5): *sealed = 1 with its run id, 0 for a file without one;
+ * -1 with the problem in msg when the header or the file's size is wrong. Serial. */
+int ckpt_digest_run_id(const char *path, int *sealed, char run_id[TXL_CKPT_ID_LEN], char *msg, size_t n);
+
+/* ---- a file without a digest, whole (ckpt_verify.c) ------------------------------------- */
+/* Reads every dataset of /params, /adam_m, /adam_v and /mems back (rank 0, a slab at a time):
+ * each chunk's Fletcher32 checksum is verified. collective */
+void ckpt_verify_datasets(CkptCtx *c, hid_t file);
 
 /* ---- the root attributes (ckpt_attrs.c) ------------------------------------------------- */
 /* Geometry recorded beside the state. */

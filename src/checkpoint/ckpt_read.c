@@ -12,8 +12,9 @@
 #include "src/base/error.h"
 #include "src/checkpoint/ckpt_internal.h"
 
-int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st_out, char *err,
-                  size_t errlen) {
+/* txl_ckpt_peek; whole: and for a file without a digest every dataset read back too. */
+static int peek(const char *path, char **config_ini, TxlCkptState *st_out, int whole, char *err,
+                size_t errlen) {
   CkptCtx c;
   ckpt_ctx_begin(&c, path);
   char *config = NULL;
@@ -24,6 +25,7 @@ int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st_out, cha
   if (file >= 0) {
     ckpt_read_root_attrs(&c, file, &st, &g, config_ini ? &config : NULL);
     ckpt_agree(&c);
+    if (whole && !c.sealed) ckpt_verify_datasets(&c, file);
     ckpt_close_file(&c, &file);
     ckpt_agree(&c);
   }
@@ -35,6 +37,15 @@ int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st_out, cha
     free(config);
   }
   return ckpt_ctx_end(&c, err, errlen);
+}
+
+int txl_ckpt_peek(const char *path, char **config_ini, TxlCkptState *st_out, char *err,
+                  size_t errlen) {
+  return peek(path, config_ini, st_out, 0, err, errlen);
+}
+
+int txl_ckpt_verify(const char *path, char *err, size_t errlen) {
+  return peek(path, NULL, NULL, 1, err, errlen);
 }
 
 /* Opens `name` in loc and checks it is float32 with exactly `nd` dims `want`. */
@@ -365,6 +376,13 @@ int txl_ckpt_read_run_id(const char *path, char run_id[TXL_CKPT_ID_LEN], char *e
   CkptCtx c;
   ckpt_ctx_begin(&c, path);
   run_id[0] = 0;
+  /* A file with a digest carries its run id in the digest header: rotation, which asks this of
+   * every checkpoint of the folder at every save, neither hashes them all nor lets HDF5 parse a
+   * file nobody has verified. */
+  int sealed = 0;
+  char msg[CKPT_MSG_LEN];
+  if (ckpt_digest_run_id(path, &sealed, run_id, msg, sizeof msg) != 0) ckpt_fail(&c, "%s", msg);
+  if (!c.ok || sealed) return ckpt_ctx_end(&c, err, errlen);
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
 #if H5_VERSION_GE(1, 10, 7)
   if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1); /* the run's ranks may hold it open */

@@ -186,10 +186,12 @@ static void release_reserve(const char *tmp, int64_t est) {
 /* ---- the test hook (FORMAT.md) ------------------------------------------------------------ */
 
 static int g_abort_after_params = 0;
+static int g_no_digest = 0; /* write files as txl did before the digest (tests of such files) */
 
 void txl_ckpt_fault_from_env(void) {
   const char *f = getenv("TXL_CKPT_FAULT");
   g_abort_after_params = f && strcmp(f, "after_params") == 0;
+  g_no_digest = f && strcmp(f, "no_digest") == 0;
 }
 
 /* TXL_CKPT_FAULT=after_params: every rank aborts, the parameters of tmp written. collective */
@@ -241,7 +243,9 @@ static hid_t create_file(CkptCtx *c, const char *tmp, int *everywhere) {
   /* The 1.10 file format: every piece of metadata (superblock, object headers with the root
    * attributes, chunk indexes) carries a checksum that HDF5 verifies before it decodes it, as
    * Fletcher32 does for the tensors; a damaged byte is then an error, not a crash in HDF5. */
+  /* The user block holds the digest of the whole file (ckpt_digest.c), written after HDF5 closed it. */
   if (fapl < 0 || fcpl < 0 || H5Pset_obj_track_times(fcpl, 0) < 0 ||
+      (!g_no_digest && H5Pset_userblock(fcpl, CKPT_USERBLOCK) < 0) ||
       H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) < 0) {
     ckpt_fail_h5(c, "file properties for parallel HDF5");
   } else {
@@ -290,11 +294,15 @@ out:
   if (dxpl >= 0) H5Pclose(dxpl);
 }
 
-/* Rank 0 renames the finished tmp to path (after every rank closed it). collective */
-static void publish(CkptCtx *c, const char *tmp, const char *path, int64_t est) {
+/* Rank 0 writes the digest of the finished tmp (after every rank closed it: the file is final),
+ * then renames it to path. collective */
+static void publish(CkptCtx *c, const char *tmp, const char *path, int64_t est, const char *run_id) {
   if (c->ok && c->rank == 0) {
+    char why[CKPT_MSG_LEN];
     release_reserve(tmp, est);
-    if (rename(tmp, path) != 0)
+    if (!g_no_digest && ckpt_digest_write(tmp, run_id, why, sizeof why) != 0)
+      ckpt_fail(c, "%s", why);
+    else if (rename(tmp, path) != 0)
       ckpt_fail(c, "renaming %s to %s failed: %s", tmp, path, strerror(errno));
     else
       sync_folder_of(path);
@@ -332,7 +340,7 @@ int txl_ckpt_write(const char *path, const char *config_ini, const TxlCkptState 
     if (ckpt_agree(&c)) write_contents(&c, file, tmp, &st, config, b);
     if (file >= 0 && everywhere) ckpt_close_file(&c, &file);
     ckpt_agree(&c);
-    publish(&c, tmp, path, est);
+    publish(&c, tmp, path, est, st.run_id);
   }
   if (!c.ok && created_tmp && tmp) unlink(tmp);
   free(tmp);

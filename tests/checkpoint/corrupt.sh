@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Damaged, foreign and mismatched files: txl_ckpt_read / txl_ckpt_peek return -1 on every rank
-# with the same one-line message naming the file and the problem.
+# with the same one-line message naming the file and the problem. Damage is caught by the file's
+# digest before HDF5 opens it; the checks behind it (Fletcher32, attributes, shapes, values) are
+# tested on files changed on purpose and sealed again (test_ckpt seal; the editing modes reseal).
 #   corrupt.sh TEST_CKPT TXL_INSPECT MPIEXEC WORKDIR
 . "$(dirname "$0")/lib.sh"
 run_driver "write good.h5 with 2 ranks" mpi 2 write good.h5 small 4
@@ -16,9 +18,31 @@ for np in 1 2; do
 done
 run_driver "peek: half a file" mpi 2 peek-fail half.h5 "truncated"
 
-echo "== a flipped bit in the data (Fletcher32)"
+echo "== a flipped bit: the digest, before HDF5 reads a byte"
 cp good.h5 flip_p.h5 && check "flip a bit of /params/layers.0.w_ff1" "$TOOL" flip flip_p.h5 params
 cp good.h5 flip_m.h5 && check "flip a bit of /mems (the last column)" "$TOOL" flip flip_m.h5 mems
+for np in 1 2 4; do
+  run_driver "damaged parameter chunk, $np rank(s)" mpi "$np" read-fail flip_p.h5 small 4 \
+    "the checkpoint is damaged: its SHA-256 digest does not match"
+  run_driver "peek of a damaged parameter chunk, $np rank(s)" mpi "$np" peek-fail flip_m.h5 \
+    "the checkpoint is damaged: its SHA-256 digest does not match"
+done
+flip_byte() { # IN OUT OFFSET: OUT is IN with bit 2 of byte OFFSET flipped
+  python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); b[int(sys.argv[3])] ^= 4; open(sys.argv[2], 'wb').write(b)" "$@"
+}
+flip_byte good.h5 flip_magic.h5 3
+run_driver "a flipped bit in the digest header's first line" mpi 2 peek-fail flip_magic.h5 "its digest header"
+hex_at=$(grep -abo -m1 'sha256 ' good.h5 | cut -d: -f1)
+# another hex digit in place of the 11th of the stored digest
+python3 -c "import sys; b = bytearray(open(sys.argv[1], 'rb').read()); i = int(sys.argv[3]); b[i] = ord('1') if b[i] == ord('0') else ord('0'); open(sys.argv[2], 'wb').write(b)" \
+  good.h5 flip_hex.h5 $((hex_at + 7 + 10))
+run_driver "a flipped bit in the stored digest" mpi 2 peek-fail flip_hex.h5 "SHA-256 digest does not match"
+cp good.h5 long.h5 && printf 'x' >> long.h5
+run_driver "a byte appended" mpi 2 peek-fail long.h5 "the file has $((size + 1)) bytes, 1 more than were written"
+
+echo "== behind the digest: a flipped bit with the digest renewed (Fletcher32)"
+check "renew the digest of flip_p.h5" "$TOOL" seal flip_p.h5
+check "renew the digest of flip_m.h5" "$TOOL" seal flip_m.h5
 for np in 1 2 4; do
   run_driver "damaged parameter, $np rank(s)" mpi "$np" read-fail flip_p.h5 small 4 \
     "'/params/layers.0.w_ff1' is damaged|checksum"
@@ -105,6 +129,20 @@ run_driver "d_inner 48 instead of 32" mpi 2 read-fail good.h5 other 4 \
   "'/params/layers.0.w_ff1' has shape [16, 32], this model has [16, 48]|another model"
 run_driver "write an untied model" mpi 1 write untied.h5 untied 4
 run_driver "untied file into a tied model" mpi 2 read-fail untied.h5 small 4 "another model|out_weight"
+
+echo "== a file without a digest (as an older txl wrote it): read after a notice"
+export TXL_CKPT_FAULT=no_digest # the writer's test hook: no user block, no digest
+run_driver "write plain.h5 without a digest" mpi 2 write plain.h5 small 4
+unset TXL_CKPT_FAULT
+head -c 8 plain.h5 | od -An -c | grep -q 'H   D   F' && ok "plain.h5 is HDF5 from its first byte" || fail "plain.h5 has a user block"
+out=$(mpi 2 read plain.h5 small 4 2 2>&1)
+[ $? -eq 0 ] && ok "plain.h5 reads back, bit-identical" || fail "plain.h5 does not read: $out"
+[ "$(printf '%s\n' "$out" | grep -c "plain.h5 has no digest (written by an older txl)")" -eq 1 ] \
+  && ok "one notice that plain.h5 has no digest" || fail "no single notice for plain.h5: $out"
+cp plain.h5 plain_flip.h5 && check "flip a bit of plain.h5's /params/layers.0.w_ff1" "$TOOL" flip plain_flip.h5 params
+run_driver "without a digest, Fletcher32 as before" mpi 2 read-fail plain_flip.h5 small 4 \
+  "'/params/layers.0.w_ff1' is damaged|checksum"
+"$TOOL" seal plain.h5 2>/dev/null && fail "seal gave plain.h5 a digest" || ok "no digest to renew in plain.h5"
 
 echo "== no checkpoint at all"
 echo "some text" > text.h5

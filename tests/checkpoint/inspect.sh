@@ -45,7 +45,9 @@ expect_error "a missing file" 'missing\.h5' 'No such file' -- "$INSPECT" missing
 cp good.h5 v3.h5 && "$TOOL" set-attr v3.h5 format_version 3
 expect_error "format_version 3" 'v3\.h5' 'format version 3' -- "$INSPECT" v3.h5
 cp good.h5 flip.h5 && "$TOOL" flip flip.h5 params >/dev/null
-expect_error "--verify on a damaged file" 'flip\.h5' '/params/layers\.0\.w_ff1' 'damaged' -- "$INSPECT" --verify flip.h5
+expect_error "a damaged file" 'flip\.h5' 'damaged: its SHA-256 digest does not match' -- "$INSPECT" flip.h5
+"$TOOL" seal flip.h5 # the damage behind a renewed digest: Fletcher32
+expect_error "--verify on a damaged chunk" 'flip\.h5' '/params/layers\.0\.w_ff1' 'damaged' -- "$INSPECT" --verify flip.h5
 cp good.h5 nov.h5 && "$TOOL" delete nov.h5 /adam_v/layers.1.b_ff2
 expect_error "a missing moment tensor" 'nov\.h5' "'/adam_v/layers\.1\.b_ff2' is missing" -- "$INSPECT" nov.h5
 head -c 100000 good.h5 > short.h5

@@ -27,6 +27,7 @@
  *                                         the first 51 stored (the rest never written: sparse)
  *   corpus_tool dtype FILE SPLIT          the stored id type of a split: uint8, uint16, ...
  *   corpus_tool set-attr FILE NAME VALUE  (over)writes an int64 root attribute (to break files)
+ *   corpus_tool no-fletcher FILE DSET     rewrites DSET (integers) chunked without Fletcher32
  *   corpus_tool poke FILE DSET OFFSET VALUE  writes byte VALUE at OFFSET of the uint8 dataset DSET
  *                                         through HDF5 (checksums stay valid: content damage)
  *   corpus_tool chunk-addr FILE DSET      the file offset of DSET's first chunk (for damaging its
@@ -44,7 +45,7 @@
 
 static void usage(void) {
   fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|spm-model|block|entropy|tokid|check|make|"
-                  "make-zipf|make-foreign|make-big-vocab|set-attr|poke|chunk-addr|put-spm-model ...\n");
+                  "make-zipf|make-foreign|make-big-vocab|set-attr|poke|chunk-addr|put-spm-model|no-fletcher ...\n");
   exit(2);
 }
 
@@ -197,6 +198,33 @@ static int put_spm_model(const char *path, const char *model) {
   return (H5Fclose(f) < 0) | rc;
 }
 
+/* Rewrites the integer dataset `name` with its values, chunked but without Fletcher32 (a file
+ * that breaks FORMAT.md's rule that every dataset has the checksum). */
+static int no_fletcher(const char *path, const char *name) {
+  hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t d = f < 0 ? -1 : H5Dopen2(f, name, H5P_DEFAULT);
+  hid_t sp = d < 0 ? -1 : H5Dget_space(d), t = d < 0 ? -1 : H5Dget_type(d);
+  hssize_t n = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+  size_t size = t < 0 ? 0 : H5Tget_size(t);
+  unsigned char *b = n > 0 && size ? malloc((size_t)n * size) : NULL;
+  int rc = !b || H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) < 0;
+  if (d >= 0) H5Dclose(d);
+  if (!rc) {
+    hsize_t chunk = (hsize_t)n < 65536 ? (hsize_t)n : 65536;
+    hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(p, 1, &chunk);
+    rc = H5Ldelete(f, name, H5P_DEFAULT) < 0;
+    hid_t nd = H5Dcreate2(f, name, t, sp, H5P_DEFAULT, p, H5P_DEFAULT);
+    rc |= nd < 0 || H5Dwrite(nd, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) < 0;
+    if (nd >= 0) H5Dclose(nd);
+    H5Pclose(p);
+  }
+  free(b);
+  if (t >= 0) H5Tclose(t);
+  if (sp >= 0) H5Sclose(sp);
+  return (f < 0 || H5Fclose(f) < 0) | rc;
+}
+
 /* decode of an spm corpus: each line's ids through the stored model, <eos> a line end */
 static void decode_spm(TxlCorpus *c, const char *split) {
   char err[1024];
@@ -300,6 +328,10 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "put-spm-model")) {
     if (argc < 4) usage();
     return put_spm_model(path, argv[3]);
+  }
+  if (!strcmp(cmd, "no-fletcher")) {
+    if (argc < 4) usage();
+    return no_fletcher(path, argv[3]);
   }
   if (!strcmp(cmd, "spm-model")) {
     if (argc < 4) usage();

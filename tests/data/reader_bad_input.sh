@@ -36,6 +36,12 @@ expect_error "vocab_size not matching the vocabulary" 'vs\.h5' 'vocab_size = 5' 
 cp good.h5 eos.h5 && "$TOOL" set-attr eos.h5 eos_id 26
 expect_error "eos_id outside the vocabulary" 'eos\.h5' 'eos_id = 26' -- "$TOOL" info eos.h5
 
+for dset in train vocab vocab_offsets; do
+  cp good.h5 "nf_$dset.h5" && "$TOOL" no-fletcher "nf_$dset.h5" "$dset"
+  expect_error "'/$dset' without Fletcher32" "nf_$dset\.h5" "dataset '/$dset' has no Fletcher32 checksum" -- \
+    "$TOOL" info "nf_$dset.h5"
+done
+
 echo "== sizes from the file checked before they size an allocation"
 "$TOOL" make-big-vocab v31.h5 2147483648
 expect_error "vocab_size 2^31 (no int: n_token would overflow)" \

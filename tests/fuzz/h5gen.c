@@ -205,7 +205,11 @@ hid_t gen_create(const char *path) {
 void gen_file_then_run(const char *path, const uint8_t *data, size_t size,
                        int (*write_described)(const uint8_t *data, size_t size), void (*run)(void *)) {
   static const uint8_t hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-  if (size >= sizeof hdf5_signature && !memcmp(data, hdf5_signature, sizeof hdf5_signature))
+  static const char txl_digest[] = "txl-checkpoint digest"; /* a checkpoint's user block */
+  const int file = (size >= 8 && !memcmp(data, hdf5_signature, 8)) ||
+                   (size >= 512 + 8 && !memcmp(data + 512, hdf5_signature, 8)) ||
+                   (size >= sizeof txl_digest - 1 && !memcmp(data, txl_digest, sizeof txl_digest - 1));
+  if (file)
     fuzz_write_file(path, data, size);
   else if (write_described(data, size) != 0)
     return;

@@ -48,8 +48,9 @@ int gen_dataset(hid_t loc, const char *name, hid_t type, int rank, const hsize_t
 /* Creates `path` (truncated) for writing a described file: the file, or -1. */
 hid_t gen_create(const char *path);
 
-/* The body of a harness that reads HDF5 files: an input that starts with HDF5's signature is
- * a file, written to `path` as it is; any other input is a description that write_described
+/* The body of a harness that reads HDF5 files: an input that starts with HDF5's signature, has
+ * it after a 512-byte user block, or starts as a checkpoint's digest header does (both: the
+ * checkpoints txl writes, src/checkpoint/FORMAT.md) is a file, written to `path` as it is; any other input is a description that write_described
  * turns into `path` (non-zero: it could not, and the input is skipped). Then fuzz_run(run, NULL,
  * FUZZ_EXIT_CRASH): the reader under test promises to return its errors. */
 void gen_file_then_run(const char *path, const uint8_t *data, size_t size,
