@@ -640,9 +640,14 @@ void txl_trainer_train(TxlTrainer *t) {
   }
   if (last_eval != t->step) validate(t);
   if (t->last_save_step != t->step) txl_trainer_save(t, 0);
-  double tokens = 0.0, t0 = txl_now_s();
-  double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
-  txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+  if (t->cfg.final_test) {
+    double tokens = 0.0, t0 = txl_now_s();
+    double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
+    txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+  } else if (t->dist.rank == 0) {
+    printf("test: skipped (eval.final_test = false; txl-eval %s --split test evaluates it)\n", t->cfg.work_dir);
+    fflush(stdout);
+  }
   check_logs(t);
 }
 
