@@ -1,4 +1,5 @@
-/* txl-inspect: prints what a checkpoint file holds (src/checkpoint/FORMAT.md): the training
+/* txl-inspect: prints what a checkpoint file holds (src/checkpoint/FORMAT.md; a run folder or its
+ * 'latest' / 'best' pointer means the checkpoint they name, src/tools/target.h): the training
  * state, the configuration it was written with, and every dataset with its shape and size.
  * --verify also reads every dataset, which checks every chunk's Fletcher32 checksum.
  * Runs without mpirun (one rank); under mpirun rank 0 prints. */
@@ -30,6 +31,7 @@ static void usage(FILE *f) {
           "\n"
           "A RUN_DIR means its newest checkpoint that opens (as txl-eval takes it; --best: the one its\n"
           "'best' pointer names), a run folder's 'latest' or 'best' file the checkpoint it names.\n"
+          "\n"
           "Prints what a txl checkpoint holds: the file's format version, the run id (lineage)\n"
           "and vocabulary digest, step, tokens seen, epoch and data position, best validation\n"
           "loss and its step, learning rate, the rank count and batch size it was written with,\n"
