@@ -6,6 +6,7 @@
 
 #include "data/h5msg.h"
 #include "src/base/error.h"
+#include "src/base/show.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *const SPLIT_NAMES[N_SPLITS] = {"train", "valid", "test"};
 
@@ -306,13 +306,9 @@ TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     const int errnum = errno;
-    char cwd[4096] = "";
-    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = '\0';
-    if (cwd[0]) /* a config's data.corpus is taken from where the tool runs, not from the config's folder */
-      corpus_fail(&e, "%s: cannot open corpus file: %s (a relative path, taken from the current directory %s)", path,
-                  strerror(errnum), cwd);
-    else
-      corpus_fail(&e, "%s: cannot open corpus file: %s", path, strerror(errnum));
+    char origin[4200];
+    corpus_fail(&e, "%s: cannot open corpus file: %s%s", path, strerror(errnum),
+                txl_show_path_origin(origin, sizeof origin, path));
     return NULL;
   }
   fclose(f);

@@ -1,6 +1,7 @@
 #include "src/base/show.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 const char *txl_show_bytes(char *out, size_t n, const char *s, size_t len, int high) {
   size_t o = 0;
@@ -15,5 +16,13 @@ const char *txl_show_bytes(char *out, size_t n, const char *s, size_t len, int h
       out[o++] = (char)ch;
   }
   out[o] = 0;
+  return out;
+}
+
+const char *txl_show_path_origin(char *out, size_t n, const char *path) {
+  char cwd[4096];
+  if (n) out[0] = 0;
+  if (n && path[0] && path[0] != '/' && getcwd(cwd, sizeof cwd))
+    snprintf(out, n, " (a relative path, taken from the current directory %s)", cwd);
   return out;
 }

@@ -36,6 +36,8 @@ small_run_ini "data/none.h5" > "$WORK/rel.ini"
 mkdir -p "$WORK/here"
 expect_error_line "a relative corpus path" "data/none\.h5: cannot open corpus file: No such file or directory \(a relative path, taken from the current directory $(re_quote "$WORK/here")\)" -- \
   bash -c "bin=\$(cd '$BIN' && pwd) && cd '$WORK/here' && exec \"\$bin/txl-train\" '$WORK/rel.ini'"
+expect_error_line "--check of a relative corpus path" "data\.corpus = 'data/none\.h5' is not here; .* \(a relative path, taken from the current directory $(re_quote "$WORK/here")\)" -- \
+  bash -c "bin=\$(cd '$BIN' && pwd) && cd '$WORK/here' && exec \"\$bin/txl-train\" '$WORK/rel.ini' --check"
 expect_error_line "an absolute corpus path: no such remark" "$(re_quote "$WORK/none.h5"): cannot open corpus file: No such file or directory$" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set data.corpus="$WORK/none.h5"
 finish
