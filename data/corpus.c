@@ -6,6 +6,7 @@
 
 #include "data/h5msg.h"
 #include "src/base/error.h"
+#include "src/base/show.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -125,6 +126,11 @@ static int attr_int64(hid_t obj, const char *name, int64_t *v) {
   return rc;
 }
 
+/* Why attr_int64 failed: the attribute is not there, or is there with another type or shape. */
+static const char *attr_int64_problem(hid_t obj, const char *name) {
+  return H5Aexists(obj, name) > 0 ? "is not one integer (it is stored with another type or shape)" : "is missing";
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Open / close
  * ------------------------------------------------------------------------------------------- */
@@ -238,7 +244,8 @@ static int validate(TxlCorpus *c, Err *e) {
                 path, TXL_CORPUS_FORMAT);
   int64_t version = 0;
   if (attr_int64(c->file, "format_version", &version) != 0)
-    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'format_version' is missing", path);
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'format_version' %s", path,
+                       attr_int64_problem(c->file, "format_version"));
   if (version != TXL_CORPUS_FORMAT_VERSION)
     return corpus_fail(e, "%s: corpus format version %lld is not supported (this txl reads version %d)", path,
                 (long long)version, TXL_CORPUS_FORMAT_VERSION);
@@ -248,13 +255,17 @@ static int validate(TxlCorpus *c, Err *e) {
                        path);
   memcpy(c->mode, buf, strlen(buf) + 1); /* one of the four names above */
   if (attr_int64(c->file, "vocab_size", &c->vocab_size) != 0)
-    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' is missing", path);
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' %s", path,
+                       attr_int64_problem(c->file, "vocab_size"));
   if (c->vocab_size < 1 || c->vocab_size > MAX_VOCAB_SIZE)
     return corpus_fail(e, "%s: not a valid txl corpus: vocab_size = %lld is out of range [1, %lld]", path,
                 (long long)c->vocab_size, (long long)MAX_VOCAB_SIZE);
-  if (attr_int64(c->file, "eos_id", &c->eos_id) != 0 ||
-      attr_int64(c->file, "unk_id", &c->unk_id) != 0)
-    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'eos_id' or 'unk_id' is missing", path);
+  if (attr_int64(c->file, "eos_id", &c->eos_id) != 0)
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'eos_id' %s", path,
+                       attr_int64_problem(c->file, "eos_id"));
+  if (attr_int64(c->file, "unk_id", &c->unk_id) != 0)
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'unk_id' %s", path,
+                       attr_int64_problem(c->file, "unk_id"));
   if (c->eos_id < -1 || c->eos_id >= c->vocab_size || c->unk_id < -1 ||
       c->unk_id >= c->vocab_size)
     return corpus_fail(e, "%s: not a valid txl corpus: eos_id = %lld or unk_id = %lld is outside [-1, %lld)",
@@ -305,7 +316,10 @@ TxlCorpus *txl_corpus_open(const char *path, char *err, size_t cap) {
   }
   FILE *f = fopen(path, "rb");
   if (!f) {
-    corpus_fail(&e, "%s: cannot open corpus file: %s", path, strerror(errno));
+    const int errnum = errno;
+    char origin[4200];
+    corpus_fail(&e, "%s: cannot open corpus file: %s%s", path, strerror(errnum),
+                txl_show_path_origin(origin, sizeof origin, path));
     return NULL;
   }
   fclose(f);

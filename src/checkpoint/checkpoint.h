@@ -165,6 +165,12 @@ int txl_ckpt_check_vocab(const char *path, const TxlCkptState *st, const char *c
  * not an error). Serial: any rank may call it. */
 int txl_ckpt_latest(const char *dir, char *path_out, size_t n);
 
+/* What run folder pointer `dir`/`pointer` ("latest" or "best": one line naming a checkpoint file
+ * in dir, or an absolute path) names, read as txl_ckpt_latest reads latest. Returns 0 with the
+ * full path in path_out when that file exists; -3 when it names a missing file (its path in
+ * path_out); -2 when the pointer is empty; -1 when there is no such pointer. Serial. */
+int txl_ckpt_pointer(const char *dir, const char *pointer, char *path_out, size_t n);
+
 /* A checkpoint file of a run folder, named as the trainer names them: "ckpt-<step>.h5". */
 typedef struct {
   long step;

@@ -12,14 +12,14 @@
 #include "src/base/error.h"
 #include "src/checkpoint/ckpt_internal.h"
 
-/* What dir/latest says: LATEST_NAMES with the full path of the file it names in `path` (which
- * may not exist), or why it names none. Serial. */
+/* What pointer dir/name ("latest", "best") says: LATEST_NAMES with the full path of the file it
+ * names in `path` (which may not exist), or why it names none. Serial. */
 typedef enum { LATEST_NAMES, LATEST_MISSING, LATEST_EMPTY } LatestKind;
 
-static LatestKind read_latest(const char *dir, char *path, size_t n) {
+static LatestKind read_pointer(const char *dir, const char *pointer, char *path, size_t n) {
   path[0] = '\0';
   char lp[4096];
-  if ((size_t)snprintf(lp, sizeof lp, "%s/latest", dir) >= sizeof lp) return LATEST_MISSING;
+  if ((size_t)snprintf(lp, sizeof lp, "%s/%s", dir, pointer) >= sizeof lp) return LATEST_MISSING;
   FILE *f = fopen(lp, "r");
   if (!f) return LATEST_MISSING;
   char line[4096];
@@ -39,6 +39,8 @@ static LatestKind read_latest(const char *dir, char *path, size_t n) {
   return LATEST_NAMES;
 }
 
+static LatestKind read_latest(const char *dir, char *path, size_t n) { return read_pointer(dir, "latest", path, n); }
+
 static int is_regular_file(const char *p) {
   struct stat sb;
   return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -48,6 +50,12 @@ int txl_ckpt_latest(const char *dir, char *path_out, size_t n) {
   if (!dir || !path_out || n == 0) return -1;
   if (read_latest(dir, path_out, n) != LATEST_NAMES || !is_regular_file(path_out)) return -1;
   return 0;
+}
+
+int txl_ckpt_pointer(const char *dir, const char *pointer, char *path_out, size_t n) {
+  const LatestKind kind = read_pointer(dir, pointer, path_out, n);
+  if (kind != LATEST_NAMES) return kind == LATEST_MISSING ? -1 : -2;
+  return is_regular_file(path_out) ? 0 : -3;
 }
 
 /* The step of a file named as the trainer names checkpoints, "ckpt-<step>.h5", or -1. */

@@ -13,6 +13,7 @@
 #include "data/varlen.h"
 #include "dist/shard.h"
 #include "src/base/error.h"
+#include "src/base/show.h"
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STRING, T_ENUM } KeyType;
 
@@ -71,16 +72,9 @@ static void fail(char *err, size_t errlen, const char *fmt, ...) {
  * with "...". out holds at least 4 * SHOW_MAX + 4 bytes. */
 #define SHOW_LEN (4 * SHOW_MAX + 4)
 static const char *show(char *out, const char *s) {
-  size_t o = 0, i = 0;
-  for (; s[i] && i < SHOW_MAX; i++) {
-    const unsigned char ch = (unsigned char)s[i];
-    if (ch < 0x20 || ch == 0x7f)
-      o += (size_t)snprintf(out + o, SHOW_LEN - o, "\\x%02x", ch);
-    else
-      out[o++] = (char)ch;
-  }
-  if (s[i]) memcpy(out + o, "...", 3), o += 3;
-  out[o] = 0;
+  const size_t len = strnlen(s, SHOW_MAX);
+  txl_show_bytes(out, SHOW_LEN - 3, s, len, 0);
+  if (s[len]) strcat(out, "...");
   return out;
 }
 

@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "src/base/error.h"
 #include "src/tools/options.h"
+#include "src/tools/target.h"
 #include "data/stream.h"
 #include "src/train/trainer.h"
 
@@ -69,20 +69,11 @@ static void print_notice(const TxlLoaded *ld, const char *line) {
   fflush(ld->notices);
 }
 
-void txl_loaded_config(TxlLoaded *ld, const char *target, FILE *notices) {
+void txl_loaded_config(TxlLoaded *ld, const char *target, int best, FILE *notices) {
   memset(ld, 0, sizeof *ld);
   ld->notices = notices;
   char err[2048];
-  struct stat sb;
-  if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    char notice[2048];
-    int rc = txl_ckpt_find(target, ld->path, sizeof ld->path, notice, sizeof notice, err, sizeof err);
-    if (rc < 0) txl_fatal_all("%s", err);
-    if (rc > 0) txl_fatal_all("%s: no checkpoint in this folder (%s)", target, err);
-    print_notice(ld, notice);
-  } else {
-    snprintf(ld->path, sizeof ld->path, "%s", target);
-  }
+  txl_tool_checkpoint(target, best, ld->path, sizeof ld->path, notices);
   char *text = NULL;
   if (txl_ckpt_peek(ld->path, &text, &ld->st, err, sizeof err) != 0) txl_fatal_all("%s", err);
   txl_config_defaults(&ld->cfg);

@@ -45,11 +45,11 @@ int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v);
 void txl_loaded_options_help(FILE *f, const TxlToolOption *opts, int n);
 void txl_device_options_apply(const TxlDeviceOptions *o, TxlConfig *c);
 
-/* Finds the checkpoint (a file, or a run folder's newest that opens: txl_ckpt_find) and reads its
- * config. Notices (an older checkpoint used because latest's is damaged, a version 1 checkpoint
+/* Finds the checkpoint (a file, a run folder's newest that opens or with `best` the one its 'best'
+ * pointer names, a 'latest' or 'best' pointer's: txl_tool_checkpoint) and reads its config. Notices (an older checkpoint used because latest's is damaged, a version 1 checkpoint
  * whose vocabulary only the size could check) go to `notices`: on rank 0 stdout, or stderr for a
  * tool whose stdout is its product; NULL on the other ranks. collective */
-void txl_loaded_config(TxlLoaded *ld, const char *target, FILE *notices);
+void txl_loaded_config(TxlLoaded *ld, const char *target, int best, FILE *notices);
 /* Opens the backend of cfg (device, threads), opens cfg.corpus (its vocabulary must be the model's), builds the model and
  * reads the parameters. collective */
 void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist);

@@ -20,9 +20,12 @@
 #define MAX_SWEEP 64
 
 /* The options; the rows with a key set it over the checkpoint's config (see options.h). */
-enum { OPT_SPLIT, OPT_CORPUS, OPT_TGT_LEN, OPT_MEM_LEN, OPT_CLAMP_LEN, OPT_SAME_LENGTH, OPT_NO_SAME_LENGTH,
-       OPT_BATCH_SIZE, OPT_MAX_SEGMENTS, N_OPTS };
+enum { OPT_BEST, OPT_SPLIT, OPT_CORPUS, OPT_TGT_LEN, OPT_MEM_LEN, OPT_CLAMP_LEN, OPT_SAME_LENGTH,
+       OPT_NO_SAME_LENGTH, OPT_BATCH_SIZE, OPT_MAX_SEGMENTS, N_OPTS };
 static const TxlToolOption OPTS[N_OPTS] = {
+    [OPT_BEST] = {"--best", NULL, NULL, NULL,
+                  "with a RUN_DIR: the checkpoint its 'best' pointer names (the best validation)\n"
+                  "instead of the newest"},
     [OPT_SPLIT] = {"--split", "NAME", NULL, NULL, "train, valid or test (default test)"},
     [OPT_CORPUS] = {"--corpus", "FILE", NULL, NULL,
                     "another corpus of the same vocabulary (default: data.corpus of the checkpoint)"},
@@ -49,8 +52,9 @@ static void usage(FILE *f) {
           "       mpirun -n P txl-eval CHECKPOINT|RUN_DIR [options]   (eval columns split among P ranks)\n"
           "\n"
           "Evaluates a checkpoint's parameters on a split of the corpus; a RUN_DIR means its newest\n"
-          "checkpoint. Settings not given come from the checkpoint's config (its eval.* keys); an option\n"
-          "that names a key takes that key's values (types and ranges: txl-train --help).\n"
+          "checkpoint (--best: its best), a run folder's 'latest' or 'best' file the one it names.\n"
+          "Settings not given come from the checkpoint's config (its eval.* keys); an option that\n"
+          "names a key takes that key's values (types and ranges: txl-train --help).\n"
           "\n"
           "options:\n");
   txl_loaded_options_help(f, OPTS, N_OPTS);
@@ -59,6 +63,7 @@ static void usage(FILE *f) {
 /* The command line: the checkpoint, the split, the key settings, the --mem-len sweep. */
 typedef struct {
   const char *target, *split, *corpus;
+  int best;
   TxlKeySettings keys;
   TxlDeviceOptions dev;
   const char *mem[MAX_SWEEP];
@@ -88,6 +93,8 @@ static void parse_args(EvalArgs *e, int argc, char **argv) {
     const int o = txl_tool_option_find(OPTS, N_OPTS, a);
     if (o >= 0 && OPTS[o].key) {
       i += txl_key_settings_add(&e->keys, &OPTS[o], v);
+    } else if (o == OPT_BEST) {
+      e->best = 1;
     } else if (o == OPT_SPLIT) {
       e->split = txl_cli_choice(a, v, "train|valid|test"), i++;
     } else if (o == OPT_CORPUS) {
@@ -158,7 +165,7 @@ int main(int argc, char **argv) {
   static EvalArgs e;
   parse_args(&e, argc, argv);
   TxlLoaded ld;
-  txl_loaded_config(&ld, e.target, dist.rank == 0 ? stdout : NULL);
+  txl_loaded_config(&ld, e.target, e.best, dist.rank == 0 ? stdout : NULL);
   ld.cfg = resolve_config(&e, &ld.cfg, &dist);
   txl_loaded_open(&ld, &dist);
   run(&e, &ld, ld.cfg, &dist);

@@ -14,9 +14,12 @@
 #include "src/train/trainer.h"
 
 /* The options; --clamp-len sets eval.eval_clamp_len over the checkpoint's config (see options.h). */
-enum { OPT_PROMPT, OPT_LENGTH, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_MEM_LEN, OPT_CLAMP_LEN, OPT_CORPUS,
-       OPT_COMPARE, OPT_RECOMPUTE, OPT_QUIET, N_OPTS };
+enum { OPT_BEST, OPT_PROMPT, OPT_LENGTH, OPT_TEMPERATURE, OPT_TOP_K, OPT_TOP_P, OPT_SEED, OPT_MEM_LEN, OPT_CLAMP_LEN,
+       OPT_CORPUS, OPT_COMPARE, OPT_RECOMPUTE, OPT_QUIET, N_OPTS };
 static const TxlToolOption OPTS[N_OPTS] = {
+    [OPT_BEST] = {"--best", NULL, NULL, NULL,
+                  "with a RUN_DIR: the checkpoint its 'best' pointer names (the best validation)\n"
+                  "instead of the newest"},
     [OPT_PROMPT] = {"--prompt", "TEXT", NULL, NULL, "text to continue (default: the start of a line)"},
     [OPT_LENGTH] = {"--length", "N", NULL, NULL, "tokens to generate (default 200)"},
     [OPT_TEMPERATURE] = {"--temperature", "T", NULL, NULL, "softmax temperature, > 0 (default 0.8)"},
@@ -44,7 +47,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: txl-generate CHECKPOINT|RUN_DIR [options]\n"
           "\n"
-          "Samples text from a checkpoint's model (a RUN_DIR means its newest checkpoint). The prompt primes\n"
+          "Samples text from a checkpoint's model (a RUN_DIR means its newest checkpoint, --best its best;\n"
+          "a run folder's 'latest' or 'best' file the one it names). The prompt primes\n"
           "the memory; each new token is one forward pass of one row attending to the remembered rows.\n"
           "\n"
           "options:\n");
@@ -54,7 +58,7 @@ static void usage(FILE *f) {
 /* The command line. */
 typedef struct {
   const char *target, *prompt, *corpus;
-  int length, top_k, mem_len, compare, quiet, window;
+  int best, length, top_k, mem_len, compare, quiet, window;
   double temperature, top_p;
   long long seed;
   TxlKeySettings keys;
@@ -64,6 +68,7 @@ typedef struct {
 /* Sets the option of row o from v (argv's next word, or NULL); returns the words of argv it used. */
 static int parse_option(GenArgs *g, int o, const char *a, const char *v) {
   switch (o) {
+    case OPT_BEST: g->best = 1; return 0;
     case OPT_PROMPT:
       if (!v) txl_fatal_all("--prompt needs a text");
       g->prompt = v;
@@ -151,7 +156,7 @@ int main(int argc, char **argv) {
   GenArgs g;
   parse_args(&g, argc, argv);
   TxlLoaded ld;
-  txl_loaded_config(&ld, g.target, dist.rank == 0 ? stderr : NULL); /* stdout is the generated text */
+  txl_loaded_config(&ld, g.target, g.best, dist.rank == 0 ? stderr : NULL); /* stdout is the generated text */
   if (g.corpus) snprintf(ld.cfg.corpus, sizeof ld.cfg.corpus, "%s", g.corpus);
   txl_key_settings_apply(&g.keys, &ld.cfg);
   txl_device_options_apply(&g.dev, &ld.cfg);

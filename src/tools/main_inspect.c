@@ -1,4 +1,5 @@
-/* txl-inspect: prints what a checkpoint file holds (src/checkpoint/FORMAT.md): the training
+/* txl-inspect: prints what a checkpoint file holds (src/checkpoint/FORMAT.md; a run folder or its
+ * 'latest' / 'best' pointer means the checkpoint they name, src/tools/target.h): the training
  * state, the configuration it was written with, and every dataset with its shape and size.
  * --verify also reads every dataset, which checks every chunk's Fletcher32 checksum.
  * Runs without mpirun (one rank); under mpirun rank 0 prints. */
@@ -12,18 +13,24 @@
 #include "src/base/cli.h"
 #include "src/base/error.h"
 #include "src/checkpoint/checkpoint.h"
+#include "src/tools/target.h"
 
-enum { OPT_VERIFY, OPT_HELP, N_OPTS };
+enum { OPT_VERIFY, OPT_BEST, OPT_HELP, N_OPTS };
 static const TxlToolOption OPTS[N_OPTS] = {
     [OPT_VERIFY] = {"--verify", NULL, NULL, NULL,
                     "also read every dataset, checking every chunk's checksum (Fletcher32)\n"
                     "and every value: NaN, an infinity or a negative /adam_v value is an error"},
+    [OPT_BEST] = {"--best", NULL, NULL, NULL,
+                  "with a RUN_DIR: the checkpoint its 'best' pointer names instead of the newest"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "this text"},
 };
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: txl-inspect [--verify] FILE\n"
+          "usage: txl-inspect [--verify] [--best] CHECKPOINT|RUN_DIR\n"
+          "\n"
+          "A RUN_DIR means its newest checkpoint that opens (as txl-eval takes it; --best: the one its\n"
+          "'best' pointer names), a run folder's 'latest' or 'best' file the checkpoint it names.\n"
           "\n"
           "Prints what a txl checkpoint holds: the file's format version, the run id (lineage)\n"
           "and vocabulary digest, step, tokens seen, epoch and data position, best validation\n"
@@ -258,8 +265,8 @@ static void print_bytes(char *buf, size_t n, double b) {
   else snprintf(buf, n, "%.0f B", b);
 }
 
-/* The command line: returns 0 with the file (and --verify) set, or the exit status. */
-static int parse_args(int argc, char **argv, const char **path, int *verify) {
+/* The command line: returns 0 with the target (and --verify, --best) set, or the exit status. */
+static int parse_args(int argc, char **argv, const char **path, int *verify, int *best) {
   int bad_arg = 0;
   for (int i = 1; i < argc; i++) {
     const int o = txl_tool_option_find(OPTS, N_OPTS, argv[i]);
@@ -268,6 +275,8 @@ static int parse_args(int argc, char **argv, const char **path, int *verify) {
       exit(0);
     } else if (o == OPT_VERIFY) {
       *verify = 1;
+    } else if (o == OPT_BEST) {
+      *best = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       fprintf(stderr, "txl: error: unknown option '%s' (txl-inspect --help)\n", argv[i]);
       return 1;
@@ -278,7 +287,8 @@ static int parse_args(int argc, char **argv, const char **path, int *verify) {
     }
   }
   if (!*path || bad_arg) {
-    fprintf(stderr, "txl: error: txl-inspect takes one checkpoint file (txl-inspect --help)\n");
+    fprintf(stderr, "txl: error: txl-inspect takes one checkpoint file, run folder, or a run folder's 'latest' or "
+            "'best' (txl-inspect --help)\n");
     return 1;
   }
   return 0;
@@ -362,7 +372,7 @@ static int print_datasets(const char *path, hid_t file, const Listing *l, int ve
     tot_bytes += (double)e->bytes;
     tot_stored += (double)e->stored;
     if (verify) {
-      char msg[1536];
+      char msg[6144]; /* the path (up to 4095 bytes), the dataset and HDF5's reason */
       if (verify_dataset(path, file, e, mem_rows, msg, sizeof msg) != 0) {
         fflush(stdout);
         fprintf(stderr, "txl: error: %s\n", msg);
@@ -383,13 +393,15 @@ static int print_datasets(const char *path, hid_t file, const Listing *l, int ve
 }
 
 int main(int argc, char **argv) {
-  const char *path = NULL;
-  int verify = 0;
-  const int rc = parse_args(argc, argv, &path, &verify);
+  const char *target = NULL;
+  int verify = 0, best = 0;
+  const int rc = parse_args(argc, argv, &target, &verify, &best);
   if (rc) return rc;
 
   TxlDist dist;
   txl_dist_init(&dist, &argc, &argv);
+  char path[4096];
+  txl_tool_checkpoint(target, best, path, sizeof path, dist.rank == 0 ? stdout : NULL);
   char err[1024];
   char *config = NULL;
   TxlCkptState st;

@@ -7,6 +7,7 @@
 #include "data/corpus.h"
 #include "dist/shard.h"
 #include "src/base/error.h"
+#include "src/base/show.h"
 #include "src/device/backend.h"
 #include "src/train/estimate.h"
 #include "src/train/report.h"
@@ -35,9 +36,10 @@ static int vocabulary(TxlConfig *c, const char *config_path, TxlCorpus **out) {
     *out = corpus;
     return (int)v;
   }
+  char origin[4200];
   if (c->n_token <= 0)
     txl_fatal_all("%s: data.corpus = '%s' is not here; give the vocabulary size (--set data.n_token=N) to check "
-                  "without it", config_path, c->corpus);
+                  "without it%s", config_path, c->corpus, txl_show_path_origin(origin, sizeof origin, c->corpus));
   printf("corpus: %s is not here: vocabulary %d from data.n_token (the splits are checked at start)\n",
          *c->corpus ? c->corpus : "none", c->n_token);
   return c->n_token;

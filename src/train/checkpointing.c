@@ -172,7 +172,8 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   free(text);
   free_buffers(&b);
   if (rc != 0) { /* every rank has the same verdict and message */
-    snprintf(err, errlen, "checkpoint not written (the previous one is intact): %s", why);
+    snprintf(err, errlen, "checkpoint not written (%s): %s",
+             t->last_save_step >= 0 ? "the previous one is intact" : "this run has written none yet", why);
     return -1;
   }
   int failed = 0;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "src/base/error.h"
+#include "src/base/show.h"
 
 enum { TEXT_WORD, TEXT_CHARS, TEXT_SPM };
 
@@ -44,7 +45,11 @@ int txl_gen_prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) 
       if (n == cap) txl_fatal("the prompt is longer than %d tokens", cap);
       int64_t id = txl_corpus_token_id(c, tok);
       if (id < 0) id = txl_corpus_unk_id(c);
-      if (id < 0) txl_fatal("prompt: '%s' is not in the vocabulary of %s", tok, txl_corpus_path(c));
+      char shown[4 * 64 + 1];
+      if (id < 0)
+        txl_fatal("prompt: '%s%s' is not in the vocabulary of %s",
+                  txl_show_bytes(shown, sizeof shown, tok, strnlen(tok, 64), 0), strlen(tok) > 64 ? "..." : "",
+                  txl_corpus_path(c));
       ids[n++] = (int32_t)id;
     }
     free(buf);
@@ -56,9 +61,10 @@ int txl_gen_prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) 
       if (!byte_mode) /* one UTF-8 character */
         while (len < 4 && (p[len] & 0xC0) == 0x80) len++;
       int64_t id = txl_corpus_token_id_n(c, (const char *)p, len);
+      char shown[4 * 4 + 1]; /* a control byte as \xHH, not raw on the terminal */
       if (id < 0)
-        txl_fatal("prompt: character '%.*s' is not in the vocabulary of %s", (int)len, (const char *)p,
-                  txl_corpus_path(c));
+        txl_fatal("prompt: character '%s' is not in the vocabulary of %s",
+                  txl_show_bytes(shown, sizeof shown, (const char *)p, len, byte_mode), txl_corpus_path(c));
       ids[n++] = (int32_t)id;
       p += len;
     }

@@ -684,9 +684,14 @@ void txl_trainer_train(TxlTrainer *t) {
   snprintf(saved, sizeof saved, "stopped during the final evaluation: the checkpoint of step %d is written; exit status %d "
            "(requeue: the next run evaluates again)", t->step, TXL_STOP_EXIT);
   txl_stop_exit_on_request(saved);
-  double tokens = 0.0, t0 = txl_now_s();
-  double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
-  txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+  if (t->cfg.final_test) {
+    double tokens = 0.0, t0 = txl_now_s();
+    double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
+    txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+  } else if (t->dist.rank == 0) {
+    printf("test: skipped (eval.final_test = false; txl-eval %s --split test evaluates it)\n", t->cfg.work_dir);
+    fflush(stdout);
+  }
   check_logs(t);
 }
 

@@ -28,6 +28,7 @@
  *   corpus_tool dtype FILE SPLIT          the stored id type of a split: uint8, uint16, ...
  *   corpus_tool set-attr FILE NAME VALUE  (over)writes an int64 root attribute (to break files)
  *   corpus_tool no-fletcher FILE DSET     rewrites DSET (integers) chunked without Fletcher32
+ *   corpus_tool set-attr-f64 FILE NAME VALUE  the same as a float64 (an attribute of the wrong type)
  *   corpus_tool poke FILE DSET OFFSET VALUE  writes byte VALUE at OFFSET of the uint8 dataset DSET
  *                                         through HDF5 (checksums stay valid: content damage)
  *   corpus_tool chunk-addr FILE DSET      the file offset of DSET's first chunk (for damaging its
@@ -45,7 +46,7 @@
 
 static void usage(void) {
   fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|spm-model|block|entropy|tokid|check|make|"
-                  "make-zipf|make-foreign|make-big-vocab|set-attr|poke|chunk-addr|put-spm-model|no-fletcher ...\n");
+                  "make-zipf|make-foreign|make-big-vocab|set-attr|set-attr-f64|poke|chunk-addr|put-spm-model|no-fletcher ...\n");
   exit(2);
 }
 
@@ -111,16 +112,21 @@ static int print_dtype(const char *path, const char *split) {
   return 0;
 }
 
-static int set_attr(const char *path, const char *name, long long v) {
+/* Root attribute `name` of the file as one value of file type `type` (written from *v of memory type `mem`). */
+static int set_attr_typed(const char *path, const char *name, hid_t type, hid_t mem, const void *v) {
   hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
   if (f < 0) return 1;
   if (H5Aexists(f, name) > 0) H5Adelete(f, name);
   hid_t s = H5Screate(H5S_SCALAR);
-  hid_t a = H5Acreate2(f, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-  int rc = (a >= 0 && H5Awrite(a, H5T_NATIVE_LLONG, &v) >= 0) ? 0 : 1;
+  hid_t a = H5Acreate2(f, name, type, s, H5P_DEFAULT, H5P_DEFAULT);
+  int rc = (a >= 0 && H5Awrite(a, mem, v) >= 0) ? 0 : 1;
   H5Aclose(a);
   H5Sclose(s);
   return (H5Fclose(f) < 0) | rc;
+}
+
+static int set_attr(const char *path, const char *name, long long v) {
+  return set_attr_typed(path, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &v);
 }
 
 static int poke(const char *path, const char *dset, long long offset, long long value) {
@@ -312,6 +318,11 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "set-attr")) {
     if (argc < 5) usage();
     return set_attr(path, argv[3], num(argv[4]));
+  }
+  if (!strcmp(cmd, "set-attr-f64")) {
+    if (argc < 5) usage();
+    const double v = strtod(argv[4], NULL);
+    return set_attr_typed(path, argv[3], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
   }
   if (!strcmp(cmd, "attr")) {
     if (argc < 4) usage();

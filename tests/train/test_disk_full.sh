@@ -62,7 +62,7 @@ for P in 1 2; do
   mkdir -p "$MNT/run" && ln -s "$LOGS/metrics.jsonl" "$MNT/run/metrics.jsonl"
   rc=0
   $MPI -n $P "$BIN/txl-train" "$WORK/r.ini" --set run.work_dir="$MNT/run" > "$WORK/full$P.out" 2> "$WORK/full$P.err" || rc=$?
-  step=$(sed -n 's/.*mnt\/run\/metrics.jsonl: cannot write: No space left on device; stopped after step \([0-9]*\), no checkpoint of it either: checkpoint not written (the previous one is intact): .*No space left on device$/\1/p' "$WORK/full$P.err")
+  step=$(sed -n 's/.*mnt\/run\/metrics.jsonl: cannot write: No space left on device; stopped after step \([0-9]*\), no checkpoint of it either: checkpoint not written (this run has written none yet): .*No space left on device$/\1/p' "$WORK/full$P.err")
   if [ $rc -eq 1 ] && [ "$(grep -c '^txl: error:' "$WORK/full$P.err")" -eq 1 ] && [ -n "$step" ]; then
     ok "P=$P: metrics.jsonl on a full disk: one error ($(cat "$WORK/full$P.err"))"
   else

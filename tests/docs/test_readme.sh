@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Every line a user copies from README.md names what exists: each configs/ file, each scripts/
+# program (executable) and slurm/ batch script, each txl tool (built), each option of a tool (in that tool's
+# --help), each key a --set sets (in txl-train --help's list of keys); and the lines that need no
+# corpus and no run (--check, --help) are run as written, from the source folder, and succeed.
+#   test_readme.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+BIN=$1
+SRC=$2
+source "$SRC/tests/lib/checks.sh"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+python3 "$SRC/tests/docs/readme_lines.py" "$SRC/README.md" > "$WORK/lines.tsv"
+# the keys of txl-train --help: "  [section]" headers, then "    key   type ..." lines
+"$BIN/txl-train" --help | awk '/^  \[[a-z]+\]$/ { s = substr($1, 2, length($1) - 2) }
+                               /^    [a-z_0-9]+ +[a-z]/ && s { print s "." $1 }' > "$WORK/keys.txt"
+[ "$(wc -l < "$WORK/keys.txt")" -gt 50 ] && ok "txl-train --help lists $(wc -l < "$WORK/keys.txt") keys" \
+  || { fail "no key list in txl-train --help"; finish; }
+# a build without the CUDA backend cannot check a run.device = cuda line (it says so in one line)
+cuda=1
+"$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set run.device=cuda > /dev/null 2>&1 || cuda=0
+declare -A counted=()
+count() { counted[$1]=$(( ${counted[$1]:-0} + 1 )); }
+while IFS=$'\t' read -r kind n a b rest; do
+  case $kind in
+    CONFIG) [ -f "$SRC/$a" ] && count configs || fail "README line $n: $a does not exist" ;;
+    SCRIPT) # scripts/ run as commands; sbatch reads slurm/'s
+      if [[ $a == slurm/* ]]; then [ -f "$SRC/$a" ]; else [ -x "$SRC/$a" ]; fi && count programs \
+        || fail "README line $n: $a does not exist (or, in scripts/, is not executable)" ;;
+    TOOL) [ -x "$BIN/$a" ] && count tools || fail "README line $n: $a is not built" ;;
+    OPTION)
+      [ -f "$WORK/$a.help" ] || "$BIN/$a" --help > "$WORK/$a.help" 2>&1 || true
+      grep -Eq -- "(^|[ ,])$(re_quote "$b")([ ,=]|$)" "$WORK/$a.help" && count options \
+        || fail "README line $n: $a has no option $b (not in $a --help)" ;;
+    KEY) grep -qx -- "$a" "$WORK/keys.txt" && count keys || fail "README line $n: --set $a: no such key" ;;
+    RUN)
+      args=("$b")
+      [ -n "$rest" ] && IFS=$'\t' read -r -a more <<< "$rest" && args+=("${more[@]}")
+      if [ $cuda = 0 ] && [[ " ${args[*]} " == *" run.device=cuda "* ]]; then
+        echo "SKIPPED README line $n: this build has no CUDA backend to check $a ${args[*]}"
+      elif (cd "$SRC" && timeout 60 "$BIN/$a" "${args[@]}") > "$WORK/run.out" 2>&1; then
+        if [[ " ${args[*]} " == *" --check "* ]] && ! grep -q "^check passed" "$WORK/run.out"; then
+          fail "README line $n: $a ${args[*]}: no 'check passed' line"
+        else
+          ok "README line $n runs as written: $a ${args[*]}"
+        fi
+      else
+        fail "README line $n: $a ${args[*]} failed: $(grep -v '^ ' "$WORK/run.out" | tail -2)"
+      fi ;;
+    BAD) fail "README line $n does not split into words: $a" ;;
+  esac
+done < "$WORK/lines.tsv"
+for what in configs programs tools options keys; do
+  [ "${counted[$what]:-0}" -gt 0 ] && ok "${counted[$what]} $what named by README lines exist" \
+    || fail "no $what found in the README's lines (the parser missed them)"
+done
+finish
