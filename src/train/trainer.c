@@ -453,14 +453,7 @@ static void write_config(const TxlTrainer *t) {
   txl_fatal_if_any(failed, "%s", err);
 }
 
-/* Sums over the steps since the last progress line. Each step is timed once, from fetching its
- * data to its update, so that evaluations, checkpoints and the logging itself never count as
- * training time and every step counts exactly once in the time, the tokens and the waits. */
-typedef struct {
-  double loss, tokens, seconds, wait;
-  int steps;
-  long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
-} Progress;
+typedef TxlProgress Progress; /* the sums over the steps since the last progress line (report.h) */
 
 static double comm_wait_seconds(const TxlTrainer *t) {
   return t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
@@ -567,7 +560,7 @@ void txl_trainer_train(TxlTrainer *t) {
     fflush(stdout);
   }
   const double t_start = txl_now_s();
-  Progress p = {0};
+  Progress *const p = &t->progress; /* resumed: the sums the checkpoint carried */
   int last_eval = -1;
   while (t->step < c->max_step) {
     const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
@@ -586,14 +579,14 @@ void txl_trainer_train(TxlTrainer *t) {
     /* known here only without deferral (dynamic loss scaling): nothing updated */
     const int nonfinite = t->step_nonfinite;
     if (!nonfinite) {
-      p.skipped += t->step_skipped;
+      p->skipped += t->step_skipped;
       t->data_pos = s.pos;
       t->tokens_seen += (int64_t)n * c->batch_size;
-      p.seconds += txl_now_s() - t0;
-      p.wait += comm_wait_seconds(t) - wait0;
-      p.tokens += (double)n * c->batch_size;
-      if (!t->loss_defer) p.loss += loss;
-      p.steps++;
+      p->seconds += txl_now_s() - t0;
+      p->wait += comm_wait_seconds(t) - wait0;
+      p->tokens += (double)n * c->batch_size;
+      if (!t->loss_defer) p->loss += loss;
+      p->steps++;
     }
     const int log = !nonfinite && (t->step % c->log_interval == 0 || t->step == c->max_step);
     const int eval = !nonfinite && c->eval_interval > 0 && t->step % c->eval_interval == 0;
@@ -603,15 +596,15 @@ void txl_trainer_train(TxlTrainer *t) {
      * evaluates or saves, or its buffers are full: a step never waits for the device. A halted
      * update is found there, before anything of its state is reported or saved. */
     if (log || eval || save || (!nonfinite && t->step == t->stop_at) || t->loss_pending == t->loss_cap)
-      look_or_stop(t, &p);
+      look_or_stop(t, p);
     if (log) {
-      report_progress(t, &p, lr, t->last_norm, txl_now_s() - t_start);
-      p = (Progress){0};
+      report_progress(t, p, lr, t->last_norm, txl_now_s() - t_start);
+      *p = (Progress){0};
     }
     const int stop = agree_on_stop(t, nonfinite);
     if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, t->step + 1, loss, t->last_norm);
     const int leave = (stop & STOP_SIGNAL) || t->step == t->stop_at;
-    if (leave) look_or_stop(t, &p); /* a signal: before its checkpoint */
+    if (leave) look_or_stop(t, p); /* a signal: before its checkpoint */
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (eval) {
       validate(t);

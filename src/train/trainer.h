@@ -52,6 +52,7 @@ typedef struct {
   double last_norm;
   TxlGraphStep graph;  /* run.cuda_graph: the step captured once and replayed (graph_step.h) */
   TxlReport report;
+  TxlProgress progress; /* the training loop's sums since its last progress line (checkpointed) */
   int B_local, col0;
   int step;            /* updates done */
   int64_t tokens_seen; /* global training tokens consumed */
