@@ -53,7 +53,9 @@ typedef struct {
   double progress_loss, progress_tokens, progress_seconds, progress_wait;
   int progress_steps;
   int64_t progress_skipped;
-  int has_progress;    /* write: ignored; read: whether the file holds the six */
+  int64_t last_eval_step; /* the step of the latest validation (-1: none), so that a run resumed at
+                             its last step does not validate it again; in the same set */
+  int has_progress;    /* write: ignored; read: whether the file holds the seven */
   char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
                                          run that resumes from it ("" in version 1 files) */
   char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */

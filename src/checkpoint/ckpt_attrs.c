@@ -38,7 +38,7 @@ typedef struct {
 enum { SET_NONE = 0, SET_PLATEAU = 1, SET_LOSS_SCALE = 2, SET_PROGRESS = 3, N_SETS = 4 };
 static const char *const SET_NAMES[N_SETS] = {"", "plateau_* (dev_perf's state)",
                                               "loss_scale* (the loss scaler's state)",
-                                              "progress_* (the sums since the last progress line)"};
+                                              "progress_* and last_eval_step (the training loop's state)"};
 
 #define ST(f) offsetof(CkptRoot, st.f)
 #define GEO(f) offsetof(CkptRoot, g.f)
@@ -70,6 +70,7 @@ static const RootAttr ROOT_ATTRS[] = {
     {"progress_wait", ATTR_F64, ST(progress_wait), 0, 0, NULL, SET_PROGRESS},
     {"progress_steps", ATTR_I32, ST(progress_steps), 0, INT32_MAX, NULL, SET_PROGRESS},
     {"progress_skipped", ATTR_I64, ST(progress_skipped), 0, INT64_MAX, NULL, SET_PROGRESS},
+    {"last_eval_step", ATTR_I64, ST(last_eval_step), -1, INT64_MAX, NULL, SET_PROGRESS},
     {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL, 0},
     {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL, 0},
     /* train.optim; files written before it held Adam's state */

@@ -187,6 +187,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   st.progress_wait = t->progress.wait;
   st.progress_steps = t->progress.steps;
   st.progress_skipped = t->progress.skipped;
+  st.last_eval_step = t->last_eval_step;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
@@ -326,11 +327,13 @@ static void resume_loss_scale(TxlTrainer *t, const char *path, const TxlConfig *
 }
 
 /* The sums since the last progress line continue, so that the first line after the resume
- * averages the same steps as the uninterrupted run's (a file written before them: from zero). */
+ * averages the same steps as the uninterrupted run's (a file written before them: from zero),
+ * and so does the step of the latest validation. */
 static void resume_progress(TxlTrainer *t, const TxlCkptState *st) {
   if (!st->has_progress) return;
   t->progress = (TxlProgress){st->progress_loss, st->progress_tokens, st->progress_seconds, st->progress_wait,
                               st->progress_steps, st->progress_skipped};
+  t->last_eval_step = (int)st->last_eval_step;
 }
 
 /* ---- going back: the run's newer checkpoints ---------------------------------------------- */
@@ -394,9 +397,12 @@ static int discard_newer(const TxlTrainer *t, const TxlCkptFile *newer, int n, c
 
 /* Going back to an older checkpoint never destroys the run's future: the checkpoints of its
  * lineage in work_dir after the resumed step, which the resumed run would overwrite and rotate
- * away ("best" may name one), make the resume an error naming them and both ways out, unless
- * run.discard_newer says to discard them. Other runs' checkpoints are never this run's to
- * overwrite (another_runs_file) and do not count. collective: all ranks */
+ * away ("best" may name one), make the resume of a checkpoint file an error naming them and both
+ * ways out, unless run.discard_newer says to discard them. A run folder's resume (run.resume =
+ * auto, --resume DIR) continues from "latest", and newer files of the run there are those of a
+ * run killed between writing a checkpoint and moving "latest" to it: the same steps, written
+ * again (a notice says so), so that a requeue always goes on. Other runs' checkpoints are never
+ * this run's to overwrite (another_runs_file) and do not count. collective: all ranks */
 static void check_newer(TxlTrainer *t, const char *path) {
   char msg[2048] = "";
   int failed = 0;
@@ -409,7 +415,13 @@ static void check_newer(TxlTrainer *t, const char *path) {
       snprintf(p, sizeof p, "%s/%s", dir, files[i].name);
       if (same_lineage(p, t->run_id)) files[n++] = files[i];
     }
-    if (n > 0 && t->cfg.discard_newer) {
+    const char *r = t->cfg.resume;
+    if (n > 0 && (!strcmp(r, "auto") || is_dir(r))) {
+      printf("resume: %s holds %d checkpoint%s of this run after step %d (the newest %s), left by a run stopped before "
+             "it moved 'latest': continuing from %s, as 'latest' says\n", dir, n, n > 1 ? "s" : "", t->step,
+             files[0].name, path);
+      fflush(stdout);
+    } else if (n > 0 && t->cfg.discard_newer) {
       failed = discard_newer(t, files, n, msg, sizeof msg) != 0;
     } else if (n > 0) {
       char named[700] = ""; /* "; best names ckpt-...": the pointers that name one of them */

@@ -48,8 +48,14 @@ void txl_report_sync(TxlReport *r) {
 /* A metrics.jsonl line's step ("step": N, as the txl_report_* functions write it), or -1 without
  * one; *unigram = 1 for a "unigram" line, *whole = 0 for a line that is not one complete object
  * (cut short, or glued to the next by a write that stopped half-way). */
+static int is_kind(const char *line, const char *kind) {
+  char start[64];
+  snprintf(start, sizeof start, "{\"kind\": \"%s\",", kind);
+  return strncmp(line, start, strlen(start)) == 0;
+}
+
 static int line_step(const char *line, size_t len, int *unigram, int *whole) {
-  *unigram = strncmp(line, "{\"kind\": \"unigram\"", 18) == 0;
+  *unigram = is_kind(line, "unigram");
   *whole = len >= 3 && line[0] == '{' && !strchr(line + 1, '{') && line[len - 2] == '}' && line[len - 1] == '\n';
   const char *s = strstr(line, "\"step\": ");
   if (!s) return -1;
@@ -113,8 +119,11 @@ static int keep_until(TxlReport *r, int keep, int *dropped, char *err, size_t er
     int unigram, whole;
     const int step = line_step(line, (size_t)len, &unigram, &whole);
     const int extra_header = whole && unigram && unigrams++ > 0;
-    if (!whole || step > keep) (*dropped)++;
-    if (!whole || step > keep || extra_header) changed = 1;
+    /* the test line of the resumed step: written after its checkpoint, at the end of a run that
+     * stopped there; the continued run ends with its own */
+    const int late = step > keep || (step == keep && is_kind(line, "test"));
+    if (!whole || late) (*dropped)++;
+    if (!whole || late || extra_header) changed = 1;
     else fwrite(line, 1, (size_t)len, out);
   }
   const int read_error = ferror(f);
@@ -146,8 +155,8 @@ void txl_report_keep_until(TxlReport *r, int step) {
   const int failed = r->fd >= 0 && keep_until(r, step, &dropped, err, sizeof err) != 0;
   txl_fatal_if_any(failed, "%s", err);
   if (dropped > 0) {
-    printf("%s: dropped %d line%s of steps after %d, which the run that stopped logged after its checkpoint (they "
-           "are logged again)\n", r->path, dropped, dropped > 1 ? "s" : "", step);
+    printf("%s: dropped %d line%s that the run which stopped logged after the checkpoint of step %d (this run "
+           "logs those steps again)\n", r->path, dropped, dropped > 1 ? "s" : "", step);
     fflush(stdout);
   }
 }

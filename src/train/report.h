@@ -29,7 +29,8 @@ void txl_report_sync(TxlReport *r);
 /* metrics.jsonl tells one history: a run that continues from step `step` (0: a fresh start, or
  * starting over as run.resume = auto does in a folder without a checkpoint) drops the lines of
  * later steps, which the run that stopped logged after its checkpoint and which this run logs
- * again, and a line that is not whole (cut short); the "unigram" line waiting in r->header is
+ * again (and the "test" line of that step, which ends the run that stopped there: the continued
+ * run ends with its own), and a line that is not whole (cut short); the "unigram" line waiting in r->header is
  * written first when the file holds none (it holds one per history, not one per start). The
  * file is rewritten atomically (txl_write_file_atomic) when it changes, with a notice saying how
  * many lines went; a failure is one error on every rank. collective: all ranks */

@@ -191,6 +191,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->best_valid_loss = INFINITY;
   t->best_step = -1;
   t->last_save_step = -1;
+  t->last_eval_step = -1;
   txl_shard(c->batch_size, dist->world, dist->rank, &t->B_local, &t->col0);
 
   TxlModelSpec spec;
@@ -424,6 +425,7 @@ int txl_trainer_losses(TxlTrainer *t, double *out) {
 static void validate(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "valid", t->cfg.max_eval_steps, &tokens);
+  t->last_eval_step = t->step; /* before the checkpoint of a new best below, which records it */
   txl_report_eval(&t->report, "valid", t->step, loss, tokens, txl_now_s() - t0);
   if (txl_schedule_validated(&t->sched, loss) && t->dist.rank == 0) {
     printf("dev_perf: no improvement on validation for %d validation%s: the learning rate is now %.3e\n",
@@ -561,7 +563,6 @@ void txl_trainer_train(TxlTrainer *t) {
   }
   const double t_start = txl_now_s();
   Progress *const p = &t->progress; /* resumed: the sums the checkpoint carried */
-  int last_eval = -1;
   while (t->step < c->max_step) {
     const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
@@ -606,10 +607,7 @@ void txl_trainer_train(TxlTrainer *t) {
     const int leave = (stop & STOP_SIGNAL) || t->step == t->stop_at;
     if (leave) look_or_stop(t, p); /* a signal: before its checkpoint */
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
-    if (eval) {
-      validate(t);
-      last_eval = t->step;
-    }
+    if (eval) validate(t);
     if (save && t->last_save_step != t->step) txl_trainer_save(t, 0);
     if (leave) {
       if (t->last_save_step != t->step) txl_trainer_save(t, 0);
@@ -631,7 +629,7 @@ void txl_trainer_train(TxlTrainer *t) {
            t->graph.replays, t->graph.captures);
     fflush(stdout);
   }
-  if (last_eval != t->step) validate(t);
+  if (t->last_eval_step != t->step) validate(t); /* not again when resumed at max_step */
   if (t->last_save_step != t->step) txl_trainer_save(t, 0);
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "test", -1, &tokens);

@@ -62,6 +62,10 @@ for k in 1 2 3; do
 done
 train cut || { cat "$WORK/cut.out"; fail "the last resume failed"; }
 grep -q "^test at step 40" "$WORK/cut.out" && ok "$cycles stops and resumes, then the run finished" || fail "the run did not finish"
+# and once more: resumed at its last step, the finished run tests again, and validates no more
+train cut || { cat "$WORK/cut.out"; fail "resuming the finished run failed"; }
+! grep -q "^valid at step 40" "$WORK/cut.out" && grep -q "^test at step 40" "$WORK/cut.out" \
+  && ok "the finished run resumed at step 40 tests again and does not validate step 40 again" || fail "resumed at the end"
 got=$(history "$WORK/cut")
 if [ "$got" = "$want" ]; then
   ok "metrics.jsonl holds the uninterrupted run's lines, in order, the same figures as printed ($(grep -c '' <<< "$got") lines)"
