@@ -45,6 +45,8 @@ void txl_report_sync(TxlReport *r) {
 
 /* ---- one history ---------------------------------------------------------------------------- */
 
+static void write_line(TxlReport *r, const char *line);
+
 /* A metrics.jsonl line's step ("step": N, as the txl_report_* functions write it), or -1 without
  * one; *unigram = 1 for a "unigram" line, *whole = 0 for a line that is not one complete object
  * (cut short, or glued to the next by a write that stopped half-way). */
@@ -112,6 +114,7 @@ static int keep_until(TxlReport *r, int keep, int *dropped, char *err, size_t er
   FILE *out = open_memstream(&text, &size);
   if (!out) txl_fatal("out of memory reading %s", r->path);
   int unigrams = 0, changed = 0;
+  long long prefix = 0; /* bytes of the file kept as they are before the first line that goes */
   ssize_t len;
   if (r->header[0]) fputs(r->header, out); /* first, unless the history has its own */
   const size_t header_len = strlen(r->header);
@@ -123,29 +126,47 @@ static int keep_until(TxlReport *r, int keep, int *dropped, char *err, size_t er
      * stopped there; the continued run ends with its own */
     const int late = step > keep || (step == keep && is_kind(line, "test"));
     if (!whole || late) (*dropped)++;
-    if (!whole || late || extra_header) changed = 1;
-    else fwrite(line, 1, (size_t)len, out);
+    if (!whole || late || extra_header) {
+      changed = 1;
+      continue;
+    }
+    if (changed) changed = 2; /* a line kept after one that went: the file must be rewritten */
+    else prefix += len;
+    fwrite(line, 1, (size_t)len, out);
   }
   const int read_error = ferror(f);
   free(line);
   fclose(f);
   fclose(out);
   const char *keep_text = text;
-  if (unigrams > 0) { /* the history's header stays: this start's is not written */
+  if (unigrams > 0 || prefix == 0) { /* the history's header stays, or this start's comes first */
     keep_text += header_len;
     size -= header_len;
   } else if (header_len) {
-    changed = 1;
+    changed = 2; /* a history without a header (not one txl-train wrote): it goes in front */
   }
-  r->header[0] = 0;
+  if (unigrams > 0) r->header[0] = 0;
   int rc = 0;
   if (read_error) {
     snprintf(err, errlen, "%s: cannot read: %s", r->path, strerror(errno));
     rc = -1;
-  } else if (changed) {
+  } else if (changed == 1) { /* only lines at the end go: cut there (one call, kept whole or not) */
+    if (ftruncate(r->fd, (off_t)prefix) != 0) {
+      snprintf(err, errlen, "%s: cannot cut back to step %d: %s", r->path, keep, strerror(errno));
+      rc = -1;
+    }
+    r->good_size = prefix;
+  } else if (changed == 2) {
+    r->header[0] = 0;
     rc = replace_file(r, keep_text, size, err, errlen);
   }
   free(text);
+  if (rc == 0 && r->header[0]) { /* a file without a history: this start's header begins it now */
+    char header[sizeof r->header];
+    snprintf(header, sizeof header, "%s", r->header);
+    r->header[0] = 0;
+    write_line(r, header);
+  }
   return rc;
 }
 
