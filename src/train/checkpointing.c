@@ -395,13 +395,32 @@ static int discard_newer(const TxlTrainer *t, const TxlCkptFile *newer, int n, c
   return 0;
 }
 
+/* The error of a resume from step t->step of checkpoint `path` while work_dir holds the n newer
+ * checkpoints `newer` of its run (newest first): them, the pointers that name one, both ways out. */
+static void refusal(const TxlTrainer *t, const char *path, const TxlCkptFile *newer, int n, char *msg, size_t len) {
+  const char *dir = t->cfg.work_dir;
+  char named[700] = ""; /* "; best names ckpt-...": the pointers that name one of them */
+  static const char *const pointers[] = {"best", "latest"};
+  for (int k = 0; k < 2; k++) {
+    char target[600];
+    pointer_target(dir, pointers[k], target, sizeof target);
+    for (int i = 0; i < n; i++)
+      if (!strcmp(target, newer[i].name))
+        snprintf(named + strlen(named), sizeof named - strlen(named), "; %s names %s", pointers[k], target);
+  }
+  snprintf(msg, len,
+           "%s is step %d of a run that went on: %s holds %d newer checkpoint%s of it (the newest %s%s), which "
+           "continuing from step %d would overwrite: branch off into another run.work_dir, or discard them with "
+           "--set run.discard_newer=true", path, t->step, dir, n, n > 1 ? "s" : "", newer[0].name, named, t->step);
+}
+
 /* Going back to an older checkpoint never destroys the run's future: the checkpoints of its
  * lineage in work_dir after the resumed step, which the resumed run would overwrite and rotate
  * away ("best" may name one), make the resume of a checkpoint file an error naming them and both
  * ways out, unless run.discard_newer says to discard them. A run folder's resume (run.resume =
  * auto, --resume DIR) continues from "latest", and newer files of the run there are those of a
- * run killed between writing a checkpoint and moving "latest" to it: the same steps, written
- * again (a notice says so), so that a requeue always goes on. Other runs' checkpoints are never
+ * run killed between writing a checkpoint and moving "latest" to it, whose steps the run computes
+ * again: a notice, no error, so that a requeue always goes on. Other runs' checkpoints are never
  * this run's to overwrite (another_runs_file) and do not count. collective: all ranks */
 static void check_newer(TxlTrainer *t, const char *path) {
   char msg[2048] = "";
@@ -424,20 +443,8 @@ static void check_newer(TxlTrainer *t, const char *path) {
     } else if (n > 0 && t->cfg.discard_newer) {
       failed = discard_newer(t, files, n, msg, sizeof msg) != 0;
     } else if (n > 0) {
-      char named[700] = ""; /* "; best names ckpt-...": the pointers that name one of them */
-      static const char *const pointers[] = {"best", "latest"};
-      for (int k = 0; k < 2; k++) {
-        char target[600];
-        pointer_target(dir, pointers[k], target, sizeof target);
-        for (int i = 0; i < n; i++)
-          if (!strcmp(target, files[i].name))
-            snprintf(named + strlen(named), sizeof named - strlen(named), "; %s names %s", pointers[k], target);
-      }
       failed = 1;
-      snprintf(msg, sizeof msg,
-               "%s is step %d of a run that went on: %s holds %d newer checkpoint%s of it (the newest %s%s), which "
-               "continuing from step %d would overwrite: branch off into another run.work_dir, or discard them with "
-               "--set run.discard_newer=true", path, t->step, dir, n, n > 1 ? "s" : "", files[0].name, named, t->step);
+      refusal(t, path, files, n, msg, sizeof msg);
     }
     free(files);
   }

@@ -6,7 +6,7 @@
 # elapsed, seconds), also in the first line after each resume, which averages steps from before
 # and after it. A fresh run over the metrics of a run that died before its first checkpoint is
 # refused and changes nothing; run.resume = auto starts it over into the same history. plot-metrics
-# reads a file of repeated steps (written before) as one history.
+# reads a file of repeated steps (written before) as one history. 1 and 2 ranks.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 make_corpus "$WORK/c.h5" 4000 300
 # progress lines every 5 steps, checkpoints every 7 (most fall between lines), validations every 10
@@ -78,6 +78,15 @@ check_eq "one line per logged step" "$(python3 -c '
 import json, sys
 seen = [(r["kind"], r.get("step")) for r in map(json.loads, open(sys.argv[1]))]
 print(len(seen) - len(set(seen)))' "$WORK/cut/metrics.jsonl") repeated" "0 repeated"
+
+# on 2 ranks (rank 0 rewrites the file, every rank agrees): two stops between lines and a crash
+train_into straight2 "$WORK/r.ini" 2 || fail "2 ranks: the uninterrupted run failed"
+for at in 8 13; do train_into cut2 "$WORK/r.ini" 2 --set run.resume=auto --stop-at $at || true; done
+TXL_CKPT_FAULT=after_params train_into cut2 "$WORK/r.ini" 2 --set run.resume=auto || true
+train_into cut2 "$WORK/r.ini" 2 --set run.resume=auto || { cat "$WORK/cut2.out"; fail "2 ranks: the last resume failed"; }
+[ "$(history "$WORK/cut2")" = "$(history "$WORK/straight2")" ] \
+  && ok "2 ranks: stopped twice and crashed once, metrics.jsonl holds the uninterrupted run's lines" \
+  || { { diff <(history "$WORK/straight2") <(history "$WORK/cut2") || true; } | head; fail "2 ranks: metrics.jsonl differs"; }
 
 # plot-metrics draws a file written before one history was kept (a resumed run's lines for steps
 # the stopped run had logged already, after them) as one history: no curve jumps back
