@@ -29,11 +29,13 @@ void txl_report_sync(TxlReport *r);
 /* metrics.jsonl tells one history: a run that continues from step `step` (0: a fresh start, or
  * starting over as run.resume = auto does in a folder without a checkpoint) drops the lines of
  * later steps, which the run that stopped logged after its checkpoint and which this run logs
- * again (and the "test" line of that step, which ends the run that stopped there: the continued
- * run ends with its own), and a line that is not whole (cut short); the "unigram" line waiting in r->header is
- * written first when the file holds none (it holds one per history, not one per start). The
- * file is rewritten atomically (txl_write_file_atomic) when it changes, with a notice saying how
- * many lines went; a failure is one error on every rank. collective: all ranks */
+ * again (and the "test" line of that step, which ended the run that stopped there: the continued
+ * run ends with its own), and a line that is not whole (cut short). The "unigram" line waiting
+ * in r->header is written now when the file holds none (there is one per history, not one per
+ * start). Lines that go only at the end are cut off in place (ftruncate: one call, and a
+ * metrics.jsonl that is a link stays one); otherwise the file is rewritten atomically
+ * (txl_write_file_atomic). A notice says how many lines went; a failure is one error on every
+ * rank. collective: all ranks */
 void txl_report_keep_until(TxlReport *r, int step);
 
 /* The number of lines with a step (train, valid, test: a history, not only the "unigram" header)
