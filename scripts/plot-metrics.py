@@ -38,7 +38,19 @@ def load(path):
                 rows.append(r)
     except OSError as e:
         die("%s: %s" % (path, e.strerror))
-    return rows
+    return one_history(rows)
+
+
+def one_history(rows):
+    """The rows of one history, in step order: txl-train keeps one per logged step, but a file
+    written before it did holds, after each resume, the resumed run's rows again for the steps the
+    stopped run had logged past its checkpoint; the later row of a kind and step (the resumed
+    run's) replaces the earlier, so that no curve jumps back."""
+    last = {}
+    for i, r in enumerate(rows):
+        last[(r["kind"], r.get("split"), r.get("step"))] = i
+    kept = [r for i, r in enumerate(rows) if last[(r["kind"], r.get("split"), r.get("step"))] == i]
+    return sorted(kept, key=lambda r: r["step"] if isinstance(r.get("step"), int) else -1)
 
 
 def num(v):

@@ -52,6 +52,15 @@ typedef struct {
   double loss_scale;
   int64_t loss_scale_good, loss_scale_skipped;
   int has_loss_scale;  /* write: ignored; read: whether the file holds the three */
+  /* the training loop's sums over the steps since its last progress line (src/train/report.h,
+   * TxlProgress), so that the first line after a resume averages the same steps as without the
+   * stop; read: has_progress = 0 for a file written before them (the sums start at zero then) */
+  double progress_loss, progress_tokens, progress_seconds, progress_wait;
+  int progress_steps;
+  int64_t progress_skipped;
+  int64_t last_eval_step; /* the step of the latest validation (-1: none), so that a run resumed at
+                             its last step does not validate it again; in the same set */
+  int has_progress;    /* write: ignored; read: whether the file holds the seven */
   char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
                                          run that resumes from it ("" in version 1 files) */
   char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */

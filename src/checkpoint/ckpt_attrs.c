@@ -35,9 +35,10 @@ typedef struct {
 } RootAttr;
 
 /* The optional sets of attributes, each added at once to the format. */
-enum { SET_NONE = 0, SET_PLATEAU = 1, SET_LOSS_SCALE = 2, N_SETS = 3 };
+enum { SET_NONE = 0, SET_PLATEAU = 1, SET_LOSS_SCALE = 2, SET_PROGRESS = 3, N_SETS = 4 };
 static const char *const SET_NAMES[N_SETS] = {"", "plateau_* (dev_perf's state)",
-                                              "loss_scale* (the loss scaler's state)"};
+                                              "loss_scale* (the loss scaler's state)",
+                                              "progress_* and last_eval_step (the training loop's state)"};
 
 #define ST(f) offsetof(CkptRoot, st.f)
 #define GEO(f) offsetof(CkptRoot, g.f)
@@ -63,6 +64,13 @@ static const RootAttr ROOT_ATTRS[] = {
     {"loss_scale", ATTR_F64, ST(loss_scale), 0, 0, NULL, SET_LOSS_SCALE},
     {"loss_scale_good", ATTR_I64, ST(loss_scale_good), 0, INT64_MAX, NULL, SET_LOSS_SCALE},
     {"loss_scale_skipped", ATTR_I64, ST(loss_scale_skipped), 0, INT64_MAX, NULL, SET_LOSS_SCALE},
+    {"progress_loss", ATTR_F64, ST(progress_loss), 0, 0, NULL, SET_PROGRESS},
+    {"progress_tokens", ATTR_F64, ST(progress_tokens), 0, 0, NULL, SET_PROGRESS},
+    {"progress_seconds", ATTR_F64, ST(progress_seconds), 0, 0, NULL, SET_PROGRESS},
+    {"progress_wait", ATTR_F64, ST(progress_wait), 0, 0, NULL, SET_PROGRESS},
+    {"progress_steps", ATTR_I32, ST(progress_steps), 0, INT32_MAX, NULL, SET_PROGRESS},
+    {"progress_skipped", ATTR_I64, ST(progress_skipped), 0, INT64_MAX, NULL, SET_PROGRESS},
+    {"last_eval_step", ATTR_I64, ST(last_eval_step), -1, INT64_MAX, NULL, SET_PROGRESS},
     {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL, 0},
     {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL, 0},
     /* train.optim; files written before it held Adam's state */
@@ -176,6 +184,7 @@ void ckpt_read_root_attrs(CkptCtx *c, hid_t file, TxlCkptState *st, CkptGeometry
                 SET_NAMES[s]);
   r.st.has_plateau = set_found[SET_PLATEAU] == set_attrs[SET_PLATEAU];
   r.st.has_loss_scale = set_found[SET_LOSS_SCALE] == set_attrs[SET_LOSS_SCALE];
+  r.st.has_progress = set_found[SET_PROGRESS] == set_attrs[SET_PROGRESS];
   if (c->ok && r.st.mem_rows > r.g.mem_len)
     ckpt_fail(c, "not a valid txl checkpoint: mem_rows %d outside [0, mem_len = %d]", r.st.mem_rows,
               r.g.mem_len);

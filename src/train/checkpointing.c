@@ -163,6 +163,13 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   st.loss_scale = t->scaler.scale;
   st.loss_scale_good = t->scaler.good;
   st.loss_scale_skipped = t->scaler.skipped;
+  st.progress_loss = t->progress.loss;
+  st.progress_tokens = t->progress.tokens;
+  st.progress_seconds = t->progress.seconds;
+  st.progress_wait = t->progress.wait;
+  st.progress_steps = t->progress.steps;
+  st.progress_skipped = t->progress.skipped;
+  st.last_eval_step = t->last_eval_step;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
@@ -302,6 +309,131 @@ static void resume_loss_scale(TxlTrainer *t, const char *path, const TxlConfig *
   }
 }
 
+/* The sums since the last progress line continue, so that the first line after the resume
+ * averages the same steps as the uninterrupted run's (a file written before them: from zero),
+ * and so does the step of the latest validation. */
+static void resume_progress(TxlTrainer *t, const TxlCkptState *st) {
+  if (!st->has_progress) return;
+  t->progress = (TxlProgress){st->progress_loss, st->progress_tokens, st->progress_seconds, st->progress_wait,
+                              st->progress_steps, st->progress_skipped};
+  t->last_eval_step = (int)st->last_eval_step;
+}
+
+/* ---- going back: the run's newer checkpoints ---------------------------------------------- */
+
+/* After the run's checkpoints newer than the resumed one are discarded: a pointer that named one
+ * of them names `target` instead (a file in dir), or is removed when target is "". Rank 0. */
+static int repoint(const char *dir, const char *name, const char *target, char *said, size_t n, char *err,
+                   size_t errlen) {
+  const size_t used = strlen(said);
+  if (target[0]) {
+    snprintf(said + used, n - used, "; %s now names %s", name, target);
+    return write_pointer(dir, name, target, err, errlen);
+  }
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(said + used, n - used, "; %s removed (no checkpoint of it is left)", name);
+  if (unlink(path) == 0 || errno == ENOENT) return 0;
+  snprintf(err, errlen, "%s: cannot remove: %s", path, strerror(errno));
+  return -1;
+}
+
+/* "ckpt-<step>.h5" when work_dir holds that checkpoint of this run's lineage, else "". */
+static void own_checkpoint(const TxlTrainer *t, int64_t step, char *out, size_t n) {
+  char p[1300];
+  snprintf(out, n, "ckpt-%08lld.h5", (long long)step);
+  snprintf(p, sizeof p, "%s/%s", t->cfg.work_dir, out);
+  if (step < 0 || !same_lineage(p, t->run_id)) out[0] = 0;
+}
+
+/* run.discard_newer: deletes the n files (the run's checkpoints after the resumed step), then
+ * moves "latest" to the resumed step's checkpoint and "best" to the resumed state's best step's,
+ * each only when it named a deleted file, and each removed when work_dir holds no such file of
+ * the run. Rank 0; returns 0, or -1 with the reason in err. */
+static int discard_newer(const TxlTrainer *t, const TxlCkptFile *newer, int n, char *err, size_t errlen) {
+  const char *dir = t->cfg.work_dir;
+  char latest[1200], best[1200], said[2048] = "";
+  pointer_target(dir, "latest", latest, sizeof latest);
+  pointer_target(dir, "best", best, sizeof best);
+  int latest_gone = 0, best_gone = 0;
+  for (int i = 0; i < n; i++) {
+    char p[1300];
+    snprintf(p, sizeof p, "%s/%s", dir, newer[i].name);
+    if (unlink(p) != 0) {
+      snprintf(err, errlen, "%s: cannot remove (run.discard_newer): %s", p, strerror(errno));
+      return -1;
+    }
+    latest_gone |= !strcmp(latest, newer[i].name);
+    best_gone |= !strcmp(best, newer[i].name);
+  }
+  char to_latest[64], to_best[64];
+  own_checkpoint(t, t->step, to_latest, sizeof to_latest);
+  own_checkpoint(t, t->best_step, to_best, sizeof to_best);
+  if ((latest_gone && repoint(dir, "latest", to_latest, said, sizeof said, err, errlen) != 0) ||
+      (best_gone && repoint(dir, "best", to_best, said, sizeof said, err, errlen) != 0))
+    return -1;
+  printf("resume: run.discard_newer: removed %d checkpoint%s of this run after step %d from %s (the newest %s)%s\n",
+         n, n > 1 ? "s" : "", t->step, dir, newer[0].name, said);
+  fflush(stdout);
+  return 0;
+}
+
+/* The error of a resume from step t->step of checkpoint `path` while work_dir holds the n newer
+ * checkpoints `newer` of its run (newest first): them, the pointers that name one, both ways out. */
+static void refusal(const TxlTrainer *t, const char *path, const TxlCkptFile *newer, int n, char *msg, size_t len) {
+  const char *dir = t->cfg.work_dir;
+  char named[700] = ""; /* "; best names ckpt-...": the pointers that name one of them */
+  static const char *const pointers[] = {"best", "latest"};
+  for (int k = 0; k < 2; k++) {
+    char target[600];
+    pointer_target(dir, pointers[k], target, sizeof target);
+    for (int i = 0; i < n; i++)
+      if (!strcmp(target, newer[i].name))
+        snprintf(named + strlen(named), sizeof named - strlen(named), "; %s names %s", pointers[k], target);
+  }
+  snprintf(msg, len,
+           "%s is step %d of a run that went on: %s holds %d newer checkpoint%s of it (the newest %s%s), which "
+           "continuing from step %d would overwrite: branch off into another run.work_dir, or discard them with "
+           "--set run.discard_newer=true", path, t->step, dir, n, n > 1 ? "s" : "", newer[0].name, named, t->step);
+}
+
+/* Going back to an older checkpoint never destroys the run's future: the checkpoints of its
+ * lineage in work_dir after the resumed step, which the resumed run would overwrite and rotate
+ * away ("best" may name one), make the resume of a checkpoint file an error naming them and both
+ * ways out, unless run.discard_newer says to discard them. A run folder's resume (run.resume =
+ * auto, --resume DIR) continues from "latest", and newer files of the run there are those of a
+ * run killed between writing a checkpoint and moving "latest" to it, whose steps the run computes
+ * again: a notice, no error, so that a requeue always goes on. Other runs' checkpoints are never
+ * this run's to overwrite (another_runs_file) and do not count. collective: all ranks */
+static void check_newer(TxlTrainer *t, const char *path) {
+  char msg[2048] = "";
+  int failed = 0;
+  if (t->dist.rank == 0) {
+    const char *dir = t->cfg.work_dir;
+    int count = 0, n = 0;
+    TxlCkptFile *files = txl_ckpt_list_dir(dir, &count); /* newest first */
+    for (int i = 0; i < count && files[i].step > t->step; i++) {
+      char p[1300];
+      snprintf(p, sizeof p, "%s/%s", dir, files[i].name);
+      if (same_lineage(p, t->run_id)) files[n++] = files[i];
+    }
+    const char *r = t->cfg.resume;
+    if (n > 0 && (!strcmp(r, "auto") || is_dir(r))) {
+      printf("resume: %s holds %d checkpoint%s of this run after step %d (the newest %s), left by a run stopped before "
+             "it moved 'latest': continuing from %s, as 'latest' says\n", dir, n, n > 1 ? "s" : "", t->step,
+             files[0].name, path);
+      fflush(stdout);
+    } else if (n > 0 && t->cfg.discard_newer) {
+      failed = discard_newer(t, files, n, msg, sizeof msg) != 0;
+    } else if (n > 0) {
+      failed = 1;
+      refusal(t, path, files, n, msg, sizeof msg);
+    }
+    free(files);
+  }
+  txl_fatal_if_any(failed, "%s", msg);
+}
+
 int txl_trainer_resume(TxlTrainer *t) {
   char path[1200], err[1024];
   find_checkpoint(t, path, sizeof path);
@@ -309,6 +441,7 @@ int txl_trainer_resume(TxlTrainer *t) {
     new_run_id(t->run_id);
     if (!strcmp(t->cfg.resume, "auto") && t->dist.rank == 0)
       printf("resume = auto: no checkpoint in %s, starting fresh\n", t->cfg.work_dir);
+    txl_report_keep_until(&t->report, 0);
     return 0;
   }
   char *text = NULL;
@@ -350,10 +483,13 @@ int txl_trainer_resume(TxlTrainer *t) {
   t->last_save_step = t->step;
   resume_plateau(t, path, &saved, &st);
   resume_loss_scale(t, path, &saved, &st);
+  resume_progress(t, &st);
   /* a version 1 checkpoint has no lineage: the run takes a new one, so rotation never counts the
    * older files (which it cannot tell apart from another run's) as its own */
   if (st.run_id[0]) snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);
   else new_run_id(t->run_id);
+  check_newer(t, path);
+  txl_report_keep_until(&t->report, t->step);
   if (t->dist.rank == 0) {
     printf("resumed from %s: step %d, %lld tokens seen, epoch %lld, written by %d rank%s\n", path, t->step,
            (long long)st.tokens_seen, (long long)st.epoch, st.world_size, st.world_size > 1 ? "s" : "");

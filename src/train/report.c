@@ -2,13 +2,16 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/base/error.h"
+#include "src/train/workdir.h"
 
 void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level) {
   memset(r, 0, sizeof *r);
@@ -40,10 +43,155 @@ void txl_report_sync(TxlReport *r) {
   if (r->fd >= 0 && !r->error[0] && fsync(r->fd) != 0) remember_failure(r, errno);
 }
 
+/* ---- one history ---------------------------------------------------------------------------- */
+
+static void write_line(TxlReport *r, const char *line);
+
+/* A metrics.jsonl line's step ("step": N, as the txl_report_* functions write it), or -1 without
+ * one; *unigram = 1 for a "unigram" line, *whole = 0 for a line that is not one complete object
+ * (cut short, or glued to the next by a write that stopped half-way). */
+static int is_kind(const char *line, const char *kind) {
+  char start[64];
+  snprintf(start, sizeof start, "{\"kind\": \"%s\",", kind);
+  return strncmp(line, start, strlen(start)) == 0;
+}
+
+static int line_step(const char *line, size_t len, int *unigram, int *whole) {
+  *unigram = is_kind(line, "unigram");
+  *whole = len >= 3 && line[0] == '{' && !strchr(line + 1, '{') && line[len - 2] == '}' && line[len - 1] == '\n';
+  const char *s = strstr(line, "\"step\": ");
+  if (!s) return -1;
+  char *end;
+  const long v = strtol(s + 8, &end, 10);
+  return end == s + 8 || v < 0 || v > INT_MAX ? -1 : (int)v;
+}
+
+int txl_metrics_history(const char *path, int *last) {
+  FILE *f = fopen(path, "rb");
+  int n = 0;
+  *last = -1;
+  if (!f) return 0;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, f)) > 0) {
+    int unigram, whole;
+    const int step = line_step(line, (size_t)len, &unigram, &whole);
+    if (step >= 0) {
+      n++;
+      *last = step;
+    }
+  }
+  free(line);
+  fclose(f);
+  return n;
+}
+
+/* r->path replaced by text[0, size), and r->fd reopened on the new file. */
+static int replace_file(TxlReport *r, const char *text, size_t size, char *err, size_t errlen) {
+  close(r->fd);
+  r->fd = -1;
+  if (txl_write_file_atomic(r->path, text, size, err, errlen) != 0) return -1;
+  r->fd = open(r->path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (r->fd < 0) {
+    snprintf(err, errlen, "%s: cannot open for writing: %s", r->path, strerror(errno));
+    return -1;
+  }
+  r->good_size = (long long)size;
+  return 0;
+}
+
+/* Rank 0's part of txl_report_keep_until: *dropped gets the lines of steps after `keep` and the
+ * damaged ones that went (the extra "unigram" lines, one per start, are not counted). */
+static int keep_until(TxlReport *r, int keep, int *dropped, char *err, size_t errlen) {
+  FILE *f = fopen(r->path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "%s: cannot read: %s", r->path, strerror(errno));
+    return -1;
+  }
+  char *text = NULL, *line = NULL;
+  size_t size = 0, cap = 0;
+  FILE *out = open_memstream(&text, &size);
+  if (!out) txl_fatal("out of memory reading %s", r->path);
+  int unigrams = 0, changed = 0;
+  long long prefix = 0; /* bytes of the file kept as they are before the first line that goes */
+  ssize_t len;
+  if (r->header[0]) fputs(r->header, out); /* first, unless the history has its own */
+  const size_t header_len = strlen(r->header);
+  while ((len = getline(&line, &cap, f)) > 0) {
+    int unigram, whole;
+    const int step = line_step(line, (size_t)len, &unigram, &whole);
+    const int extra_header = whole && unigram && unigrams++ > 0;
+    /* the test line of the resumed step: written after its checkpoint, at the end of a run that
+     * stopped there; the continued run ends with its own */
+    const int late = step > keep || (step == keep && is_kind(line, "test"));
+    if (!whole || late) (*dropped)++;
+    if (!whole || late || extra_header) {
+      changed = 1;
+      continue;
+    }
+    if (changed) changed = 2; /* a line kept after one that went: the file must be rewritten */
+    else prefix += len;
+    fwrite(line, 1, (size_t)len, out);
+  }
+  const int read_error = ferror(f);
+  free(line);
+  fclose(f);
+  fclose(out);
+  const char *keep_text = text;
+  if (unigrams > 0 || prefix == 0) { /* the history's header stays, or this start's comes first */
+    keep_text += header_len;
+    size -= header_len;
+  } else if (header_len) {
+    changed = 2; /* a history without a header (not one txl-train wrote): it goes in front */
+  }
+  if (unigrams > 0) r->header[0] = 0;
+  int rc = 0;
+  if (read_error) {
+    snprintf(err, errlen, "%s: cannot read: %s", r->path, strerror(errno));
+    rc = -1;
+  } else if (changed == 1) { /* only lines at the end go: cut there (one call, kept whole or not) */
+    if (ftruncate(r->fd, (off_t)prefix) != 0) {
+      snprintf(err, errlen, "%s: cannot cut back to step %d: %s", r->path, keep, strerror(errno));
+      rc = -1;
+    }
+    r->good_size = prefix;
+  } else if (changed == 2) {
+    r->header[0] = 0;
+    rc = replace_file(r, keep_text, size, err, errlen);
+  }
+  free(text);
+  if (rc == 0 && r->header[0]) { /* a file without a history: this start's header begins it now */
+    char header[sizeof r->header];
+    snprintf(header, sizeof header, "%s", r->header);
+    r->header[0] = 0;
+    write_line(r, header);
+  }
+  return rc;
+}
+
+void txl_report_keep_until(TxlReport *r, int step) {
+  char err[1400] = "";
+  int dropped = 0;
+  const int failed = r->fd >= 0 && keep_until(r, step, &dropped, err, sizeof err) != 0;
+  txl_fatal_if_any(failed, "%s", err);
+  if (dropped > 0) {
+    printf("%s: dropped %d line%s that the run which stopped logged after the checkpoint of step %d (this run "
+           "logs those steps again)\n", r->path, dropped, dropped > 1 ? "s" : "", step);
+    fflush(stdout);
+  }
+}
+
 /* Appends one complete line; after a failure the file is cut back to its last complete line and
  * nothing more is written (the run stops on it). */
 static void write_line(TxlReport *r, const char *line) {
   if (r->fd < 0 || r->error[0]) return;
+  if (r->header[0]) { /* the header line comes first */
+    char header[sizeof r->header];
+    snprintf(header, sizeof header, "%s", r->header);
+    r->header[0] = 0;
+    write_line(r, header);
+  }
   const size_t len = strlen(line);
   size_t done = 0;
   while (done < len) {
@@ -189,5 +337,5 @@ void txl_report_baseline(TxlReport *r, const char *split, double bits) {
   add_number(&l, "bits", "%.6f", bits);
   add_number(&l, "loss", "%.6f", nats);
   add(&l, "}\n");
-  write_line(r, l.s);
+  snprintf(r->header, sizeof r->header, "%s", l.s);
 }

@@ -13,6 +13,8 @@ typedef struct {
   long long good_size; /* bytes of complete lines in metrics.jsonl */
   char path[1100];
   char error[1400];    /* the first failed write, "<path>: cannot write: <reason>"; "" while none */
+  char header[1024];   /* the "unigram" line (txl_report_baseline), waiting to be written: by
+                          txl_report_keep_until, or before the first other line */
 } TxlReport;
 
 /* Opens <work_dir>/metrics.jsonl (work_dir exists: txl_workdir_open) for appending on rank 0;
@@ -23,6 +25,34 @@ void txl_report_close(TxlReport *r);
 int txl_report_failed(const TxlReport *r);
 /* Makes the lines written so far durable (fsync); a failure is remembered as a failed write. */
 void txl_report_sync(TxlReport *r);
+
+/* metrics.jsonl tells one history: a run that continues from step `step` (0: a fresh start, or
+ * starting over as run.resume = auto does in a folder without a checkpoint) drops the lines of
+ * later steps, which the run that stopped logged after its checkpoint and which this run logs
+ * again (and the "test" line of that step, which ended the run that stopped there: the continued
+ * run ends with its own), and a line that is not whole (cut short). The "unigram" line waiting
+ * in r->header is written now when the file holds none (there is one per history, not one per
+ * start). Lines that go only at the end are cut off in place (ftruncate: one call, and a
+ * metrics.jsonl that is a link stays one); otherwise the file is rewritten atomically
+ * (txl_write_file_atomic). A notice says how many lines went; a failure is one error on every
+ * rank. collective: all ranks */
+void txl_report_keep_until(TxlReport *r, int step);
+
+/* The number of lines with a step (train, valid, test: a history, not only the "unigram" header)
+ * in the metrics.jsonl at path, and the last one's step in *last; 0 when there is none or no
+ * file. Serial. */
+int txl_metrics_history(const char *path, int *last);
+
+/* The sums over the steps since the last progress line. Each step is timed once, from fetching
+ * its data to its update, so that evaluations, checkpoints and the logging itself never count as
+ * training time and every step counts exactly once in the time, the tokens and the waits.
+ * Checkpoints carry them (progress_* root attributes), so that the first line after a resume
+ * averages the same steps as the uninterrupted run's. */
+typedef struct {
+  double loss, tokens, seconds, wait;
+  int steps;
+  long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
+} TxlProgress;
 
 typedef struct {
   int step, max_step;
@@ -39,7 +69,9 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f);
 /* split: "valid" or "test"; tokens: how many were scored. */
 void txl_report_eval(TxlReport *r, const char *split, int step, double loss, double tokens, double seconds);
 
-/* The unigram entropy of a split (bits per token): a model that learned anything beats it. */
+/* The unigram entropy of a split (bits per token): a model that learned anything beats it.
+ * Printed now; its line waits in r->header (see txl_report_keep_until), so that a run refused
+ * before it trains writes nothing. */
 void txl_report_baseline(TxlReport *r, const char *split, double bits);
 
 /* "bpc 1.2345" (character and byte corpora) or "ppl 123.45" (words) for a mean loss in nats;

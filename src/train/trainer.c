@@ -198,6 +198,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->best_valid_loss = INFINITY;
   t->best_step = -1;
   t->last_save_step = -1;
+  t->last_eval_step = -1;
   txl_shard(c->batch_size, dist->world, dist->rank, &t->B_local, &t->col0);
 
   TxlModelSpec spec;
@@ -431,6 +432,7 @@ int txl_trainer_losses(TxlTrainer *t, double *out) {
 static void validate(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "valid", t->cfg.max_eval_steps, &tokens);
+  t->last_eval_step = t->step; /* before the checkpoint of a new best below, which records it */
   txl_report_eval(&t->report, "valid", t->step, loss, tokens, txl_now_s() - t0);
   if (txl_schedule_validated(&t->sched, loss) && t->dist.rank == 0) {
     printf("dev_perf: no improvement on validation for %d validation%s: the learning rate is now %.3e\n",
@@ -460,14 +462,7 @@ static void write_config(const TxlTrainer *t) {
   txl_fatal_if_any(failed, "%s", err);
 }
 
-/* Sums over the steps since the last progress line. Each step is timed once, from fetching its
- * data to its update, so that evaluations, checkpoints and the logging itself never count as
- * training time and every step counts exactly once in the time, the tokens and the waits. */
-typedef struct {
-  double loss, tokens, seconds, wait;
-  int steps;
-  long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
-} Progress;
+typedef TxlProgress Progress; /* the sums over the steps since the last progress line (report.h) */
 
 static double comm_wait_seconds(const TxlTrainer *t) {
   return t->reducer ? txl_reducer_wait_seconds(t->reducer) : 0.0;
@@ -615,11 +610,10 @@ void txl_trainer_train(TxlTrainer *t) {
     fflush(stdout);
   }
   const double t_start = txl_now_s();
-  Progress p = {0};
-  int last_eval = -1;
+  Progress *const p = &t->progress; /* resumed: the sums the checkpoint carried */
   /* a request during the start-up (txl_stop_install ran first thing): nothing new to train */
   const int early = agree_on_request(t);
-  if (early) leave_run(t, &s, &p, early);
+  if (early) leave_run(t, &s, p, early);
   while (t->step < c->max_step) {
     const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
@@ -637,14 +631,14 @@ void txl_trainer_train(TxlTrainer *t) {
     /* known here only without deferral (dynamic loss scaling): nothing updated */
     const int nonfinite = t->step_nonfinite;
     if (!nonfinite) {
-      p.skipped += t->step_skipped;
+      p->skipped += t->step_skipped;
       t->data_pos = s.pos;
       t->tokens_seen += (int64_t)n * c->batch_size;
-      p.seconds += txl_now_s() - t0;
-      p.wait += comm_wait_seconds(t) - wait0;
-      p.tokens += (double)n * c->batch_size;
-      if (!t->loss_defer) p.loss += loss;
-      p.steps++;
+      p->seconds += txl_now_s() - t0;
+      p->wait += comm_wait_seconds(t) - wait0;
+      p->tokens += (double)n * c->batch_size;
+      if (!t->loss_defer) p->loss += loss;
+      p->steps++;
     }
     const int log = !nonfinite && (t->step % c->log_interval == 0 || t->step == c->max_step);
     const int eval = !nonfinite && c->eval_interval > 0 && t->step % c->eval_interval == 0;
@@ -654,10 +648,10 @@ void txl_trainer_train(TxlTrainer *t) {
      * evaluates or saves, or its buffers are full: a step never waits for the device. A halted
      * update is found there, before anything of its state is reported or saved. */
     if (log || eval || save || (!nonfinite && t->step == t->stop_at) || t->loss_pending == t->loss_cap)
-      look_or_stop(t, &p);
+      look_or_stop(t, p);
     if (log) {
-      report_progress(t, &p, lr, t->last_norm, txl_now_s() - t_start);
-      p = (Progress){0};
+      report_progress(t, p, lr, t->last_norm, txl_now_s() - t_start);
+      *p = (Progress){0};
     }
     int sig = 0;
     const int stop = agree_on_stop(t, nonfinite, &sig);
@@ -665,11 +659,10 @@ void txl_trainer_train(TxlTrainer *t) {
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (eval) { /* before a stop's checkpoint too: the resumed run starts after this step */
       validate(t);
-      last_eval = t->step;
       if (!sig) sig = agree_on_request(t); /* one that came during a long validation: no further step */
     }
     if (save && t->last_save_step != t->step) txl_trainer_save(t, 0);
-    if (sig || t->step == t->stop_at) leave_run(t, &s, &p, sig);
+    if (sig || t->step == t->stop_at) leave_run(t, &s, p, sig);
   }
   txl_stream_close(&s);
   if (t->graph.on && t->dist.rank == 0) {
@@ -677,7 +670,7 @@ void txl_trainer_train(TxlTrainer *t) {
            t->graph.replays, t->graph.captures);
     fflush(stdout);
   }
-  if (last_eval != t->step) validate(t);
+  if (t->last_eval_step != t->step) validate(t); /* not again when resumed at max_step */
   if (t->last_save_step != t->step) txl_trainer_save(t, 0);
   /* the state of the last step is written: a request from now on ends the run at once */
   char saved[300];

@@ -52,6 +52,7 @@ typedef struct {
   double last_norm;
   TxlGraphStep graph;  /* run.cuda_graph: the step captured once and replayed (graph_step.h) */
   TxlReport report;
+  TxlProgress progress; /* the training loop's sums since its last progress line (checkpointed) */
   int B_local, col0;
   int step;            /* updates done */
   int64_t tokens_seen; /* global training tokens consumed */
@@ -60,6 +61,7 @@ typedef struct {
   double best_valid_loss; /* +inf until the first validation */
   int64_t best_step;   /* step of best_valid_loss, -1 before */
   int last_save_step;  /* step of the newest checkpoint, -1 before */
+  int last_eval_step;  /* step of the latest validation, -1 before (checkpointed) */
   int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
   int fault_step, fault_tensor; /* the TXL_TRAIN_FAULT test hook: update and tensor (0: none) */
   int fault_drift;     /* the hook's kind: 0 an infinite gradient, 1 a parameter drifting on the last rank */

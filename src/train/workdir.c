@@ -13,6 +13,7 @@
 
 #include "src/base/error.h"
 #include "src/checkpoint/checkpoint.h"
+#include "src/train/report.h"
 
 #define MSG_LEN 1600
 
@@ -148,6 +149,19 @@ void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist) {
                "%s holds %d checkpoint%s of an earlier run (the newest %s), which a new run would overwrite: continue "
                "that run with --resume %s (or run.resume = auto), or give this one another run.work_dir",
                work_dir, count, count > 1 ? "s" : "", files[0].name, work_dir);
+    } else { /* a run that died before its first checkpoint: its lines are a history too */
+      char path[1200];
+      int last = -1;
+      snprintf(path, sizeof path, "%s/metrics.jsonl", work_dir);
+      const int lines = txl_metrics_history(path, &last);
+      if (lines > 0) {
+        failed = 1;
+        snprintf(msg, sizeof msg,
+                 "%s holds %d line%s of an earlier run that wrote no checkpoint (the last of step %d), which a new "
+                 "run would append to: give this one another run.work_dir, or start over in it with "
+                 "--set run.resume=auto (its lines are dropped), or remove the file",
+                 path, lines, lines > 1 ? "s" : "", last);
+      }
     }
     free(files);
   }

@@ -22,7 +22,9 @@ void txl_workdir_open(const char *work_dir, const TxlDist *dist);
 
 /* For a run that starts fresh: refuses (one line on every rank: how many checkpoints, the
  * newest, the ways out) when work_dir holds checkpoints, which belong to another run and which
- * the new run's checkpoints would overwrite and rotate away. collective: all ranks */
+ * the new run's checkpoints would overwrite and rotate away, and likewise when it holds none but
+ * a metrics.jsonl with lines of steps (a run that died before its first checkpoint), which the new
+ * run would append to. collective: all ranks */
 void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist);
 
 /* Writes data[0, bytes) to path atomically: "<path>.tmp-<pid>", written, flushed, synced and

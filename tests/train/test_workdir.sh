@@ -80,7 +80,8 @@ train busy 2 --set run.resume=auto --set train.max_step=$((stopped + 2)) \
 holder=$!
 for _ in $(seq 1200); do grep -q "^step" "$WORK/killed.out" 2>/dev/null && break; sleep 0.1; done
 kill -KILL $holder; wait $holder || true
-train killed 1 --set train.max_step=3 && ok "after kill -9 of the holder a new run starts" || { cat "$WORK/killed.out"; fail "lock of a killed run"; }
+# (it logged lines and wrote no checkpoint: a fresh run would be refused, run.resume = auto starts it over)
+train killed 1 --set train.max_step=3 --set run.resume=auto && ok "after kill -9 of the holder a new run starts" || { cat "$WORK/killed.out"; fail "lock of a killed run"; }
 
 # ---- --stop-at at or below the resumed step -----------------------------------------------------
 train stop 1 --stop-at 6 || true
