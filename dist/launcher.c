@@ -45,8 +45,8 @@ int txl_launcher_stop_warning(TxlLauncher l, double ckpt_bytes, char *out, size_
   snprintf(out, n,
            "warning: mpirun passes Ctrl-C and SIGTERM on to the ranks as SIGTERM and SIGKILLs them %d s later "
            "(odls_base_sigkill_timeout), too soon to finish a step and write this run's %.0f MiB checkpoint "
-           "(about %d s at 25 MiB/s): export OMPI_MCA_odls_base_sigkill_timeout=%d before mpirun, or stop the run "
-           "with kill -USR1 <mpirun pid>, which mpirun passes on at once", kill_s, ckpt_bytes / 1048576.0,
-           up(write_s), advise);
+           "(about %d s at 25 MiB/s): stop the run with kill -USR1 <mpirun pid>, which mpirun passes on at once, or "
+           "export OMPI_MCA_odls_base_sigkill_timeout=%d before mpirun (it then also waits about twice that after "
+           "any rank's non-zero exit)", kill_s, ckpt_bytes / 1048576.0, up(write_s), advise);
   return 1;
 }

@@ -17,10 +17,12 @@
 #   4. exit status 75 after SIGUSR1: scontrol requeue $SLURM_JOB_ID, the job goes back to the
 #      queue and its next run resumes. After SIGTERM or SIGINT (the job is being cancelled) exit 75
 #      without a requeue. Anything else: exit with the ranks' status.
-# mpirun gets --mca odls_base_sigkill_timeout TXL_KILL_TIMEOUT: when SLURM signals it directly
-# (scancel signals every process of the job), it does not SIGKILL the ranks before SLURM's own
-# KillWait does. What bounds a stop by scancel is KillWait (scontrol show config | grep KillWait):
-# a step plus a checkpoint write must fit in it, else stop with scancel --signal=USR1 --batch.
+# What bounds a stop by a plain scancel is SLURM's KillWait (scontrol show config | grep KillWait):
+# a step plus a checkpoint write must fit in it, else stop with scancel --signal=USR1 --batch. With
+# TXL_LAUNCHER=mpirun a plain scancel loses the stop's checkpoint: SLURM signals mpirun too, which
+# SIGKILLs its ranks odls_base_sigkill_timeout (1) seconds after passing SIGTERM on. Raising that
+# timeout is no cure: mpirun then waits about twice as long after any rank exits non-zero, a
+# stop's 75 included. Use srun (the default), or scancel --signal=USR1 --batch.
 set -uo pipefail
 
 # Site settings (environment overrides; the sbatch files set most of them)
@@ -31,7 +33,6 @@ TXL_MPIRUN_ARGS=${TXL_MPIRUN_ARGS:-}              # extra mpirun arguments (e.g.
 TXL_SRUN_MPI=${TXL_SRUN_MPI:-pmix}                # srun --mpi=: the PMI your MPI was built with
 TXL_REQUEUE=${TXL_REQUEUE:-1}                     # 1: requeue on status 75; 0: just exit 75 (chained jobs)
 TXL_MAX_RESTARTS=${TXL_MAX_RESTARTS:-50}          # stop requeueing after this many runs of one job
-TXL_KILL_TIMEOUT=${TXL_KILL_TIMEOUT:-600}          # mpirun's odls_base_sigkill_timeout (see above)
 
 log() { echo "txl-slurm: $(date '+%F %T') job ${SLURM_JOB_ID:-?} run $((${SLURM_RESTART_COUNT:-0} + 1)): $*"; }
 
@@ -52,13 +53,12 @@ case $TXL_LAUNCHER in
     # Open MPI reads the allocation from SLURM and starts its daemons on the other nodes with
     # srun itself; --bind-to none leaves the cores of each task to its threads.
     launch=(mpirun -n "$ntasks" --map-by "ppr:$per_node:node" --bind-to none -x OMP_NUM_THREADS
-            --mca odls_base_sigkill_timeout "$TXL_KILL_TIMEOUT" $TXL_MPIRUN_ARGS) ;;
+            $TXL_MPIRUN_ARGS) ;;
   srun)
     # The MPI must share a PMI with SLURM (srun --mpi=list): Debian's Open MPI 4.1 and SLURM both
     # use PMIx (--mpi=pmix, tested). The default: when SLURM signals the job (scancel), its step
     # daemons keep serving the ranks until KillWait, so they finish the step, write the
-    # checkpoint, print their last lines and exit 75; mpirun, signalled too, aborts and stops
-    # serving its ranks (their last lines are lost, they wait in MPI_Finalize until KillWait).
+    # checkpoint, print their last lines and exit 75; mpirun, signalled too, aborts (see above).
     # --cpus-per-task is passed again: srun of SLURM 22.11+ does not inherit it from sbatch.
     launch=(srun --mpi="$TXL_SRUN_MPI" --kill-on-bad-exit=1 --ntasks="$ntasks"
             --ntasks-per-node="$per_node" --cpus-per-task="$cpus") ;;
@@ -77,9 +77,18 @@ forward() { # SIGNAL: a stop request; the launcher passes SIGUSR1 on to every ra
 trap 'got_usr1=1; forward USR1' USR1
 trap 'got_term=1; forward TERM' TERM
 trap 'got_term=1; forward INT' INT
-# the txl-train processes of this job step still running (their parent, the launcher, may be gone)
-session=$(ps -o sid= -p $$ | tr -d ' ')
-ranks_left() { pgrep -s "$session" -x txl-train >/dev/null 2>&1; }
+# the txl-train processes of this job still running on this node (their parent, the launcher, may
+# be gone): those whose environment holds this job's id (and SLURM_CONF: two private clusters of
+# the tests both have a job 1)
+ranks_left() {
+  [ -n "${SLURM_JOB_ID:-}" ] || return 1
+  local p want=(-e "SLURM_JOB_ID=$SLURM_JOB_ID")
+  [ -n "${SLURM_CONF:-}" ] && want+=(-e "SLURM_CONF=$SLURM_CONF")
+  for p in $(pgrep -x txl-train); do
+    [ "$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -cx "${want[@]}")" -eq $((${#want[@]} / 2)) ] && return 0
+  done
+  return 1
+}
 
 # GPUs allocated: train on them (run.device=auto, right after the config: a --set of the
 # command line still wins); txl-train says at start what auto chose

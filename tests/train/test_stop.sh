@@ -8,7 +8,7 @@
 #   - SIGUSR1 80 ms after the start, before anything is set up;
 #   - Ctrl-C to mpirun's process group (mpirun -n 2): Open MPI passes it on as SIGTERM after
 #     odls_base_sigkill_timeout seconds and SIGKILLs the ranks as long after that, so the run
-#     sets it (as README and slurm/txl-run.sh say to); mpirun's own status is 1 (its abort);
+#     sets it (as docs/cluster.md says, for Ctrl-C); mpirun's own status is 1 (its abort);
 #   - SIGUSR1 to mpirun (passed on at once): mpirun's status 75;
 #   - SIGTERM to one rank only: every rank stops at the same step;
 #   - and the warning txl-train prints under mpirun when the kill timeout is too short.
@@ -89,7 +89,7 @@ kill -USR1 "$job"
 finish_job
 check_eq "SIGUSR1 to mpirun: mpirun's status" "$rc" 75
 check_stopped_run "SIGUSR1 to mpirun" "$WORK/musr" "$WORK/musr.out" SIGUSR1
-grep -q "^warning: mpirun passes Ctrl-C and SIGTERM on to the ranks as SIGTERM and SIGKILLs them 1 s later (odls_base_sigkill_timeout), too soon .* export OMPI_MCA_odls_base_sigkill_timeout=60 before mpirun" \
+grep -q "^warning: mpirun passes Ctrl-C and SIGTERM on to the ranks as SIGTERM and SIGKILLs them 1 s later (odls_base_sigkill_timeout), too soon .*: stop the run with kill -USR1 <mpirun pid>, which mpirun passes on at once, or export OMPI_MCA_odls_base_sigkill_timeout=60 before mpirun" \
   "$WORK/musr.out" && ok "mpirun with the default kill timeout (1 s): the warning says what to set" \
   || fail "mpirun with the default kill timeout: no warning"
 
