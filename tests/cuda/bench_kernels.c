@@ -22,7 +22,7 @@
  * (configs/bench/ref_base.ini, one GPU's 32 columns) d 512, 8 heads of 64, d_inner 2048,
  * L = mem = 192, adaptive head of 20,000 logits; tiny is for
  * a smoke run (it also runs under the CPU emulator, whose timings mean nothing).
- * Prints "SKIPPED: no CUDA device" and exits 0 without a GPU. */
+ * Prints "SKIPPED: no CUDA device" and exits 77 (skipped) without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--count")) return txl_count_main(argc - 2, argv + 2);
   if (txl_cuda_device_count() == 0) {
     printf("SKIPPED: no CUDA device\n");
-    return 0;
+    return 77;
   }
   const char *which = argc > 1 ? argv[1] : "wt103_base";
   const Shape *s0 = NULL;

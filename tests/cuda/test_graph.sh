@@ -6,14 +6,14 @@
 # fp32, bf16 and with SGD; a run stopped and resumed in graph mode ends as the straight one.
 # run.cuda_graph = on where the run does not qualify is one error line naming why.
 # usage: test_graph.sh BIN_DIR SOURCE_DIR [emu]: with "emu", txl-train-emu (the kernels' CPU
-# emulator) takes txl-train's place. Prints "SKIPPED: no CUDA device" and passes without a GPU.
+# emulator) takes txl-train's place. Prints "SKIPPED: no CUDA device" and exits 77 (skipped) without a GPU.
 source "$2/tests/train/lib.sh" "$1" "$2"
 EMU=${3:-}
 TRAIN=$BIN/txl-train${EMU:+-emu}
 probe=$("$BIN/test_cuda_parity${EMU:+_emu}" 2>&1 || true)
 if [ "$(head -n 1 <<< "$probe")" = "SKIPPED: no CUDA device" ]; then
   echo "SKIPPED: no CUDA device"
-  exit 0
+  exit 77
 fi
 # 40 lines of text: 4 columns of 16 segments of 16 rows an epoch, so 50 steps cross three epoch
 # boundaries

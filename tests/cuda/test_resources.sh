@@ -38,7 +38,7 @@ for a in "${entries[@]}"; do
 done
 if [ ${#sms[@]} -eq 0 ]; then
   echo "SKIPPED: no numbered architecture in '$archs'"
-  exit 0
+  exit 77
 fi
 # registers per block of each architecture (CUDA Programming Guide, compute capabilities table)
 regs_per_block() {

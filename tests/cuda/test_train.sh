@@ -13,7 +13,7 @@ TRAIN=$BIN/txl-train$sfx EVAL=$BIN/txl-eval$sfx GEN=$BIN/txl-generate$sfx
 probe=$("$BIN/test_cuda_parity${EMU:+_emu}" 2>&1 || true)
 if [ "$(head -n 1 <<< "$probe")" = "SKIPPED: no CUDA device" ]; then
   echo "SKIPPED: no CUDA device"
-  exit 0
+  exit 77
 fi
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ -z "$EMU" ] || gpus=1 # the emulator is one device
@@ -25,21 +25,9 @@ if grep -q '^SKIPPED on sm_' <<< "$probe"; then
   echo "SKIPPED: the TF32 and bf16 runs ($(grep -m 1 '^SKIPPED on sm_' <<< "$probe" | cut -d: -f1 | sed 's/SKIPPED on //'))"
 fi
 make_corpus "$WORK/c.h5" 4000 300
-{ small_model_ini "$WORK/c.h5"; cat <<INI; } > "$WORK/t.ini"
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 30
-lr = 0.003
-warmup_step = 5
-log_interval = 1
-eval_interval = 10
-[eval]
-eval_tgt_len = 16
-eval_batch_size = 4
-max_eval_steps = 4
-INI
+{ small_model_ini "$WORK/c.h5"; ini_sections train.tgt_len=16 train.mem_len=16 train.batch_size=4 train.max_step=30 \
+    train.lr=0.003 train.warmup_step=5 train.log_interval=1 train.eval_interval=10 eval.eval_tgt_len=16 \
+    eval.eval_batch_size=4 eval.max_eval_steps=4; } > "$WORK/t.ini"
 run() { # NAME RANKS ARGS...
   local name=$1 p=$2
   shift 2

@@ -8,7 +8,7 @@ BIN=$1 TOOL=$2 STREAM=$3 WORK=$4 PY=${5:-}
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK" || exit 2
 if [ -z "$PY" ]; then
   echo "SKIPPED: every case (no python3 to write the text and locate the bytes to damage)"
-  finish
+  exit 77
 fi
 
 # Text of random letters and line ends; a marker of 52 letters planted once in train (at 225005:

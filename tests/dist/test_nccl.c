@@ -3,7 +3,7 @@
  * ways of ordering it against a compute stream (an event to wait for, then txl_nccl_join; and
  * txl_nccl_wait). Sizes 1, 1000 and 2^20 + 3; bit-for-bit comparison.
  * Where a rank finds no CUDA device (or no driver), or its node has more ranks than GPUs,
- * every rank prints "SKIPPED: ..." and exits 0. */
+ * every rank prints "SKIPPED: ..." and exits 77 (skipped). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
   if (skip) {
     if (d.rank == 0) printf("SKIPPED: %s\n", n_gpus ? err : "no CUDA device");
     txl_dist_finalize();
-    return 0;
+    return 77; /* skipped */
   }
 
   cudaStream_t compute;

@@ -5,12 +5,12 @@
 # corpus layout, and the evaluation walk (columns, segments with the last one shorter, memory of
 # eval_mem_len rows carried across segments, eval_clamp_len, eval_same_length, max_eval_steps).
 # Needs PyTorch, NumPy and h5py for /usr/bin/python3 (Debian: python3-torch, python3-h5py), or
-# for $TXL_TORCH_PYTHON; without them it says so and passes.
+# for $TXL_TORCH_PYTHON; without them it says so and exits 77 (skipped).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 py=${TXL_TORCH_PYTHON:-/usr/bin/python3}
 if ! "$py" -c 'import torch, h5py, numpy' 2>/dev/null; then
   echo "SKIPPED: PyTorch/h5py not installed (torch, h5py and numpy for $py)"
-  exit 0
+  exit 77
 fi
 EVAL="$SRC/tests/reference/eval_checkpoint.py"
 
