@@ -6,7 +6,7 @@
 # data-parallel processes with one thread each (txl: MPI ranks; torch: gloo processes, gradients
 # all-reduced); torch also in its two attention formulations. Prints, per config, the median
 # tokens/s of each layout, the best layout of each side, their ratio, the share of the measured
-# sgemm peak that txl reaches (FLOPs per token as in the README), and peak memory per process.
+# sgemm peak that txl reaches (FLOPs per token as in docs/results.md), and peak memory per process.
 # Configs: configs/bench/{tiny,small,medium}.ini. TORCH_PYTHON picks the Python with torch
 # (default /usr/bin/python3).
 set -euo pipefail

@@ -40,11 +40,12 @@ static void check_gpus_distinct(const TxlDist *d, int gpu, int n_gpus, const cha
   int a = 0, b = 0;
   const int shared = txl_dist_gpu_shared(all, d->local_size, ID, &a, &b);
   free(all);
+  char how[256];
+  txl_dist_gpu_advice(launcher, n_gpus, how, sizeof how);
   txl_fatal_if_any(shared && d->local_rank == b,
                    "run.device = cuda: host %s (%s): node-local ranks %d and %d would both compute on the GPU at PCI "
-                   "bus id %s (each sees %d GPU%s, the same): give each rank its own (%s)", d->host, launcher, a, b,
-                   mine, n_gpus, n_gpus == 1 ? "" : "s",
-                   !strcmp(launcher, "srun") ? "srun --gpus-per-task=1" : "one rank per GPU, or CUDA_VISIBLE_DEVICES per rank");
+                   "bus id %s (each sees %d GPU%s, the same): %s", d->host, launcher, a, b, mine, n_gpus,
+                   n_gpus == 1 ? "" : "s", how);
 }
 
 static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
@@ -151,7 +152,7 @@ const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
   return txl_ops_cuda(bf16 ? TXL_BF16 : fp16 ? TXL_F16 : TXL_F32);
 #else
   snprintf(err, errlen, "run.device = cuda: this txl was built without the CUDA backend (configure it where a CUDA "
-           "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, Building)");
+           "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, The two commands)");
   return NULL;
 #endif
 }

@@ -298,7 +298,7 @@ static inline int txl_attn_same_shift(int L, int K, int mem_len) {
   return K > mem_len ? L - (K - mem_len) : L;
 }
 
-/* FLOPs of one trained token (forward + backward), the estimate of the README. */
+/* FLOPs of one trained token (forward + backward), the estimate of docs/results.md, Estimating cost. */
 double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len);
 
 #endif

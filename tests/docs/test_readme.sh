@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every line a user copies from README.md names what exists: each configs/ file, each scripts/
+# Every line a user copies from README.md or docs/*.md names what exists: each configs/ file, each scripts/
 # program (executable) and slurm/ batch script, each txl tool (built), each option of a tool (in that tool's
 # --help), each key a --set sets (in txl-train --help's list of keys); and the lines that need no
 # corpus and no run (--check, --help) are run as written, from the source folder, and succeed.
@@ -10,7 +10,10 @@ SRC=$2
 source "$SRC/tests/lib/checks.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-python3 "$SRC/tests/docs/readme_lines.py" "$SRC/README.md" > "$WORK/lines.tsv"
+# README.md and the docs/ it points to
+for f in README.md $(cd "$SRC" && ls docs/*.md); do
+  python3 "$SRC/tests/docs/readme_lines.py" "$SRC/$f" | sed "s|^|$f\t|"
+done > "$WORK/lines.tsv"
 # the keys of txl-train --help: "  [section]" headers, then "    key   type ..." lines
 "$BIN/txl-train" --help | awk '/^  \[[a-z]+\]$/ { s = substr($1, 2, length($1) - 2) }
                                /^    [a-z_0-9]+ +[a-z]/ && s { print s "." $1 }' > "$WORK/keys.txt"
@@ -21,37 +24,37 @@ cuda=1
 "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set run.device=cuda > /dev/null 2>&1 || cuda=0
 declare -A counted=()
 count() { counted[$1]=$(( ${counted[$1]:-0} + 1 )); }
-while IFS=$'\t' read -r kind n a b rest; do
+while IFS=$'\t' read -r file kind n a b rest; do
   case $kind in
-    CONFIG) [ -f "$SRC/$a" ] && count configs || fail "README line $n: $a does not exist" ;;
+    CONFIG) [ -f "$SRC/$a" ] && count configs || fail "$file line $n: $a does not exist" ;;
     SCRIPT) # scripts/ run as commands; sbatch reads slurm/'s
       if [[ $a == slurm/* ]]; then [ -f "$SRC/$a" ]; else [ -x "$SRC/$a" ]; fi && count programs \
-        || fail "README line $n: $a does not exist (or, in scripts/, is not executable)" ;;
-    TOOL) [ -x "$BIN/$a" ] && count tools || fail "README line $n: $a is not built" ;;
+        || fail "$file line $n: $a does not exist (or, in scripts/, is not executable)" ;;
+    TOOL) [ -x "$BIN/$a" ] && count tools || fail "$file line $n: $a is not built" ;;
     OPTION)
       [ -f "$WORK/$a.help" ] || "$BIN/$a" --help > "$WORK/$a.help" 2>&1 || true
       grep -Eq -- "(^|[ ,])$(re_quote "$b")([ ,=]|$)" "$WORK/$a.help" && count options \
-        || fail "README line $n: $a has no option $b (not in $a --help)" ;;
-    KEY) grep -qx -- "$a" "$WORK/keys.txt" && count keys || fail "README line $n: --set $a: no such key" ;;
+        || fail "$file line $n: $a has no option $b (not in $a --help)" ;;
+    KEY) grep -qx -- "$a" "$WORK/keys.txt" && count keys || fail "$file line $n: --set $a: no such key" ;;
     RUN)
       args=("$b")
       [ -n "$rest" ] && IFS=$'\t' read -r -a more <<< "$rest" && args+=("${more[@]}")
       if [ $cuda = 0 ] && [[ " ${args[*]} " == *" run.device=cuda "* ]]; then
-        echo "SKIPPED README line $n: this build has no CUDA backend to check $a ${args[*]}"
+        echo "SKIPPED $file line $n: this build has no CUDA backend to check $a ${args[*]}"
       elif (cd "$SRC" && timeout 60 "$BIN/$a" "${args[@]}") > "$WORK/run.out" 2>&1; then
         if [[ " ${args[*]} " == *" --check "* ]] && ! grep -q "^check passed" "$WORK/run.out"; then
-          fail "README line $n: $a ${args[*]}: no 'check passed' line"
+          fail "$file line $n: $a ${args[*]}: no 'check passed' line"
         else
-          ok "README line $n runs as written: $a ${args[*]}"
+          ok "$file line $n runs as written: $a ${args[*]}"
         fi
       else
-        fail "README line $n: $a ${args[*]} failed: $(grep -v '^ ' "$WORK/run.out" | tail -2)"
+        fail "$file line $n: $a ${args[*]} failed: $(grep -v '^ ' "$WORK/run.out" | tail -2)"
       fi ;;
-    BAD) fail "README line $n does not split into words: $a" ;;
+    BAD) fail "$file line $n does not split into words: $a" ;;
   esac
 done < "$WORK/lines.tsv"
 for what in configs programs tools options keys; do
-  [ "${counted[$what]:-0}" -gt 0 ] && ok "${counted[$what]} $what named by README lines exist" \
-    || fail "no $what found in the README's lines (the parser missed them)"
+  [ "${counted[$what]:-0}" -gt 0 ] && ok "${counted[$what]} $what named by the example lines exist" \
+    || fail "no $what found in the example lines (the parser missed them)"
 done
 finish
