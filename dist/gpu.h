@@ -18,6 +18,10 @@
 int txl_dist_gpu_for_rank(int local_rank, int local_size, int n_gpus, const char *host, const char *launcher,
                           char *err, size_t errlen);
 
+/* How to give each of a node's ranks a GPU of its own with `launcher` when each rank sees n_gpus:
+ * one line (no newline) into out. */
+void txl_dist_gpu_advice(const char *launcher, int n_gpus, char *out, size_t n);
+
 /* Which rule txl_dist_gpu_for_rank applied for n_gpus visible GPUs, for the start-up line. */
 const char *txl_dist_gpu_rule(int n_gpus);
 

@@ -16,8 +16,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
   return -1;
 }
 
-/* How to give each of the node's ranks a GPU of its own with the launcher in use. */
-static void advice(const char *launcher, int n_gpus, char *out, size_t n) {
+void txl_dist_gpu_advice(const char *launcher, int n_gpus, char *out, size_t n) {
   if (!strcmp(launcher, "srun"))
     snprintf(out, n, "srun --gpus-per-task=1 (or --gpu-bind=single:1) gives each rank its own, or run at most %d "
              "task%s per node (srun --ntasks-per-node=%d)", n_gpus, n_gpus == 1 ? "" : "s", n_gpus);
@@ -43,7 +42,7 @@ int txl_dist_gpu_for_rank(int local_rank, int local_size, int n_gpus, const char
   if (n_gpus == 1) return 0;
   if (local_size > n_gpus) {
     char how[256];
-    advice(launcher, n_gpus, how, sizeof how);
+    txl_dist_gpu_advice(launcher, n_gpus, how, sizeof how);
     return fail(err, errlen, "host %s (%s): %d ranks on this node and each sees %d GPUs, so some would share one: "
                 "%s", host, launcher, local_size, n_gpus, how);
   }

@@ -16,14 +16,16 @@ static volatile sig_atomic_t g_rank = -1;     /* -1: not known yet, every proces
 static volatile sig_atomic_t g_exit_mode = 0; /* txl_stop_exit_on_request was called */
 static char g_saved_line[600];                /* what a request then prints */
 
+/* The name of a stop signal, NULL for any other (async-signal-safe: the handler calls it). */
+static const char *stop_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : NULL;
+}
+
 const char *txl_stop_signal_name(int sig) {
   static char other[32];
-  switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGUSR1: return "SIGUSR1";
-    default: snprintf(other, sizeof other, "signal %d", sig); return other;
-  }
+  if (stop_name(sig)) return stop_name(sig);
+  snprintf(other, sizeof other, "signal %d", sig);
+  return other;
 }
 
 static void say(const char *s) {
@@ -61,7 +63,7 @@ static void on_stop_signal(int sig) {
     g_signal = sig;
     if (speak) {
       say("txl: ");
-      say(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGUSR1");
+      say(stop_name(sig));
       say(" received: stopping after this step with a checkpoint, then exit status 75");
       say(sig == SIGINT ? " (Ctrl-C again aborts at once)\n" : "\n");
     }

@@ -28,6 +28,14 @@
 #define TXL_CKPT_OLDEST_VERSION 1
 #define TXL_CKPT_ID_LEN 65 /* run_id and vocab_digest: at most 64 characters and a NUL */
 
+/* The training loop's sums over the steps since its last progress line (src/train/report.h's
+ * TxlProgress): root attributes progress_loss, _tokens, _seconds, _wait, _steps, _skipped. */
+typedef struct {
+  double loss, tokens, seconds, wait;
+  int steps;
+  long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
+} TxlCkptProgress;
+
 /* The training state besides the tensors (root attributes of the file). */
 typedef struct {
   int64_t step;        /* optimizer steps done */
@@ -52,12 +60,10 @@ typedef struct {
   double loss_scale;
   int64_t loss_scale_good, loss_scale_skipped;
   int has_loss_scale;  /* write: ignored; read: whether the file holds the three */
-  /* the training loop's sums over the steps since its last progress line (src/train/report.h,
-   * TxlProgress), so that the first line after a resume averages the same steps as without the
-   * stop; read: has_progress = 0 for a file written before them (the sums start at zero then) */
-  double progress_loss, progress_tokens, progress_seconds, progress_wait;
-  int progress_steps;
-  int64_t progress_skipped;
+  /* the training loop's sums since its last progress line, so that the first line after a resume
+   * averages the same steps as without the stop; read: has_progress = 0 for a file written
+   * before them (the sums start at zero then) */
+  TxlCkptProgress progress;
   int64_t last_eval_step; /* the step of the latest validation (-1: none), so that a run resumed at
                              its last step does not validate it again; in the same set */
   int has_progress;    /* write: ignored; read: whether the file holds the seven */

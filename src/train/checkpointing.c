@@ -163,12 +163,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   st.loss_scale = t->scaler.scale;
   st.loss_scale_good = t->scaler.good;
   st.loss_scale_skipped = t->scaler.skipped;
-  st.progress_loss = t->progress.loss;
-  st.progress_tokens = t->progress.tokens;
-  st.progress_seconds = t->progress.seconds;
-  st.progress_wait = t->progress.wait;
-  st.progress_steps = t->progress.steps;
-  st.progress_skipped = t->progress.skipped;
+  st.progress = t->progress;
   st.last_eval_step = t->last_eval_step;
   snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
@@ -314,8 +309,7 @@ static void resume_loss_scale(TxlTrainer *t, const char *path, const TxlConfig *
  * and so does the step of the latest validation. */
 static void resume_progress(TxlTrainer *t, const TxlCkptState *st) {
   if (!st->has_progress) return;
-  t->progress = (TxlProgress){st->progress_loss, st->progress_tokens, st->progress_seconds, st->progress_wait,
-                              st->progress_steps, st->progress_skipped};
+  t->progress = st->progress;
   t->last_eval_step = (int)st->last_eval_step;
 }
 

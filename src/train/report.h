@@ -7,6 +7,8 @@
 
 #include <stdio.h>
 
+#include "src/checkpoint/checkpoint.h"
+
 typedef struct {
   int fd;              /* metrics.jsonl, open for appending on rank 0; -1 on the other ranks */
   int char_level;      /* 1: report bits per character, 0: perplexity */
@@ -48,11 +50,7 @@ int txl_metrics_history(const char *path, int *last);
  * training time and every step counts exactly once in the time, the tokens and the waits.
  * Checkpoints carry them (progress_* root attributes), so that the first line after a resume
  * averages the same steps as the uninterrupted run's. */
-typedef struct {
-  double loss, tokens, seconds, wait;
-  int steps;
-  long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
-} TxlProgress;
+typedef TxlCkptProgress TxlProgress;
 
 typedef struct {
   int step, max_step;

@@ -58,7 +58,7 @@ expect_error_line "mpirun, 3 ranks that see 2 GPUs each" \
   "host [^ ]+ \(mpirun\): 3 ranks on this node and each sees 2 GPUs, so some would share one: run at most 2 ranks per node \(mpirun --map-by ppr:2:node\)" -- \
   env TXL_EMU_GPUS=2 $MPI -n 3 "$BIN/txl-train-emu" "$WORK/r.ini" --set run.device=cuda --set run.work_dir="$WORK/x"
 expect_error_line "srun, 2 tasks that see the same single GPU" \
-  "\(srun\): node-local ranks 0 and 1 would both compute on the GPU at PCI bus id 0000:11:00\.0 \(each sees 1 GPU, the same\): give each rank its own \(srun --gpus-per-task=1\)" -- \
+  "\(srun\): node-local ranks 0 and 1 would both compute on the GPU at PCI bus id 0000:11:00\.0 \(each sees 1 GPU, the same\): srun --gpus-per-task=1 \(or --gpu-bind=single:1\) gives each rank its own" -- \
   env TXL_EMU_GPUS=2 CUDA_VISIBLE_DEVICES=1 "${SRUN[@]}" -n 2 "$BIN/txl-train-emu" "$WORK/r.ini" --set run.device=cuda \
   --set run.work_dir="$WORK/x"
 

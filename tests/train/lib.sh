@@ -38,18 +38,21 @@ INI
 small_run_ini() { # CORPUS [section.key=value ...]
   small_model_ini "$1"
   shift
+  ini_sections train.tgt_len=16 train.mem_len=24 train.batch_size=4 train.max_step=20 train.lr=0.003 \
+    train.log_interval=1 train.eval_interval=0 eval.eval_tgt_len=16 eval.eval_batch_size=4 eval.max_eval_steps=3 \
+    run.checkpoint_interval=0 "$@"
+}
+
+# INI sections from "section.key=value" arguments: sections and keys in the order they first
+# appear, a later value of a key replacing an earlier one.
+ini_sections() { # section.key=value ...
   python3 - "$@" <<'PY'
 import sys
-sections = {
-    "train": {"tgt_len": "16", "mem_len": "24", "batch_size": "4", "max_step": "20", "lr": "0.003",
-              "log_interval": "1", "eval_interval": "0"},
-    "eval": {"eval_tgt_len": "16", "eval_batch_size": "4", "max_eval_steps": "3"},
-    "run": {"checkpoint_interval": "0"},
-}
+sections = {}
 for a in sys.argv[1:]:
     key, value = a.split("=", 1)
     section, key = key.split(".", 1)
-    sections[section][key] = value
+    sections.setdefault(section, {})[key] = value
 for section, keys in sections.items():
     print(f"[{section}]")
     for k, v in keys.items():
@@ -118,25 +121,9 @@ train_into() { # NAME INI RANKS ARGS...
 big_run_ini() { # CORPUS [section.key=value ...]
   local corpus=$1
   shift
-  python3 - "$corpus" "$@" <<'PY'
-import sys
-sections = {
-    "data": {"corpus": sys.argv[1]},
-    "model": {"n_layer": "4", "d_model": "512", "n_head": "8", "d_head": "64", "d_inner": "2048"},
-    "train": {"tgt_len": "128", "mem_len": "128", "batch_size": "4", "max_step": "1000", "log_interval": "1",
-              "eval_interval": "0"},
-    "eval": {"max_eval_steps": "2"},
-    "run": {"checkpoint_interval": "0", "threads": "1"},
-}
-for a in sys.argv[2:]:
-    key, value = a.split("=", 1)
-    section, key = key.split(".", 1)
-    sections[section][key] = value
-for section, keys in sections.items():
-    print(f"[{section}]")
-    for k, v in keys.items():
-        print(f"{k} = {v}")
-PY
+  ini_sections data.corpus="$corpus" model.n_layer=4 model.d_model=512 model.n_head=8 model.d_head=64 \
+    model.d_inner=2048 train.tgt_len=128 train.mem_len=128 train.batch_size=4 train.max_step=1000 \
+    train.log_interval=1 train.eval_interval=0 eval.max_eval_steps=2 run.checkpoint_interval=0 run.threads=1 "$@"
 }
 
 # Waits up to SECONDS for a line of FILE matching REGEX (grep -E); status 1 if none came.
