@@ -81,6 +81,8 @@ error_check() {
 finish() {
   echo "$CHECKS checks, $FAILS failed"
   if [ $FAILS -ne 0 ]; then echo FAILED; exit 1; fi
+  # a test that checked nothing (its loops ran zero times) has shown nothing: not a pass
+  if [ $CHECKS -eq 0 ]; then echo "FAILED: no check ran"; exit 1; fi
   echo PASSED
   exit 0
 }

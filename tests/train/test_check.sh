@@ -17,7 +17,10 @@ devices="cpu"
 "$BIN/txl-train" "$SRC/configs/bench/tiny.ini" --check --set run.device=cuda > "$WORK/probe.out" 2>&1 && devices="cpu cuda"
 [ "$devices" = "cpu" ] && echo "this build has no CUDA backend: --check on cuda is not run"
 n=0
-for conf in "$SRC"/configs/*.ini "$SRC"/configs/*/*.ini; do
+shopt -s nullglob
+confs=("$SRC"/configs/*.ini "$SRC"/configs/*/*.ini)
+shopt -u nullglob
+for conf in "${confs[@]}"; do
   name=${conf#"$SRC/"}
   extra=()
   case "$name" in configs/demo.ini) extra=(--set data.corpus="$WORK/demo.h5") ;; esac
@@ -35,7 +38,12 @@ for conf in "$SRC"/configs/*.ini "$SRC"/configs/*/*.ini; do
     done
   done
 done
-ok "--check passes for $n config x rank count x device cases"
+# n counts the cases that passed (each failure was reported above); a loop that found no config
+# is a failure, not a pass
+ndev=$(wc -w <<< "$devices")
+[ "${#confs[@]}" -gt 0 ] && [ "$n" -eq $(( ${#confs[@]} * 4 * ndev )) ] \
+  && ok "--check passes for all $n config x rank count x device cases (${#confs[@]} configs)" \
+  || fail "--check ran $n cases for ${#confs[@]} configs in $SRC/configs"
 grep -q "^corpus: $WORK/demo.h5 (char level, vocabulary" <("$BIN/txl-train" "$SRC/configs/demo.ini" --check \
   --set data.corpus="$WORK/demo.h5") && ok "--check reads the corpus header when the file is here" \
   || fail "--check did not read the demo corpus"
