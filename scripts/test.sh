@@ -3,17 +3,43 @@
 # every ctest test, then builds again with AddressSanitizer + UBSan and runs the unit tests
 # (label "unit") and the CUDA kernels on the CPU emulator (label "cuda-emu") under them, then
 # fuzzes each reader of untrusted input for 20 seconds (scripts/fuzz.sh; TXL_FUZZ_SECONDS).
+# Prints the time of each stage as it ends, and all of them at the end (the whole must stay under
+# 45 minutes on a 2-core machine: docs/testing.md).
 # Run from anywhere: scripts/test.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-"$here/install-deps.sh"
-"$here/build.sh"
+times=()
+# stage NAME CMD...: runs CMD, prints how long it took; a failing stage ends the suite (set -e)
+# after printing the times so far
+stage() {
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  echo "== test.sh: $name"
+  "$@" || rc=$?
+  local dt=$((SECONDS - t0))
+  times+=("$(printf '%-28s %4d:%02d' "$name" $((dt / 60)) $((dt % 60)))")
+  if [ "$rc" -ne 0 ]; then
+    echo "== test.sh: $name failed (exit $rc) after $((dt / 60)):$(printf %02d $((dt % 60)))"
+    summary
+    exit "$rc"
+  fi
+  echo "== test.sh: $name took $((dt / 60)):$(printf %02d $((dt % 60)))"
+}
+summary() {
+  echo "== test.sh: stage times (m:ss)"
+  printf '   %s\n' "${times[@]}"
+  printf '   %-28s %4d:%02d\n' total $((SECONDS / 60)) $((SECONDS % 60))
+}
+stage "install-deps" "$here/install-deps.sh"
+stage "build" "$here/build.sh"
 source "$here/env.sh"
-ctest --test-dir "$TXL_BUILD" --output-on-failure -j 2 --timeout 900
+stage "ctest" ctest --test-dir "$TXL_BUILD" --output-on-failure -j 2 --timeout 900
 asan=${TXL_ROOT}/build-asan
-cmake -S "$TXL_ROOT" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DTXL_CUDA=OFF -DTXL_SANITIZE=ON
-cmake --build "$asan" -j "$TXL_JOBS"
+stage "build (ASan+UBSan)" bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Debug -DTXL_CUDA=OFF -DTXL_SANITIZE=ON &&
+  cmake --build "$2" -j "$3"' _ "$TXL_ROOT" "$asan" "$TXL_JOBS"
 # Open MPI and OpenBLAS keep allocations until exit by design: leaks are not what this run checks.
-ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+stage "ctest unit|cuda-emu (ASan)" env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$asan" --output-on-failure -L 'unit|cuda-emu' -j 2 --timeout 900
-"$here/fuzz.sh" "${TXL_FUZZ_SECONDS:-20}"
+stage "fuzz" "$here/fuzz.sh" "${TXL_FUZZ_SECONDS:-20}"
+summary
