@@ -17,8 +17,7 @@ LOGS=$WORK/logs
 mkdir -p "$MNT" "$LOGS"
 if ! mount -t tmpfs -o size=256k tmpfs "$MNT" 2> "$WORK/mount.err"; then
   echo "SKIPPED: cannot mount a tmpfs here ($(head -1 "$WORK/mount.err")): the full-disk cases need root"
-  finish
-  exit
+  exit 77
 fi
 trap 'umount "$MNT" "$LOGS" 2>/dev/null; rm -rf "$WORK"' EXIT
 mount -t tmpfs -o size=8k tmpfs "$LOGS" || { fail "cannot mount a second tmpfs"; finish; }
