@@ -76,7 +76,7 @@ static const RootAttr ROOT_ATTRS[] = {
     /* train.optim; files written before it held Adam's state */
     {"optim", ATTR_ID, ST(optim), 0, 0, "adam", 0},
     /* model.attn_type; files written before it held attn_type 0's parameters */
-    {"attn_type", ATTR_I32, GEO(attn_type), 0, 3, "0", 0},
+    {"attn_type", ATTR_I32, GEO(attn_type), TXL_ATTN_REL, TXL_ATTN_N_TYPES - 1, "0", 0},
 };
 #undef ST
 #undef GEO

@@ -14,6 +14,7 @@
 #include "dist/shard.h"
 #include "src/base/error.h"
 #include "src/base/show.h"
+#include "src/model/attn_type.h"
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STRING, T_ENUM } KeyType;
 
@@ -649,13 +650,13 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
   if (!c->work_dir[0]) /* "" names no folder: mkdir("") failed, and a checkpoint would be "/ckpt-..." */
     return refuse(c, ON(K(work_dir)), err, errlen,
                   "run.work_dir is empty (the run's files need a folder; '.' is this one)");
-  if (c->attn_type == 1 && c->device == TXL_DEVICE_CUDA &&
+  if (txl_attn_key_bias((TxlAttnType)c->attn_type) && c->device == TXL_DEVICE_CUDA &&
       (c->precision == TXL_PRECISION_BF16 || c->precision == TXL_PRECISION_FP16))
     return refuse(c, ON(K(attn_type), K(precision)), err, errlen,
                   "model.attn_type = 1 keeps its per-key bias r_bias in fp32 through the attention: "
                   "run.precision = %s is not supported with it (use fp32 or tf32)",
                   c->precision == TXL_PRECISION_BF16 ? "bf16" : "fp16");
-  if (c->attn_type == 3) { /* the original adds r_emb[-qlen:]: a segment longer than its table fails there */
+  if (txl_attn_adds_every_layer((TxlAttnType)c->attn_type)) { /* the original adds r_emb[-qlen:]: a segment longer than its table fails there */
     const int max_klen = c->tgt_len + c->mem_len;
     if (train_rows > max_klen || c->eval_tgt_len > max_klen)
       return refuse(c, ON(K(attn_type), K(tgt_len), K(eval_tgt_len)), err, errlen,

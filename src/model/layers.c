@@ -128,8 +128,8 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   txl_memory_kv_forward(m, r, l, sg, in);
   /* the relative term's r: R W_r (attn_type 0), the clamped r_emb rows (1), none (2, 3) */
   const void *rl = NULL;
-  if (m->spec.dims.attn_type == 0) rl = txl_memory_rw_forward(m, r, l, sg);
-  if (m->spec.dims.attn_type == 1) {
+  if (txl_attn_projects_positions(m->spec.dims.attn_type)) rl = txl_memory_rw_forward(m, r, l, sg);
+  if (txl_attn_key_bias(m->spec.dims.attn_type)) {
     txl_pos_rel_forward(m, r, l, sg);
     rl = a->r;
   }
@@ -154,13 +154,15 @@ void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   /* W_o */
   txl_linear_backward_w(m, gp->w_o, a->vec, datt, sg->LB, HD, d, ld_o);
   txl_linear_backward_x(m, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, ld_o);
-  const int at = m->spec.dims.attn_type;
-  o->rel_attn_backward(r->dq, r->dkv, at <= 1 ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
-                       at <= 1 ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
+  const TxlAttnType at = m->spec.dims.attn_type;
+  const int rel = txl_attn_relative(at);
+  o->rel_attn_backward(r->dq, r->dkv, rel ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
+                       rel ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
                        txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* W_r (attn_type 0; 1: r_emb, r_bias), W_q, W_kv: the weights' gradients, then d(in) */
-  if (at == 0) txl_linear_backward_w(m, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ld(m, HD));
-  if (at == 1) txl_pos_rel_backward(m, r, l, sg);
+  if (txl_attn_projects_positions(at))
+    txl_linear_backward_w(m, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ld(m, HD));
+  if (txl_attn_key_bias(at)) txl_pos_rel_backward(m, r, l, sg);
   txl_linear_backward_w(m, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * txl_model_ld(m, d)), r->dq, sg->LB, d, HD,
                         ld_qkv);
   txl_linear_backward_w(m, gp->w_qkv + kv_col, in, r->dkv, sg->KB, d, 2 * HD, ld_qkv);

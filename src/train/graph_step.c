@@ -15,7 +15,7 @@ int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBacke
     no = "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens decide)";
   else if (c->batch_chunk > 1) no = "train.batch_chunk > 1 (each column group uploads its own tokens)";
   else if (c->varlen) no = "train.varlen is on (the rows change from step to step)";
-  else if (dm->attn_type != 0) no = "model.attn_type is not 0 (its position rows are uploaded in the forward)";
+  else if (txl_attn_gathers_positions(dm->attn_type)) no = "model.attn_type is not 0 (its position rows are uploaded in the forward)";
   else if (c->optim == TXL_OPTIM_LAMB) no = "train.optim = lamb (its trust ratios are taken on the host)";
   else if (txl_trainer_loss_scale_mode(c) == TXL_LOSS_SCALE_DYNAMIC)
     no = "the loss scaling is dynamic (its scale is decided on the host after every step)";
