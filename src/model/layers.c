@@ -224,6 +224,7 @@ void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void 
 void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *out) {
   const TxlOps *o = m->ops;
   const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
+  const float eps = m->spec.ln_eps;
   const TxlLayerParams *lp = &m->p.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   const void *h = txl_layer_input(m, r, l, sg->M); /* [L, B, d] */
@@ -231,20 +232,20 @@ void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   if (m->spec.pre_lnorm) {
     /* out1 = h + Attn(LN1(cat)) (a->res1), h1 = LN2(out1), out = out1 + FFN(h1) */
     o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, ldd,
-                         1e-5f);
+                         eps);
     txl_attn_forward(m, r, l, sg, a->ln_cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln2_mean, a->ln2_rstd, h, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             ldd, 1e-5f);
+                             ldd, eps);
     txl_ffn_forward(m, r, l, sg);
     o->add(out, a->res1, r->tmp, sg->LB * ldd, o->act); /* the gaps too: zeros */
   } else {
     /* h1 = LN1(h + Attn(cat)) (res1 its input), out = LN2(h1 + FFN(h1)) (res2 its input) */
     txl_attn_forward(m, r, l, sg, a->cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln1_mean, a->ln1_rstd, h, r->tmp, lp->ln1_w, lp->ln1_b, sg->LB, d,
-                             ldd, 1e-5f);
+                             ldd, eps);
     txl_ffn_forward(m, r, l, sg);
     o->add_layernorm_forward(a->res2, out, a->ln2_mean, a->ln2_rstd, a->h1, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             ldd, 1e-5f);
+                             ldd, eps);
   }
 }
 

@@ -20,6 +20,7 @@
 
 void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec) {
   memset(m, 0, sizeof *m);
+  if (!(spec->ln_eps > 0.0f)) txl_fatal("internal: LayerNorm epsilon %g", (double)spec->ln_eps);
   m->ops = ops;
   m->spec = *spec;
   txl_param_table_build(&m->table, &spec->dims, txl_model_row_align(ops, spec));

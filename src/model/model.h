@@ -9,12 +9,16 @@
 #include "kernels/ops.h"
 #include "src/model/params.h"
 
+/* LayerNorm's epsilon in every layer: the original's (PyTorch's nn.LayerNorm default). */
+#define TXL_LAYER_NORM_EPS 1e-5f
+
 /* Hyper-parameters the forward pass needs besides the shapes. */
 typedef struct {
   TxlDims dims;
   float dropout;   /* p of every dropout but dropatt */
   float dropatt;   /* p of the attention-probability dropout */
   int pre_lnorm;   /* 1: pre-norm layers, 0: post-norm */
+  float ln_eps;    /* LayerNorm's epsilon (> 0; TXL_LAYER_NORM_EPS) */
   uint32_t seed;   /* dropout key */
   int row_align;   /* rows of the GEMM weights padded to this many floats (params.h); 0: the
                       backend's (TxlOps.row_align). Tests force 8 on the CPU: same numbers. */

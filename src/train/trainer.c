@@ -23,6 +23,11 @@
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
+/* Steps whose losses may wait on the device before the host reads them (with a longer
+ * log_interval they are read in between): it bounds the loss buffers (8 KiB per column group on
+ * the device and on the host) and how long a loss waits; not a tuned figure. */
+#define MAX_DEFERRED_LOSSES 1024
+
 static int is_char_level(const TxlTrainer *t) {
   return t->corpus && txl_corpus_char_level(t->corpus);
 }
@@ -148,6 +153,7 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
   spec->dropout = (float)c->dropout;
   spec->dropatt = (float)c->dropatt;
   spec->pre_lnorm = c->pre_lnorm;
+  spec->ln_eps = TXL_LAYER_NORM_EPS;
   spec->seed = (uint32_t)c->seed;
   int cut[TXL_CFG_MAX_CUTOFFS];
   char err[512];
@@ -271,9 +277,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   txl_schedule_plateau_init(&t->sched); /* txl_trainer_resume may replace it */
   txl_loss_scale_init(&t->scaler, txl_trainer_loss_scale_mode(c), c->loss_scale_init, c->loss_scale_window);
   /* the steps' losses wait on the device for the next progress line (at most log_interval steps,
-   * and at most 1024: read earlier then) */
+   * and at most MAX_DEFERRED_LOSSES: read earlier then) */
   t->loss_defer = t->scaler.mode != TXL_LOSS_SCALE_DYNAMIC;
-  t->loss_cap = c->log_interval < 1024 ? c->log_interval : 1024;
+  t->loss_cap = c->log_interval < MAX_DEFERRED_LOSSES ? c->log_interval : MAX_DEFERRED_LOSSES;
   const size_t loss_n = (size_t)t->loss_cap * (size_t)t->run.n_groups;
   t->loss_dev = t->ops->alloc(loss_n * sizeof(double), "step losses");
   t->loss_host = txl_malloc(loss_n * sizeof(double), "step losses (host)");
