@@ -54,6 +54,8 @@ static void usage(FILE *f) {
           "\n"
           "config keys (INI sections and keys; values are checked, unknown keys are errors):\n");
   txl_config_print_help(f);
+  fprintf(f, "\n");
+  txl_graph_step_print_rules(f);
 }
 
 /* The command line but the config overrides (--set, --resume: read in order over the file). */
