@@ -322,10 +322,13 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
    * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
   const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
-  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
+  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0) + (r->ad_rows ? TXL_AD_HOST_SLICES * LB : 0)) *
+                         sizeof(int32_t));
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
-  if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
+  if (r->ad_rows)
+    r->ad_host = txl_malloc(TXL_AD_HOST_SLICES * (size_t)shape->L_max * r->group_cols * sizeof(int32_t),
+                            "adaptive grouping");
   if (r->n_groups > 1)
     r->group_host = txl_malloc(2 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "column group tokens");
 }

@@ -171,7 +171,7 @@ typedef struct {
   int32_t *ad_rows;   /* [2, L*B] device: input rows, then target rows, grouped by cluster     */
   int32_t *ad_ids;    /* [2, L*B] device: the same tokens' ids within their cluster            */
   int32_t *ad_head_tg;/* [L*B] device: the head's target (the token, or its cluster's column)  */
-  int32_t *ad_host;   /* [5, L*B] host scratch for the grouping                               */
+  int32_t *ad_host;   /* [TXL_AD_HOST_SLICES, L*B] host scratch for the grouping (adaptive.h)  */
   int ad_in_n[TXL_MAX_CLUSTERS], ad_tg_n[TXL_MAX_CLUSTERS]; /* rows per cluster, last forward   */
   void *ad_emb;       /* [L*B, d_embed] the input rows' embeddings before projection           */
   void *ad_hp0;       /* [L*B, d_emb_0] the head's projected hidden rows                       */
