@@ -36,42 +36,88 @@ typedef struct {
   long long skipped; /* of those steps, skipped for a non-finite gradient (dynamic loss scaling) */
 } TxlCkptProgress;
 
-/* The training state besides the tensors (root attributes of the file). */
+/* The root attributes of the training state and of the geometry beside it, in the order a file
+ * holds them (FORMAT.md): the one list that declares TxlCkptState's stored fields below and that
+ * ckpt_attrs.c's writer and reader walk.
+ *   X(where, name, kind, lo, hi, absent, set)
+ *   where:  ST a field of TxlCkptState (declared from this list); PROGRESS a field of its progress
+ *           (TxlCkptProgress), the attribute progress_<name>; GEO the geometry of the file
+ *           (ckpt_internal.h's CkptGeometry, checked against the reading run's)
+ *   kind:   I64 int64_t, I32 int, U32 uint32_t (each stored as an integer of that width), F64
+ *           double, ID char[TXL_CKPT_ID_LEN] (a string of at most 64 characters)
+ *   lo, hi: the range an integer's value in a file must lie in
+ *   absent: the value of a file without the attribute, as text (NULL: required; an ID is "" in
+ *           version 1 files)
+ *   set:    NONE, or the optional set it belongs to (added at once to the format: a file holds
+ *           all of a set or, written before it existed, none; has_plateau, ... say which) */
+#define TXL_CKPT_ROOT_ATTRS(X)                                                                           \
+  X(ST, step, I64, 0, INT64_MAX, NULL, NONE)            /* optimizer steps done */                      \
+  X(ST, tokens_seen, I64, 0, INT64_MAX, NULL, NONE)     /* training tokens consumed (global) */         \
+  X(ST, data_pos, I64, 0, INT64_MAX, NULL, NONE)        /* the data stream's row in each column */      \
+  X(ST, epoch, I64, 0, INT64_MAX, NULL, NONE)                                                             \
+  X(ST, best_step, I64, INT64_MIN, INT64_MAX, NULL, NONE) /* step of best_valid_loss (-1: none yet) */  \
+  X(ST, mem_rows, I32, 0, INT32_MAX, NULL, NONE)        /* memory rows valid now, <= mem_len */          \
+  X(ST, adam_t, I32, 0, INT32_MAX, NULL, NONE)          /* Adam updates done (bias correction) */        \
+  /* write: ignored (the communicator's size is stored); read: the writer's */                          \
+  X(ST, world_size, I32, 1, INT32_MAX, NULL, NONE)                                                        \
+  X(GEO, batch_size, I32, 1, INT32_MAX, NULL, NONE)                                                       \
+  X(GEO, mem_len, I32, 0, INT32_MAX, NULL, NONE)                                                          \
+  X(GEO, n_layer, I32, 1, INT32_MAX, NULL, NONE)                                                          \
+  X(GEO, d_model, I32, 1, INT32_MAX, NULL, NONE)                                                          \
+  X(ST, seed, U32, 0, UINT32_MAX, NULL, NONE)                                                             \
+  X(ST, best_valid_loss, F64, 0, 0, NULL, NONE)                                                           \
+  X(ST, lr, F64, 0, 0, NULL, NONE)                      /* learning rate of the last step */            \
+  /* train.scheduler = dev_perf's state (src/optim/schedule.h, TxlPlateau) */                           \
+  X(ST, plateau_rate, F64, 0, 0, NULL, PLATEAU)                                                           \
+  X(ST, plateau_best, F64, 0, 0, NULL, PLATEAU)                                                           \
+  X(ST, plateau_bad, I32, 0, INT32_MAX, NULL, PLATEAU)                                                    \
+  /* train.loss_scale's state (src/optim/loss_scale.h, TxlLossScale): S (1 when off), the finite     */ \
+  /* steps in a row, the steps skipped                                                               */ \
+  X(ST, loss_scale, F64, 0, 0, NULL, LOSS_SCALE)                                                          \
+  X(ST, loss_scale_good, I64, 0, INT64_MAX, NULL, LOSS_SCALE)                                             \
+  X(ST, loss_scale_skipped, I64, 0, INT64_MAX, NULL, LOSS_SCALE)                                          \
+  /* the training loop's sums since its last progress line, so that the first line after a resume    */ \
+  /* averages the same steps as without the stop (a file written before them: they start at zero)   */ \
+  X(PROGRESS, loss, F64, 0, 0, NULL, PROGRESS)                                                            \
+  X(PROGRESS, tokens, F64, 0, 0, NULL, PROGRESS)                                                          \
+  X(PROGRESS, seconds, F64, 0, 0, NULL, PROGRESS)                                                         \
+  X(PROGRESS, wait, F64, 0, 0, NULL, PROGRESS)                                                            \
+  X(PROGRESS, steps, I32, 0, INT32_MAX, NULL, PROGRESS)                                                   \
+  X(PROGRESS, skipped, I64, 0, INT64_MAX, NULL, PROGRESS)                                                 \
+  /* the step of the latest validation (-1: none), so that a run resumed at its last step does not   */ \
+  /* validate it again; in the same set                                                              */ \
+  X(ST, last_eval_step, I64, -1, INT64_MAX, NULL, PROGRESS)                                               \
+  /* the lineage: set when a run starts fresh, kept by every run that resumes from it */                \
+  X(ST, run_id, ID, 0, 0, NULL, NONE)                                                                     \
+  X(ST, vocab_digest, ID, 0, 0, NULL, NONE)             /* the corpus's txl_corpus_vocab_digest */      \
+  /* train.optim's name: what adam_m, adam_v and adam_t hold; files written before it held Adam's */    \
+  X(ST, optim, ID, 0, 0, "adam", NONE)                                                                    \
+  /* model.attn_type; files written before it held attn_type 0's parameters */                          \
+  X(GEO, attn_type, I32, TXL_ATTN_REL, TXL_ATTN_N_TYPES - 1, "0", NONE)
+
+#define TXL_CKPT_CTYPE_I64 int64_t
+#define TXL_CKPT_CTYPE_I32 int
+#define TXL_CKPT_CTYPE_U32 uint32_t
+#define TXL_CKPT_CTYPE_F64 double
+#define TXL_CKPT_CTYPE_ID char
+#define TXL_CKPT_DIM_I64
+#define TXL_CKPT_DIM_I32
+#define TXL_CKPT_DIM_U32
+#define TXL_CKPT_DIM_F64
+#define TXL_CKPT_DIM_ID [TXL_CKPT_ID_LEN]
+#define TXL_CKPT_FIELD_ST(name, kind) TXL_CKPT_CTYPE_##kind name TXL_CKPT_DIM_##kind;
+#define TXL_CKPT_FIELD_PROGRESS(name, kind)
+#define TXL_CKPT_FIELD_GEO(name, kind)
+#define TXL_CKPT_FIELD(where, name, kind, lo, hi, absent, set) TXL_CKPT_FIELD_##where(name, kind)
+
+/* The training state besides the tensors: the ST attributes of TXL_CKPT_ROOT_ATTRS, and what a
+ * read says about the file. */
 typedef struct {
-  int64_t step;        /* optimizer steps done */
-  int64_t tokens_seen; /* training tokens consumed (global) */
-  int64_t data_pos;    /* position of the data stream (rows into each column) */
-  int64_t epoch;
-  int64_t best_step;   /* step of best_valid_loss (-1: none yet) */
-  int mem_rows;        /* memory rows valid now, 0 <= mem_rows <= mem_len */
-  int adam_t;          /* Adam updates done (bias correction) */
-  int world_size;      /* write: ignored (the communicator size is stored); read: the writer's */
+  TXL_CKPT_ROOT_ATTRS(TXL_CKPT_FIELD)
+  TxlCkptProgress progress; /* the PROGRESS attributes */
   int format_version;  /* write: ignored (TXL_CKPT_FORMAT_VERSION is stored); read: the file's */
-  uint32_t seed;
-  double best_valid_loss;
-  double lr;           /* learning rate of the last step */
-  /* train.scheduler = dev_perf's state (src/optim/schedule.h, TxlPlateau), in every file written
-   * now; read: has_plateau = 0 for a file written before it (none of the three attributes) */
-  double plateau_rate, plateau_best;
-  int plateau_bad;
-  int has_plateau;     /* write: ignored; read: whether the file holds the three */
-  /* train.loss_scale's state (src/optim/loss_scale.h, TxlLossScale): S (1 when off), the finite
-   * steps in a row, the steps skipped; read: has_loss_scale = 0 for a file written before it */
-  double loss_scale;
-  int64_t loss_scale_good, loss_scale_skipped;
-  int has_loss_scale;  /* write: ignored; read: whether the file holds the three */
-  /* the training loop's sums since its last progress line, so that the first line after a resume
-   * averages the same steps as without the stop; read: has_progress = 0 for a file written
-   * before them (the sums start at zero then) */
-  TxlCkptProgress progress;
-  int64_t last_eval_step; /* the step of the latest validation (-1: none), so that a run resumed at
-                             its last step does not validate it again; in the same set */
-  int has_progress;    /* write: ignored; read: whether the file holds the seven */
-  char run_id[TXL_CKPT_ID_LEN];       /* the lineage: set when a run starts fresh, kept by every
-                                         run that resumes from it ("" in version 1 files) */
-  char vocab_digest[TXL_CKPT_ID_LEN]; /* the corpus's txl_corpus_vocab_digest ("" in version 1) */
-  char optim[TXL_CKPT_ID_LEN];        /* train.optim's name: what adam_m, adam_v and adam_t hold
-                                         ("adam" in files written before the attribute) */
+  /* write: ignored; read: whether the file holds the set (each 0 for a file written before it) */
+  int has_plateau, has_loss_scale, has_progress;
 } TxlCkptState;
 
 /* What a rank hands to txl_ckpt_write or gets from txl_ckpt_read. Host memory. */

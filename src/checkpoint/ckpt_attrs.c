@@ -40,46 +40,16 @@ static const char *const SET_NAMES[N_SETS] = {"", "plateau_* (dev_perf's state)"
                                               "loss_scale* (the loss scaler's state)",
                                               "progress_* and last_eval_step (the training loop's state)"};
 
-#define ST(f) offsetof(CkptRoot, st.f)
-#define GEO(f) offsetof(CkptRoot, g.f)
-static const RootAttr ROOT_ATTRS[] = {
-    {"step", ATTR_I64, ST(step), 0, INT64_MAX, NULL, 0},
-    {"tokens_seen", ATTR_I64, ST(tokens_seen), 0, INT64_MAX, NULL, 0},
-    {"data_pos", ATTR_I64, ST(data_pos), 0, INT64_MAX, NULL, 0},
-    {"epoch", ATTR_I64, ST(epoch), 0, INT64_MAX, NULL, 0},
-    {"best_step", ATTR_I64, ST(best_step), INT64_MIN, INT64_MAX, NULL, 0},
-    {"mem_rows", ATTR_I32, ST(mem_rows), 0, INT32_MAX, NULL, 0}, /* and <= mem_len */
-    {"adam_t", ATTR_I32, ST(adam_t), 0, INT32_MAX, NULL, 0},
-    {"world_size", ATTR_I32, ST(world_size), 1, INT32_MAX, NULL, 0},
-    {"batch_size", ATTR_I32, GEO(batch_size), 1, INT32_MAX, NULL, 0},
-    {"mem_len", ATTR_I32, GEO(mem_len), 0, INT32_MAX, NULL, 0},
-    {"n_layer", ATTR_I32, GEO(n_layer), 1, INT32_MAX, NULL, 0},
-    {"d_model", ATTR_I32, GEO(d_model), 1, INT32_MAX, NULL, 0},
-    {"seed", ATTR_U32, ST(seed), 0, UINT32_MAX, NULL, 0},
-    {"best_valid_loss", ATTR_F64, ST(best_valid_loss), 0, 0, NULL, 0},
-    {"lr", ATTR_F64, ST(lr), 0, 0, NULL, 0},
-    {"plateau_rate", ATTR_F64, ST(plateau_rate), 0, 0, NULL, SET_PLATEAU},
-    {"plateau_best", ATTR_F64, ST(plateau_best), 0, 0, NULL, SET_PLATEAU},
-    {"plateau_bad", ATTR_I32, ST(plateau_bad), 0, INT32_MAX, NULL, SET_PLATEAU},
-    {"loss_scale", ATTR_F64, ST(loss_scale), 0, 0, NULL, SET_LOSS_SCALE},
-    {"loss_scale_good", ATTR_I64, ST(loss_scale_good), 0, INT64_MAX, NULL, SET_LOSS_SCALE},
-    {"loss_scale_skipped", ATTR_I64, ST(loss_scale_skipped), 0, INT64_MAX, NULL, SET_LOSS_SCALE},
-    {"progress_loss", ATTR_F64, ST(progress.loss), 0, 0, NULL, SET_PROGRESS},
-    {"progress_tokens", ATTR_F64, ST(progress.tokens), 0, 0, NULL, SET_PROGRESS},
-    {"progress_seconds", ATTR_F64, ST(progress.seconds), 0, 0, NULL, SET_PROGRESS},
-    {"progress_wait", ATTR_F64, ST(progress.wait), 0, 0, NULL, SET_PROGRESS},
-    {"progress_steps", ATTR_I32, ST(progress.steps), 0, INT32_MAX, NULL, SET_PROGRESS},
-    {"progress_skipped", ATTR_I64, ST(progress.skipped), 0, INT64_MAX, NULL, SET_PROGRESS},
-    {"last_eval_step", ATTR_I64, ST(last_eval_step), -1, INT64_MAX, NULL, SET_PROGRESS},
-    {"run_id", ATTR_ID, ST(run_id), 0, 0, NULL, 0},
-    {"vocab_digest", ATTR_ID, ST(vocab_digest), 0, 0, NULL, 0},
-    /* train.optim; files written before it held Adam's state */
-    {"optim", ATTR_ID, ST(optim), 0, 0, "adam", 0},
-    /* model.attn_type; files written before it held attn_type 0's parameters */
-    {"attn_type", ATTR_I32, GEO(attn_type), 0, 3, "0", 0},
-};
-#undef ST
-#undef GEO
+/* ROOT_ATTRS: TXL_CKPT_ROOT_ATTRS (checkpoint.h), where each value lies in CkptRoot. */
+#define NAME_ST(name) #name
+#define NAME_PROGRESS(name) "progress_" #name
+#define NAME_GEO(name) #name
+#define OFFSET_ST(name) offsetof(CkptRoot, st.name)
+#define OFFSET_PROGRESS(name) offsetof(CkptRoot, st.progress.name)
+#define OFFSET_GEO(name) offsetof(CkptRoot, g.name)
+#define ROOT_ATTR(where, name, kind, lo, hi, absent, set) \
+  {NAME_##where(name), ATTR_##kind, OFFSET_##where(name), lo, hi, absent, SET_##set},
+static const RootAttr ROOT_ATTRS[] = {TXL_CKPT_ROOT_ATTRS(ROOT_ATTR)};
 #define N_ROOT_ATTRS ((int)(sizeof ROOT_ATTRS / sizeof ROOT_ATTRS[0]))
 
 static void write_attr(CkptCtx *c, hid_t file, const RootAttr *a, const CkptRoot *r) {

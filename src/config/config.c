@@ -2,18 +2,15 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/varlen.h"
-#include "dist/shard.h"
 #include "src/base/error.h"
 #include "src/base/show.h"
+#include "src/config/config_internal.h"
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STRING, T_ENUM } KeyType;
 
@@ -60,8 +57,7 @@ static const int N_KEYS = (int)(sizeof KEYS / sizeof KEYS[0]);
 /* Text quoted from the input in a message is cut after this many bytes (messages are one line). */
 #define SHOW_MAX 200
 
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...) {
+void txl_cfg_fail(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, errlen, fmt, ap);
@@ -139,9 +135,7 @@ static int is_decimal_text(const char *s) {
   return *s == 0;
 }
 
-/* The shortest "%.Ng" that reads back as v: what was written for any value given with at most 17
- * significant digits (0.9999999 stays 0.9999999, never a rounded 1). */
-static void format_double(double v, char *out, size_t n) {
+void txl_cfg_format_double(double v, char *out, size_t n) {
   for (int p = 1; p <= 17; p++) {
     snprintf(out, n, "%.*g", p, v);
     if (strtod(out, NULL) == v) return;
@@ -156,20 +150,20 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
   for (const char *p = value; *p; p++) { /* a value must be writable back as INI (write_ini escapes these three) */
     const unsigned char ch = (unsigned char)*p;
     if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7f) {
-      fail(err, errlen, "%s.%s: '%s' holds the control character 0x%02x", k->section, k->key, show(shown, value), ch);
+      txl_cfg_fail(err, errlen, "%s.%s: '%s' holds the control character 0x%02x", k->section, k->key, show(shown, value), ch);
       return -1;
     }
   }
   switch (k->type) {
     case T_INT: {
       if (!is_int_text(value)) {
-        fail(err, errlen, "%s.%s: '%s' is not an integer", k->section, k->key, show(shown, value));
+        txl_cfg_fail(err, errlen, "%s.%s: '%s' is not an integer", k->section, k->key, show(shown, value));
         return -1;
       }
       errno = 0;
       const long long v = strtoll(value, NULL, 10);
       if (errno == ERANGE || (double)v < k->lo || (double)v > k->hi) {
-        fail(err, errlen, "%s.%s = %s is out of range [%s, %s]", k->section, k->key, show(shown, value), k->lo_text,
+        txl_cfg_fail(err, errlen, "%s.%s = %s is out of range [%s, %s]", k->section, k->key, show(shown, value), k->lo_text,
              k->hi_text);
         return -1;
       }
@@ -178,14 +172,14 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
     }
     case T_FLOAT: {
       if (!is_decimal_text(value)) {
-        fail(err, errlen, "%s.%s: '%s' is not a decimal number", k->section, k->key, show(shown, value));
+        txl_cfg_fail(err, errlen, "%s.%s: '%s' is not a decimal number", k->section, k->key, show(shown, value));
         return -1;
       }
       /* ERANGE needs no case of its own: an overflow is +-HUGE_VAL and an underflow 0 or a
        * denormal, and the range check below judges those with the text as given */
       double v = strtod(value, NULL);
       if (v < k->lo || v > k->hi) {
-        fail(err, errlen, "%s.%s = %s is out of range [%s, %s]", k->section, k->key, show(shown, value), k->lo_text,
+        txl_cfg_fail(err, errlen, "%s.%s = %s is out of range [%s, %s]", k->section, k->key, show(shown, value), k->lo_text,
              k->hi_text);
         return -1;
       }
@@ -199,7 +193,7 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
       } else if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no")) {
         *(int *)field = 0;
       } else {
-        fail(err, errlen, "%s.%s: '%s' is not a boolean (true/false)", k->section, k->key, show(shown, value));
+        txl_cfg_fail(err, errlen, "%s.%s: '%s' is not a boolean (true/false)", k->section, k->key, show(shown, value));
         return -1;
       }
       return 0;
@@ -207,7 +201,7 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
       const int v = choice_of(k, value);
       char choices[128];
       if (v < 0) {
-        fail(err, errlen, "%s.%s: '%s' is not one of %s", k->section, k->key, show(shown, value),
+        txl_cfg_fail(err, errlen, "%s.%s: '%s' is not one of %s", k->section, k->key, show(shown, value),
              choices_text(k, choices, sizeof choices));
         return -1;
       }
@@ -216,7 +210,7 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
     }
     case T_STRING:
       if (strlen(value) >= TXL_CFG_STRLEN) {
-        fail(err, errlen, "%s.%s: the value is %zu bytes, longer than %d", k->section, k->key, strlen(value),
+        txl_cfg_fail(err, errlen, "%s.%s: the value is %zu bytes, longer than %d", k->section, k->key, strlen(value),
              TXL_CFG_STRLEN - 1);
         return -1;
       }
@@ -245,7 +239,7 @@ static void record(TxlConfig *c, const KeyInfo *k, const char *where) {
 static int assign(TxlConfig *c, const KeyInfo *k, const char *value, const char *where, char *err, size_t errlen) {
   char msg[1024];
   if (set_value(c, k, value, msg, sizeof msg) != 0) {
-    fail(err, errlen, "%s: %s", where, msg);
+    txl_cfg_fail(err, errlen, "%s: %s", where, msg);
     return -1;
   }
   record(c, k, where);
@@ -289,7 +283,7 @@ static char *parse_value(char *v, char *msg, size_t n) {
   char *out = v, *p = v + 1;
   for (;; p++) {
     if (!*p || (*p == '\\' && !p[1])) { /* (a backslash ending the line escapes nothing) */
-      fail(msg, n, "unterminated quote (a quoted value ends with '\"' on the same line)");
+      txl_cfg_fail(msg, n, "unterminated quote (a quoted value ends with '\"' on the same line)");
       return NULL;
     }
     if (*p == '"') break;
@@ -304,7 +298,7 @@ static char *parse_value(char *v, char *msg, size_t n) {
       case 't': *out++ = '\t'; break;
       case 'r': *out++ = '\r'; break;
       default:
-        fail(msg, n, "unknown escape '\\%c' in a quoted value (known: \\\" \\\\ \\n \\t \\r)", *p);
+        txl_cfg_fail(msg, n, "unknown escape '\\%c' in a quoted value (known: \\\" \\\\ \\n \\t \\r)", *p);
         return NULL;
     }
   }
@@ -312,7 +306,7 @@ static char *parse_value(char *v, char *msg, size_t n) {
   while (is_blank(*rest)) rest++;
   if (*rest && *rest != '#' && *rest != ';') {
     char shown[SHOW_LEN];
-    fail(msg, n, "text after the closing quote: '%s'", show(shown, rest));
+    txl_cfg_fail(msg, n, "text after the closing quote: '%s'", show(shown, rest));
     return NULL;
   }
   *out = 0;
@@ -337,7 +331,7 @@ static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, co
   for (const char *p = line; *p; p++) {
     const unsigned char ch = (unsigned char)*p;
     if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-      fail(err, errlen, "%s:%d: control character 0x%02x (not a text line)", name, lineno, ch);
+      txl_cfg_fail(err, errlen, "%s:%d: control character 0x%02x (not a text line)", name, lineno, ch);
       return -1;
     }
   }
@@ -348,7 +342,7 @@ static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, co
     char *rest = close ? close + 1 : NULL;
     while (rest && is_blank(*rest)) rest++;
     if (!close || (*rest && *rest != '#' && *rest != ';')) {
-      fail(err, errlen, "%s:%d: malformed section header '%s' (expected [name], then at most a comment)", name,
+      txl_cfg_fail(err, errlen, "%s:%d: malformed section header '%s' (expected [name], then at most a comment)", name,
            lineno, show(shown, s));
       return -1;
     }
@@ -360,45 +354,45 @@ static int parse_line(TxlConfig *c, char *line, const char *name, int lineno, co
         return 0;
       }
     char sections[128];
-    fail(err, errlen, "%s:%d: unknown section [%s] (sections: %s)", name, lineno, show(shown, sec),
+    txl_cfg_fail(err, errlen, "%s:%d: unknown section [%s] (sections: %s)", name, lineno, show(shown, sec),
          section_list(sections, sizeof sections));
     return -1;
   }
   char *eq = strchr(s, '=');
   if (!eq) {
-    fail(err, errlen, "%s:%d: expected 'key = value', got '%s'", name, lineno, show(shown, s));
+    txl_cfg_fail(err, errlen, "%s:%d: expected 'key = value', got '%s'", name, lineno, show(shown, s));
     return -1;
   }
   *eq = 0;
   char *key = trim(s);
   if (!*key) {
-    fail(err, errlen, "%s:%d: no key before '='", name, lineno);
+    txl_cfg_fail(err, errlen, "%s:%d: no key before '='", name, lineno);
     return -1;
   }
   if (!**section) {
-    fail(err, errlen, "%s:%d: key '%s' outside any [section]", name, lineno, show(shown, key));
+    txl_cfg_fail(err, errlen, "%s:%d: key '%s' outside any [section]", name, lineno, show(shown, key));
     return -1;
   }
   const KeyInfo *k = find_key(*section, key);
   if (!k) {
-    fail(err, errlen, "%s:%d: unknown key '%s' in section [%s] (see txl-train --help)", name, lineno,
+    txl_cfg_fail(err, errlen, "%s:%d: unknown key '%s' in section [%s] (see txl-train --help)", name, lineno,
          show(shown, key), *section);
     return -1;
   }
   const int idx = (int)(k - KEYS);
   if (line_of[idx]) {
-    fail(err, errlen, "%s:%d: %s.%s is set twice, on lines %d and %d", name, lineno, k->section, k->key,
+    txl_cfg_fail(err, errlen, "%s:%d: %s.%s is set twice, on lines %d and %d", name, lineno, k->section, k->key,
          line_of[idx], lineno);
     return -1;
   }
   line_of[idx] = lineno;
   char *value = parse_value(trim(eq + 1), msg, sizeof msg);
   if (!value) {
-    fail(err, errlen, "%s:%d: %s.%s: %s", name, lineno, k->section, k->key, msg);
+    txl_cfg_fail(err, errlen, "%s:%d: %s.%s: %s", name, lineno, k->section, k->key, msg);
     return -1;
   }
   if (set_value(c, k, value, msg, sizeof msg) != 0) {
-    fail(err, errlen, "%s:%d: %s", name, lineno, msg);
+    txl_cfg_fail(err, errlen, "%s:%d: %s", name, lineno, msg);
     return -1;
   }
   char where[TXL_CFG_WHERE_LEN + 16];
@@ -424,7 +418,7 @@ int txl_config_load_ini_bytes(TxlConfig *c, const char *data, size_t len, const 
     size_t n = nl ? (size_t)(nl - line) : len - pos;
     pos += n + (nl ? 1 : 0);
     if (memchr(line, 0, n)) {
-      fail(err, errlen, "%s:%d: NUL byte (a config is text; nothing after it on the line would be read)", name,
+      txl_cfg_fail(err, errlen, "%s:%d: NUL byte (a config is text; nothing after it on the line would be read)", name,
            lineno);
       rc = -1;
       break;
@@ -440,17 +434,17 @@ int txl_config_load_ini_bytes(TxlConfig *c, const char *data, size_t len, const 
 int txl_config_load_ini(TxlConfig *c, const char *path, char *err, size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
+    txl_cfg_fail(err, errlen, "%s: cannot open config: %s", path, strerror(errno));
     return -1;
   }
   char *buf = txl_malloc((size_t)MAX_INI_BYTES + 1, "config file");
   const size_t len = fread(buf, 1, (size_t)MAX_INI_BYTES + 1, f);
   int rc = 0;
   if (ferror(f)) {
-    fail(err, errlen, "%s: cannot read config: %s", path, strerror(errno));
+    txl_cfg_fail(err, errlen, "%s: cannot read config: %s", path, strerror(errno));
     rc = -1;
   } else if (len > MAX_INI_BYTES) {
-    fail(err, errlen, "%s: larger than %d bytes: not a config file", path, MAX_INI_BYTES);
+    txl_cfg_fail(err, errlen, "%s: larger than %d bytes: not a config file", path, MAX_INI_BYTES);
     rc = -1;
   }
   fclose(f);
@@ -468,7 +462,7 @@ int txl_config_set_key(TxlConfig *c, const char *name, const char *value, const 
   const KeyInfo *k = find_name(name, strlen(name));
   if (!k) {
     char shown[SHOW_LEN];
-    fail(err, errlen, "%s: unknown key %s (see txl-train --help)", where, show(shown, name));
+    txl_cfg_fail(err, errlen, "%s: unknown key %s (see txl-train --help)", where, show(shown, name));
     return -1;
   }
   return assign(c, k, value, where, err, errlen);
@@ -481,7 +475,7 @@ int txl_config_set(TxlConfig *c, const char *assignment, char *err, size_t errle
   const char *eq = strchr(assignment, '=');
   const char *dot = strchr(assignment, '.');
   if (!eq || !dot || dot > eq) {
-    fail(err, errlen, "%s: expected section.key=value", where);
+    txl_cfg_fail(err, errlen, "%s: expected section.key=value", where);
     return -1;
   }
   const char *b = assignment, *e = eq; /* the name without the blanks around it */
@@ -489,7 +483,7 @@ int txl_config_set(TxlConfig *c, const char *assignment, char *err, size_t errle
   while (e > b && isspace((unsigned char)e[-1])) e--;
   const KeyInfo *k = find_name(b, (size_t)(e - b));
   if (!k) {
-    fail(err, errlen, "%s: unknown key (see txl-train --help)", where);
+    txl_cfg_fail(err, errlen, "%s: unknown key (see txl-train --help)", where);
     return -1;
   }
   char *value = txl_malloc(strlen(eq + 1) + 1, "--set value");
@@ -499,209 +493,13 @@ int txl_config_set(TxlConfig *c, const char *assignment, char *err, size_t errle
   return rc;
 }
 
-int txl_config_eval_mem_len(const TxlConfig *c) { return c->eval_mem_len < 0 ? c->mem_len : c->eval_mem_len; }
-int txl_config_eval_clamp_len(const TxlConfig *c) { return c->eval_clamp_len == -2 ? c->clamp_len : c->eval_clamp_len; }
-
-int txl_config_cutoffs(const TxlConfig *c, int n_token, int *cutoffs, char *err, size_t errlen) {
-  int n = 0;
-  const char *p = c->cutoffs;
-  while (*p == ' ') p++;
-  while (*p) {
-    char *end;
-    errno = 0;
-    const long v = strtol(p, &end, 10);
-    if (end == p || errno) {
-      fail(err, errlen, "model.cutoffs = '%s': expected increasing token ids separated by commas", c->cutoffs);
-      return -1;
-    }
-    if (n == TXL_CFG_MAX_CUTOFFS) {
-      fail(err, errlen, "model.cutoffs = '%s': at most %d cutoffs", c->cutoffs, TXL_CFG_MAX_CUTOFFS);
-      return -1;
-    }
-    if (n > 0 && v <= cutoffs[n - 1]) {
-      fail(err, errlen, "model.cutoffs = '%s': %ld does not follow %d (cutoffs increase)", c->cutoffs, v,
-           cutoffs[n - 1]);
-      return -1;
-    }
-    if (v < 1 || v > INT_MAX || (n_token > 0 && v >= n_token)) {
-      if (n_token > 0)
-        fail(err, errlen, "model.cutoffs = '%s': %ld is outside the vocabulary's (0, %d)", c->cutoffs, v, n_token);
-      else
-        fail(err, errlen, "model.cutoffs = '%s': %ld is not a token id in [1, %d]", c->cutoffs, v, INT_MAX);
-      return -1;
-    }
-    cutoffs[n++] = (int)v;
-    p = end;
-    while (*p == ' ') p++;
-    if (*p == ',') {
-      p++;
-      while (*p == ' ') p++;
-      if (!*p) { /* "20000,": a cutoff was meant to follow */
-        fail(err, errlen, "model.cutoffs = '%s': a comma with no token id after it", c->cutoffs);
-        return -1;
-      }
-    }
-  }
-  const int d_embed = c->d_embed > 0 ? c->d_embed : c->d_model;
-  long width = d_embed;
-  for (int i = 0; i < n; i++) width /= c->div_val;
-  if (width < 1) {
-    fail(err, errlen, "model.d_embed = %d with div_val = %d leaves the last of %d clusters no features", d_embed,
-         c->div_val, n + 1);
-    return -1;
-  }
-  if (c->div_val != 1 && n == 0) {
-    fail(err, errlen, "model.div_val = %d needs model.cutoffs (clusters to divide the width among)", c->div_val);
-    return -1;
-  }
-  return n;
-}
-
-/* ---- combinations ---------------------------------------------------------------------------- */
-
-/* The keys a combination's message is about (up to 3, the rest -1). */
-typedef struct {
-  int k[5];
-} KeySet;
-#define ON(...) ((KeySet){{__VA_ARGS__, -1, -1}})
-
-/* A bad combination is blamed on the setting that completed it: the last-set of its keys (a
- * --set after the file, a later line), or the config's source when all hold their defaults. */
-static const char *blame(const TxlConfig *c, KeySet keys) {
-  const TxlCfgOrigin *last = NULL;
-  for (int i = 0; i < 5 && keys.k[i] >= 0; i++) {
-    const TxlCfgOrigin *o = &c->set_by.key[keys.k[i]];
-    if (o->seq > 0 && (!last || o->seq > last->seq)) last = o;
-  }
-  return last ? last->where : c->set_by.source;
-}
-
-static int refuse(const TxlConfig *c, KeySet keys, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int refuse(const TxlConfig *c, KeySet keys, char *err, size_t errlen, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  const char *where = blame(c, keys);
-  fail(err, errlen, "%s%s%s", where, *where ? ": " : "", msg);
-  return -1;
-}
-
-/* Rows of the model's matrix products: (segment + memory) rows x columns on a rank, passed to the
- * GEMMs as an int. */
-static int64_t product_rows(int tgt_len, int mem_len, int batch, int world) {
-  return ((int64_t)tgt_len + (mem_len > 0 ? mem_len : 0)) * txl_shard_max(batch, world);
-}
-
-#define K(key) TXL_CFG_KEY_##key
-
-int txl_config_validate_eval(const TxlConfig *c, int world, char *err, size_t errlen) {
-  int cut[TXL_CFG_MAX_CUTOFFS];
-  char msg[1024];
-  if (txl_config_cutoffs(c, c->n_token, cut, msg, sizeof msg) < 0)
-    return refuse(c, ON(K(cutoffs), K(div_val), K(d_embed)), err, errlen, "%s", msg);
-  if (c->d_model % 2)
-    return refuse(c, ON(K(d_model)), err, errlen,
-                  "model.d_model = %d must be even (relative positions use sin/cos halves)", c->d_model);
-  if (c->d_embed == 0)
-    return refuse(c, ON(K(d_embed)), err, errlen, "model.d_embed = 0: an embedding needs a width (-1: d_model)");
-  /* every rank holds at least one column (dist/shard.h: floor or ceil of B / P each) */
-  if (c->eval_batch_size < world)
-    return refuse(c, ON(K(eval_batch_size)), err, errlen,
-                  "eval.eval_batch_size = %d is fewer columns than the %d ranks (each rank needs one)",
-                  c->eval_batch_size, world);
-  if (c->eval_same_length && txl_config_eval_mem_len(c) == 0)
-    return refuse(c, ON(K(eval_same_length), K(eval_mem_len), K(mem_len)), err, errlen,
-                  "eval.eval_same_length needs an evaluation memory (eval.eval_mem_len > 0)");
-  if (c->max_eval_steps == 0)
-    return refuse(c, ON(K(max_eval_steps)), err, errlen,
-                  "eval.max_eval_steps = 0 evaluates no tokens (no loss, never a best checkpoint); -1: the whole "
-                  "split, or >= 1 segments");
-  const int64_t rows = product_rows(c->eval_tgt_len, txl_config_eval_mem_len(c), c->eval_batch_size, world);
-  if (rows > INT_MAX)
-    return refuse(c, ON(K(eval_tgt_len), K(eval_mem_len), K(eval_batch_size)), err, errlen,
-                  "eval.eval_tgt_len %d + %d memory rows x %d columns on a rank = %lld rows of a matrix "
-                  "product, more than %d (a 32-bit int)",
-                  c->eval_tgt_len, txl_config_eval_mem_len(c), txl_shard_max(c->eval_batch_size, world),
-                  (long long)rows, INT_MAX);
-  return 0;
-}
-
-int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen) {
-  if (txl_config_validate_eval(c, world, err, errlen) != 0) return -1;
-  if (c->batch_size < world)
-    return refuse(c, ON(K(batch_size)), err, errlen,
-                  "train.batch_size = %d is fewer columns than the %d ranks (each rank needs one)", c->batch_size,
-                  world);
-  const int train_rows = txl_varlen_max_rows(c->tgt_len, c->varlen); /* tgt_len + 15 with varlen */
-  const int64_t rows = product_rows(train_rows, c->mem_len, c->batch_size, world);
-  if (rows > INT_MAX)
-    return refuse(c, ON(K(tgt_len), K(mem_len), K(batch_size)), err, errlen,
-                  "train.tgt_len %d%s + train.mem_len %d rows x %d columns on a rank = %lld rows of a matrix "
-                  "product, more than %d (a 32-bit int)",
-                  c->tgt_len, c->varlen ? " (+ 15 with train.varlen)" : "", c->mem_len,
-                  txl_shard_max(c->batch_size, world), (long long)rows, INT_MAX);
-  if (c->warmup_step > c->max_step)
-    return refuse(c, ON(K(warmup_step), K(max_step)), err, errlen, "train.warmup_step = %d exceeds train.max_step = %d",
-                  c->warmup_step, c->max_step);
-  if (!c->work_dir[0]) /* "" names no folder: mkdir("") failed, and a checkpoint would be "/ckpt-..." */
-    return refuse(c, ON(K(work_dir)), err, errlen,
-                  "run.work_dir is empty (the run's files need a folder; '.' is this one)");
-  if (c->attn_type == 1 && c->device == TXL_DEVICE_CUDA &&
-      (c->precision == TXL_PRECISION_BF16 || c->precision == TXL_PRECISION_FP16))
-    return refuse(c, ON(K(attn_type), K(precision)), err, errlen,
-                  "model.attn_type = 1 keeps its per-key bias r_bias in fp32 through the attention: "
-                  "run.precision = %s is not supported with it (use fp32 or tf32)",
-                  c->precision == TXL_PRECISION_BF16 ? "bf16" : "fp16");
-  if (c->attn_type == 3) { /* the original adds r_emb[-qlen:]: a segment longer than its table fails there */
-    const int max_klen = c->tgt_len + c->mem_len;
-    if (train_rows > max_klen || c->eval_tgt_len > max_klen)
-      return refuse(c, ON(K(attn_type), K(tgt_len), K(eval_tgt_len)), err, errlen,
-                    "model.attn_type = 3 learns one position per row of train.tgt_len + train.mem_len = %d, "
-                    "but segments of %d rows%s would need more", max_klen,
-                    train_rows > c->eval_tgt_len ? train_rows : c->eval_tgt_len,
-                    train_rows > max_klen ? " (train.tgt_len with train.varlen)" : " (eval.eval_tgt_len)");
-  }
-  if (c->same_length && c->mem_len == 0)
-    return refuse(c, ON(K(same_length), K(mem_len)), err, errlen,
-                  "model.same_length needs train.mem_len > 0 (with no memory every key would be masked)");
-  char a[32], b[32];
-  format_double(c->lr, a, sizeof a);
-  if ((float)c->lr == 0.0f) /* Adam takes lr in single precision */
-    return refuse(c, ON(K(lr)), err, errlen, "train.lr = %s would train nothing (%s)", a,
-                  c->lr == 0.0 ? "the parameters never change"
-                               : "it is 0 in single precision, as the optimizer uses it");
-  if (c->eta_min > c->lr) {
-    format_double(c->eta_min, b, sizeof b);
-    return refuse(c, ON(K(eta_min), K(lr)), err, errlen, "train.eta_min = %s exceeds train.lr = %s", b, a);
-  }
-  if (c->scheduler == TXL_SCHEDULER_DEV_PERF && c->eval_interval == 0)
-    return refuse(c, ON(K(scheduler), K(eval_interval)), err, errlen,
-                  "train.scheduler = dev_perf lowers the rate on validation losses, but train.eval_interval = 0 "
-                  "validates only at the end: set train.eval_interval > 0");
-  if (c->decay_rate <= 0.0 || c->decay_rate >= 1.0) {
-    format_double(c->decay_rate, b, sizeof b);
-    return refuse(c, ON(K(decay_rate)), err, errlen, "train.decay_rate = %s must lie in (0, 1)", b);
-  }
-  int exponent = 0;
-  if (frexp(c->loss_scale_init, &exponent) != 0.5) { /* a power of two: x = 0.5 * 2^e exactly */
-    return refuse(c, ON(K(loss_scale_init)), err, errlen,
-                  "train.loss_scale_init = %.17g is not a power of two (scaling by one is exact in binary floating "
-                  "point)",
-                  c->loss_scale_init);
-  }
-  return 0;
-}
-
 /* ---- writing ----------------------------------------------------------------------------------- */
 
 static void format_value(const TxlConfig *c, const KeyInfo *k, char *out, size_t n) {
   const char *field = (const char *)c + k->offset;
   switch (k->type) {
     case T_INT: snprintf(out, n, "%d", *(const int *)field); break;
-    case T_FLOAT: format_double(*(const double *)field, out, n); break;
+    case T_FLOAT: txl_cfg_format_double(*(const double *)field, out, n); break;
     case T_BOOL: snprintf(out, n, "%s", *(const int *)field ? "true" : "false"); break;
     case T_STRING: snprintf(out, n, "%s", field); break;
     case T_ENUM: snprintf(out, n, "%s", k->names[*(const int *)field]); break;

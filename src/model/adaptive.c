@@ -75,7 +75,7 @@ void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, v
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, split = txl_dims_split(dm);
-  int32_t *rows = r->ad_host, *ids = r->ad_host + LB;
+  int32_t *rows = txl_adaptive_host(r, TXL_AD_IN_ROWS, LB), *ids = txl_adaptive_host(r, TXL_AD_IN_IDS, LB);
   group(dm, tokens, LB, 0, !split, rows, ids, r->ad_in_n);
   o->upload(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
   o->upload(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
@@ -169,7 +169,8 @@ static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, in
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int hs = txl_adaptive_head_size(dm);
-  int32_t *head_tg = r->ad_host + 2 * LB, *rows = r->ad_host + 3 * LB, *ids = r->ad_host + 4 * LB;
+  int32_t *head_tg = txl_adaptive_host(r, TXL_AD_HEAD_TG, LB), *rows = txl_adaptive_host(r, TXL_AD_TG_ROWS, LB),
+          *ids = txl_adaptive_host(r, TXL_AD_TG_IDS, LB);
   for (int64_t t = 0; t < LB; t++) {
     if (targets[t] < 0 || targets[t] >= dm->n_token)
       txl_fatal("output layer: target %d of row %lld is outside the vocabulary [0, %d)", (int)targets[t],

@@ -128,8 +128,8 @@ void txl_attn_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const
   txl_memory_kv_forward(m, r, l, sg, in);
   /* the relative term's r: R W_r (attn_type 0), the clamped r_emb rows (1), none (2, 3) */
   const void *rl = NULL;
-  if (m->spec.dims.attn_type == 0) rl = txl_memory_rw_forward(m, r, l, sg);
-  if (m->spec.dims.attn_type == 1) {
+  if (txl_attn_projects_positions(m->spec.dims.attn_type)) rl = txl_memory_rw_forward(m, r, l, sg);
+  if (txl_attn_key_bias(m->spec.dims.attn_type)) {
     txl_pos_rel_forward(m, r, l, sg);
     rl = a->r;
   }
@@ -154,13 +154,15 @@ void txl_attn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   /* W_o */
   txl_linear_backward_w(m, gp->w_o, a->vec, datt, sg->LB, HD, d, ld_o);
   txl_linear_backward_x(m, r->dvec, 0.0f, datt, txl_model_w(m, lp->w_o), sg->LB, HD, d, ld_o);
-  const int at = m->spec.dims.attn_type;
-  o->rel_attn_backward(r->dq, r->dkv, at <= 1 ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
-                       at <= 1 ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
+  const TxlAttnType at = m->spec.dims.attn_type;
+  const int rel = txl_attn_relative(at);
+  o->rel_attn_backward(r->dq, r->dkv, rel ? r->dr : NULL, gu, gvb, r->drb, r->dvec, a->vec, a->q, a->kv,
+                       rel ? a->r : NULL, bias_u(m, l), bias_vb(m, l), a->rb, a->saved, sg->as,
                        txl_drop_at(m, r, txl_layer_site(l, TXL_LSITE_ATTN_PROB), m->spec.dropatt), r->attn_work);
   /* W_r (attn_type 0; 1: r_emb, r_bias), W_q, W_kv: the weights' gradients, then d(in) */
-  if (at == 0) txl_linear_backward_w(m, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ld(m, HD));
-  if (at == 1) txl_pos_rel_backward(m, r, l, sg);
+  if (txl_attn_projects_positions(at))
+    txl_linear_backward_w(m, gp->w_r, r->R, r->dr, sg->K, d, HD, txl_model_ld(m, HD));
+  if (txl_attn_key_bias(at)) txl_pos_rel_backward(m, r, l, sg);
   txl_linear_backward_w(m, gp->w_qkv, txl_act_at(m, in, (int64_t)M * B * txl_model_ld(m, d)), r->dq, sg->LB, d, HD,
                         ld_qkv);
   txl_linear_backward_w(m, gp->w_qkv + kv_col, in, r->dkv, sg->KB, d, 2 * HD, ld_qkv);
@@ -222,6 +224,7 @@ void txl_ffn_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void 
 void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void *out) {
   const TxlOps *o = m->ops;
   const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
+  const float eps = m->spec.ln_eps;
   const TxlLayerParams *lp = &m->p.layers[l];
   TxlLayerActs *a = txl_slot(r, l);
   const void *h = txl_layer_input(m, r, l, sg->M); /* [L, B, d] */
@@ -229,20 +232,20 @@ void txl_layer_forward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, void
   if (m->spec.pre_lnorm) {
     /* out1 = h + Attn(LN1(cat)) (a->res1), h1 = LN2(out1), out = out1 + FFN(h1) */
     o->layernorm_forward(a->ln_cat, a->ln_cat_mean, a->ln_cat_rstd, a->cat, lp->ln1_w, lp->ln1_b, sg->KB, d, ldd,
-                         1e-5f);
+                         eps);
     txl_attn_forward(m, r, l, sg, a->ln_cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln2_mean, a->ln2_rstd, h, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             ldd, 1e-5f);
+                             ldd, eps);
     txl_ffn_forward(m, r, l, sg);
     o->add(out, a->res1, r->tmp, sg->LB * ldd, o->act); /* the gaps too: zeros */
   } else {
     /* h1 = LN1(h + Attn(cat)) (res1 its input), out = LN2(h1 + FFN(h1)) (res2 its input) */
     txl_attn_forward(m, r, l, sg, a->cat);
     o->add_layernorm_forward(a->res1, a->h1, a->ln1_mean, a->ln1_rstd, h, r->tmp, lp->ln1_w, lp->ln1_b, sg->LB, d,
-                             ldd, 1e-5f);
+                             ldd, eps);
     txl_ffn_forward(m, r, l, sg);
     o->add_layernorm_forward(a->res2, out, a->ln2_mean, a->ln2_rstd, a->h1, r->tmp, lp->ln2_w, lp->ln2_b, sg->LB, d,
-                             ldd, 1e-5f);
+                             ldd, eps);
   }
 }
 

@@ -8,7 +8,7 @@ void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg) {
   const TxlOps *o = m->ops;
   const int K = sg->K;
   /* attn_type 2 adds R to the embeddings undropped (the sum is dropped with them) */
-  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, m->spec.dims.attn_type == 0 ? m->spec.dropout : 0.0f);
+  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, txl_attn_projects_positions(m->spec.dims.attn_type) ? m->spec.dropout : 0.0f);
   sg->R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
   if (sg->R_kept) return;
   const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);

@@ -20,6 +20,7 @@
 
 void txl_model_create(TxlModel *m, const TxlOps *ops, const TxlModelSpec *spec) {
   memset(m, 0, sizeof *m);
+  if (!(spec->ln_eps > 0.0f)) txl_fatal("internal: LayerNorm epsilon %g", (double)spec->ln_eps);
   m->ops = ops;
   m->spec = *spec;
   txl_param_table_build(&m->table, &spec->dims, txl_model_row_align(ops, spec));
@@ -132,8 +133,8 @@ static void walk_layer(Alloc *a, TxlLayerActs *x) {
   x->ln_cat_rstd = pre ? take(a, K * B * F, "ln_cat rstd") : NULL;
   x->q = take(a, L * B * HD * A, "q");
   x->kv = take(a, K * B * HD2 * A, "kv");
-  x->r = a->m->spec.dims.attn_type <= 1 ? take(a, K * HD * A, "r") : NULL;
-  x->rb = a->m->spec.dims.attn_type == 1 ? take(a, K * H * F, "r_bias rows") : NULL;
+  x->r = txl_attn_relative(a->m->spec.dims.attn_type) ? take(a, K * HD * A, "r") : NULL;
+  x->rb = txl_attn_key_bias(a->m->spec.dims.attn_type) ? take(a, K * H * F, "r_bias rows") : NULL;
   x->saved = take(a, a->m->ops->rel_attn_saved_floats((int)L, (int)K, (int)B, (int)H) * F, "attention (saved)");
   x->vec = take(a, L * B * HD * A, "attention vectors");
   x->res1 = take(a, L * B * d * A, "res1");
@@ -238,10 +239,10 @@ static void walk_run(Alloc *a) {
   r->step_dev = take(a, sizeof(uint32_t), "step");
   r->group_stride = txl_act_padded(a->m, (int64_t)dm->n_layer * r->mem_stride);
   r->mems_base = take(a, (size_t)groups * (size_t)r->group_stride * A + F, "memory");
-  const int at = dm->attn_type;
-  r->R = at == 0 || at == 2 ? take(a, K * d * A, "relative positions") : NULL;
-  r->pos_idx = at != 0 ? take(a, K * B * sizeof(int32_t), "position rows") : NULL;
-  r->pos_rows = at >= 2 ? take(a, K * B * d * A, "positions") : NULL;
+  const TxlAttnType at = dm->attn_type;
+  r->R = txl_attn_sinusoids(at) ? take(a, K * d * A, "relative positions") : NULL;
+  r->pos_idx = txl_attn_gathers_positions(at) ? take(a, K * B * sizeof(int32_t), "position rows") : NULL;
+  r->pos_rows = txl_attn_absolute(at) ? take(a, K * B * d * A, "positions") : NULL;
   if (a->r) r->acts = txl_calloc((size_t)r->n_slots, sizeof(TxlLayerActs), "activation slots");
   for (int l = 0; l < r->n_slots; l++) {
     TxlLayerActs dummy;
@@ -270,8 +271,10 @@ static void walk_run(Alloc *a) {
     r->dkv = take(a, K * B * HD2 * A, "dkv");
     r->dr = take(a, K * HD * A, "dr");
     r->dvec = take(a, L * B * HD * A, "dvec");
-    r->dmem = a->m->spec.pre_lnorm || at == 3 ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem") : NULL;
-    r->drb = at == 1 ? take(a, K * H * F, "r_bias rows gradient") : NULL;
+    r->dmem = a->m->spec.pre_lnorm || txl_attn_adds_every_layer(at)
+                  ? take(a, (size_t)s->mem_len * B * d * A + F, "dmem")
+                  : NULL;
+    r->drb = txl_attn_key_bias(at) ? take(a, K * H * F, "r_bias rows gradient") : NULL;
   }
 }
 
@@ -309,7 +312,7 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
     int wide = dm->n_token > dm->d_inner ? dm->n_token : dm->d_inner;
     if (txl_adaptive_head_size(dm) > wide) wide = txl_adaptive_head_size(dm);
     /* attn_type 1 and 3 also scatter position rows: K keys (1), M or L rows of every column (3) */
-    const int64_t rows = (int64_t)(dm->attn_type ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
+    const int64_t rows = (int64_t)(txl_attn_gathers_positions(dm->attn_type) ? shape->L_max + shape->mem_len : shape->L_max) * r->group_cols;
     m->ops->reserve(rows, wide > dm->d_model ? wide : dm->d_model, dm->d_model);
   } else if (txl_adaptive_input(&m->spec.dims) && txl_dims_split(&m->spec.dims)) {
     /* a forward-only run's one scatter (adaptive.c: the clusters' rows into h) sorts its L x B
@@ -319,10 +322,13 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
   /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
    * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
   const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
-  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0) + (r->ad_rows ? 5 * LB : 0)) * sizeof(int32_t));
+  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0) + (r->ad_rows ? TXL_AD_HOST_SLICES * LB : 0)) *
+                         sizeof(int32_t));
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
-  if (r->ad_rows) r->ad_host = txl_malloc(5 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "adaptive grouping");
+  if (r->ad_rows)
+    r->ad_host = txl_malloc(TXL_AD_HOST_SLICES * (size_t)shape->L_max * r->group_cols * sizeof(int32_t),
+                            "adaptive grouping");
   if (r->n_groups > 1)
     r->group_host = txl_malloc(2 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "column group tokens");
 }
@@ -415,7 +421,7 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   /* Inference runs keep each layer's keys and values of the memory rows: those were computed
    * when the rows were new, from the same parameters (not with attn_type 2 and 3, whose
    * positions change the memory rows in place every segment). */
-  sg.cached_kv = r->kv_cache && r->kv_valid && !dropout_on && m->spec.dims.attn_type <= 1;
+  sg.cached_kv = r->kv_cache && r->kv_valid && !dropout_on && txl_attn_relative(m->spec.dims.attn_type);
   /* h_{l+1} = Layer_l([memory_l; h_l]); the last layer's output goes to hout */
   for (int l = 0; l < n_layer; l++)
     txl_layer_forward(m, r, l, &sg, l + 1 < n_layer ? txl_layer_input(m, r, l + 1, sg.M) : r->hout);
@@ -497,9 +503,11 @@ double txl_model_flops_per_token(const TxlModel *m, int L, int mem_len) {
   }
   /* per layer: AC and P v over K keys, BD too for attn_type 0 and 1, R W_r for 0 only; the
    * position tables of attn_type 1 and 3 (r_emb, r_bias) are read by row, not multiplied */
-  const int at = dm->attn_type;
-  const double attn = (at <= 1 ? 6.0 : 4.0) * K * HD + (at == 0 ? 2.0 * K * d * HD / L : 0.0);
-  const double tables = (double)dm->n_layer * dm->max_klen * (at == 1 ? HD + dm->n_head : at == 3 ? d : 0.0);
+  const TxlAttnType at = dm->attn_type;
+  const double attn =
+      (txl_attn_relative(at) ? 6.0 : 4.0) * K * HD + (txl_attn_projects_positions(at) ? 2.0 * K * d * HD / L : 0.0);
+  const double tables = (double)dm->n_layer * dm->max_klen *
+                        (txl_attn_key_bias(at) ? HD + dm->n_head : txl_attn_learned_table(at) ? d : 0.0);
   double fwd = 2.0 * ((double)txl_param_count_non_embedding(&m->table) - tables) + out + dm->n_layer * attn;
   return 3.0 * fwd;
 }

@@ -9,12 +9,16 @@
 #include "kernels/ops.h"
 #include "src/model/params.h"
 
+/* LayerNorm's epsilon in every layer: the original's (PyTorch's nn.LayerNorm default). */
+#define TXL_LAYER_NORM_EPS 1e-5f
+
 /* Hyper-parameters the forward pass needs besides the shapes. */
 typedef struct {
   TxlDims dims;
   float dropout;   /* p of every dropout but dropatt */
   float dropatt;   /* p of the attention-probability dropout */
   int pre_lnorm;   /* 1: pre-norm layers, 0: post-norm */
+  float ln_eps;    /* LayerNorm's epsilon (> 0; TXL_LAYER_NORM_EPS) */
   uint32_t seed;   /* dropout key */
   int row_align;   /* rows of the GEMM weights padded to this many floats (params.h); 0: the
                       backend's (TxlOps.row_align). Tests force 8 on the CPU: same numbers. */
@@ -167,7 +171,7 @@ typedef struct {
   int32_t *ad_rows;   /* [2, L*B] device: input rows, then target rows, grouped by cluster     */
   int32_t *ad_ids;    /* [2, L*B] device: the same tokens' ids within their cluster            */
   int32_t *ad_head_tg;/* [L*B] device: the head's target (the token, or its cluster's column)  */
-  int32_t *ad_host;   /* [5, L*B] host scratch for the grouping                               */
+  int32_t *ad_host;   /* [TXL_AD_HOST_SLICES, L*B] host scratch for the grouping (adaptive.h)  */
   int ad_in_n[TXL_MAX_CLUSTERS], ad_tg_n[TXL_MAX_CLUSTERS]; /* rows per cluster, last forward   */
   void *ad_emb;       /* [L*B, d_embed] the input rows' embeddings before projection           */
   void *ad_hp0;       /* [L*B, d_emb_0] the head's projected hidden rows                       */

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/model/attn_type.h"
+
 /* Clusters of the adaptive softmax at most: the head and three tails (every recipe of the paper). */
 #define TXL_MAX_CLUSTERS 4
 
@@ -34,7 +36,7 @@ typedef struct {
   int d_head;     /* dh */
   int d_inner;    /* di */
   int untie_r;    /* per-layer r_w_bias / r_r_bias */
-  int attn_type;  /* positional encoding, the original's attn_type: 0 relative (u, vb, W_r), 1 Shaw et
+  TxlAttnType attn_type; /* positional encoding, the original's attn_type: 0 relative (u, vb, W_r), 1 Shaw et
                      al.'s learnable relative (r_emb, r_bias, per-layer u), 2 absolute sinusoids at
                      the input, 3 learned absolute per layer (r_emb) */
   int max_klen;   /* rows of r_emb / r_bias (attn_type 1 and 3): train tgt_len + mem_len */

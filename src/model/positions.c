@@ -22,26 +22,26 @@ void txl_pos_prepare(TxlModel *m, TxlRun *r, TxlSegment *sg) {
   const TxlDims *dm = &m->spec.dims;
   const int T = dm->max_klen, K = sg->K, B = r->B, d = dm->d_model;
   switch (dm->attn_type) {
-  case 0: txl_positions_forward(m, r, sg); break;
-  case 1: { /* one index per key: the clamped table's rows */
+  case TXL_ATTN_REL: txl_positions_forward(m, r, sg); break;
+  case TXL_ATTN_SHAW: { /* one index per key: the clamped table's rows */
     const int avail = r->clamp_len > 0 && r->clamp_len < T ? r->clamp_len : T;
     put_index(m, r, K, 1, T, T - avail, K, 0);
     break;
   }
-  case 2: /* R without dropout, one row per (key, column) */
+  case TXL_ATTN_ABS_SIN: /* R without dropout, one row per (key, column) */
     txl_positions_forward(m, r, sg);
     put_index(m, r, K, B, T, 0, K, 1);
     m->ops->embedding_forward(r->pos_rows, r->pos_idx, r->R, 1.0f, (int64_t)K * B, d, txl_model_ld(m, d),
                               txl_model_ld(m, d));
     break;
-  case 3: put_index(m, r, K, B, T, 0, K, 0); break;
-  default: txl_fatal("internal: attn_type %d", dm->attn_type);
+  case TXL_ATTN_ABS_LEARNED: put_index(m, r, K, B, T, 0, K, 0); break;
+  default: txl_fatal("internal: attn_type %d", (int)dm->attn_type);
   }
 }
 
 void txl_pos_embed_add(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *h) {
   const int d = m->spec.dims.d_model;
-  if (m->spec.dims.attn_type != 2) return;
+  if (!txl_attn_adds_at_input(m->spec.dims.attn_type)) return;
   const int64_t ldd = txl_model_ld(m, d); /* flat over the padded rows: the gaps add zeros */
   m->ops->add(h, h, txl_act_at(m, r->pos_rows, sg->M * r->B * ldd), sg->LB * ldd, m->ops->act);
 }
@@ -50,21 +50,21 @@ void txl_pos_layer_add(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlOps *o = m->ops;
   const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
   TxlLayerActs *a = txl_slot(r, l);
-  if (m->spec.dims.attn_type == 2 && l == 0 && sg->M)
+  if (txl_attn_adds_at_input(m->spec.dims.attn_type) && l == 0 && sg->M)
     o->add(a->cat, a->cat, r->pos_rows, (int64_t)sg->M * r->B * ldd, o->act);
-  if (m->spec.dims.attn_type == 3) {
+  if (txl_attn_adds_every_layer(m->spec.dims.attn_type)) {
     /* r_emb is FLAT (params.def): its rows packed */
     o->embedding_forward(r->pos_rows, r->pos_idx, txl_model_w(m, m->p.layers[l].r_emb), 1.0f, sg->KB, d, d, ldd);
     o->add(a->cat, a->cat, r->pos_rows, sg->KB * ldd, o->act);
   }
 }
 
-int txl_pos_mem_grad(const TxlModel *m) { return m->spec.dims.attn_type == 3; }
+int txl_pos_mem_grad(const TxlModel *m) { return txl_attn_adds_every_layer(m->spec.dims.attn_type); }
 
 void txl_pos_layer_backward(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg, const void *dmem) {
   const TxlOps *o = m->ops;
   const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
-  if (m->spec.dims.attn_type != 3) return;
+  if (!txl_attn_adds_every_layer(m->spec.dims.attn_type)) return;
   float *g = m->g.layers[l].r_emb; /* [max_klen, d] */
   const int64_t MB = (int64_t)sg->M * r->B;
   if (MB) o->embedding_backward(g, TXL_F32, dmem, r->pos_idx, 1.0f, MB, d, d, ldd);

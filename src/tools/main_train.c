@@ -54,6 +54,8 @@ static void usage(FILE *f) {
           "\n"
           "config keys (INI sections and keys; values are checked, unknown keys are errors):\n");
   txl_config_print_help(f);
+  fprintf(f, "\n");
+  txl_graph_step_print_rules(f);
 }
 
 /* The command line but the config overrides (--set, --resume: read in order over the file). */
@@ -134,9 +136,9 @@ static void run(const TrainArgs *a, TxlConfig *cfg, TxlDist *dist) {
   } else {
     t.stop_at = a->stop_at;
     txl_trainer_resume(&t);
-    if (a->stop_at > 0 && a->stop_at <= t.step) /* the loop would never meet it: the run would go on to max_step */
-      txl_fatal_all("--stop-at %d: the run resumed at step %d, so it would never stop there; give a later step",
-                    a->stop_at, t.step);
+    if (a->stop_at > 0 && a->stop_at <= t.st.step) /* the loop would never meet it: the run would go on to max_step */
+      txl_fatal_all("--stop-at %d: the run resumed at step %lld, so it would never stop there; give a later step",
+                    a->stop_at, (long long)t.st.step);
     txl_trainer_train(&t);
     txl_trainer_generate(&t);
     if (a->dump_path) txl_trainer_dump_params(&t, a->dump_path);

@@ -122,10 +122,10 @@ static int another_runs_file(const TxlTrainer *t, const char *path, char *err, s
   int foreign = 0;
   char id[TXL_CKPT_ID_LEN], e[1024];
   if (t->dist.rank == 0 && access(path, F_OK) == 0 && txl_ckpt_read_run_id(path, id, e, sizeof e) == 0 &&
-      strcmp(id, t->run_id) != 0) {
+      strcmp(id, t->st.run_id) != 0) {
     foreign = 1;
     snprintf(err, errlen, "%s belongs to another run (run_id %s; this run's is %s): not overwritten; give this run "
-             "another run.work_dir", path, id, t->run_id);
+             "another run.work_dir", path, id, t->st.run_id);
   }
   if (t->dist.world > 1) txl_dist_allreduce_max_i32(&foreign, 1);
   return foreign;
@@ -134,7 +134,7 @@ static int another_runs_file(const TxlTrainer *t, const char *path, char *err, s
 int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   const TxlConfig *c = &t->cfg;
   char name[64], path[1200], why[1024];
-  snprintf(name, sizeof name, "ckpt-%08d.h5", t->step);
+  snprintf(name, sizeof name, "ckpt-%08lld.h5", (long long)t->st.step);
   snprintf(path, sizeof path, "%s/%s", c->work_dir, name);
   snprintf(err, errlen, "rank 0 could not write the checkpoint %s", path); /* the others' message */
   if (another_runs_file(t, path, err, errlen)) return -1;
@@ -145,27 +145,17 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   t->ops->to_host(b.adam_m, t->adam.m, pbytes);
   t->ops->to_host(b.adam_v, t->adam.v, pbytes);
   txl_run_mems_to_host(&t->model, &t->run, b.mems);
-  TxlCkptState st;
-  memset(&st, 0, sizeof st);
-  st.step = t->step;
-  st.tokens_seen = t->tokens_seen;
-  st.data_pos = t->data_pos;
-  st.epoch = t->epoch;
-  st.best_step = t->best_step;
+  TxlCkptState st = t->st; /* the loop's own state; that of the parts that own the rest: */
   st.mem_rows = t->run.mem_rows;
   st.adam_t = t->adam.t;
   st.seed = (uint32_t)c->seed;
-  st.best_valid_loss = t->best_valid_loss;
-  st.lr = t->step > 0 ? txl_schedule_lr(&t->sched, t->step - 1) : 0.0;
+  st.lr = t->st.step > 0 ? txl_schedule_lr(&t->sched, t->st.step - 1) : 0.0;
   st.plateau_rate = t->sched.plateau.rate;
   st.plateau_best = t->sched.plateau.best;
   st.plateau_bad = t->sched.plateau.bad;
   st.loss_scale = t->scaler.scale;
   st.loss_scale_good = t->scaler.good;
   st.loss_scale_skipped = t->scaler.skipped;
-  st.progress = t->progress;
-  st.last_eval_step = t->last_eval_step;
-  snprintf(st.run_id, sizeof st.run_id, "%s", t->run_id);
   snprintf(st.optim, sizeof st.optim, "%s", txl_config_choice_name(TXL_CFG_KEY_optim, c->optim));
   snprintf(st.vocab_digest, sizeof st.vocab_digest, "%s", t->corpus ? txl_corpus_vocab_digest(t->corpus) : "");
   char *text = txl_trainer_config_text(c);
@@ -186,7 +176,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
     if (failed) {
       snprintf(err, errlen, "%s (%s is written, but the pointer still names the checkpoint before it)", why, path);
     } else {
-      rotate(c->work_dir, c->keep_checkpoints, t->run_id, name);
+      rotate(c->work_dir, c->keep_checkpoints, t->st.run_id, name);
       struct stat sb;
       double mb = stat(path, &sb) == 0 ? (double)sb.st_size / 1048576.0 : 0.0;
       double dt = txl_now_s() - t0;
@@ -197,7 +187,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   }
   if (t->dist.world > 1) txl_dist_allreduce_max_i32(&failed, 1); /* also keeps the ranks together */
   if (failed) return -1;
-  t->last_save_step = t->step;
+  t->last_save_step = t->st.step;
   return 0;
 }
 
@@ -304,13 +294,20 @@ static void resume_loss_scale(TxlTrainer *t, const char *path, const TxlConfig *
   }
 }
 
-/* The sums since the last progress line continue, so that the first line after the resume
- * averages the same steps as the uninterrupted run's (a file written before them: from zero),
- * and so does the step of the latest validation. */
-static void resume_progress(TxlTrainer *t, const TxlCkptState *st) {
-  if (!st->has_progress) return;
-  t->progress = st->progress;
-  t->last_eval_step = (int)st->last_eval_step;
+/* The loop's state becomes the file's (t->st = *st), with two exceptions. The sums since the last
+ * progress line continue, so that the first line after the resume averages the same steps as the
+ * uninterrupted run's, and so does the step of the latest validation: a file written before them
+ * leaves the fresh run's (sums from zero, no validation). A version 1 checkpoint has no lineage:
+ * the run takes a new one, so rotation never counts the older files (which it cannot tell apart
+ * from another run's) as its own. */
+static void resume_state(TxlTrainer *t, const TxlCkptState *st) {
+  const TxlCkptState fresh = t->st;
+  t->st = *st;
+  if (!st->has_progress) {
+    t->st.progress = fresh.progress;
+    t->st.last_eval_step = fresh.last_eval_step;
+  }
+  if (!st->run_id[0]) new_run_id(t->st.run_id);
 }
 
 /* ---- going back: the run's newer checkpoints ---------------------------------------------- */
@@ -337,7 +334,7 @@ static void own_checkpoint(const TxlTrainer *t, int64_t step, char *out, size_t 
   char p[1300];
   snprintf(out, n, "ckpt-%08lld.h5", (long long)step);
   snprintf(p, sizeof p, "%s/%s", t->cfg.work_dir, out);
-  if (step < 0 || !same_lineage(p, t->run_id)) out[0] = 0;
+  if (step < 0 || !same_lineage(p, t->st.run_id)) out[0] = 0;
 }
 
 /* run.discard_newer: deletes the n files (the run's checkpoints after the resumed step), then
@@ -361,18 +358,18 @@ static int discard_newer(const TxlTrainer *t, const TxlCkptFile *newer, int n, c
     best_gone |= !strcmp(best, newer[i].name);
   }
   char to_latest[64], to_best[64];
-  own_checkpoint(t, t->step, to_latest, sizeof to_latest);
-  own_checkpoint(t, t->best_step, to_best, sizeof to_best);
+  own_checkpoint(t, t->st.step, to_latest, sizeof to_latest);
+  own_checkpoint(t, t->st.best_step, to_best, sizeof to_best);
   if ((latest_gone && repoint(dir, "latest", to_latest, said, sizeof said, err, errlen) != 0) ||
       (best_gone && repoint(dir, "best", to_best, said, sizeof said, err, errlen) != 0))
     return -1;
-  printf("resume: run.discard_newer: removed %d checkpoint%s of this run after step %d from %s (the newest %s)%s\n",
-         n, n > 1 ? "s" : "", t->step, dir, newer[0].name, said);
+  printf("resume: run.discard_newer: removed %d checkpoint%s of this run after step %lld from %s (the newest %s)%s\n",
+         n, n > 1 ? "s" : "", (long long)t->st.step, dir, newer[0].name, said);
   fflush(stdout);
   return 0;
 }
 
-/* The error of a resume from step t->step of checkpoint `path` while work_dir holds the n newer
+/* The error of a resume from step t->st.step of checkpoint `path` while work_dir holds the n newer
  * checkpoints `newer` of its run (newest first): them, the pointers that name one, both ways out. */
 static void refusal(const TxlTrainer *t, const char *path, const TxlCkptFile *newer, int n, char *msg, size_t len) {
   const char *dir = t->cfg.work_dir;
@@ -386,9 +383,10 @@ static void refusal(const TxlTrainer *t, const char *path, const TxlCkptFile *ne
         snprintf(named + strlen(named), sizeof named - strlen(named), "; %s names %s", pointers[k], target);
   }
   snprintf(msg, len,
-           "%s is step %d of a run that went on: %s holds %d newer checkpoint%s of it (the newest %s%s), which "
-           "continuing from step %d would overwrite: branch off into another run.work_dir, or discard them with "
-           "--set run.discard_newer=true", path, t->step, dir, n, n > 1 ? "s" : "", newer[0].name, named, t->step);
+           "%s is step %lld of a run that went on: %s holds %d newer checkpoint%s of it (the newest %s%s), which "
+           "continuing from step %lld would overwrite: branch off into another run.work_dir, or discard them with "
+           "--set run.discard_newer=true", path, (long long)t->st.step, dir, n, n > 1 ? "s" : "", newer[0].name, named,
+           (long long)t->st.step);
 }
 
 /* Going back to an older checkpoint never destroys the run's future: the checkpoints of its
@@ -406,15 +404,16 @@ static void check_newer(TxlTrainer *t, const char *path) {
     const char *dir = t->cfg.work_dir;
     int count = 0, n = 0;
     TxlCkptFile *files = txl_ckpt_list_dir(dir, &count); /* newest first */
-    for (int i = 0; i < count && files[i].step > t->step; i++) {
+    for (int i = 0; i < count && files[i].step > t->st.step; i++) {
       char p[1300];
       snprintf(p, sizeof p, "%s/%s", dir, files[i].name);
-      if (same_lineage(p, t->run_id)) files[n++] = files[i];
+      if (same_lineage(p, t->st.run_id)) files[n++] = files[i];
     }
     const char *r = t->cfg.resume;
     if (n > 0 && (!strcmp(r, "auto") || is_dir(r))) {
-      printf("resume: %s holds %d checkpoint%s of this run after step %d (the newest %s), left by a run stopped before "
-             "it moved 'latest': continuing from %s, as 'latest' says\n", dir, n, n > 1 ? "s" : "", t->step,
+      printf("resume: %s holds %d checkpoint%s of this run after step %lld (the newest %s), left by a run stopped "
+             "before it moved 'latest': continuing from %s, as 'latest' says\n", dir, n, n > 1 ? "s" : "",
+             (long long)t->st.step,
              files[0].name, path);
       fflush(stdout);
     } else if (n > 0 && t->cfg.discard_newer) {
@@ -432,7 +431,7 @@ int txl_trainer_resume(TxlTrainer *t) {
   char path[1200], err[1024];
   find_checkpoint(t, path, sizeof path);
   if (!path[0]) {
-    new_run_id(t->run_id);
+    new_run_id(t->st.run_id);
     if (!strcmp(t->cfg.resume, "auto") && t->dist.rank == 0)
       printf("resume = auto: no checkpoint in %s, starting fresh\n", t->cfg.work_dir);
     txl_report_keep_until(&t->report, 0);
@@ -468,24 +467,15 @@ int txl_trainer_resume(TxlTrainer *t) {
   free_buffers(&b);
   t->run.mem_rows = st.mem_rows;
   t->adam.t = st.adam_t;
-  t->step = (int)st.step;
-  t->tokens_seen = st.tokens_seen;
-  t->data_pos = st.data_pos;
-  t->epoch = st.epoch;
-  t->best_valid_loss = st.best_valid_loss;
-  t->best_step = st.best_step;
-  t->last_save_step = t->step;
+  resume_state(t, &st);
+  t->last_save_step = t->st.step;
   resume_plateau(t, path, &saved, &st);
   resume_loss_scale(t, path, &saved, &st);
-  resume_progress(t, &st);
-  /* a version 1 checkpoint has no lineage: the run takes a new one, so rotation never counts the
-   * older files (which it cannot tell apart from another run's) as its own */
-  if (st.run_id[0]) snprintf(t->run_id, sizeof t->run_id, "%s", st.run_id);
-  else new_run_id(t->run_id);
   check_newer(t, path);
-  txl_report_keep_until(&t->report, t->step);
+  txl_report_keep_until(&t->report, t->st.step);
   if (t->dist.rank == 0) {
-    printf("resumed from %s: step %d, %lld tokens seen, epoch %lld, written by %d rank%s\n", path, t->step,
+    printf("resumed from %s: step %lld, %lld tokens seen, epoch %lld, written by %d rank%s\n", path,
+           (long long)t->st.step,
            (long long)st.tokens_seen, (long long)st.epoch, st.world_size, st.world_size > 1 ? "s" : "");
     fflush(stdout);
   }

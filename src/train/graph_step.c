@@ -6,22 +6,60 @@
 #include "src/train/step.h"
 #include "src/train/trainer.h"
 
+/* What the rules look at. */
+typedef struct {
+  const TxlConfig *c;
+  const TxlDims *dm;
+  const TxlBackend *b;
+  int world, fault;
+} GraphCase;
+
+static int on_cpu(const GraphCase *g) { return !txl_backend_can_capture(g->b); }
+static int ranks(const GraphCase *g) { return g->world > 1; }
+static int adaptive(const GraphCase *g) { return txl_adaptive_input(g->dm) || txl_adaptive_output(g->dm); }
+static int chunked(const GraphCase *g) { return g->c->batch_chunk > 1; }
+static int varlen(const GraphCase *g) { return g->c->varlen; }
+static int position_rows(const GraphCase *g) { return txl_attn_gathers_positions(g->dm->attn_type); }
+static int lamb(const GraphCase *g) { return g->c->optim == TXL_OPTIM_LAMB; }
+static int dynamic_scale(const GraphCase *g) { return txl_trainer_loss_scale_mode(g->c) == TXL_LOSS_SCALE_DYNAMIC; }
+static int fault_hook(const GraphCase *g) { return g->fault; }
+
+/* The rules of run.cuda_graph, the one list of them: a run qualifies when none holds; the first
+ * that holds is the reason the start message gives, and --help and docs/gpu.md list them all
+ * (tests/docs/test_readme.sh checks that the doc lists them, in this order). Every kernel argument of a
+ * qualifying run's step is the same from step to step but what the host refreshes before each
+ * launch (graph_step.h). */
+static const struct {
+  int (*holds)(const GraphCase *g);
+  const char *reason;
+} RULES[] = {
+    {on_cpu, "the step runs on the CPU (CUDA graphs are a GPU's)"},
+    {ranks, "it runs on several ranks (the all-reduce is not captured yet)"},
+    {adaptive, "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens "
+               "decide)"},
+    {chunked, "train.batch_chunk > 1 (each column group uploads its own tokens)"},
+    {varlen, "train.varlen is on (the rows change from step to step)"},
+    {position_rows, "model.attn_type is not 0 (its position rows are uploaded in the forward)"},
+    {lamb, "train.optim = lamb (its trust ratios are taken on the host)"},
+    {dynamic_scale, "the loss scaling is dynamic (its scale is decided on the host after every step)"},
+    {fault_hook, "TXL_TRAIN_FAULT is set (it writes into the gradient between backward and clipping)"},
+};
+#define N_RULES ((int)(sizeof RULES / sizeof RULES[0]))
+
 int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBackend *b, int world, int fault,
                            char *why, size_t n) {
-  const char *no = NULL;
-  if (!txl_backend_can_capture(b)) no = "the step runs on the CPU (CUDA graphs are a GPU's)";
-  else if (world > 1) no = "it runs on several ranks (the all-reduce is not captured yet)";
-  else if (txl_adaptive_input(dm) || txl_adaptive_output(dm))
-    no = "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens decide)";
-  else if (c->batch_chunk > 1) no = "train.batch_chunk > 1 (each column group uploads its own tokens)";
-  else if (c->varlen) no = "train.varlen is on (the rows change from step to step)";
-  else if (dm->attn_type != 0) no = "model.attn_type is not 0 (its position rows are uploaded in the forward)";
-  else if (c->optim == TXL_OPTIM_LAMB) no = "train.optim = lamb (its trust ratios are taken on the host)";
-  else if (txl_trainer_loss_scale_mode(c) == TXL_LOSS_SCALE_DYNAMIC)
-    no = "the loss scaling is dynamic (its scale is decided on the host after every step)";
-  else if (fault) no = "TXL_TRAIN_FAULT is set (it writes into the gradient between backward and clipping)";
-  if (no) snprintf(why, n, "%s", no);
-  return no != NULL;
+  const GraphCase g = {c, dm, b, world, fault};
+  for (int i = 0; i < N_RULES; i++)
+    if (RULES[i].holds(&g)) {
+      snprintf(why, n, "%s", RULES[i].reason);
+      return 1;
+    }
+  return 0;
+}
+
+void txl_graph_step_print_rules(FILE *f) {
+  fprintf(f, "CUDA graphs (run.cuda_graph): the step is captured and replayed except where\n");
+  for (int i = 0; i < N_RULES; i++) fprintf(f, "  - %s\n", RULES[i].reason);
 }
 
 void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on) {

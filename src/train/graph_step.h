@@ -10,15 +10,13 @@
  * the uncaptured step's numbers, bit for bit (tests/cuda/test_graph.sh, on the emulator).
  *
  * A run qualifies when every kernel argument of its step is the same from step to step apart from
- * those: one rank (the NCCL all-reduce's host callbacks are not captured yet), no adaptive input
- * or softmax (its grouping by cluster is made on the host, in shapes that change with the tokens),
- * train.batch_chunk = 1 (each column group uploads its own tokens), varlen off, attn_type 0 (the
- * others upload position rows in the forward), Adam or SGD (LAMB's trust ratios are taken on the
- * host), no dynamic loss scaling (its scale is decided on the host after every step). */
+ * those: the rules that say which runs do not, each with its reason, are one table in
+ * graph_step.c (txl_graph_step_why_not decides, txl_graph_step_print_rules lists them). */
 #ifndef TXL_TRAIN_GRAPH_STEP_H
 #define TXL_TRAIN_GRAPH_STEP_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "src/config/config.h"
 #include "src/device/backend.h"
@@ -39,6 +37,9 @@ typedef struct {
  * hook is set (it writes into the gradient between the backward pass and the clipping). */
 int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBackend *b, int world, int fault,
                            char *why, size_t n);
+
+/* Every rule of txl_graph_step_why_not, one reason a line (txl-train --help). */
+void txl_graph_step_print_rules(FILE *f);
 
 /* on: whether the run captures (txl_graph_step_why_not said 0 and run.cuda_graph is not off). */
 void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on);

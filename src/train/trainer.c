@@ -23,6 +23,11 @@
 
 /* ---- setup -------------------------------------------------------------------------------- */
 
+/* Steps whose losses may wait on the device before the host reads them (with a longer
+ * log_interval they are read in between): it bounds the loss buffers (8 KiB per column group on
+ * the device and on the host) and how long a loss waits; not a tuned figure. */
+#define MAX_DEFERRED_LOSSES 1024
+
 static int is_char_level(const TxlTrainer *t) {
   return t->corpus && txl_corpus_char_level(t->corpus);
 }
@@ -141,13 +146,14 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
   spec->dims.d_head = c->d_head;
   spec->dims.d_inner = c->d_inner;
   spec->dims.untie_r = c->untie_r;
-  spec->dims.attn_type = c->attn_type;
+  spec->dims.attn_type = (TxlAttnType)c->attn_type;
   /* the original's max_klen = tgt_len + ext_len + mem_len (no ext_len here): attn_type 1 and 3's rows */
-  spec->dims.max_klen = c->attn_type == 1 || c->attn_type == 3 ? c->tgt_len + c->mem_len : 0;
+  spec->dims.max_klen = txl_attn_learned_table(spec->dims.attn_type) ? c->tgt_len + c->mem_len : 0;
   spec->dims.tie_weight = c->tie_weight;
   spec->dropout = (float)c->dropout;
   spec->dropatt = (float)c->dropatt;
   spec->pre_lnorm = c->pre_lnorm;
+  spec->ln_eps = TXL_LAYER_NORM_EPS;
   spec->seed = (uint32_t)c->seed;
   int cut[TXL_CFG_MAX_CUTOFFS];
   char err[512];
@@ -195,10 +201,10 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   }
   t->cfg.n_token = n_token;
 
-  t->best_valid_loss = INFINITY;
-  t->best_step = -1;
+  t->st.best_valid_loss = INFINITY;
+  t->st.best_step = -1;
   t->last_save_step = -1;
-  t->last_eval_step = -1;
+  t->st.last_eval_step = -1;
   txl_shard(c->batch_size, dist->world, dist->rank, &t->B_local, &t->col0);
 
   TxlModelSpec spec;
@@ -271,9 +277,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   txl_schedule_plateau_init(&t->sched); /* txl_trainer_resume may replace it */
   txl_loss_scale_init(&t->scaler, txl_trainer_loss_scale_mode(c), c->loss_scale_init, c->loss_scale_window);
   /* the steps' losses wait on the device for the next progress line (at most log_interval steps,
-   * and at most 1024: read earlier then) */
+   * and at most MAX_DEFERRED_LOSSES: read earlier then) */
   t->loss_defer = t->scaler.mode != TXL_LOSS_SCALE_DYNAMIC;
-  t->loss_cap = c->log_interval < 1024 ? c->log_interval : 1024;
+  t->loss_cap = c->log_interval < MAX_DEFERRED_LOSSES ? c->log_interval : MAX_DEFERRED_LOSSES;
   const size_t loss_n = (size_t)t->loss_cap * (size_t)t->run.n_groups;
   t->loss_dev = t->ops->alloc(loss_n * sizeof(double), "step losses");
   t->loss_host = txl_malloc(loss_n * sizeof(double), "step losses (host)");
@@ -315,7 +321,7 @@ void txl_trainer_teardown(TxlTrainer *t) {
 
 /* An infinity into the first element of the chosen tensor's gradient, in the chosen update. */
 static void inject_fault(TxlTrainer *t) {
-  if (t->fault_step != t->step + 1 || t->fault_drift) return;
+  if (t->fault_step != t->st.step + 1 || t->fault_drift) return;
   const float inf = INFINITY;
   t->ops->to_device(t->model.grad_buf + t->model.table.tensors[t->fault_tensor].offset, &inf, sizeof inf);
 }
@@ -323,7 +329,7 @@ static void inject_fault(TxlTrainer *t) {
 /* TXL_TRAIN_FAULT=drift: after update STEP the last rank's first element of TENSOR moves by one
  * ulp, as a broken all-reduce would leave it (the replica check must stop the run). */
 static void drift_fault(TxlTrainer *t) {
-  if (!t->fault_drift || t->fault_step != t->step || t->dist.rank != t->dist.world - 1) return;
+  if (!t->fault_drift || t->fault_step != t->st.step || t->dist.rank != t->dist.world - 1) return;
   float *p = t->model.param_buf + t->model.table.tensors[t->fault_tensor].offset, v;
   t->ops->to_host(&v, p, sizeof v);
   v = nextafterf(v, INFINITY);
@@ -332,23 +338,23 @@ static void drift_fault(TxlTrainer *t) {
 }
 
 double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *targets, int L) {
-  txl_dist_set_step(t->step + 1); /* named if a collective times out */
+  txl_dist_set_step(t->st.step + 1); /* named if a collective times out */
   const double scale = t->scaler.scale;
   const int defer = t->loss_defer; /* always, when the step is replayed (graph_step.h) */
   if (defer && t->loss_pending >= t->loss_cap)
     txl_fatal("internal: %d step losses wait on the device, room for %d (txl_trainer_losses)", t->loss_pending,
               t->loss_cap);
   if (txl_graph_step_ready(&t->graph, &t->model, &t->run, t->cfg.mem_len, L)) { /* graph_step.h */
-    txl_graph_step_run(&t->graph, &t->backend, &t->model, &t->run, &t->adam, (float)txl_schedule_lr(&t->sched, t->step),
-                       t->step, t->cfg.batch_size, scale, inputs, targets, L, t->loss_dev + t->loss_pending);
+    txl_graph_step_run(&t->graph, &t->backend, &t->model, &t->run, &t->adam, (float)txl_schedule_lr(&t->sched, t->st.step),
+                       t->st.step, t->cfg.batch_size, scale, inputs, targets, L, t->loss_dev + t->loss_pending);
     t->loss_rows[t->loss_pending++] = L;
     t->unseen++;
     t->step_skipped = t->step_nonfinite = 0;
-    t->step++;
+    t->st.step++;
     return 0.0;
   }
   if (defer) t->run.loss_out = t->loss_dev + (size_t)t->loss_pending * (size_t)t->run.n_groups;
-  const double loss = txl_train_grad(&t->model, &t->run, t->step, t->cfg.batch_size, t->reducer, t->gather, inputs, targets,
+  const double loss = txl_train_grad(&t->model, &t->run, t->st.step, t->cfg.batch_size, t->reducer, t->gather, inputs, targets,
                                      L, scale);
   t->run.loss_out = NULL;
   if (defer) t->loss_rows[t->loss_pending++] = L;
@@ -371,7 +377,7 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
      * nothing updated and the caller stops. The norm is the same on every rank: so is this. */
     if (!txl_loss_scale_after_grad(&t->scaler, r.bad == 0)) {
       t->step_skipped = 1;
-      t->step++;
+      t->st.step++;
       return loss;
     }
     if (r.bad) {
@@ -379,15 +385,15 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
       return loss;
     }
   }
-  txl_train_update(&t->model, &t->adam, &t->sched, t->step); /* nothing written once halted */
-  t->step++;
+  txl_train_update(&t->model, &t->adam, &t->sched, t->st.step); /* nothing written once halted */
+  t->st.step++;
   drift_fault(t);
   /* the replicas: every rank's digest of its parameters (computed where they live: 8 bytes to the
    * host, never the parameters) compared; every rank learns the same answer, rank 0 says it */
-  if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->step % t->cfg.check_replicas == 0 &&
+  if (t->dist.world > 1 && t->cfg.check_replicas > 0 && t->st.step % t->cfg.check_replicas == 0 &&
       !txl_dist_all_equal_u64(t->ops->digest(t->model.param_buf, t->model.table.total)))
-    txl_fatal_all("after step %d the ranks hold different parameters (replica check): the all-reduce or "
-                  "the data split is broken", t->step);
+    txl_fatal_all("after step %lld the ranks hold different parameters (replica check): the all-reduce or "
+                  "the data split is broken", (long long)t->st.step);
   return loss;
 }
 
@@ -398,7 +404,7 @@ int txl_trainer_look(TxlTrainer *t, double *loss_sum, double *bad_loss, double *
   txl_optim_read_clip(&t->adam, &r);
   if (r.count != t->unseen || (t->loss_defer && n != t->unseen))
     txl_fatal("internal: %d steps unseen, the clipping record holds %d and %d losses wait", t->unseen, r.count, n);
-  const int first = t->step - t->unseen + 1; /* the number of the oldest unseen step */
+  const int first = t->st.step - t->unseen + 1; /* the number of the oldest unseen step */
   t->unseen = 0;
   t->last_norm = r.norm;
   if (loss_sum)
@@ -432,16 +438,16 @@ int txl_trainer_losses(TxlTrainer *t, double *out) {
 static void validate(TxlTrainer *t) {
   double tokens = 0.0, t0 = txl_now_s();
   double loss = txl_trainer_evaluate(t, "valid", t->cfg.max_eval_steps, &tokens);
-  t->last_eval_step = t->step; /* before the checkpoint of a new best below, which records it */
-  txl_report_eval(&t->report, "valid", t->step, loss, tokens, txl_now_s() - t0);
+  t->st.last_eval_step = t->st.step; /* before the checkpoint of a new best below, which records it */
+  txl_report_eval(&t->report, "valid", t->st.step, loss, tokens, txl_now_s() - t0);
   if (txl_schedule_validated(&t->sched, loss) && t->dist.rank == 0) {
     printf("dev_perf: no improvement on validation for %d validation%s: the learning rate is now %.3e\n",
            t->sched.patience + 1, t->sched.patience ? "s" : "", t->sched.plateau.rate);
     fflush(stdout);
   }
-  if (loss < t->best_valid_loss) {
-    t->best_valid_loss = loss;
-    t->best_step = t->step;
+  if (loss < t->st.best_valid_loss) {
+    t->st.best_valid_loss = loss;
+    t->st.best_step = t->st.step;
     txl_trainer_save(t, 1);
   }
 }
@@ -470,7 +476,7 @@ static double comm_wait_seconds(const TxlTrainer *t) {
 
 static void report_progress(TxlTrainer *t, const Progress *p, double lr, double norm, double elapsed) {
   const int timed_wait = t->reducer && txl_reducer_host_waits(t->reducer); /* MPI: the host waits */
-  TxlTrainFigures f = {t->step,
+  TxlTrainFigures f = {t->st.step,
                        t->cfg.max_step,
                        lr,
                        p->loss / p->steps,
@@ -537,20 +543,21 @@ static void stop_on_nonfinite(TxlTrainer *t, int here, int step, double loss, do
  * without its record, after trying a checkpoint of the steps done. collective: all ranks */
 static void stop_on_log_failure(TxlTrainer *t) {
   char err[2048] = "", then[2200];
-  if (t->last_save_step == t->step || txl_trainer_try_save(t, 0, err, sizeof err) == 0)
-    snprintf(then, sizeof then, "the checkpoint of step %d is written: resume from it once the file can be written",
-             t->step);
+  if (t->last_save_step == t->st.step || txl_trainer_try_save(t, 0, err, sizeof err) == 0)
+    snprintf(then, sizeof then, "the checkpoint of step %lld is written: resume from it once the file can be written",
+             (long long)t->st.step);
   else
     snprintf(then, sizeof then, "no checkpoint of it either: %s", err);
-  txl_fatal_if_any(txl_report_failed(&t->report), "%s; stopped after step %d, %s", t->report.error, t->step, then);
+  txl_fatal_if_any(txl_report_failed(&t->report), "%s; stopped after step %lld, %s", t->report.error,
+                   (long long)t->st.step, then);
 }
 
 /* Before the run ends: the metrics made durable, and a failed write (of the last evaluation, say)
  * an error on every rank. collective: all ranks */
 static void check_logs(TxlTrainer *t) {
   txl_report_sync(&t->report);
-  txl_fatal_if_any(txl_report_failed(&t->report), "%s (the checkpoint of step %d is written)", t->report.error,
-                   t->step);
+  txl_fatal_if_any(txl_report_failed(&t->report), "%s (the checkpoint of step %lld is written)", t->report.error,
+                   (long long)t->st.step);
 }
 
 /* txl_trainer_look; a halted update stops every rank. collective: all ranks */
@@ -565,18 +572,18 @@ static void look_or_stop(TxlTrainer *t, Progress *p) {
  * status TXL_STOP_EXIT on every rank: a job script requeues on it. collective: all ranks */
 static void leave_run(TxlTrainer *t, TxlStream *s, Progress *p, int sig) {
   look_or_stop(t, p); /* a halted update is found before its state is saved */
-  if (t->last_save_step != t->step && t->step > 0) txl_trainer_save(t, 0);
+  if (t->last_save_step != t->st.step && t->st.step > 0) txl_trainer_save(t, 0);
   check_logs(t);
   if (t->dist.rank == 0) {
     const char *why = sig ? txl_stop_signal_name(sig) : "--stop-at";
     char latest[1200];
     if (txl_ckpt_latest(t->cfg.work_dir, latest, sizeof latest) != 0) latest[0] = 0;
-    if (t->step == 0)
+    if (t->st.step == 0)
       printf("stopped before the first step (%s): nothing trained, nothing saved; exit status %d (requeue)\n", why,
              TXL_STOP_EXIT);
     else
-      printf("stopped after step %d (%s): checkpoint of step %d written%s%s%s; exit status %d (requeue)\n", t->step, why,
-             t->step, t->dist.world > 1 ? " by every rank" : "", latest[0] ? ", latest: " : "", latest, TXL_STOP_EXIT);
+      printf("stopped after step %lld (%s): checkpoint of step %lld written%s%s%s; exit status %d (requeue)\n",
+             (long long)t->st.step, why, (long long)t->st.step, t->dist.world > 1 ? " by every rank" : "", latest[0] ? ", latest: " : "", latest, TXL_STOP_EXIT);
     fflush(stdout);
   }
   txl_stream_close(s);
@@ -598,56 +605,57 @@ void txl_trainer_train(TxlTrainer *t) {
   TxlStream s;
   txl_stream_open(&s, t->corpus, "train", c->batch_size, t->B_local, t->col0, txl_varlen_max_rows(c->tgt_len, c->varlen),
                   c->tgt_len);
-  s.pos = t->data_pos;
+  s.pos = t->st.data_pos;
   if (t->dist.rank == 0) {
     if (c->varlen)
-      printf("training: about %lld segments per epoch (varlen: %d to %d rows, around %d), steps %d to %d\n",
+      printf("training: about %lld segments per epoch (varlen: %d to %d rows, around %d), steps %lld to %d\n",
              (long long)((s.col_len - 1 + c->tgt_len - 1) / c->tgt_len), TXL_VARLEN_MIN,
-             txl_varlen_max_rows(c->tgt_len, 1), c->tgt_len, t->step, c->max_step);
+             txl_varlen_max_rows(c->tgt_len, 1), c->tgt_len, (long long)t->st.step, c->max_step);
     else
-      printf("training: %lld segments per epoch, steps %d to %d\n", (long long)txl_stream_segments(&s), t->step,
+      printf("training: %lld segments per epoch, steps %lld to %d\n", (long long)txl_stream_segments(&s),
+             (long long)t->st.step,
              c->max_step);
     fflush(stdout);
   }
   const double t_start = txl_now_s();
-  Progress *const p = &t->progress; /* resumed: the sums the checkpoint carried */
+  Progress *const p = &t->st.progress; /* resumed: the sums the checkpoint carried */
   /* a request during the start-up (txl_stop_install ran first thing): nothing new to train */
   const int early = agree_on_request(t);
   if (early) leave_run(t, &s, p, early);
-  while (t->step < c->max_step) {
+  while (t->st.step < c->max_step) {
     const double t0 = txl_now_s(), wait0 = comm_wait_seconds(t);
     const int32_t *in, *tg;
     /* this step's rows: tgt_len, or drawn for the step (varlen) */
-    const int rows = c->varlen ? txl_varlen_rows((uint32_t)c->seed, t->step, c->tgt_len) : c->tgt_len;
+    const int rows = c->varlen ? txl_varlen_rows((uint32_t)c->seed, t->st.step, c->tgt_len) : c->tgt_len;
     int n = txl_stream_next_rows(&s, rows, &in, &tg);
     if (n == 0) { /* a new epoch: back to the top of every column, with an empty memory */
       txl_stream_rewind(&s);
       txl_run_reset_memory(&t->run);
-      t->epoch++;
+      t->st.epoch++;
       n = txl_stream_next_rows(&s, rows, &in, &tg);
     }
-    const double lr = txl_schedule_lr(&t->sched, t->step);
+    const double lr = txl_schedule_lr(&t->sched, t->st.step);
     const double loss = txl_trainer_step(t, in, tg, n); /* 0 when deferred (t->loss_defer) */
     /* known here only without deferral (dynamic loss scaling): nothing updated */
     const int nonfinite = t->step_nonfinite;
     if (!nonfinite) {
       p->skipped += t->step_skipped;
-      t->data_pos = s.pos;
-      t->tokens_seen += (int64_t)n * c->batch_size;
+      t->st.data_pos = s.pos;
+      t->st.tokens_seen += (int64_t)n * c->batch_size;
       p->seconds += txl_now_s() - t0;
       p->wait += comm_wait_seconds(t) - wait0;
       p->tokens += (double)n * c->batch_size;
       if (!t->loss_defer) p->loss += loss;
       p->steps++;
     }
-    const int log = !nonfinite && (t->step % c->log_interval == 0 || t->step == c->max_step);
-    const int eval = !nonfinite && c->eval_interval > 0 && t->step % c->eval_interval == 0;
-    const int save = !nonfinite && c->checkpoint_interval > 0 && t->step % c->checkpoint_interval == 0 &&
-                     t->last_save_step != t->step;
+    const int log = !nonfinite && (t->st.step % c->log_interval == 0 || t->st.step == c->max_step);
+    const int eval = !nonfinite && c->eval_interval > 0 && t->st.step % c->eval_interval == 0;
+    const int save = !nonfinite && c->checkpoint_interval > 0 && t->st.step % c->checkpoint_interval == 0 &&
+                     t->last_save_step != t->st.step;
     /* the host reads what the steps left on the device (losses, norms) only when it reports,
      * evaluates or saves, or its buffers are full: a step never waits for the device. A halted
      * update is found there, before anything of its state is reported or saved. */
-    if (log || eval || save || (!nonfinite && t->step == t->stop_at) || t->loss_pending == t->loss_cap)
+    if (log || eval || save || (!nonfinite && t->st.step == t->stop_at) || t->loss_pending == t->loss_cap)
       look_or_stop(t, p);
     if (log) {
       report_progress(t, p, lr, t->last_norm, txl_now_s() - t_start);
@@ -655,14 +663,14 @@ void txl_trainer_train(TxlTrainer *t) {
     }
     int sig = 0;
     const int stop = agree_on_stop(t, nonfinite, &sig);
-    if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, t->step + 1, loss, t->last_norm);
+    if (stop & STOP_NONFINITE) stop_on_nonfinite(t, nonfinite, t->st.step + 1, loss, t->last_norm);
     if (stop & STOP_LOG_FAILED) stop_on_log_failure(t);
     if (eval) { /* before a stop's checkpoint too: the resumed run starts after this step */
       validate(t);
       if (!sig) sig = agree_on_request(t); /* one that came during a long validation: no further step */
     }
-    if (save && t->last_save_step != t->step) txl_trainer_save(t, 0);
-    if (sig || t->step == t->stop_at) leave_run(t, &s, p, sig);
+    if (save && t->last_save_step != t->st.step) txl_trainer_save(t, 0);
+    if (sig || t->st.step == t->stop_at) leave_run(t, &s, p, sig);
   }
   txl_stream_close(&s);
   if (t->graph.on && t->dist.rank == 0) {
@@ -670,17 +678,17 @@ void txl_trainer_train(TxlTrainer *t) {
            t->graph.replays, t->graph.captures);
     fflush(stdout);
   }
-  if (t->last_eval_step != t->step) validate(t); /* not again when resumed at max_step */
-  if (t->last_save_step != t->step) txl_trainer_save(t, 0);
+  if (t->st.last_eval_step != t->st.step) validate(t); /* not again when resumed at max_step */
+  if (t->last_save_step != t->st.step) txl_trainer_save(t, 0);
   /* the state of the last step is written: a request from now on ends the run at once */
   char saved[300];
-  snprintf(saved, sizeof saved, "stopped during the final evaluation: the checkpoint of step %d is written; exit status %d "
-           "(requeue: the next run evaluates again)", t->step, TXL_STOP_EXIT);
+  snprintf(saved, sizeof saved, "stopped during the final evaluation: the checkpoint of step %lld is written; exit status %d "
+           "(requeue: the next run evaluates again)", (long long)t->st.step, TXL_STOP_EXIT);
   txl_stop_exit_on_request(saved);
   if (t->cfg.final_test) {
     double tokens = 0.0, t0 = txl_now_s();
     double loss = txl_trainer_evaluate(t, "test", -1, &tokens);
-    txl_report_eval(&t->report, "test", t->step, loss, tokens, txl_now_s() - t0);
+    txl_report_eval(&t->report, "test", t->st.step, loss, tokens, txl_now_s() - t0);
   } else if (t->dist.rank == 0) {
     printf("test: skipped (eval.final_test = false; txl-eval %s --split test evaluates it)\n", t->cfg.work_dir);
     fflush(stdout);

@@ -52,23 +52,24 @@ typedef struct {
   double last_norm;
   TxlGraphStep graph;  /* run.cuda_graph: the step captured once and replayed (graph_step.h) */
   TxlReport report;
-  TxlProgress progress; /* the training loop's sums since its last progress line (checkpointed) */
+  /* The training loop's resumable state, as checkpoints hold it (src/checkpoint/checkpoint.h),
+   * kept here and saved and resumed whole: step (updates done), tokens_seen (global training
+   * tokens consumed), data_pos (row of the next training segment in every column), epoch
+   * (completed passes over the training split), best_valid_loss (+inf until the first
+   * validation), best_step (its step, -1 before), last_eval_step (the latest validation's, -1
+   * before), progress (the sums since the last progress line), run_id (the lineage of the run's
+   * checkpoints, src/checkpoint/FORMAT.md). Its other fields hold the state of the parts that
+   * own it (run.mem_rows, adam.t, sched, scaler, the config's seed and optim, the corpus's
+   * vocab_digest): a save fills them in from those, a resume hands them back to them. */
+  TxlCkptState st;
   int B_local, col0;
-  int step;            /* updates done */
-  int64_t tokens_seen; /* global training tokens consumed */
-  int64_t data_pos;    /* row of the next training segment in every column */
-  int64_t epoch;       /* completed passes over the training split */
-  double best_valid_loss; /* +inf until the first validation */
-  int64_t best_step;   /* step of best_valid_loss, -1 before */
-  int last_save_step;  /* step of the newest checkpoint, -1 before */
-  int last_eval_step;  /* step of the latest validation, -1 before (checkpointed) */
+  int64_t last_save_step; /* step of the newest checkpoint, -1 before */
   int stop_at;         /* > 0: stop after this step as if signalled (--stop-at) */
   int fault_step, fault_tensor; /* the TXL_TRAIN_FAULT test hook: update and tensor (0: none) */
   int fault_drift;     /* the hook's kind: 0 an infinite gradient, 1 a parameter drifting on the last rank */
   TxlMemEstimate estimate; /* this rank's memory, worked out before allocating */
   TxlTailCap train_tail, eval_tail; /* this rank's tail targets per segment (training; validation and
                                        test), counted in the corpus at setup; not known in --bench */
-  char run_id[TXL_CKPT_ID_LEN]; /* the lineage of the run's checkpoints (see src/checkpoint/FORMAT.md) */
 } TxlTrainer;
 
 /* The model spec a config describes (vocabulary n_token). */

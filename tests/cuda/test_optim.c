@@ -255,6 +255,7 @@ static TxlModelSpec model_spec(void) {
   s.dropout = 0.1f;
   s.dropatt = 0.1f;
   s.seed = 77;
+  s.ln_eps = TXL_LAYER_NORM_EPS;
   return s;
 }
 

@@ -271,6 +271,7 @@ static TxlModelSpec spec(int n_layer, int d, int H, int dh, int di, int V, int p
   s.dropout = 0.1f;
   s.dropatt = 0.1f;
   s.pre_lnorm = pre;
+  s.ln_eps = TXL_LAYER_NORM_EPS;
   s.seed = 77;
   return s;
 }

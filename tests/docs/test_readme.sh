@@ -2,7 +2,8 @@
 # Every line a user copies from README.md or docs/*.md names what exists: each configs/ file, each scripts/
 # program (executable) and slurm/ batch script, each txl tool (built), each option of a tool (in that tool's
 # --help), each key a --set sets (in txl-train --help's list of keys); and the lines that need no
-# corpus and no run (--check, --help) are run as written, from the source folder, and succeed.
+# corpus and no run (--check, --help) are run as written, from the source folder, and succeed; and the list
+# of CUDA-graph rules in docs/gpu.md is the one txl-train --help ends with.
 #   test_readme.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 BIN=$1
@@ -53,6 +54,18 @@ while IFS=$'\t' read -r file kind n a b rest; do
     BAD) fail "$file line $n does not split into words: $a" ;;
   esac
 done < "$WORK/lines.tsv"
+# the rules of run.cuda_graph (src/train/graph_step.c), as txl-train --help lists them at its end, are the list
+# of docs/gpu.md after its words "A run does not qualify where", one "- REASON" line each, in the same order
+"$BIN/txl-train" --help | sed -n '/^CUDA graphs (run.cuda_graph)/,$ s/^  - //p' > "$WORK/graph_rules.txt"
+awk '/A run does not qualify where/ { on = 1; next } on && /^- / { print substr($0, 3); seen = 1; next }
+     on && seen && !/^- / { exit }' "$SRC/docs/gpu.md" > "$WORK/graph_rules_doc.txt"
+if [ ! -s "$WORK/graph_rules.txt" ]; then
+  fail "txl-train --help lists no CUDA-graph rule"
+elif diff "$WORK/graph_rules.txt" "$WORK/graph_rules_doc.txt" > "$WORK/graph_rules.diff"; then
+  ok "docs/gpu.md lists the $(wc -l < "$WORK/graph_rules.txt") CUDA-graph rules of txl-train --help"
+else
+  fail "docs/gpu.md's CUDA-graph rules differ from txl-train --help's (< --help, > the doc): $(tr '\n' ' ' < "$WORK/graph_rules.diff")"
+fi
 for what in configs programs tools options keys; do
   [ "${counted[$what]:-0}" -gt 0 ] && ok "${counted[$what]} $what named by the example lines exist" \
     || fail "no $what found in the example lines (the parser missed them)"

@@ -160,6 +160,7 @@ static void run_case(hid_t file, const char *case_name) {
   spec.dropout = (float)attr_f64(g, "dropout");
   spec.dropatt = (float)attr_f64(g, "dropatt");
   spec.pre_lnorm = attr_int(g, "pre_lnorm");
+  spec.ln_eps = TXL_LAYER_NORM_EPS;
   spec.seed = (uint32_t)attr_int(g, "seed");
   const int L = attr_int(g, "tgt_len"), B = attr_int(g, "batch"), mem_len = attr_int(g, "mem_len");
   const int V = spec.dims.n_token, d = spec.dims.d_model, n_layer = spec.dims.n_layer;

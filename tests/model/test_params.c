@@ -369,6 +369,7 @@ int main(void) {
   a.dropout = 0.1f;
   a.dropatt = 0.1f;
   a.seed = 5;
+  a.ln_eps = TXL_LAYER_NORM_EPS;
   check_table("small", &a.dims, 1);
   check_table("small", &a.dims, 8);
   check_training("small", &a);

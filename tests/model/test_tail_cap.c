@@ -48,6 +48,7 @@ static TxlModelSpec spec_of(int row_align) {
   s.dropout = 0.1f;
   s.dropatt = 0.1f;
   s.seed = 5;
+  s.ln_eps = TXL_LAYER_NORM_EPS;
   s.row_align = row_align;
   return s;
 }
