@@ -39,7 +39,7 @@
  * (txl_cuda_rel_attn_cost counts both).
  *
  * Determinism: no atomics. cuBLAS gives the same bits for the same call on one architecture
- * (tests/cuda/emu/README.md for what the emulator shows), the row kernels reduce in a fixed
+ * (kernels/emu/README.md for what the emulator shows), the row kernels reduce in a fixed
  * butterfly, and the column sums of du / dvb in a fixed order of row groups.
  *
  * Precision (what the parity test's bounds count, tests/cuda/test_rel_attn.c): fp32 table,
