@@ -60,7 +60,7 @@
  * backward row kernel writes anyway (one thread per (h, p), rows in order: deterministic). */
 #include <math.h>
 
-#include "kernels/common/attn_check.h"
+#include "kernels/attn_check.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cost.h"

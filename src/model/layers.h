@@ -10,6 +10,7 @@
 #define TXL_MODEL_LAYERS_H
 
 #include "src/model/model.h"
+#include "src/model/dropout_sites.h"
 
 /* The shape of one segment (the last forward's, for the backward). */
 typedef struct {
