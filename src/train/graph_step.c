@@ -4,7 +4,7 @@
 
 #include "src/model/adaptive.h"
 #include "src/train/step.h"
-#include "src/train/trainer.h"
+#include "src/train/config_map.h"
 
 int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBackend *b, int world, int fault,
                            char *why, size_t n) {
