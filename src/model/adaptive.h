@@ -7,14 +7,8 @@
 #ifndef TXL_MODEL_ADAPTIVE_H
 #define TXL_MODEL_ADAPTIVE_H
 
+#include "src/model/adaptive_dims.h"
 #include "src/model/model.h"
-
-/* Whether the input embedding is projected (else the plain lookup), and whether the output is
- * the adaptive softmax (else logits over the whole vocabulary). */
-static inline int txl_adaptive_input(const TxlDims *m) { return txl_dims_has_proj(m); }
-static inline int txl_adaptive_output(const TxlDims *m) { return m->n_clusters > 0 || txl_dims_has_proj(m); }
-/* Columns of the head: cluster 0's tokens and one per tail cluster. */
-static inline int txl_adaptive_head_size(const TxlDims *m) { return m->cut[1] + m->n_clusters; }
 
 /* h [LB, d] = scale * the tokens' (projected) embeddings; tokens on the host. */
 void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, void *h, int64_t LB, float scale);
