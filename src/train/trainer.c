@@ -19,6 +19,7 @@
 #include "src/train/step.h"
 #include "src/train/tail_cap.h"
 #include "data/stream.h"
+#include "src/base/file.h"
 #include "src/train/workdir.h"
 
 /* ---- setup -------------------------------------------------------------------------------- */
