@@ -2,7 +2,7 @@
 
 #include <math.h>
 
-#include "kernels/common/philox.h"
+#include "src/base/philox.h"
 
 /* the Philox key's second word: this stream's own, apart from the dropout sites (small numbers) */
 #define VARLEN_KEY 0x766c656eu /* "vlen" */

@@ -9,13 +9,6 @@
 static int g_world = 1;
 static MPI_Comm g_node = MPI_COMM_NULL; /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
 
-void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) {
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
-  txl_fatal("%s:%d: MPI call %s failed: %s", file, line, call, msg);
-}
-
 /* x[0, n) combined in place across ranks under the deadline (dist/wait.h). */
 static void allreduce(void *x, int n, MPI_Datatype type, MPI_Op op, const char *what) {
   if (g_world == 1) return;
@@ -85,6 +78,13 @@ void txl_dist_barrier(void) {
   MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
   txl_dist_wait(1, &req, "a barrier");
 }
+
+double txl_dist_set_timeout(double seconds) {
+  txl_dist_barrier(); /* under the old setting: work one rank did before does not count */
+  return txl_dist_wait_set_timeout(seconds);
+}
+
+void txl_dist_set_step(int step) { txl_dist_wait_set_step(step); }
 
 int txl_dist_all_equal_u64(uint64_t v) {
   uint64_t m[2] = {v, ~v}; /* one minimum gives both: max(v) = ~min(~v) */

@@ -14,10 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dist/mpi_check.h"
 #include "src/base/error.h"
-
-#define MPI_CHECK(call) do { int mpi_rc_ = (call); if (mpi_rc_ != 0) \
-    txl_dist_mpi_fail(__FILE__, __LINE__, #call, mpi_rc_); } while (0)
 
 typedef struct {
   int rank;        /* this process in the world                    */
@@ -68,8 +66,5 @@ void txl_dist_bcast_blocking(void *buf, int bytes, int root);
 void txl_dist_allgather_i64_blocking(const int64_t *mine, int n, int64_t *all);
 /* collective: all ranks */
 void txl_dist_barrier_blocking(void);
-
-/* Reports an MPI failure with the library's message, then ends the job. */
-void txl_dist_mpi_fail(const char *file, int line, const char *call, int rc) __attribute__((noreturn));
 
 #endif

@@ -18,7 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/dist.h"
+#include "dist/mpi_check.h"
+#include "src/base/error.h"
 #include "src/base/timer.h"
 
 /* A wait polls without pause (as a blocking call would) until SPIN_S pass with no request
@@ -71,14 +72,13 @@ void txl_dist_wait_init(int rank, int world) {
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g.comm));
 }
 
-double txl_dist_set_timeout(double seconds) {
-  txl_dist_barrier(); /* under the old setting: work one rank did before does not count */
+double txl_dist_wait_set_timeout(double seconds) {
   const double was = g.timeout_s;
   g.timeout_s = seconds > 0.0 ? seconds : 0.0;
   return was;
 }
 
-void txl_dist_set_step(int step) { g.step = step; }
+void txl_dist_wait_set_step(int step) { g.step = step; }
 
 static void nap(double seconds) {
   struct timespec ts = {0, (long)(seconds * 1e9)};

@@ -12,6 +12,11 @@
 /* After MPI_Init: the notices' own communicator (a duplicate of the world). collective: all ranks */
 void txl_dist_wait_init(int rank, int world);
 
+/* txl_dist_set_timeout's and txl_dist_set_step's settings (dist.h), which dist.c takes: the
+ * deadline (returns the old one) and the step the timeout's message names. */
+double txl_dist_wait_set_timeout(double seconds);
+void txl_dist_wait_set_step(int step);
+
 /* Returns once the n requests of one collective are complete. `what` names the collective in
  * the message, e.g. "the gradient all-reduce". Every rank waits for the same collectives in the
  * same order (each wait is one number in a count kept on every rank). */

@@ -3,7 +3,7 @@
 #
 #   scripts/test-cuda.sh          on the GPU (ctest label "cuda"; each test prints
 #                                 "SKIPPED: no CUDA device" where there is none)
-#   scripts/test-cuda.sh --emu    the same tests on the CPU emulator of tests/cuda/emu
+#   scripts/test-cuda.sh --emu    the same tests on the CPU emulator of kernels/emu
 #                                 (label "cuda-emu": the kernels' logic, not GPU results)
 #
 # Builds first (scripts/build.sh; CUDA parts need nvcc). Exit status: 1 when any test failed.

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/common/philox.h" /* TXL_HD */
+#include "src/base/philox.h" /* TXL_HD */
 
 typedef struct {
   float step_size, bc2_sqrt, b1, b2, c1, c2, eps, grad_scale;

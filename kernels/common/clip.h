@@ -15,7 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/common/philox.h" /* TXL_HD */
+#include "src/base/philox.h" /* TXL_HD */
 
 typedef struct {
   double norm;     /* the last step's unscaled gradient norm */

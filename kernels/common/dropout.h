@@ -1,46 +1,27 @@
 /* Dropout masks from Philox4x32-10, keyed by where the element lives, so that a mask is the
  * same on any rank count, on the CPU and the GPU, and after a resume.
  *
- *   key     = (seed, site)                    site: which dropout in the model (TXL_SITE_*)
+ *   key     = (seed, site)                    site: which dropout (the model's number)
  *   counter = (feature / 4, row, column, step) column: the GLOBAL batch column
  *   word    = output[feature % 4]
  *   keep    = (word >> 8) >= threshold,  threshold = floor(p * 2^24)
  *   kept values are multiplied by scale = (float)(1 / (1 - p)) (computed in double).
  *
- * Rows, columns and features per site are documented where the site is used (src/model). */
+ * The model numbers its sites, and documents their rows, columns and features, in
+ * src/model/dropout_sites.h: the kernels take a site as a number and know no model. */
 #ifndef TXL_KERNELS_DROPOUT_H
 #define TXL_KERNELS_DROPOUT_H
 
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/common/philox.h"
-
-/* Which dropout in the model a mask belongs to: part of the Philox key. */
-enum {
-  TXL_SITE_EMBED = 0,    /* word embedding output   [L rows, columns, d_model]       */
-  TXL_SITE_POS = 1,      /* relative position R     [K rows, column 0, d_model]      */
-  TXL_SITE_OUTPUT = 2,   /* last layer's output     [L rows, columns, d_model]       */
-  TXL_SITE_LAYER0 = 16,  /* layer l uses TXL_SITE_LAYER0 + 16 * l + a TXL_LSITE_*     */
-};
-
-/* Dropouts inside a layer (the `which` of txl_layer_site). */
-enum {
-  TXL_LSITE_ATTN_PROB = 0,  /* dropatt on probs      [L rows (query i), columns, H*K (h*K + j)] */
-  TXL_LSITE_ATTN_OUT = 1,   /* attention output      [L rows, columns, d_model]       */
-  TXL_LSITE_FF_HIDDEN = 2,  /* FFN hidden after ReLU [L rows, columns, d_inner]       */
-  TXL_LSITE_FF_OUT = 3,     /* FFN output            [L rows, columns, d_model]       */
-};
-
-static inline TXL_HD uint32_t txl_layer_site(int layer, int which) {
-  return (uint32_t)(TXL_SITE_LAYER0 + 16 * layer + which);
-}
+#include "src/base/philox.h"
 
 /* One dropout application: p = 0 means identity. */
 typedef struct {
   float p;        /* drop probability in [0, 1) */
   uint32_t seed;  /* run seed */
-  uint32_t site;  /* TXL_SITE_* (with txl_layer_site for per-layer sites) */
+  uint32_t site;  /* which dropout: part of the Philox key (the model's numbers) */
   uint32_t step;  /* training step (0-based update index), unless step_at is set */
   /* NULL, or where the step is in the backend's memory (the run's, uploaded with the tokens):
    * read by the kernel when it runs, so that a captured CUDA graph replays each step with its own

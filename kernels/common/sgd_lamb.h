@@ -13,7 +13,7 @@
 
 #include <math.h>
 
-#include "kernels/common/philox.h" /* TXL_HD */
+#include "src/base/philox.h" /* TXL_HD */
 
 static inline TXL_HD void txl_sgd_element(float *p, float g, float *buf, float lr, float momentum,
                                           float grad_scale, int first) {

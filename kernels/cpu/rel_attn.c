@@ -20,7 +20,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "kernels/common/attn_check.h"
+#include "kernels/attn_check.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vmath.h"

@@ -10,7 +10,7 @@
  * of the headers built against, found as the dynamic loader finds any library (the toolkit's
  * folder is on the executables' run path, as before). All the functions are looked up at that
  * moment, so one that the library lacks is an error at the first GEMM, not later; either error is
- * one line naming the library or the function. The CPU emulator (tests/cuda/emu) brings its own
+ * one line naming the library or the function. The CPU emulator (kernels/emu) brings its own
  * cuBLAS and does not build this file. */
 #include <cublasLt.h>
 #include <cublas_v2.h>

@@ -12,9 +12,9 @@
 #define TXL_KERNELS_CUDA_CHECK_H
 
 #ifdef TXL_CUDA_EMU
-/* The CPU emulator of the tests (tests/cuda/emu): the same kernels, compiled as C++ by the host
+/* The CPU emulator of the kernels (kernels/emu): the same kernels, compiled as C++ by the host
  * compiler, with no CUDA toolkit. */
-#include "tests/cuda/emu/cuda_emu.h"
+#include "kernels/emu/cuda_emu.h"
 #else
 #include <cublasLt.h>
 #include <cublas_v2.h>

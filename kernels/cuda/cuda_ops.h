@@ -99,7 +99,7 @@ void txl_cuda_release(void);
 void txl_cuda_gemm_epilogue_counts(long *fused, long *unfused);
 
 /* Kernel launches and host synchronisations since the process started, where this build can count
- * them: 1 and the counts on the CPU emulator of the kernels (tests/cuda/emu: launches are kernels
+ * them: 1 and the counts on the CPU emulator of the kernels (kernels/emu: launches are kernels
  * and cuBLAS / cuBLASLt GEMM calls, syncs the runtime calls that make the host wait for the device,
  * by the rule of its README); 0 on a GPU, where nothing counts them (*launches and *syncs set to -1). */
 int txl_cuda_api_counts(long *launches, long *syncs);

@@ -10,7 +10,7 @@
 #include "kernels/ops.h"
 
 /* Kernel launches and dynamic shared memory are written through these two macros, so the same
- * kernel source also runs under the CPU emulator of the tests (tests/cuda/emu, built with
+ * kernel source also runs under the CPU emulator of the tests (kernels/emu, built with
  * TXL_CUDA_EMU), which executes every thread of a block as a fiber:
  *   TXL_LAUNCH(kernel, grid, block, shared_bytes)(args...);
  *   TXL_DYNAMIC_SHARED(float, smem);   (in a kernel: smem points at the launch's dynamic shared memory)

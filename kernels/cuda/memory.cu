@@ -179,7 +179,7 @@ static __global__ void zero_rows_kernel(unsigned char *p, int64_t rows, int64_t 
 }
 
 /* A kernel on the compute stream rather than cudaMemset2D, which runs on stream 0 (its Async form
- * is not in the emulator of the tests, tests/cuda/emu). Used by the attention backward of a call
+ * is not in the emulator of the tests, kernels/emu). Used by the attention backward of a call
  * with no query (rel_attn.cu: L, B, H or dh 0). */
 void txl_cuda_zero_rows(void *p, int64_t rows, size_t row_bytes, size_t pitch) {
   if (pitch < row_bytes) txl_fatal("internal: zero_rows with rows %zu bytes apart, %zu wide", pitch, row_bytes);

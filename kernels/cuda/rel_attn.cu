@@ -39,7 +39,7 @@
  * (txl_cuda_rel_attn_cost counts both).
  *
  * Determinism: no atomics. cuBLAS gives the same bits for the same call on one architecture
- * (tests/cuda/emu/README.md for what the emulator shows), the row kernels reduce in a fixed
+ * (kernels/emu/README.md for what the emulator shows), the row kernels reduce in a fixed
  * butterfly, and the column sums of du / dvb in a fixed order of row groups.
  *
  * Precision (what the parity test's bounds count, tests/cuda/test_rel_attn.c): fp32 table,
@@ -60,7 +60,7 @@
  * backward row kernel writes anyway (one thread per (h, p), rows in order: deterministic). */
 #include <math.h>
 
-#include "kernels/common/attn_check.h"
+#include "kernels/attn_check.h"
 #include "kernels/common/bf16.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cost.h"

@@ -87,7 +87,7 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu, txl_cuda_compute_stream());
 #endif
-  /* the CPU emulator of the kernels (tests/cuda/emu) has no NCCL: its "device" memory is host
+  /* the CPU emulator of the kernels (kernels/emu) has no NCCL: its "device" memory is host
    * memory and its kernels have run when the host reads it, so several ranks reduce their
    * gradients through MPI (txl_backend_reducer without a communicator) */
 }

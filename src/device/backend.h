@@ -2,7 +2,7 @@
  * backend on the GPU of the rank's node-local index, with NCCL for the gradient all-reduce.
  * The only file of src/ that knows whether the build has CUDA: it is compiled into its own
  * library, txl_backend (CPU only, or with the CUDA backend and NCCL), or txl_backend_emu (the
- * CUDA backend on the kernels' CPU emulator, tests/cuda/emu). */
+ * CUDA backend on the kernels' CPU emulator, kernels/emu). */
 #ifndef TXL_DEVICE_BACKEND_H
 #define TXL_DEVICE_BACKEND_H
 

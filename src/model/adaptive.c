@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "src/base/error.h"
-#include "src/model/layers.h"
+#include "src/model/segment.h"
 #include "src/model/linear.h"
 
 /* The tensors of cluster i in one parameter set (the parameters or their gradients). */

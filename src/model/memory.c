@@ -4,19 +4,6 @@
 #include "src/model/linear.h"
 #include "src/model/positions.h"
 
-void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg) {
-  const TxlOps *o = m->ops;
-  const int K = sg->K;
-  /* attn_type 2 adds R to the embeddings undropped (the sum is dropped with them) */
-  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, txl_attn_projects_positions(m->spec.dims.attn_type) ? m->spec.dropout : 0.0f);
-  sg->R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
-  if (sg->R_kept) return;
-  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
-  o->posemb_forward(r->R, K, d, ldd, r->clamp_len);
-  o->dropout(r->R, K, 1, d, ldd, 0, dpos);
-  r->R_rows = dpos.p > 0.0f ? -1 : K; /* a dropped R is not reused */
-}
-
 void txl_memory_concat(TxlModel *m, TxlRun *r, int l, const TxlSegment *sg) {
   const TxlOps *o = m->ops;
   const int B = r->B, ldd = txl_model_ld(m, m->spec.dims.d_model), M = sg->M, Mnew = sg->Mnew;

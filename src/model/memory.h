@@ -4,13 +4,7 @@
 #ifndef TXL_MODEL_MEMORY_H
 #define TXL_MODEL_MEMORY_H
 
-#include "src/model/layers.h"
-
-/* r->R [K, d] = dropout(relative positions K-1 .. 0) (one mask for every column; attn_type 2: no
- * dropout). A dropout-free
- * R of the same K is the one already there and is kept (generation: every token): sets
- * sg->R_kept. */
-void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg);
+#include "src/model/segment.h"
 
 /* cat = [memory; h] for layer l (a->cat [K, B, d]: the M memory rows copied in front of h, which
  * is already there), attn_type 2 and 3's positions added to it (txl_pos_layer_add), then the

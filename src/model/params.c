@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/philox.h"
+#include "src/base/philox.h"
 #include "src/base/error.h"
 
 enum { SEC_HEAD, SEC_LAYER, SEC_TAIL };

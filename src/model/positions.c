@@ -1,9 +1,21 @@
-/* The positional encodings of attn_type 1, 2 and 3: see positions.h. Every table row is moved
+/* The positional encodings: see positions.h. Every table row is moved
  * by the gather / scatter-add of the embedding ops, indexed by r->pos_idx. */
 #include "src/model/positions.h"
 
 #include "src/base/error.h"
-#include "src/model/memory.h"
+
+void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg) {
+  const TxlOps *o = m->ops;
+  const int K = sg->K;
+  /* attn_type 2 adds R to the embeddings undropped (the sum is dropped with them) */
+  const TxlDropout dpos = txl_drop_at(m, r, TXL_SITE_POS, txl_attn_projects_positions(m->spec.dims.attn_type) ? m->spec.dropout : 0.0f);
+  sg->R_kept = dpos.p == 0.0f && r->R_rows == K; /* R (and in inference runs R W_r) as last time */
+  if (sg->R_kept) return;
+  const int d = m->spec.dims.d_model, ldd = txl_model_ld(m, d);
+  o->posemb_forward(r->R, K, d, ldd, r->clamp_len);
+  o->dropout(r->R, K, 1, d, ldd, 0, dpos);
+  r->R_rows = dpos.p > 0.0f ? -1 : K; /* a dropped R is not reused */
+}
 
 /* Table row of key p of K: max(lo, T - K + p) (see positions.h). */
 static int table_row(int T, int lo, int K, int p) {

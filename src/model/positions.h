@@ -1,5 +1,5 @@
-/* The positional encodings of attn_type 1, 2 and 3 (private to src/model; attn_type 0's R and
- * R W_r are memory.c's). Each follows the original's mem_transformer.py, quirks included:
+/* The positional encodings (private to src/model): attn_type 0's R (its R W_r is memory.c's), and
+ * those of attn_type 1, 2 and 3. Each follows the original's mem_transformer.py, quirks included:
  *   1 (Shaw et al.): per layer r_emb [max_klen, H*dh] and r_bias [max_klen, H]; with clamp_len > 0
  *     only the last clamp_len rows; of those the last K, or all of them preceded by copies of
  *     their first row when K is larger. They are the attention's r and rb (no W_r, no vb).
@@ -14,7 +14,13 @@
 #ifndef TXL_MODEL_POSITIONS_H
 #define TXL_MODEL_POSITIONS_H
 
-#include "src/model/layers.h"
+#include "src/model/segment.h"
+
+/* r->R [K, d] = dropout(relative positions K-1 .. 0) (one mask for every column; attn_type 2: no
+ * dropout). A dropout-free
+ * R of the same K is the one already there and is kept (generation: every token): sets
+ * sg->R_kept. */
+void txl_positions_forward(TxlModel *m, TxlRun *r, TxlSegment *sg);
 
 /* Once per forward, before the embedding: attn_type 0: R (txl_positions_forward); 1, 3: the
  * table rows of the segment's keys (r->pos_idx); 2: R without dropout and r->pos_rows

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "src/base/error.h"
-#include "src/config/config.h"
 
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
                      float clip) {
@@ -19,7 +18,7 @@ void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, floa
   a->beta2 = beta2;
   a->eps = eps;
   a->clip = clip;
-  a->kind = TXL_OPTIM_ADAM;
+  a->kind = TXL_OPTIMIZER_ADAM;
   a->momentum = 0.0f;
   a->weight_decay = 0.0f;
   a->table = NULL;
@@ -39,8 +38,8 @@ void txl_optim_read_clip(const TxlAdam *a, TxlGradClip *out) { a->ops->to_host(o
 
 void txl_optim_reset_clip(TxlAdam *a) { a->ops->zero(a->rec, sizeof(TxlGradClip)); }
 
-void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay, const TxlParamTable *table) {
-  if (kind != TXL_OPTIM_ADAM && kind != TXL_OPTIM_LAMB && kind != TXL_OPTIM_SGD)
+void txl_optim_set_kind(TxlAdam *a, TxlOptimKind kind, float momentum, float weight_decay, const TxlParamTable *table) {
+  if (kind != TXL_OPTIMIZER_ADAM && kind != TXL_OPTIMIZER_LAMB && kind != TXL_OPTIMIZER_SGD)
     txl_fatal("internal error: optimizer kind %d", kind);
   a->kind = kind;
   a->momentum = momentum;
@@ -71,8 +70,8 @@ void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double l
   const float coef = txl_grad_coef(a->clip, norm, loss_scale); /* kernels/common/clip.h */
   a->t++;
   switch (a->kind) {
-  case TXL_OPTIM_LAMB: txl_lamb_update(a, params, NULL, grad, coef, lr); break;
-  case TXL_OPTIM_SGD: a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
+  case TXL_OPTIMIZER_LAMB: txl_lamb_update(a, params, NULL, grad, coef, lr); break;
+  case TXL_OPTIMIZER_SGD: a->ops->sgd_update(params, grad, a->m, a->n, lr, a->momentum, coef, a->t == 1); break;
   default: a->ops->adam_update(params, grad, a->m, a->v, a->n, lr, a->beta1, a->beta2, a->eps, a->t, coef); break;
   }
 }
@@ -92,13 +91,13 @@ void txl_optim_prepare(TxlAdam *a, float lr) {
  * device by Adam and SGD. */
 void txl_optim_apply(TxlAdam *a, float *params, void *params_act, float *grad) {
   switch (a->kind) {
-  case TXL_OPTIM_LAMB: {
+  case TXL_OPTIMIZER_LAMB: {
     TxlGradClip r;
     txl_optim_read_clip(a, &r); /* LAMB's trust ratios are taken on the host anyway */
     if (!isnan(r.coef)) txl_lamb_update(a, params, params_act, grad, r.coef, a->step_host.lr);
     break;
   }
-  case TXL_OPTIM_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, a->n, a->step_dev, &a->rec->coef); break;
+  case TXL_OPTIMIZER_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, a->n, a->step_dev, &a->rec->coef); break;
   default: a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, a->step_dev, &a->rec->coef); break;
   }
 }

@@ -9,13 +9,16 @@
 #include "kernels/ops.h"
 #include "src/model/params.h"
 
+/* Which optimizer (the trainer maps train.optim onto it: src/train/config_map.h). */
+typedef enum { TXL_OPTIMIZER_ADAM, TXL_OPTIMIZER_LAMB, TXL_OPTIMIZER_SGD } TxlOptimKind;
+
 typedef struct {
   const TxlOps *ops;
   int64_t n;      /* floats in the parameter buffer */
   float *m, *v;   /* [n] device: first and second moments, same layout as the parameters */
   int t;          /* updates done */
   float beta1, beta2, eps, clip;
-  int kind;       /* train.optim: TXL_OPTIM_ADAM (txl_adam_create's), TXL_OPTIM_LAMB, TXL_OPTIM_SGD */
+  TxlOptimKind kind; /* TXL_OPTIMIZER_ADAM (txl_adam_create's), _LAMB or _SGD (txl_optim_set_kind) */
   float momentum;     /* sgd */
   float weight_decay; /* lamb */
   const TxlParamTable *table; /* lamb: the tensors whose trust ratios are taken */
@@ -27,9 +30,9 @@ typedef struct {
 void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, float beta2, float eps,
                      float clip);
 void txl_adam_destroy(TxlAdam *a);
-/* Makes a (Adam after txl_adam_create) the optimizer `kind` (train.optim's value); LAMB takes
+/* Makes a (Adam after txl_adam_create) the optimizer `kind`; LAMB takes
  * one trust ratio per tensor of `table` (the parameter layout; kept by pointer). */
-void txl_optim_set_kind(TxlAdam *a, int kind, float momentum, float weight_decay, const TxlParamTable *table);
+void txl_optim_set_kind(TxlAdam *a, TxlOptimKind kind, float momentum, float weight_decay, const TxlParamTable *table);
 
 /* L2 norm of the gradient buffer laid out by t (accumulated in double): of its tensors, the
  * padding left out; on the CPU the bits of the norm of the packed view (ops->sumsq_segments). */

@@ -5,14 +5,14 @@
 double txl_schedule_lr(const TxlSchedule *s, int step) {
   if (step < s->warmup_step) return s->lr * (double)(step + 1) / (double)s->warmup_step;
   switch (s->kind) {
-    case TXL_SCHEDULER_COSINE:
+    case TXL_SCHED_COSINE:
       return s->eta_min + (s->lr - s->eta_min) * (1.0 + cos(M_PI * (double)step / (double)s->max_step)) / 2.0;
-    case TXL_SCHEDULER_INV_SQRT: {
+    case TXL_SCHED_INV_SQRT: {
       double w = s->warmup_step > 1 ? (double)s->warmup_step : 1.0;
       return s->lr * sqrt(w) / sqrt((double)step + 1.0);
     }
-    case TXL_SCHEDULER_CONSTANT: return s->lr;
-    case TXL_SCHEDULER_DEV_PERF: return s->plateau.rate;
+    case TXL_SCHED_CONSTANT: return s->lr;
+    case TXL_SCHED_DEV_PERF: return s->plateau.rate;
   }
   return s->lr;
 }
@@ -38,7 +38,7 @@ void txl_schedule_plateau_init(TxlSchedule *s) {
  * The warm-up does not stop it: the original steps it at every validation, and the rate it
  * keeps takes over when the warm-up ends. */
 int txl_schedule_validated(TxlSchedule *s, double valid_loss) {
-  if (s->kind != TXL_SCHEDULER_DEV_PERF) return 0;
+  if (s->kind != TXL_SCHED_DEV_PERF) return 0;
   TxlPlateau *p = &s->plateau;
   const double threshold = 1e-4, eps = 1e-8;
   if (valid_loss < p->best * (1.0 - threshold)) {

@@ -2,9 +2,8 @@
 #ifndef TXL_OPTIM_SCHEDULE_H
 #define TXL_OPTIM_SCHEDULE_H
 
-#include "src/config/config.h"
-
-typedef int TxlSchedKind; /* train.scheduler's values: TXL_SCHEDULER_COSINE, ... (config.def) */
+/* The schedule after the warm-up (the trainer maps train.scheduler onto it: src/train/config_map.h). */
+typedef enum { TXL_SCHED_COSINE, TXL_SCHED_INV_SQRT, TXL_SCHED_CONSTANT, TXL_SCHED_DEV_PERF } TxlSchedKind;
 
 /* The state of dev_perf (txl_schedule_validated): what a checkpoint must carry to continue it. */
 typedef struct {

@@ -10,20 +10,6 @@
 #include "data/stream.h"
 #include "src/train/trainer.h"
 
-const char *txl_key_option(const char *opt, const char *v, const char *key) {
-  if (!v) txl_fatal_all("%s needs a value (see --help)", opt);
-  TxlConfig scratch;
-  txl_config_defaults(&scratch);
-  txl_key_option_apply(&scratch, opt, v, key);
-  return v;
-}
-
-void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const char *key) {
-  char where[TXL_CFG_WHERE_LEN], err[1024];
-  snprintf(where, sizeof where, "%s %s", opt, v);
-  if (txl_config_set_key(c, key, v, where, err, sizeof err) != 0) txl_fatal_all("%s", err);
-}
-
 enum { OPT_DEVICE, OPT_PRECISION, OPT_THREADS, N_DEVICE_OPTS };
 static const TxlToolOption DEVICE_OPTS[N_DEVICE_OPTS] = {
     [OPT_DEVICE] = {"--device", "cpu|cuda|auto", "run.device", NULL, "where to compute (default: run.device of the checkpoint)"},

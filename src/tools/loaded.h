@@ -30,14 +30,6 @@ typedef struct {
   const char *precision; /* NULL: the checkpoint's (fp32 when device is cpu) */
   const char *threads;   /* NULL: the checkpoint's  */
 } TxlDeviceOptions;
-/* The value v of a tool's option `opt` that stands for config key `key` ("section.key"): checked
- * as the key's values are (type and range from config.def, the one source), a one-line error on
- * every rank naming the option otherwise ("--clamp-len -3: eval.eval_clamp_len = -3 is out of
- * range [-2, ...]"). Returns v. collective */
-const char *txl_key_option(const char *opt, const char *v, const char *key);
-/* Sets `key` of c to v as txl_key_option checks it; the key then counts as set by "OPT V" in the
- * messages of txl_config_validate_eval. collective */
-void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const char *key);
 /* 1 when option a (with value v) is one of them, recorded in o (the caller then skips v); a bad
  * value is a one-line error on every rank. */
 int txl_device_option(TxlDeviceOptions *o, const char *a, const char *v);

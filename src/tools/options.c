@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "src/base/error.h"
-#include "src/tools/loaded.h"
 
 void txl_tool_begin(TxlDist *dist, int *argc, char ***argv, void (*usage)(FILE *f)) {
   if (txl_cli_wants_help(*argc, *argv)) {
@@ -13,6 +12,20 @@ void txl_tool_begin(TxlDist *dist, int *argc, char ***argv, void (*usage)(FILE *
     exit(0);
   }
   txl_dist_init(dist, argc, argv);
+}
+
+const char *txl_key_option(const char *opt, const char *v, const char *key) {
+  if (!v) txl_fatal_all("%s needs a value (see --help)", opt);
+  TxlConfig scratch;
+  txl_config_defaults(&scratch);
+  txl_key_option_apply(&scratch, opt, v, key);
+  return v;
+}
+
+void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const char *key) {
+  char where[TXL_CFG_WHERE_LEN], err[1024];
+  snprintf(where, sizeof where, "%s %s", opt, v);
+  if (txl_config_set_key(c, key, v, where, err, sizeof err) != 0) txl_fatal_all("%s", err);
 }
 
 int txl_key_settings_add(TxlKeySettings *s, const TxlToolOption *o, const char *v) {

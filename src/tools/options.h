@@ -14,6 +14,15 @@
  * starts; else starts MPI (txl_dist_init). */
 void txl_tool_begin(TxlDist *dist, int *argc, char ***argv, void (*usage)(FILE *f));
 
+/* The value v of a tool's option `opt` that stands for config key `key` ("section.key"): checked
+ * as the key's values are (type and range from config.def, the one source), a one-line error on
+ * every rank naming the option otherwise ("--clamp-len -3: eval.eval_clamp_len = -3 is out of
+ * range [-2, ...]"). Returns v. collective */
+const char *txl_key_option(const char *opt, const char *v, const char *key);
+/* Sets `key` of c to v as txl_key_option checks it; the key then counts as set by "OPT V" in the
+ * messages of txl_config_validate_eval. collective */
+void txl_key_option_apply(TxlConfig *c, const char *opt, const char *v, const char *key);
+
 /* The key-setting options given, in order, to be applied once the config they override is read. */
 #define TXL_MAX_KEY_SETTINGS 16
 typedef struct {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-#include "kernels/common/philox.h"
+#include "src/base/philox.h"
 #include "src/base/timer.h"
 #include "src/device/backend.h"
 #include "src/train/trainer.h"

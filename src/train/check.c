@@ -12,7 +12,7 @@
 #include "src/train/estimate.h"
 #include "src/train/report.h"
 #include "src/train/tail_cap.h"
-#include "src/train/trainer.h"
+#include "src/train/config_map.h"
 #include "data/stream.h"
 
 /* The vocabulary size: the corpus's when the file is here (its splits checked against the

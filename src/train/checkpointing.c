@@ -11,7 +11,7 @@
 #include "src/base/timer.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/train/trainer.h"
-#include "src/train/workdir.h"
+#include "src/base/file.h"
 
 /* ---- files in the run directory -------------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
 #include "kernels/common/workspace.h"
 #include "src/base/error.h"
 #include "src/model/model.h"
-#include "src/train/trainer.h"
+#include "src/train/config_map.h"
 #include "data/varlen.h"
 
 TxlRunShape txl_train_run_shape(const TxlConfig *c, int B_local, int col0) {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/philox.h"
+#include "src/base/philox.h"
 #include "src/base/error.h"
 #include "src/base/timer.h"
 #include "src/train/gen_text.h"

@@ -4,7 +4,7 @@
 
 #include "src/model/adaptive.h"
 #include "src/train/step.h"
-#include "src/train/trainer.h"
+#include "src/train/config_map.h"
 
 /* What the rules look at. */
 typedef struct {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "src/base/error.h"
-#include "src/train/workdir.h"
+#include "src/base/file.h"
 
 void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level) {
   memset(r, 0, sizeof *r);

@@ -19,6 +19,7 @@
 #include "src/train/step.h"
 #include "src/train/tail_cap.h"
 #include "data/stream.h"
+#include "src/base/file.h"
 #include "src/train/workdir.h"
 
 /* ---- setup -------------------------------------------------------------------------------- */
@@ -107,15 +108,6 @@ static void check_memory(const TxlTrainer *t) {
 
 /* The test hook of txl_trainer_step (trainer.h): TXL_TRAIN_FAULT=inf_grad:STEP:TENSOR or
  * drift:STEP:TENSOR, read once at setup into t->fault_step, t->fault_tensor and t->fault_drift. */
-TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c) {
-  switch (c->loss_scale) {
-  case TXL_LSCALE_OFF: return TXL_LOSS_SCALE_OFF;
-  case TXL_LSCALE_STATIC: return TXL_LOSS_SCALE_STATIC;
-  case TXL_LSCALE_DYNAMIC: return TXL_LOSS_SCALE_DYNAMIC;
-  default: return c->precision == TXL_PRECISION_FP16 ? TXL_LOSS_SCALE_DYNAMIC : TXL_LOSS_SCALE_OFF;
-  }
-}
-
 static void read_fault(TxlTrainer *t) {
   txl_ckpt_fault_from_env();
   t->fault_step = 0;
@@ -253,7 +245,8 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->gather = txl_embed_gather_create(&t->model, &t->run, t->reducer, c->embed_rows);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
-  txl_optim_set_kind(&t->adam, c->optim, (float)c->momentum, (float)c->weight_decay, &t->model.table);
+  txl_optim_set_kind(&t->adam, txl_optim_kind_of(c->optim), (float)c->momentum, (float)c->weight_decay,
+                     &t->model.table);
   { /* run.cuda_graph */
     char why[256] = "";
     const int no = txl_graph_step_why_not(c, &t->model.spec.dims, &t->backend, dist->world, t->fault_step != 0, why,
@@ -266,7 +259,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
       fflush(stdout);
     }
   }
-  t->sched.kind = c->scheduler;
+  t->sched.kind = txl_sched_kind_of(c->scheduler);
   t->sched.lr = c->lr;
   t->sched.eta_min = c->eta_min;
   t->sched.warmup_step = c->warmup_step;

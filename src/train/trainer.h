@@ -11,6 +11,7 @@
 #include "src/model/model.h"
 #include "src/optim/adam.h"
 #include "src/optim/loss_scale.h"
+#include "src/train/config_map.h"
 #include "src/train/graph_step.h"
 #include "src/optim/schedule.h"
 #include "src/device/backend.h"
@@ -71,14 +72,6 @@ typedef struct {
   TxlTailCap train_tail, eval_tail; /* this rank's tail targets per segment (training; validation and
                                        test), counted in the corpus at setup; not known in --bench */
 } TxlTrainer;
-
-/* The model spec a config describes (vocabulary n_token). */
-void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
-
-/* train.loss_scale as a mode; auto: dynamic where activations are stored in a 16-bit float type
- * whose range loses small gradients (run.precision = fp16: 5 exponent bits), else off (bf16 has
- * fp32's exponent range). */
-TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c);
 
 /* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
  * collective: all ranks */

@@ -1,6 +1,7 @@
 /* The run directory (run.work_dir) belongs to one run at a time: rank 0 holds a lock on it for
  * the whole run, removes the temporaries that killed runs left behind, and a new run refuses to
- * start over another run's checkpoints. Small files in it are written whole or not at all. */
+ * start over another run's checkpoints. Small files in it are written whole or not at all
+ * (src/base/file.h). */
 #ifndef TXL_TRAIN_WORKDIR_H
 #define TXL_TRAIN_WORKDIR_H
 
@@ -26,12 +27,5 @@ void txl_workdir_open(const char *work_dir, const TxlDist *dist);
  * a metrics.jsonl with lines of steps (a run that died before its first checkpoint), which the new
  * run would append to. collective: all ranks */
 void txl_workdir_refuse_checkpoints(const char *work_dir, const TxlDist *dist);
-
-/* Writes data[0, bytes) to path atomically: "<path>.tmp-<pid>", written, flushed, synced and
- * closed, then renamed over path. Returns 0, or -1 with "<path>: <reason>" in err, path untouched
- * and no temporary left. Serial: any rank may call it. */
-int txl_write_file_atomic(const char *path, const void *data, size_t bytes, char *err, size_t errlen);
-/* 1 when the file at path exists and holds exactly text. */
-int txl_file_holds(const char *path, const char *text);
 
 #endif

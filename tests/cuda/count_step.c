@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "dist/shard.h"
-#include "kernels/common/philox.h"
+#include "src/base/philox.h"
 #include "src/base/error.h"
 #include "src/config/config.h"
 #include "src/model/model.h"

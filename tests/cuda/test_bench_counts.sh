@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # txl-train-emu --bench prints "per step: N kernel launches, M host synchronisations, G graph
-# launches" (counted by the CUDA emulator, tests/cuda/emu/README.md "Counts"), the same in every
+# launches" (counted by the CUDA emulator, kernels/emu/README.md "Counts"), the same in every
 # timed step of these configs (synthetic tokens, fixed tgt_len): N > 0 and G = 0 uncaptured, N = 0
 # and G = 1 replayed (run.cuda_graph), and M as the step now synchronises. The
 # inputs (tokens, targets, position rows, the adaptive grouping) go up through the upload op

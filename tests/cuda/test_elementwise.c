@@ -43,6 +43,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "src/model/dropout_sites.h"
 #include "tests/cuda/parity.h"
 
 #define U_F64 (1.0 / 9007199254740992.0) /* 2^-53: the unit roundoff of double */

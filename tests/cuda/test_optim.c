@@ -259,7 +259,7 @@ static TxlModelSpec model_spec(void) {
   return s;
 }
 
-static void side_create(Side *s, const TxlOps *o, int kind) {
+static void side_create(Side *s, const TxlOps *o, TxlOptimKind kind) {
   const TxlModelSpec spec = model_spec();
   txl_model_create(&s->m, o, &spec);
   txl_model_init_params(&s->m, 0.02f, 0.01f, 1234u);
@@ -285,13 +285,13 @@ static void same_bytes(const char *what, const TxlOps *o, const void *got, const
   free(g), free(w);
 }
 
-static void test_step(const TxlOps *o, int kind, const char *kind_name, double loss_scale) {
+static void test_step(const TxlOps *o, TxlOptimKind kind, const char *kind_name, double loss_scale) {
   Side ref, fus; /* the unfused sequence of before; txl_train_update's fused passes */
   side_create(&ref, o, kind);
   side_create(&fus, o, kind);
   const int64_t n = ref.m.table.total;
   const size_t F = (size_t)n * sizeof(float), A = (size_t)n * txl_dtype_size(o->act);
-  const TxlSchedule sched = {.kind = TXL_SCHEDULER_CONSTANT, .lr = 2e-3};
+  const TxlSchedule sched = {.kind = TXL_SCHED_CONSTANT, .lr = 2e-3};
   int32_t tok[(L + 1) * B];
   int zero_skipped = 0;
   for (int step = 0; step < STEPS; step++) {
@@ -338,9 +338,9 @@ static void test_step(const TxlOps *o, int kind, const char *kind_name, double l
 }
 
 static void test_steps(const TxlOps *o, double loss_scale) {
-  test_step(o, TXL_OPTIM_ADAM, "adam", loss_scale);
-  test_step(o, TXL_OPTIM_LAMB, "lamb", loss_scale);
-  test_step(o, TXL_OPTIM_SGD, "sgd", loss_scale);
+  test_step(o, TXL_OPTIMIZER_ADAM, "adam", loss_scale);
+  test_step(o, TXL_OPTIMIZER_LAMB, "lamb", loss_scale);
+  test_step(o, TXL_OPTIMIZER_SGD, "sgd", loss_scale);
 }
 
 int main(void) {

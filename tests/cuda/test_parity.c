@@ -43,6 +43,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "src/model/dropout_sites.h"
 #include "tests/cuda/parity.h"
 
 /* ---- memory ------------------------------------------------------------------------------ */

@@ -82,6 +82,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "src/model/dropout_sites.h"
 #include "src/model/model.h"
 #include "tests/cuda/parity.h"
 #include "tests/lib/ref_rel_attn.h"

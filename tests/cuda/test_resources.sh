@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The limits of the compiled kernels, which the CPU emulator cannot see (tests/cuda/emu/README.md,
+# The limits of the compiled kernels, which the CPU emulator cannot see (kernels/emu/README.md,
 # "What it cannot check"): every kernels/cuda/*.cu compiled to a cubin for each architecture of
 # the build, with ptxas's report (-Xptxas -v), and for every kernel (entry function):
 #   registers per thread <= 255, and registers per block <= the architecture's 64 K, at the

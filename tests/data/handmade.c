@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/common/philox.h"
+#include "src/base/philox.h"
 
 static int attr_str(hid_t f, const char *name, const char *v) {
   hid_t t = H5Tcopy(H5T_C_S1);

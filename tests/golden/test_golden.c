@@ -37,6 +37,7 @@
 #include "src/optim/adam.h"
 #include "src/optim/schedule.h"
 #include "src/train/step.h"
+#include "src/train/config_map.h"
 
 #define TOL_FWD 1e-4
 #define TOL_GRAD 3e-4
@@ -274,7 +275,7 @@ static void run_case(hid_t file, const char *case_name) {
                   (float)attr_f64(g, "eps"), (float)attr_f64(g, "clip"));
   char sched_name[32];
   attr_str(g, "scheduler", sched_name, sizeof sched_name);
-  TxlSchedule sched = {.kind = txl_config_choice_value(TXL_CFG_KEY_scheduler, sched_name), .lr = attr_f64(g, "lr"),
+  TxlSchedule sched = {.kind = txl_sched_kind_of(txl_config_choice_value(TXL_CFG_KEY_scheduler, sched_name)), .lr = attr_f64(g, "lr"),
                        .eta_min = attr_f64(g, "eta_min"), .warmup_step = attr_int(g, "warmup_step"),
                        .max_step = attr_int(g, "max_step")};
   double ref_loss[64], ref_norm[64], ref_lr[64];

@@ -61,7 +61,7 @@ int main(void) {
 
   TxlAdam a;
   txl_adam_create(&a, txl_ops_cpu(), TOTAL, beta1, beta2, eps, clip);
-  txl_optim_set_kind(&a, TXL_OPTIM_LAMB, 0.0f, wd, &table);
+  txl_optim_set_kind(&a, TXL_OPTIMIZER_LAMB, 0.0f, wd, &table);
   const double u = OT_U;
   for (int t = 1; t <= STEPS; t++) {
     for (int k = 0; k < N_TENSORS; k++)

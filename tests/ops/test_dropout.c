@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "kernels/common/dropout.h"
-#include "kernels/common/philox.h"
+#include "src/model/dropout_sites.h"
+#include "src/base/philox.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/ops/op_test.h"
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kernels/common/dropout.h"
+#include "src/model/dropout_sites.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "src/model/params.h" /* txl_row_ld */
 #include "tests/lib/ref_rel_attn.h"

@@ -103,7 +103,7 @@ def philox4x32_10(c0, c1, c2, c3, k0, k1):
 
 
 def _philox_scalar(c0, c1, c2, c3, k0, k1):
-    """Philox4x32-10 on Python ints, line by line as kernels/common/philox.h (self-test only)."""
+    """Philox4x32-10 on Python ints, line by line as src/base/philox.h (self-test only)."""
     for _ in range(10):
         p0 = 0xD2511F53 * c0
         p1 = 0xCD9E8D57 * c2

@@ -17,7 +17,7 @@ static void check(int ok, const char *what, double got, double want) {
 }
 
 static TxlSchedule dev_perf(double lr, double decay, int patience, double lr_min, int warmup) {
-  TxlSchedule s = {.kind = TXL_SCHEDULER_DEV_PERF, .lr = lr, .warmup_step = warmup, .max_step = 1000,
+  TxlSchedule s = {.kind = TXL_SCHED_DEV_PERF, .lr = lr, .warmup_step = warmup, .max_step = 1000,
                    .decay_rate = decay, .patience = patience, .lr_min = lr_min};
   txl_schedule_plateau_init(&s);
   return s;
@@ -92,7 +92,7 @@ int main(void) {
 
   /* another schedule ignores validations */
   TxlSchedule k = dev_perf(1.0, 0.5, 0, 0.0, 0);
-  k.kind = TXL_SCHEDULER_CONSTANT;
+  k.kind = TXL_SCHED_CONSTANT;
   int d = txl_schedule_validated(&k, 2.0) + txl_schedule_validated(&k, 3.0);
   check(d == 0 && k.plateau.rate == 1.0 && k.plateau.bad == 0 && txl_schedule_lr(&k, 10) == 1.0,
         "constant: validations change nothing", k.plateau.rate, 1.0);

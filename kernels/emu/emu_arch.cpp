@@ -5,7 +5,7 @@
  * for 7.5 / 8.0 / 8.6 / 8.9 / 9.0; 1024 threads and 64 K 32-bit registers per block, 64 K per SM
  * on all five. Parts (SMs, boost clock, memory): the datasheets of T4, A100 SXM4 80GB, A10, L4,
  * H100 SXM5. */
-#include "tests/cuda/emu/emu_arch.h"
+#include "kernels/emu/emu_arch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  *
  * kernels/cuda/cuda_check.h includes this header instead of <cuda_runtime.h>, <cublas_v2.h> and
  * <cublasLt.h> when TXL_CUDA_EMU is defined; the .cu files are then compiled by the host C++ compiler as
- * C++17 (tests/cuda/emu/CMakeLists.txt). No real CUDA header is included.
+ * C++17 (kernels/emu/CMakeLists.txt). No real CUDA header is included.
  *
  * Execution model. A launch, TXL_LAUNCH(kernel, grid, block, shared)(args...) (kernels/cuda/
  * cuda_util.h), runs the whole grid before it returns: blocks one after the other (x fastest,
@@ -23,7 +23,7 @@
 #define TXL_TESTS_CUDA_EMU_H
 
 #ifndef __cplusplus
-#error "tests/cuda/emu/cuda_emu.h is C++ (the kernels are compiled as C++17 under the emulator)"
+#error "kernels/emu/cuda_emu.h is C++ (the kernels are compiled as C++17 under the emulator)"
 #endif
 
 #include <math.h>

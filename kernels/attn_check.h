@@ -1,7 +1,7 @@
 /* The argument checks of the relative-attention ops (kernels/ops.def) that both backends make, so
  * that both end the job on the same calls with the same message. C and C++, host only. */
-#ifndef TXL_KERNELS_COMMON_ATTN_CHECK_H
-#define TXL_KERNELS_COMMON_ATTN_CHECK_H
+#ifndef TXL_KERNELS_ATTN_CHECK_H
+#define TXL_KERNELS_ATTN_CHECK_H
 
 #include <stdint.h>
 

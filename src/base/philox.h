@@ -1,9 +1,10 @@
 /* Philox4x32-10 (Salmon et al. 2011, "Parallel random numbers: as easy as 1, 2, 3"): a
  * counter-based generator, so any random number can be computed from its coordinates alone,
- * on any device, in any order. Shared by the CPU and CUDA backends (and mirrored bit for bit by
- * tests/reference). Known answer: counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8. */
-#ifndef TXL_KERNELS_PHILOX_H
-#define TXL_KERNELS_PHILOX_H
+ * on any device, in any order. Shared by the CPU and CUDA backends, the model's initialisation and
+ * the data's shuffles (so here, below all of them; header-only, host and device), and mirrored bit
+ * for bit by tests/reference. Known answer: counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8. */
+#ifndef TXL_BASE_PHILOX_H
+#define TXL_BASE_PHILOX_H
 
 #include <stdint.h>
 

@@ -28,7 +28,7 @@
  * AddressSanitizer: every switch is announced with __sanitizer_start_switch_fiber /
  * __sanitizer_finish_switch_fiber, so the kernels run instrumented under -fsanitize=address
  * (an out-of-bounds access in a kernel is reported like any other). */
-#include "tests/cuda/emu/cuda_emu.h"
+#include "kernels/emu/cuda_emu.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -49,7 +49,7 @@
 
 #include "kernels/common/bf16.h"
 #include "kernels/common/fp16.h"
-#include "tests/cuda/emu/emu_arch.h"
+#include "kernels/emu/emu_arch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TXL_EMU_ASAN 1

@@ -1,0 +1,25 @@
+/* What the config says, in the terms of the layers below it that know no config (src/model,
+ * src/optim): the model's spec, the optimizer's and the schedule's kinds, the loss scaling's mode.
+ * Included, instead of trainer.h, by what needs only these (estimate, check, graph_step, the
+ * tools). */
+#ifndef TXL_TRAIN_CONFIG_MAP_H
+#define TXL_TRAIN_CONFIG_MAP_H
+
+#include "src/config/config.h"
+#include "src/model/model.h"
+#include "src/optim/adam.h"
+#include "src/optim/loss_scale.h"
+#include "src/optim/schedule.h"
+
+/* The model spec a config describes (vocabulary n_token). Defined in trainer.c. */
+void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
+/* train.loss_scale as a mode; auto: dynamic where activations are stored in a 16-bit float type
+ * whose range loses small gradients (run.precision = fp16: 5 exponent bits), else off (bf16 has
+ * fp32's exponent range). */
+TxlLossScaleMode txl_trainer_loss_scale_mode(const TxlConfig *c);
+/* train.optim (TXL_OPTIM_*) as the optimizer's kind. */
+TxlOptimKind txl_optim_kind_of(int optim);
+/* train.scheduler (TXL_SCHEDULER_*) as the schedule's kind. */
+TxlSchedKind txl_sched_kind_of(int scheduler);
+
+#endif
