@@ -19,8 +19,8 @@
  *
  * Only one host thread may launch kernels (the emulator is not thread-safe; txl drives one
  * device from one host thread anyway). */
-#ifndef TXL_TESTS_CUDA_EMU_H
-#define TXL_TESTS_CUDA_EMU_H
+#ifndef TXL_KERNELS_EMU_CUDA_EMU_H
+#define TXL_KERNELS_EMU_CUDA_EMU_H
 
 #ifndef __cplusplus
 #error "kernels/emu/cuda_emu.h is C++ (the kernels are compiled as C++17 under the emulator)"
