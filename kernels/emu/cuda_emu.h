@@ -19,8 +19,8 @@
  *
  * Only one host thread may launch kernels (the emulator is not thread-safe; txl drives one
  * device from one host thread anyway). */
-#ifndef TXL_TESTS_CUDA_EMU_H
-#define TXL_TESTS_CUDA_EMU_H
+#ifndef TXL_KERNELS_EMU_CUDA_EMU_H
+#define TXL_KERNELS_EMU_CUDA_EMU_H
 
 #ifndef __cplusplus
 #error "kernels/emu/cuda_emu.h is C++ (the kernels are compiled as C++17 under the emulator)"
@@ -101,7 +101,7 @@ void __syncthreads(void);
 void __syncwarp(unsigned int mask = 0xffffffffu);
 
 /* The shuffles exchange the value as raw bits through a per-warp slot. kind: 0 xor, 1 down,
- * 2 index (see cuda_emu.cpp). Returns the bits of the partner lane's value. */
+ * 2 index (see emu_fibers.cpp). Returns the bits of the partner lane's value. */
 uint64_t txl_emu_shuffle(int kind, unsigned int mask, uint64_t bits, int arg, int width);
 
 template <class T>
@@ -399,7 +399,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
 /* The subset of <cublasLt.h> (CUDA 13.0) that txl's GEMM with an epilogue calls, with the real
  * names, values, struct shapes and signatures, so that the same source compiles against both.
  * The descriptors are the real semi-opaque structs; the emulator keeps its state inside them.
- * What is emulated (cuda_emu.cpp, README.md): D = alpha op(A) op(B) + beta C, column-major, with
+ * What is emulated (emu_cublaslt.cpp, README.md): D = alpha op(A) op(B) + beta C, column-major, with
  * the arithmetic of cublasGemmEx (the DEFAULT epilogue gives its bits), C == D (same pointer and
  * layout: another D is refused with CUBLAS_STATUS_NOT_SUPPORTED), the epilogues below, the bias
  * vector of D's type. TXL_EMU_LT_EPILOGUES=off makes every epilogue but DEFAULT unsupported. */
@@ -525,7 +525,7 @@ void txl_emu_run(const TxlEmuLaunchDesc &desc);
  * as float) at the start of each block. */
 void *txl_emu_dynamic_shared(void);
 
-/* The way fibers switch stacks in this process: "asm" or "ucontext" (see cuda_emu.cpp). */
+/* The way fibers switch stacks in this process: "asm" or "ucontext" (see emu_fibers.cpp). */
 extern "C" const char *txl_emu_fiber_backend(void);
 
 /* The order the threads of a block run in each round: "forward" (increasing thread index, the

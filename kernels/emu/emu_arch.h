@@ -1,8 +1,8 @@
 /* The emulated device's architecture, chosen by TXL_EMU_ARCH=sm_75|sm_80|sm_86|sm_89|sm_90
  * (default sm_90): its compute capability, a representative part and the limits a launch and
  * cudaFuncSetAttribute are checked against (emu_arch.cpp). Internal to the emulator. */
-#ifndef TXL_TESTS_CUDA_EMU_ARCH_H
-#define TXL_TESTS_CUDA_EMU_ARCH_H
+#ifndef TXL_KERNELS_EMU_ARCH_H
+#define TXL_KERNELS_EMU_ARCH_H
 
 #include <stddef.h>
 

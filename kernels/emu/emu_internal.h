@@ -1,0 +1,79 @@
+/* What the parts of the CPU emulator share (README.md here lists them; internal to the emulator:
+ * the kernels see cuda_emu.h only):
+ *   emu_runtime.cpp   the runtime's errors and counts (the helpers below), device and memory;
+ *   emu_streams.cpp   streams, events, stream capture and graphs: the capture state below, which
+ *                     every call that enqueues work on a stream consults (a launch in
+ *                     emu_fibers.cpp, a copy or memset in emu_runtime.cpp, a GEMM in
+ *                     emu_cublas.cpp and emu_cublaslt.cpp);
+ *   emu_fibers.cpp    the block scheduler, barriers, shuffles and launch checks;
+ *   emu_cublas.cpp, emu_cublaslt.cpp (and emu_blas.h, the GEMM they share).
+ * No state is defined here: each part keeps its own, static in its .cpp file, and the others
+ * reach it through these functions. */
+#ifndef TXL_KERNELS_EMU_INTERNAL_H
+#define TXL_KERNELS_EMU_INTERNAL_H
+
+#include "kernels/emu/cuda_emu.h"
+
+#include <functional>
+
+enum {
+  WARP = 32, /* lanes of a warp */
+};
+
+/* ---- errors and counts (emu_runtime.cpp) ------------------------------------------------- */
+/* e becomes what cudaGetLastError returns next, unless it is cudaSuccess; returns e. */
+cudaError_t emu_set_error(cudaError_t e);
+
+/* Ends the process with one line on stderr ("txl: error: cuda emulator: ..."). */
+void emu_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* One launch (README.md, "Counts"): a kernel or a GEMM call the host issued that ran. */
+void emu_launched(void);
+
+/* A call that makes the host wait for the device: counted, and with TXL_EMU_TRACE_SYNC=1 one
+ * line on stderr naming it. */
+void emu_host_sync(const char *what, size_t bytes);
+
+/* ---- stream capture (emu_streams.cpp; README.md, "Stream capture and graphs") -------------- */
+/* A node of a graph: one recorded operation, run by calling it. It owns copies of what it needs
+ * (a kernel's arguments, a GEMM's scalars and settings); pointers to device memory are kept as
+ * pointers, as a GPU's graph keeps them. */
+typedef std::function<void()> Node;
+
+struct Capture; /* one capture sequence (emu_streams.cpp) */
+
+struct CUstream_st {
+  unsigned int flags;
+  Capture *capture; /* the capture this stream takes part in, NULL when it does not */
+  long ops;         /* operations it enqueued in that capture */
+  long joined;      /* of those, how many another stream of the capture waited for */
+};
+
+/* An invalid operation attempted in capture c: c can only end with
+ * cudaErrorStreamCaptureInvalidated. */
+void emu_invalidate(Capture *c);
+
+/* The legacy stream (handle 0) used while a capture includes a blocking stream (one created
+ * without cudaStreamNonBlocking): the legacy stream would wait for it, an implicit dependency on
+ * the capture. cudaErrorStreamCaptureImplicit, and (if invalidating) those captures are
+ * invalidated. */
+cudaError_t emu_legacy_use(bool invalidating = true);
+
+/* A call that a capture in global mode forbids in the whole process (it is not stream-ordered,
+ * or it waits for the device): cudaErrorStreamCaptureUnsupported while any capture is in
+ * progress, and every capture is invalidated. */
+cudaError_t emu_unsafe_call(void);
+
+/* What to do with an operation enqueued on stream s: run it now, record it into s's capture, or
+ * refuse it (*err: the legacy stream during a blocking capture, or a capture already
+ * invalidated). */
+enum Enqueue { ENQ_RUN, ENQ_RECORD, ENQ_FAIL };
+Enqueue emu_enqueue(cudaStream_t s, cudaError_t *err);
+
+/* Appends n to the capture of s (emu_enqueue answered ENQ_RECORD). */
+void emu_record(cudaStream_t s, Node n);
+
+/* A kernel or a GEMM that a graph's replay ran (txl_emu_graph_counts' graph_kernels). */
+void emu_graph_kernel(void);
+
+#endif
