@@ -11,8 +11,11 @@
 #include "src/optim/loss_scale.h"
 #include "src/optim/schedule.h"
 
-/* The model spec a config describes (vocabulary n_token). Defined in trainer.c. */
+/* The model spec a config describes (vocabulary n_token). */
 void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec);
+/* The learning-rate schedule's settings (kind, rates, steps, the plateau's patience); its state
+ * (the plateau's) is left as it was: txl_schedule_plateau_init makes it. */
+void txl_schedule_from_config(const TxlConfig *c, TxlSchedule *s);
 /* train.loss_scale as a mode; auto: dynamic where activations are stored in a 16-bit float type
  * whose range loses small gradients (run.precision = fp16: 5 exponent bits), else off (bf16 has
  * fp32's exponent range). */

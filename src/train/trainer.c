@@ -129,37 +129,6 @@ static void read_fault(TxlTrainer *t) {
   txl_fatal_all("TXL_TRAIN_FAULT=%s: the model has no tensor %s", f, name);
 }
 
-void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *spec) {
-  memset(spec, 0, sizeof *spec);
-  spec->dims.n_token = n_token;
-  spec->dims.n_layer = c->n_layer;
-  spec->dims.d_model = c->d_model;
-  spec->dims.n_head = c->n_head;
-  spec->dims.d_head = c->d_head;
-  spec->dims.d_inner = c->d_inner;
-  spec->dims.untie_r = c->untie_r;
-  spec->dims.attn_type = (TxlAttnType)c->attn_type;
-  /* the original's max_klen = tgt_len + ext_len + mem_len (no ext_len here): attn_type 1 and 3's rows */
-  spec->dims.max_klen = txl_attn_learned_table(spec->dims.attn_type) ? c->tgt_len + c->mem_len : 0;
-  spec->dims.tie_weight = c->tie_weight;
-  spec->dropout = (float)c->dropout;
-  spec->dropatt = (float)c->dropatt;
-  spec->pre_lnorm = c->pre_lnorm;
-  spec->ln_eps = TXL_LAYER_NORM_EPS;
-  spec->seed = (uint32_t)c->seed;
-  int cut[TXL_CFG_MAX_CUTOFFS];
-  char err[512];
-  const int n = txl_config_cutoffs(c, n_token, cut, err, sizeof err);
-  if (n < 0) txl_fatal_all("%s: %s", *c->corpus ? c->corpus : "the synthetic vocabulary", err);
-  spec->dims.n_clusters = n;
-  spec->dims.cut[0] = 0;
-  for (int i = 0; i < n; i++) spec->dims.cut[i + 1] = cut[i];
-  spec->dims.cut[n + 1] = n_token;
-  spec->dims.div_val = c->div_val;
-  spec->dims.d_embed = c->d_embed > 0 ? c->d_embed : c->d_model;
-  spec->dims.tie_projs = c->tie_projs;
-}
-
 void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench) {
   memset(t, 0, sizeof *t);
   t->cfg = *cfg;
@@ -259,14 +228,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
       fflush(stdout);
     }
   }
-  t->sched.kind = txl_sched_kind_of(c->scheduler);
-  t->sched.lr = c->lr;
-  t->sched.eta_min = c->eta_min;
-  t->sched.warmup_step = c->warmup_step;
-  t->sched.max_step = c->max_step;
-  t->sched.decay_rate = c->decay_rate;
-  t->sched.patience = c->patience;
-  t->sched.lr_min = c->lr_min;
+  txl_schedule_from_config(c, &t->sched);
   txl_schedule_plateau_init(&t->sched); /* txl_trainer_resume may replace it */
   txl_loss_scale_init(&t->scaler, txl_trainer_loss_scale_mode(c), c->loss_scale_init, c->loss_scale_window);
   /* the steps' losses wait on the device for the next progress line (at most log_interval steps,
