@@ -5,8 +5,7 @@
  * multiply-add may depend on the code around it (the host compiler of the emulator does), which
  * two kernels of their own would not share. */
 #include "kernels/common/adam.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 /* The element's update, p's copy (txl_st_copy), and g[i] = 0 when zero (unfused: g only read). */
 /* s NULL: c as given (unfused); else the update's constants and the factor gs on the device
@@ -43,24 +42,11 @@ extern "C" void txl_cuda_adam_update(float *p, const float *g, float *m, float *
          txl_adam_coef(lr, beta1, beta2, eps, step, grad_scale), nullptr, nullptr);
 }
 
-/* The fused pass on the table of activation type act: p's copy of that type (none in fp32). */
-static void adam_fused(TxlDtype act, float *p, void *p_act, float *g, float *m, float *v, int64_t n,
-                       const TxlOptimStep *s, const float *grad_scale) {
-  txl_cuda_check_act_copy(p_act, p, act, "adam_fused");
-  launch(p, p_act, act, g, 1, m, v, n, TxlAdamCoef{}, s, grad_scale);
+/* The fused pass on the table of activation type AT: p's copy of that type (none in fp32). */
+template <TxlDtype AT>
+void txl_act_adam_fused(float *p, void *p_act, float *g, float *m, float *v, int64_t n, const TxlOptimStep *s,
+                        const float *grad_scale) {
+  txl_cuda_check_act_copy(p_act, p, AT, "adam_fused");
+  launch(p, p_act, AT, g, 1, m, v, n, TxlAdamCoef{}, s, grad_scale);
 }
-
-extern "C" void txl_cuda_adam_fused(float *p, void *p_act, float *g, float *m, float *v, int64_t n,
-                                    const TxlOptimStep *s, const float *grad_scale) {
-  adam_fused(TXL_F32, p, p_act, g, m, v, n, s, grad_scale);
-}
-
-extern "C" void txl_cuda_adam_fused_bf16(float *p, void *p_act, float *g, float *m, float *v, int64_t n,
-                                         const TxlOptimStep *s, const float *grad_scale) {
-  adam_fused(TXL_BF16, p, p_act, g, m, v, n, s, grad_scale);
-}
-
-extern "C" void txl_cuda_adam_fused_fp16(float *p, void *p_act, float *g, float *m, float *v, int64_t n,
-                                         const TxlOptimStep *s, const float *grad_scale) {
-  adam_fused(TXL_F16, p, p_act, g, m, v, n, s, grad_scale);
-}
+TXL_CUDA_ACT_ENTRIES(adam_fused)

@@ -66,16 +66,17 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
  * of kind ACT (it has activation tensors, the `void *` of its signature) two more,
  * txl_cuda_<name>_bf16 and txl_cuda_<name>_fp16: txl_cuda_<name> serves the "cuda" table
  * (activations fp32), txl_cuda_<name>_bf16 the "cuda-bf16" table (activations bf16) and
- * txl_cuda_<name>_fp16 the "cuda-fp16" table (activations IEEE fp16). Where an op takes a
+ * txl_cuda_<name>_fp16 the "cuda-fp16" table (activations IEEE fp16); those three are const
+ * pointers to one template's instantiations (kernels/cuda/act.h), called as functions. Where an op takes a
  * TxlDtype, txl_cuda_<name> accepts TXL_F32 only, txl_cuda_<name>_bf16 TXL_BF16 or TXL_F32 and
  * txl_cuda_<name>_fp16 TXL_F16 or TXL_F32; any other ends the job as an internal error. The files are named after the ops: memory.cu (to_act in
  * elementwise.cu, upload and upload_reserve in upload.cu), gemm.cu, gemm_lt.cu (gemm_bias, gemm_wgrad_bias), elementwise.cu, ffn.cu,
  * embedding.cu, posemb.cu, dropout.cu, layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
 #define TXL_CUDA_DECL_ONE(ret, name, params) ret txl_cuda_##name params;
-#define TXL_CUDA_DECL_ACT(ret, name, params) \
-  ret txl_cuda_##name params;                \
-  ret txl_cuda_##name##_bf16 params;         \
-  ret txl_cuda_##name##_fp16 params;
+#define TXL_CUDA_DECL_ACT(ret, name, params)    \
+  extern ret (*const txl_cuda_##name) params;       \
+  extern ret (*const txl_cuda_##name##_bf16) params; \
+  extern ret (*const txl_cuda_##name##_fp16) params;
 #define TXL_OP(kind, ret, name, params) TXL_CUDA_DECL_##kind(ret, name, params)
 #include "kernels/ops.def"
 #undef TXL_OP

@@ -6,7 +6,7 @@
  * One thread per group of 4 features (one Philox call gives the 4 words of the group).
  *   x [rows, cols, feats] (each (row, column) row of feats features ld apart) of type T (float, txl_bf16 or txl_fp16, see cuda_util.h);
  *   thread t -> (row, column c, group q), feats f = 4q .. 4q+3 (< feats) */
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/act.h"
 #include "kernels/cuda/dropout_group.h"
 
 template <typename T>
@@ -34,16 +34,8 @@ static void dropout(T *x, int rows, int cols, int feats, int ld, int col0, TxlDr
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_dropout(void *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
-  dropout(static_cast<float *>(x), rows, cols, feats, ld, col0, d);
+template <TxlDtype AT>
+void txl_act_dropout(void *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d) {
+  dropout(static_cast<typename TxlAct<AT>::T *>(x), rows, cols, feats, ld, col0, d);
 }
-
-extern "C" void txl_cuda_dropout_bf16(void *x, int rows, int cols, int feats, int ld, int col0,
-                                      TxlDropout d) {
-  dropout(static_cast<txl_bf16 *>(x), rows, cols, feats, ld, col0, d);
-}
-
-extern "C" void txl_cuda_dropout_fp16(void *x, int rows, int cols, int feats, int ld, int col0,
-                                      TxlDropout d) {
-  dropout(static_cast<txl_fp16 *>(x), rows, cols, feats, ld, col0, d);
-}
+TXL_CUDA_ACT_ENTRIES(dropout)

@@ -27,8 +27,7 @@
  * Scratch (the partials of both reductions) is one device buffer owned by this file, made by
  * txl_cuda_elementwise_reserve for the largest call to come; txl_cuda_elementwise_release frees it. */
 #include "kernels/common/digest.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 #define TXL_EW_MIN_CHUNK_ROWS 16              /* rows of one bias_backward chunk, at least */
 #define TXL_EW_MAX_CHUNKS 512                 /* bias_backward chunks P, at most           */
@@ -76,17 +75,10 @@ static void bias_fill(T *x, const float *b, int64_t rows, int n) {
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_bias_fill(void *x, const float *b, int64_t rows, int n) {
-  bias_fill(static_cast<float *>(x), b, rows, n);
+template <TxlDtype AT> void txl_act_bias_fill(void *x, const float *b, int64_t rows, int n) {
+  bias_fill(static_cast<typename TxlAct<AT>::T *>(x), b, rows, n);
 }
-
-extern "C" void txl_cuda_bias_fill_bf16(void *x, const float *b, int64_t rows, int n) {
-  bias_fill(static_cast<txl_bf16 *>(x), b, rows, n);
-}
-
-extern "C" void txl_cuda_bias_fill_fp16(void *x, const float *b, int64_t rows, int n) {
-  bias_fill(static_cast<txl_fp16 *>(x), b, rows, n);
-}
+TXL_CUDA_ACT_ENTRIES(bias_fill)
 
 /* Kernel 1: part[p, j] = sum of dy[r, j] over the rows r of chunk p, in increasing r, in double.
  * grid (ceil(n / threads), P); dy [rows, n] (rows ld apart), part [P, n] */
@@ -135,17 +127,10 @@ static void bias_backward(float *db, const T *dy, int64_t rows, int n, int ld) {
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_bias_backward(float *db, const void *dy, int64_t rows, int n, int ld) {
-  bias_backward(db, static_cast<const float *>(dy), rows, n, ld);
+template <TxlDtype AT> void txl_act_bias_backward(float *db, const void *dy, int64_t rows, int n, int ld) {
+  bias_backward(db, static_cast<const typename TxlAct<AT>::T *>(dy), rows, n, ld);
 }
-
-extern "C" void txl_cuda_bias_backward_bf16(float *db, const void *dy, int64_t rows, int n, int ld) {
-  bias_backward(db, static_cast<const txl_bf16 *>(dy), rows, n, ld);
-}
-
-extern "C" void txl_cuda_bias_backward_fp16(float *db, const void *dy, int64_t rows, int n, int ld) {
-  bias_backward(db, static_cast<const txl_fp16 *>(dy), rows, n, ld);
-}
+TXL_CUDA_ACT_ENTRIES(bias_backward)
 
 /* ---- element-wise -------------------------------------------------------------------------- */
 
@@ -165,26 +150,15 @@ static void add(void *out, const void *a, const void *b, int64_t n) {
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_add(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
-  txl_cuda_require_dtype(t, TXL_F32, "add");
-  add<float>(out, a, b, n);
-}
-
-extern "C" void txl_cuda_add_bf16(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
-  txl_cuda_require_dtype(t, TXL_BF16, "add");
-  if (t == TXL_BF16)
-    add<txl_bf16>(out, a, b, n);
+/* t the act type, or fp32 (the only type of the fp32 table, where the two are one) */
+template <TxlDtype AT> void txl_act_add(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
+  txl_cuda_require_dtype(t, AT, "add");
+  if (t == AT)
+    add<typename TxlAct<AT>::T>(out, a, b, n);
   else
     add<float>(out, a, b, n);
 }
-
-extern "C" void txl_cuda_add_fp16(void *out, const void *a, const void *b, int64_t n, TxlDtype t) {
-  txl_cuda_require_dtype(t, TXL_F16, "add");
-  if (t == TXL_F16)
-    add<txl_fp16>(out, a, b, n);
-  else
-    add<float>(out, a, b, n);
-}
+TXL_CUDA_ACT_ENTRIES(add)
 
 /* dst [n] = src [n] rounded to T, bf16 or fp16 (the fp32 table's to_act is a plain copy) */
 template <typename T>
@@ -194,21 +168,19 @@ static __global__ void to_act_kernel(T *dst, const float *src, int64_t n) {
     txl_st(&dst[i], src[i]);
 }
 
-extern "C" void txl_cuda_to_act(void *dst, const float *src, int64_t n) {
-  if (n > 0) txl_cuda_copy(dst, src, (size_t)n * sizeof(float));
-}
-
-template <typename T>
-static void to_act(void *dst, const float *src, int64_t n) {
+/* The fp32 table's to_act is a plain copy (no kernel of its own). */
+template <TxlDtype AT> void txl_act_to_act(void *dst, const float *src, int64_t n) {
   if (n <= 0) return;
-  TXL_LAUNCH(to_act_kernel<T>, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(static_cast<T *>(dst),
-                                                                                          src, n);
-  CUDA_LAUNCH_CHECK();
+  if constexpr (AT == TXL_F32) {
+    txl_cuda_copy(dst, src, (size_t)n * sizeof(float));
+  } else {
+    using T = typename TxlAct<AT>::T;
+    TXL_LAUNCH(to_act_kernel<T>, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(static_cast<T *>(dst),
+                                                                                            src, n);
+    CUDA_LAUNCH_CHECK();
+  }
 }
-
-extern "C" void txl_cuda_to_act_bf16(void *dst, const float *src, int64_t n) { to_act<txl_bf16>(dst, src, n); }
-
-extern "C" void txl_cuda_to_act_fp16(void *dst, const float *src, int64_t n) { to_act<txl_fp16>(dst, src, n); }
+TXL_CUDA_ACT_ENTRIES(to_act)
 
 /* ---- sum of squares and digest ---------------------------------------------------------------
  * One chunked reduction serves both: a sum over the elements of term(i, x[i]), in T (double for

@@ -6,8 +6,7 @@
  * out, emb and dout are activations of type T (float, txl_bf16 or txl_fp16, see cuda_util.h); demb is of
  * type TD (fp32 for a parameter gradient, T for an activation: the adaptive softmax's scatter-add).
  * The token ids are trusted (the corpus reader checks them against the vocabulary). */
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 template <typename T>
 static __global__ void embedding_forward_kernel(T *out, const int32_t *tok, const T *emb,
@@ -29,22 +28,13 @@ static void embedding_forward(T *out, const int32_t *tok, const T *emb, float sc
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_embedding_forward(void *out, const int32_t *tok, const void *emb,
-                                           float scale, int64_t n, int d, int lde, int ldo) {
-  embedding_forward(static_cast<float *>(out), tok, static_cast<const float *>(emb), scale, n, d, lde, ldo);
+template <TxlDtype AT>
+void txl_act_embedding_forward(void *out, const int32_t *tok, const void *emb, float scale, int64_t n, int d,
+                               int lde, int ldo) {
+  using T = typename TxlAct<AT>::T;
+  embedding_forward(static_cast<T *>(out), tok, static_cast<const T *>(emb), scale, n, d, lde, ldo);
 }
-
-extern "C" void txl_cuda_embedding_forward_bf16(void *out, const int32_t *tok, const void *emb,
-                                                float scale, int64_t n, int d, int lde, int ldo) {
-  embedding_forward(static_cast<txl_bf16 *>(out), tok, static_cast<const txl_bf16 *>(emb), scale,
-                    n, d, lde, ldo);
-}
-
-extern "C" void txl_cuda_embedding_forward_fp16(void *out, const int32_t *tok, const void *emb,
-                                                float scale, int64_t n, int d, int lde, int ldo) {
-  embedding_forward(static_cast<txl_fp16 *>(out), tok, static_cast<const txl_fp16 *>(emb), scale,
-                    n, d, lde, ldo);
-}
+TXL_CUDA_ACT_ENTRIES(embedding_forward)
 
 /* ---- backward ------------------------------------------------------------------------------
  * demb[tok[t], :] += dout[t, :] * scale (+=), deterministic and without float atomics, in the
@@ -215,31 +205,17 @@ static void embedding_backward(TD *demb, const T *dout, const int32_t *tok, floa
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_embedding_backward(void *demb, TxlDtype demb_type, const void *dout,
-                                            const int32_t *tok, float scale, int64_t n, int d, int lde,
-                                            int ldo) {
-  txl_cuda_require_dtype(demb_type, TXL_F32, "embedding_backward");
-  embedding_backward(static_cast<float *>(demb), static_cast<const float *>(dout), tok, scale, n, d, lde, ldo);
-}
-
-extern "C" void txl_cuda_embedding_backward_bf16(void *demb, TxlDtype demb_type, const void *dout,
-                                                 const int32_t *tok, float scale, int64_t n,
-                                                 int d, int lde, int ldo) {
-  txl_cuda_require_dtype(demb_type, TXL_BF16, "embedding_backward");
-  const txl_bf16 *dy = static_cast<const txl_bf16 *>(dout);
-  if (demb_type == TXL_BF16)
-    embedding_backward(static_cast<txl_bf16 *>(demb), dy, tok, scale, n, d, lde, ldo);
+/* demb of the act type (an activation) or fp32 (a parameter gradient; the only type of the fp32
+ * table, where the two are one) */
+template <TxlDtype AT>
+void txl_act_embedding_backward(void *demb, TxlDtype demb_type, const void *dout, const int32_t *tok, float scale,
+                                int64_t n, int d, int lde, int ldo) {
+  txl_cuda_require_dtype(demb_type, AT, "embedding_backward");
+  using T = typename TxlAct<AT>::T;
+  const T *dy = static_cast<const T *>(dout);
+  if (demb_type == AT)
+    embedding_backward(static_cast<T *>(demb), dy, tok, scale, n, d, lde, ldo);
   else
     embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d, lde, ldo);
 }
-
-extern "C" void txl_cuda_embedding_backward_fp16(void *demb, TxlDtype demb_type, const void *dout,
-                                                 const int32_t *tok, float scale, int64_t n,
-                                                 int d, int lde, int ldo) {
-  txl_cuda_require_dtype(demb_type, TXL_F16, "embedding_backward");
-  const txl_fp16 *dy = static_cast<const txl_fp16 *>(dout);
-  if (demb_type == TXL_F16)
-    embedding_backward(static_cast<txl_fp16 *>(demb), dy, tok, scale, n, d, lde, ldo);
-  else
-    embedding_backward(static_cast<float *>(demb), dy, tok, scale, n, d, lde, ldo);
-}
+TXL_CUDA_ACT_ENTRIES(embedding_backward)

@@ -12,7 +12,7 @@
  *
  * One thread per group of 4 features of one (row, column) (one Philox call gives the 4 words of
  * the group), grid-stride: thread t -> (row, column c, group q), features 4q .. 4q+3 (< feats). */
-#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/act.h"
 #include "kernels/cuda/dropout_group.h"
 
 /* The Philox words are computed only when DROP (p > 0). */
@@ -96,41 +96,18 @@ static void relu_dropout_backward(T *dx, const T *a, int rows, int cols, int fea
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows,
-                                                   int cols, int feats, int ld, int col0,
-                                                   TxlDropout drop) {
-  bias_relu_dropout_forward(static_cast<float *>(a), static_cast<float *>(ad), b, rows, cols,
-                            feats, ld, col0, drop);
+template <TxlDtype AT>
+void txl_act_bias_relu_dropout_forward(void *a, void *ad, const float *b, int rows, int cols, int feats, int ld,
+                                       int col0, TxlDropout drop) {
+  using T = typename TxlAct<AT>::T;
+  bias_relu_dropout_forward(static_cast<T *>(a), static_cast<T *>(ad), b, rows, cols, feats, ld, col0, drop);
 }
+TXL_CUDA_ACT_ENTRIES(bias_relu_dropout_forward)
 
-extern "C" void txl_cuda_bias_relu_dropout_forward_bf16(void *a, void *ad, const float *b,
-                                                        int rows, int cols, int feats, int ld, int col0,
-                                                        TxlDropout drop) {
-  bias_relu_dropout_forward(static_cast<txl_bf16 *>(a), static_cast<txl_bf16 *>(ad), b, rows,
-                            cols, feats, ld, col0, drop);
+template <TxlDtype AT>
+void txl_act_relu_dropout_backward(void *dx, const void *a, int rows, int cols, int feats, int ld, int col0,
+                                   TxlDropout drop) {
+  using T = typename TxlAct<AT>::T;
+  relu_dropout_backward(static_cast<T *>(dx), static_cast<const T *>(a), rows, cols, feats, ld, col0, drop);
 }
-
-extern "C" void txl_cuda_bias_relu_dropout_forward_fp16(void *a, void *ad, const float *b,
-                                                        int rows, int cols, int feats, int ld, int col0,
-                                                        TxlDropout drop) {
-  bias_relu_dropout_forward(static_cast<txl_fp16 *>(a), static_cast<txl_fp16 *>(ad), b, rows,
-                            cols, feats, ld, col0, drop);
-}
-
-extern "C" void txl_cuda_relu_dropout_backward(void *dx, const void *a, int rows, int cols,
-                                               int feats, int ld, int col0, TxlDropout drop) {
-  relu_dropout_backward(static_cast<float *>(dx), static_cast<const float *>(a), rows, cols,
-                        feats, ld, col0, drop);
-}
-
-extern "C" void txl_cuda_relu_dropout_backward_bf16(void *dx, const void *a, int rows, int cols,
-                                                    int feats, int ld, int col0, TxlDropout drop) {
-  relu_dropout_backward(static_cast<txl_bf16 *>(dx), static_cast<const txl_bf16 *>(a), rows,
-                        cols, feats, ld, col0, drop);
-}
-
-extern "C" void txl_cuda_relu_dropout_backward_fp16(void *dx, const void *a, int rows, int cols,
-                                                    int feats, int ld, int col0, TxlDropout drop) {
-  relu_dropout_backward(static_cast<txl_fp16 *>(dx), static_cast<const txl_fp16 *>(a), rows,
-                        cols, feats, ld, col0, drop);
-}
+TXL_CUDA_ACT_ENTRIES(relu_dropout_backward)

@@ -24,8 +24,7 @@
  * alpha and beta are floats in all three (the scale type of CUBLAS_COMPUTE_32F).
  * Determinism: cuBLAS gives bit-identical results run to run for one stream on one
  * architecture. */
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 /* One handle for the process, made lazily on the current device (see cuda_ops.h: one host
  * thread drives one device). */
@@ -41,6 +40,10 @@ extern "C" void txl_cuda_set_gemm_math(TxlGemmMath math) {
 }
 
 int txl_cuda_gemm_tf32(void) { return g_compute == CUBLAS_COMPUTE_32F_FAST_TF32; }
+
+/* The compute type of a GEMM whose operands are of type ab: the fp32 table's arithmetic
+ * (txl_cuda_set_gemm_math) for fp32 operands, fp32 sums of the exact products for bf16 / fp16 ones. */
+static cublasComputeType_t compute_type(TxlDtype ab) { return ab == TXL_F32 ? g_compute : CUBLAS_COMPUTE_32F; }
 
 static cublasHandle_t handle(void) {
   if (!g_handle) {
@@ -80,10 +83,9 @@ static void scale_matrix(TC *C, int M, int N, int ldc, float beta) {
   CUDA_LAUNCH_CHECK();
 }
 
-/* The tables' GEMM: A and B of type ab (CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F), C of type c_type. */
+/* The tables' GEMM: A and B of the table's act type ab, C of type c_type. */
 static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
-                 const void *B, int ldb, cudaDataType ab, float beta, void *C, int ldc,
-                 TxlDtype c_type, cublasComputeType_t compute) {
+                 const void *B, int ldb, TxlDtype ab, float beta, void *C, int ldc, TxlDtype c_type) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) { /* no product: C = beta C */
     if (c_type == TXL_BF16)
@@ -96,33 +98,18 @@ static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, con
   }
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cudaDataType ct = txl_cuda_data_type(c_type);
-  CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, ab, ldb, A, ab, lda, &beta, C, ct, ldc,
-                            compute, CUBLAS_GEMM_DEFAULT));
+  const cudaDataType at = txl_cuda_data_type(ab), ct = txl_cuda_data_type(c_type);
+  CUBLAS_CHECK(cublasGemmEx(handle(), op_b, op_a, N, M, K, &alpha, B, at, ldb, A, at, lda, &beta, C, ct, ldc,
+                            compute_type(ab), CUBLAS_GEMM_DEFAULT));
 }
 
-extern "C" void txl_cuda_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                              const void *A, int lda, const void *B, int ldb, float beta, void *C,
-                              int ldc, TxlDtype c_type) {
-  txl_cuda_require_dtype(c_type, TXL_F32, "gemm");
-  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_32F, beta, C, ldc, c_type, g_compute);
+template <TxlDtype AT>
+void txl_act_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
+                  const void *B, int ldb, float beta, void *C, int ldc, TxlDtype c_type) {
+  txl_cuda_require_dtype(c_type, AT, "gemm");
+  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, AT, beta, C, ldc, c_type);
 }
-
-extern "C" void txl_cuda_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                                   const void *A, int lda, const void *B, int ldb, float beta,
-                                   void *C, int ldc, TxlDtype c_type) {
-  txl_cuda_require_dtype(c_type, TXL_BF16, "gemm");
-  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_16BF, beta, C, ldc, c_type,
-       CUBLAS_COMPUTE_32F);
-}
-
-extern "C" void txl_cuda_gemm_fp16(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                                   const void *A, int lda, const void *B, int ldb, float beta,
-                                   void *C, int ldc, TxlDtype c_type) {
-  txl_cuda_require_dtype(c_type, TXL_F16, "gemm");
-  gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, CUDA_R_16F, beta, C, ldc, c_type,
-       CUBLAS_COMPUTE_32F);
-}
+TXL_CUDA_ACT_ENTRIES(gemm)
 
 /* Row-major strided-batched GEMM (kernels/cuda/cuda_util.h), the same operand swap as gemm():
  * batch b takes A + b sA, B + b sB, C + b sC. cuBLAS launches at most 65,535 batches per call on
@@ -134,7 +121,7 @@ void txl_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int K, float 
   if (M <= 0 || N <= 0 || batch <= 0) return;
   if (K <= 0) txl_fatal("internal: batched GEMM with K = %d", K);
   const cudaDataType at = txl_cuda_data_type(ab), ct = txl_cuda_data_type(c_type);
-  const cublasComputeType_t compute = ab == TXL_F32 ? g_compute : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = compute_type(ab);
   const size_t ea = txl_dtype_size(ab), ec = txl_dtype_size(c_type);
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;

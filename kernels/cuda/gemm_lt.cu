@@ -35,8 +35,7 @@
 #include <string.h>
 
 #include "kernels/common/workspace.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 #define TXL_LT_CACHE 1024                   /* shapes whose heuristic answer is kept (a power of 2) */
 
@@ -221,73 +220,49 @@ static __global__ void add_vector_kernel(float *db, const float *v, int n) {
 
 /* ---- the ops -------------------------------------------------------------------------------- */
 
-template <typename T>
-static void gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
-                      const void *bias, int relu, void *C, int ldc, TxlDtype act) {
+template <TxlDtype AT>
+void txl_act_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                       const void *bias, int relu, void *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K > 0) {
-    const LtGemm g = {trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, 0.0f, act, act,
+    const LtGemm g = {trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc, 0.0f, AT, AT,
                       relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS, bias};
     if (lt_matmul(&g)) return;
   }
+  using T = typename TxlAct<AT>::T;
   T *c = static_cast<T *>(C);
   const T *b = static_cast<const T *>(bias);
-  const TxlOps *o = txl_ops_cuda(act); /* the unfused passes: this table's own gemm */
+  const TxlOps *o = txl_ops_cuda(AT); /* the unfused passes: this table's own gemm */
   if (relu) {
-    o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, act);
+    o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, AT);
     bias_pass(c, b, M, N, ldc, 1);
   } else {
     bias_pass(c, b, M, N, ldc, 0);
-    o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, act);
+    o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, AT);
   }
 }
 
-extern "C" void txl_cuda_gemm_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
-                                   const void *B, int ldb, const void *bias, int relu, void *C, int ldc) {
-  gemm_bias<float>(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, relu, C, ldc, TXL_F32);
-}
+TXL_CUDA_ACT_ENTRIES(gemm_bias)
 
-extern "C" void txl_cuda_gemm_bias_bf16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
-                                        const void *B, int ldb, const void *bias, int relu, void *C, int ldc) {
-  gemm_bias<txl_bf16>(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, relu, C, ldc, TXL_BF16);
-}
-
-extern "C" void txl_cuda_gemm_bias_fp16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
-                                        const void *B, int ldb, const void *bias, int relu, void *C, int ldc) {
-  gemm_bias<txl_fp16>(trans_a, trans_b, M, N, K, A, lda, B, ldb, bias, relu, C, ldc, TXL_F16);
-}
-
-static void gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
-                            int ldb, float *dw, int lddw, float *db, int dy_is_a, TxlDtype act) {
+template <TxlDtype AT>
+void txl_act_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda, const void *B,
+                             int ldb, float *dw, int lddw, float *db, int dy_is_a) {
   if (dy_is_a ? !trans_a || lda < M : trans_b || ldb < N)
     txl_fatal("internal: gemm_wgrad_bias: dy as %s needs %s", dy_is_a ? "A" : "B",
               dy_is_a ? "trans_a and lda >= M" : "no trans_b and ldb >= N");
   if (M <= 0 || N <= 0 || K <= 0) return; /* dw += 0, db += 0 */
   const int n = dy_is_a ? M : N;
   float *v = static_cast<float *>(txl_cuda_scratch(&g_bgrad, (size_t)n * sizeof(float)));
-  const LtGemm g = {trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, 1.0f, act, TXL_F32,
+  const LtGemm g = {trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, 1.0f, AT, TXL_F32,
                     dy_is_a ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA, v};
   if (lt_matmul(&g)) {
     TXL_LAUNCH(add_vector_kernel, txl_cuda_blocks(n, TXL_CUDA_THREADS), TXL_CUDA_THREADS, 0)(db, v, n);
     CUDA_LAUNCH_CHECK();
     return;
   }
-  const TxlOps *o = txl_ops_cuda(act); /* the unfused passes: this table's own ops */
+  const TxlOps *o = txl_ops_cuda(AT); /* the unfused passes: this table's own ops */
   o->bias_backward(db, dy_is_a ? A : B, K, n, dy_is_a ? lda : ldb);
   o->gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, dw, lddw, TXL_F32);
 }
 
-extern "C" void txl_cuda_gemm_wgrad_bias(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
-                                         const void *B, int ldb, float *dw, int lddw, float *db, int dy_is_a) {
-  gemm_wgrad_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, db, dy_is_a, TXL_F32);
-}
-
-extern "C" void txl_cuda_gemm_wgrad_bias_bf16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
-                                              const void *B, int ldb, float *dw, int lddw, float *db, int dy_is_a) {
-  gemm_wgrad_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, db, dy_is_a, TXL_BF16);
-}
-
-extern "C" void txl_cuda_gemm_wgrad_bias_fp16(int trans_a, int trans_b, int M, int N, int K, const void *A, int lda,
-                                              const void *B, int ldb, float *dw, int lddw, float *db, int dy_is_a) {
-  gemm_wgrad_bias(trans_a, trans_b, M, N, K, A, lda, B, ldb, dw, lddw, db, dy_is_a, TXL_F16);
-}
+TXL_CUDA_ACT_ENTRIES(gemm_wgrad_bias)

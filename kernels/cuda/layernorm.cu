@@ -27,8 +27,7 @@
  * file, made by txl_cuda_layernorm_reserve for the widest d (2 * TXL_LN_MAX_CHUNKS * d floats:
  * 4 MiB for d = 1024), so the ops do not allocate. */
 #include "kernels/common/dropout.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 #define TXL_LN_WARPS (TXL_CUDA_THREADS / 32) /* rows per block in the row-wise kernels */
 #define TXL_LN_MIN_CHUNK_ROWS 16             /* rows summed by one thread of kernel 1, at least */
@@ -144,54 +143,23 @@ static void layernorm_forward_dispatch(T *res, T *out, float *mean, float *rstd,
     layernorm_forward_launch<T, 0, ADD>(res, out, mean, rstd, x, y, w, b, n, d, ld, eps);
 }
 
-extern "C" void txl_cuda_layernorm_forward(void *out, float *mean, float *rstd, const void *inp,
-                                           const float *w, const float *b, int64_t n, int d, int ld,
-                                           float eps) {
-  layernorm_forward_dispatch<float, false>(NULL, static_cast<float *>(out), mean, rstd,
-                                           static_cast<const float *>(inp), NULL, w, b, n, d, ld, eps);
+template <TxlDtype AT>
+void txl_act_layernorm_forward(void *out, float *mean, float *rstd, const void *inp, const float *w, const float *b,
+                               int64_t n, int d, int ld, float eps) {
+  using T = typename TxlAct<AT>::T;
+  layernorm_forward_dispatch<T, false>(NULL, static_cast<T *>(out), mean, rstd, static_cast<const T *>(inp), NULL, w,
+                                       b, n, d, ld, eps);
 }
+TXL_CUDA_ACT_ENTRIES(layernorm_forward)
 
-extern "C" void txl_cuda_layernorm_forward_bf16(void *out, float *mean, float *rstd,
-                                                const void *inp, const float *w, const float *b,
-                                                int64_t n, int d, int ld, float eps) {
-  layernorm_forward_dispatch<txl_bf16, false>(NULL, static_cast<txl_bf16 *>(out), mean, rstd,
-                                              static_cast<const txl_bf16 *>(inp), NULL, w, b, n, d, ld,
-                                              eps);
+template <TxlDtype AT>
+void txl_act_add_layernorm_forward(void *res, void *out, float *mean, float *rstd, const void *x, const void *y,
+                                   const float *w, const float *b, int64_t n, int d, int ld, float eps) {
+  using T = typename TxlAct<AT>::T;
+  layernorm_forward_dispatch<T, true>(static_cast<T *>(res), static_cast<T *>(out), mean, rstd,
+                                      static_cast<const T *>(x), static_cast<const T *>(y), w, b, n, d, ld, eps);
 }
-
-extern "C" void txl_cuda_layernorm_forward_fp16(void *out, float *mean, float *rstd,
-                                                const void *inp, const float *w, const float *b,
-                                                int64_t n, int d, int ld, float eps) {
-  layernorm_forward_dispatch<txl_fp16, false>(NULL, static_cast<txl_fp16 *>(out), mean, rstd,
-                                              static_cast<const txl_fp16 *>(inp), NULL, w, b, n, d, ld,
-                                              eps);
-}
-
-extern "C" void txl_cuda_add_layernorm_forward(void *res, void *out, float *mean, float *rstd,
-                                               const void *x, const void *y, const float *w,
-                                               const float *b, int64_t n, int d, int ld, float eps) {
-  layernorm_forward_dispatch<float, true>(static_cast<float *>(res), static_cast<float *>(out),
-                                          mean, rstd, static_cast<const float *>(x),
-                                          static_cast<const float *>(y), w, b, n, d, ld, eps);
-}
-
-extern "C" void txl_cuda_add_layernorm_forward_bf16(void *res, void *out, float *mean,
-                                                    float *rstd, const void *x, const void *y,
-                                                    const float *w, const float *b, int64_t n,
-                                                    int d, int ld, float eps) {
-  layernorm_forward_dispatch<txl_bf16, true>(
-      static_cast<txl_bf16 *>(res), static_cast<txl_bf16 *>(out), mean, rstd,
-      static_cast<const txl_bf16 *>(x), static_cast<const txl_bf16 *>(y), w, b, n, d, ld, eps);
-}
-
-extern "C" void txl_cuda_add_layernorm_forward_fp16(void *res, void *out, float *mean,
-                                                    float *rstd, const void *x, const void *y,
-                                                    const float *w, const float *b, int64_t n,
-                                                    int d, int ld, float eps) {
-  layernorm_forward_dispatch<txl_fp16, true>(
-      static_cast<txl_fp16 *>(res), static_cast<txl_fp16 *>(out), mean, rstd,
-      static_cast<const txl_fp16 *>(x), static_cast<const txl_fp16 *>(y), w, b, n, d, ld, eps);
-}
+TXL_CUDA_ACT_ENTRIES(add_layernorm_forward)
 
 /* ---- backward -------------------------------------------------------------------------- */
 
@@ -358,28 +326,14 @@ static void layernorm_backward(T *dinp, float *dw, float *db, const T *dout, con
   layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d, ld);
 }
 
-extern "C" void txl_cuda_layernorm_backward(void *dinp, float *dw, float *db, const void *dout,
-                                            const void *inp, const float *w, const float *mean,
-                                            const float *rstd, int64_t n, int d, int ld) {
-  layernorm_backward(static_cast<float *>(dinp), dw, db, static_cast<const float *>(dout),
-                     static_cast<const float *>(inp), w, mean, rstd, n, d, ld);
+template <TxlDtype AT>
+void txl_act_layernorm_backward(void *dinp, float *dw, float *db, const void *dout, const void *inp, const float *w,
+                                const float *mean, const float *rstd, int64_t n, int d, int ld) {
+  using T = typename TxlAct<AT>::T;
+  layernorm_backward(static_cast<T *>(dinp), dw, db, static_cast<const T *>(dout), static_cast<const T *>(inp), w,
+                     mean, rstd, n, d, ld);
 }
-
-extern "C" void txl_cuda_layernorm_backward_bf16(void *dinp, float *dw, float *db,
-                                                 const void *dout, const void *inp, const float *w,
-                                                 const float *mean, const float *rstd, int64_t n,
-                                                 int d, int ld) {
-  layernorm_backward(static_cast<txl_bf16 *>(dinp), dw, db, static_cast<const txl_bf16 *>(dout),
-                     static_cast<const txl_bf16 *>(inp), w, mean, rstd, n, d, ld);
-}
-
-extern "C" void txl_cuda_layernorm_backward_fp16(void *dinp, float *dw, float *db,
-                                                 const void *dout, const void *inp, const float *w,
-                                                 const float *mean, const float *rstd, int64_t n,
-                                                 int d, int ld) {
-  layernorm_backward(static_cast<txl_fp16 *>(dinp), dw, db, static_cast<const txl_fp16 *>(dout),
-                     static_cast<const txl_fp16 *>(inp), w, mean, rstd, n, d, ld);
-}
+TXL_CUDA_ACT_ENTRIES(layernorm_backward)
 
 template <typename T>
 static void layernorm_backward_dropout(T *dinp, T *dbranch, float *dw, float *db, const T *dout,
@@ -405,36 +359,12 @@ static void layernorm_backward_dropout(T *dinp, T *dbranch, float *dw, float *db
   layernorm_param_grads(dw, db, dout, inp, mean, rstd, n, d, ld);
 }
 
-extern "C" void txl_cuda_layernorm_backward_dropout(void *dinp, void *dbranch, float *dw,
-                                                    float *db, const void *dout, const void *inp,
-                                                    const float *w, const float *mean,
-                                                    const float *rstd, int rows, int cols, int d, int ld,
-                                                    int col0, TxlDropout drop) {
-  layernorm_backward_dropout(static_cast<float *>(dinp), static_cast<float *>(dbranch), dw, db,
-                             static_cast<const float *>(dout), static_cast<const float *>(inp), w,
-                             mean, rstd, rows, cols, d, ld, col0, drop);
+template <TxlDtype AT>
+void txl_act_layernorm_backward_dropout(void *dinp, void *dbranch, float *dw, float *db, const void *dout,
+                                        const void *inp, const float *w, const float *mean, const float *rstd,
+                                        int rows, int cols, int d, int ld, int col0, TxlDropout drop) {
+  using T = typename TxlAct<AT>::T;
+  layernorm_backward_dropout(static_cast<T *>(dinp), static_cast<T *>(dbranch), dw, db, static_cast<const T *>(dout),
+                             static_cast<const T *>(inp), w, mean, rstd, rows, cols, d, ld, col0, drop);
 }
-
-extern "C" void txl_cuda_layernorm_backward_dropout_bf16(void *dinp, void *dbranch, float *dw,
-                                                         float *db, const void *dout,
-                                                         const void *inp, const float *w,
-                                                         const float *mean, const float *rstd,
-                                                         int rows, int cols, int d, int ld, int col0,
-                                                         TxlDropout drop) {
-  layernorm_backward_dropout(static_cast<txl_bf16 *>(dinp), static_cast<txl_bf16 *>(dbranch), dw,
-                             db, static_cast<const txl_bf16 *>(dout),
-                             static_cast<const txl_bf16 *>(inp), w, mean, rstd, rows, cols, d, ld,
-                             col0, drop);
-}
-
-extern "C" void txl_cuda_layernorm_backward_dropout_fp16(void *dinp, void *dbranch, float *dw,
-                                                         float *db, const void *dout,
-                                                         const void *inp, const float *w,
-                                                         const float *mean, const float *rstd,
-                                                         int rows, int cols, int d, int ld, int col0,
-                                                         TxlDropout drop) {
-  layernorm_backward_dropout(static_cast<txl_fp16 *>(dinp), static_cast<txl_fp16 *>(dbranch), dw,
-                             db, static_cast<const txl_fp16 *>(dout),
-                             static_cast<const txl_fp16 *>(inp), w, mean, rstd, rows, cols, d, ld,
-                             col0, drop);
-}
+TXL_CUDA_ACT_ENTRIES(layernorm_backward_dropout)

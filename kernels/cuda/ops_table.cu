@@ -1,8 +1,9 @@
 /* The CUDA backend's tables of ops (see kernels/ops.h), one per activation type: "cuda" (TXL_F32),
- * "cuda-bf16" (TXL_BF16) and "cuda-fp16" (TXL_F16). Every member is the txl_cuda_ function of the
- * same name (kernels/cuda/cuda_ops.h), its _bf16 / _fp16 variant in the bf16 / fp16 table where
- * the op has them (kind ACT in kernels/ops.def). Filled member by member (C++17 has no designated initialisers), once, on
- * the first call (function-local statics: thread-safe). */
+ * "cuda-bf16" (TXL_BF16) and "cuda-fp16" (TXL_F16). Every member is the txl_cuda_ entry point of
+ * the same name (kernels/cuda/cuda_ops.h), its _bf16 / _fp16 variant in the bf16 / fp16 table where
+ * the op has them (kind ACT in kernels/ops.def: one template's instantiations, kernels/cuda/act.h).
+ * Filled member by member (C++17 has no designated initialisers), once, on the first call
+ * (function-local statics: thread-safe, and after the entry points' constant initialisation). */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 

@@ -9,8 +9,7 @@
  * results may differ from the CPU's only where the device's double pow / sin / cos (a few ulp of
  * double) and glibc's round differently, which moves the float result by at most one float ulp
  * and almost never at all. */
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 template <typename T>
 static __global__ void posemb_kernel(T *R, int K, int d, int ld, int clamp_len) {
@@ -39,14 +38,7 @@ static void posemb_forward(T *R, int K, int d, int ld, int clamp_len) {
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_posemb_forward(void *R, int K, int d, int ld, int clamp_len) {
-  posemb_forward(static_cast<float *>(R), K, d, ld, clamp_len);
+template <TxlDtype AT> void txl_act_posemb_forward(void *R, int K, int d, int ld, int clamp_len) {
+  posemb_forward(static_cast<typename TxlAct<AT>::T *>(R), K, d, ld, clamp_len);
 }
-
-extern "C" void txl_cuda_posemb_forward_bf16(void *R, int K, int d, int ld, int clamp_len) {
-  posemb_forward(static_cast<txl_bf16 *>(R), K, d, ld, clamp_len);
-}
-
-extern "C" void txl_cuda_posemb_forward_fp16(void *R, int K, int d, int ld, int clamp_len) {
-  posemb_forward(static_cast<txl_fp16 *>(R), K, d, ld, clamp_len);
-}
+TXL_CUDA_ACT_ENTRIES(posemb_forward)

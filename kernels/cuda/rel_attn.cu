@@ -64,8 +64,7 @@
 #include "kernels/common/bf16.h"
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cost.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 namespace {
 
@@ -644,17 +643,10 @@ extern "C" size_t txl_cuda_rel_attn_saved_floats(int L, int K, int B, int H) {
 }
 
 /* Every buffer of the plan grows with each argument, so the size covers all smaller shapes. */
-extern "C" size_t txl_cuda_rel_attn_workspace(int L, int K, int B, int H, int dh, int backward) {
-  return workspace(L, K, B, H, dh, backward, sizeof(float));
+template <TxlDtype AT> size_t txl_act_rel_attn_workspace(int L, int K, int B, int H, int dh, int backward) {
+  return workspace(L, K, B, H, dh, backward, sizeof(typename TxlAct<AT>::T));
 }
-
-extern "C" size_t txl_cuda_rel_attn_workspace_bf16(int L, int K, int B, int H, int dh, int backward) {
-  return workspace(L, K, B, H, dh, backward, sizeof(txl_bf16));
-}
-
-extern "C" size_t txl_cuda_rel_attn_workspace_fp16(int L, int K, int B, int H, int dh, int backward) {
-  return workspace(L, K, B, H, dh, backward, sizeof(txl_fp16));
-}
+TXL_CUDA_ACT_ENTRIES(rel_attn_workspace)
 
 extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, int backward, int bd, int rb,
                                        TxlCudaCost *c) {
@@ -673,54 +665,22 @@ extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, i
     count_plan<float>(x, g, p, backward, act);
 }
 
-extern "C" void txl_cuda_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r,
-                                          const float *u, const float *vb, const float *rb, TxlAttnShape s,
-                                          TxlDropout drop, void *work) {
-  rel_attn_forward((float *)vec, saved, (const float *)q, (const float *)kv, (const float *)r, u, vb, rb, s, drop,
-                   work, TXL_F32);
+template <TxlDtype AT>
+void txl_act_rel_attn_forward(void *vec, float *saved, const void *q, const void *kv, const void *r, const float *u,
+                              const float *vb, const float *rb, TxlAttnShape s, TxlDropout drop, void *work) {
+  using T = typename TxlAct<AT>::T;
+  rel_attn_forward((T *)vec, saved, (const T *)q, (const T *)kv, (const T *)r, u, vb, rb, s, drop, work, AT);
 }
+TXL_CUDA_ACT_ENTRIES(rel_attn_forward)
 
-extern "C" void txl_cuda_rel_attn_forward_bf16(void *vec, float *saved, const void *q, const void *kv,
-                                               const void *r, const float *u, const float *vb, const float *rb,
-                                               TxlAttnShape s, TxlDropout drop, void *work) {
-  rel_attn_forward((txl_bf16 *)vec, saved, (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb,
-                   rb, s, drop, work, TXL_BF16);
-}
-
-extern "C" void txl_cuda_rel_attn_forward_fp16(void *vec, float *saved, const void *q, const void *kv,
-                                               const void *r, const float *u, const float *vb, const float *rb,
-                                               TxlAttnShape s, TxlDropout drop, void *work) {
-  rel_attn_forward((txl_fp16 *)vec, saved, (const txl_fp16 *)q, (const txl_fp16 *)kv, (const txl_fp16 *)r, u, vb,
-                   rb, s, drop, work, TXL_F16);
-}
-
-extern "C" void txl_cuda_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb,
-                                           const void *dvec, const void *vec, const void *q, const void *kv,
-                                           const void *r, const float *u, const float *vb, const float *rb,
-                                           const float *saved, TxlAttnShape s, TxlDropout drop, void *work) {
+template <TxlDtype AT>
+void txl_act_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb, const void *dvec,
+                               const void *vec, const void *q, const void *kv, const void *r, const float *u,
+                               const float *vb, const float *rb, const float *saved, TxlAttnShape s, TxlDropout drop,
+                               void *work) {
   (void)vec; /* D_i comes from the fp32 dP~ and P~, not from the stored vec */
-  rel_attn_backward((float *)dq, (float *)dkv, (float *)dr, du, dvb, drb, (const float *)dvec, (const float *)q,
-                    (const float *)kv, (const float *)r, u, vb, rb, saved, s, drop, work, TXL_F32);
+  using T = typename TxlAct<AT>::T;
+  rel_attn_backward((T *)dq, (T *)dkv, (T *)dr, du, dvb, drb, (const T *)dvec, (const T *)q, (const T *)kv,
+                    (const T *)r, u, vb, rb, saved, s, drop, work, AT);
 }
-
-extern "C" void txl_cuda_rel_attn_backward_bf16(void *dq, void *dkv, void *dr, float *du, float *dvb,
-                                                float *drb, const void *dvec, const void *vec, const void *q,
-                                                const void *kv, const void *r, const float *u, const float *vb,
-                                                const float *rb, const float *saved, TxlAttnShape s,
-                                                TxlDropout drop, void *work) {
-  (void)vec;
-  rel_attn_backward((txl_bf16 *)dq, (txl_bf16 *)dkv, (txl_bf16 *)dr, du, dvb, drb, (const txl_bf16 *)dvec,
-                    (const txl_bf16 *)q, (const txl_bf16 *)kv, (const txl_bf16 *)r, u, vb, rb, saved, s, drop, work,
-                    TXL_BF16);
-}
-
-extern "C" void txl_cuda_rel_attn_backward_fp16(void *dq, void *dkv, void *dr, float *du, float *dvb,
-                                                float *drb, const void *dvec, const void *vec, const void *q,
-                                                const void *kv, const void *r, const float *u, const float *vb,
-                                                const float *rb, const float *saved, TxlAttnShape s,
-                                                TxlDropout drop, void *work) {
-  (void)vec;
-  rel_attn_backward((txl_fp16 *)dq, (txl_fp16 *)dkv, (txl_fp16 *)dr, du, dvb, drb, (const txl_fp16 *)dvec,
-                    (const txl_fp16 *)q, (const txl_fp16 *)kv, (const txl_fp16 *)r, u, vb, rb, saved, s, drop, work,
-                    TXL_F16);
-}
+TXL_CUDA_ACT_ENTRIES(rel_attn_backward)

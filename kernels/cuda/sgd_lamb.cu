@@ -5,8 +5,7 @@
  * element math is compiled once and gives the same bits (as adam.cu says: a contraction into a
  * fused multiply-add may depend on the code around it). */
 #include "kernels/common/sgd_lamb.h"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 /* The element's update, p's copy (txl_st_copy), and g[i] = 0 when zero (unfused: g only read). */
 /* s NULL: lr, momentum, grad_scale, first as given (unfused); else the update's constants and the
@@ -43,26 +42,13 @@ extern "C" void txl_cuda_sgd_update(float *p, const float *g, float *buf, int64_
   sgd(p, nullptr, TXL_F32, const_cast<float *>(g), 0, buf, n, lr, momentum, grad_scale, first, nullptr, nullptr);
 }
 
-static void sgd_fused(TxlDtype act, float *p, void *p_act, float *g, float *buf, int64_t n, const TxlOptimStep *s,
-                      const float *grad_scale) {
-  txl_cuda_check_act_copy(p_act, p, act, "sgd_fused");
-  sgd(p, p_act, act, g, 1, buf, n, 0.0f, 0.0f, 0.0f, 0, s, grad_scale);
+template <TxlDtype AT>
+void txl_act_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, const TxlOptimStep *s,
+                       const float *grad_scale) {
+  txl_cuda_check_act_copy(p_act, p, AT, "sgd_fused");
+  sgd(p, p_act, AT, g, 1, buf, n, 0.0f, 0.0f, 0.0f, 0, s, grad_scale);
 }
-
-extern "C" void txl_cuda_sgd_fused(float *p, void *p_act, float *g, float *buf, int64_t n, const TxlOptimStep *s,
-                                   const float *grad_scale) {
-  sgd_fused(TXL_F32, p, p_act, g, buf, n, s, grad_scale);
-}
-
-extern "C" void txl_cuda_sgd_fused_bf16(float *p, void *p_act, float *g, float *buf, int64_t n,
-                                        const TxlOptimStep *s, const float *grad_scale) {
-  sgd_fused(TXL_BF16, p, p_act, g, buf, n, s, grad_scale);
-}
-
-extern "C" void txl_cuda_sgd_fused_fp16(float *p, void *p_act, float *g, float *buf, int64_t n,
-                                        const TxlOptimStep *s, const float *grad_scale) {
-  sgd_fused(TXL_F16, p, p_act, g, buf, n, s, grad_scale);
-}
+TXL_CUDA_ACT_ENTRIES(sgd_fused)
 
 static __global__ void lamb_kernel(float *g, const float *p, float *m, float *v, int64_t n, TxlLambCoef c) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -98,19 +84,8 @@ extern "C" void txl_cuda_axpy(float *y, const float *x, float a, int64_t n) {
   axpy(y, nullptr, TXL_F32, const_cast<float *>(x), 0, a, n);
 }
 
-static void axpy_fused(TxlDtype act, float *y, void *y_act, float *x, float a, int64_t n) {
-  txl_cuda_check_act_copy(y_act, y, act, "axpy_fused");
-  axpy(y, y_act, act, x, 1, a, n);
+template <TxlDtype AT> void txl_act_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n) {
+  txl_cuda_check_act_copy(y_act, y, AT, "axpy_fused");
+  axpy(y, y_act, AT, x, 1, a, n);
 }
-
-extern "C" void txl_cuda_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n) {
-  axpy_fused(TXL_F32, y, y_act, x, a, n);
-}
-
-extern "C" void txl_cuda_axpy_fused_bf16(float *y, void *y_act, float *x, float a, int64_t n) {
-  axpy_fused(TXL_BF16, y, y_act, x, a, n);
-}
-
-extern "C" void txl_cuda_axpy_fused_fp16(float *y, void *y_act, float *x, float a, int64_t n) {
-  axpy_fused(TXL_F16, y, y_act, x, a, n);
-}
+TXL_CUDA_ACT_ENTRIES(axpy_fused)

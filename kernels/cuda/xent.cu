@@ -14,8 +14,7 @@
  * that would cost a device-to-host copy per call). The corpus reader checks token ids. */
 #include <math.h>
 
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/act.h"
 
 /* (m, s) of two parts -> (m, s) of their union. An empty part is (-inf, 0). */
 static __device__ __forceinline__ void combine(float &m, float &s, float m2, float s2) {
@@ -100,19 +99,9 @@ extern "C" void txl_cuda_loss_sum(double *sum, const float *loss, int64_t n, int
   CUDA_LAUNCH_CHECK();
 }
 
-extern "C" void txl_cuda_xent_forward_backward(void *logits, float *loss, const int32_t *target,
-                                               float grad_scale, int64_t n, int V, int ld) {
-  xent_forward_backward(static_cast<float *>(logits), loss, target, grad_scale, n, V, ld);
+template <TxlDtype AT>
+void txl_act_xent_forward_backward(void *logits, float *loss, const int32_t *target, float grad_scale, int64_t n,
+                                   int V, int ld) {
+  xent_forward_backward(static_cast<typename TxlAct<AT>::T *>(logits), loss, target, grad_scale, n, V, ld);
 }
-
-extern "C" void txl_cuda_xent_forward_backward_bf16(void *logits, float *loss,
-                                                    const int32_t *target, float grad_scale,
-                                                    int64_t n, int V, int ld) {
-  xent_forward_backward(static_cast<txl_bf16 *>(logits), loss, target, grad_scale, n, V, ld);
-}
-
-extern "C" void txl_cuda_xent_forward_backward_fp16(void *logits, float *loss,
-                                                    const int32_t *target, float grad_scale,
-                                                    int64_t n, int V, int ld) {
-  xent_forward_backward(static_cast<txl_fp16 *>(logits), loss, target, grad_scale, n, V, ld);
-}
+TXL_CUDA_ACT_ENTRIES(xent_forward_backward)

@@ -29,6 +29,43 @@ static int rank_threads(const TxlConfig *c, const TxlDist *d) {
   return n < 1 ? 1 : (int)n;
 }
 
+/* What a device does beyond its op table: the counts of txl_backend_api_counts and the others,
+ * CUDA graphs (NULL: the device captures none), the release at close. One table per device,
+ * chosen once by txl_backend_open, so that the functions below are one call each. */
+typedef struct TxlDeviceFns {
+  int (*api_counts)(long *launches, long *syncs);
+  long (*graph_launches)(void);
+  size_t (*memory_held)(void);
+  long (*scratch_moves)(void);
+  void (*graph_begin)(void);
+  void *(*graph_end)(void);
+  void (*graph_launch)(void *graph);
+  void (*graph_destroy)(void *graph);
+  void (*release)(void);
+} TxlDeviceFns;
+
+/* The CPU counts nothing, holds no device memory and captures nothing. */
+static int cpu_api_counts(long *launches, long *syncs) {
+  *launches = *syncs = -1;
+  return 0;
+}
+static long cpu_graph_launches(void) { return -1; }
+static size_t cpu_memory_held(void) { return 0; }
+static long cpu_scratch_moves(void) { return 0; }
+static void cpu_release(void) {}
+static const TxlDeviceFns CPU_DEVICE = {cpu_api_counts, cpu_graph_launches, cpu_memory_held, cpu_scratch_moves,
+                                        NULL, NULL, NULL, NULL, cpu_release};
+
+/* The CUDA backend of this build, NULL where it has none: its device functions, its GPU count,
+ * its op tables (kernels/cuda/ops_table.cu) and its opening; the rest of this file reaches CUDA
+ * through it only (open_cuda aside). */
+typedef struct {
+  TxlDeviceFns fns;
+  int (*device_count)(void);
+  const TxlOps *(*ops)(TxlDtype act);
+  void (*open)(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives);
+} CudaBackend;
+
 #ifdef TXL_HAVE_CUDA
 /* Two ranks of a node must not compute on one GPU (each sees one, the same: a node's single GPU
  * without per-task binding): their choices compared by PCI bus id. collective: all ranks */
@@ -91,16 +128,18 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
    * memory and its kernels have run when the host reads it, so several ranks reduce their
    * gradients through MPI (txl_backend_reducer without a communicator) */
 }
+
+static const CudaBackend CUDA_BACKEND = {
+    {txl_cuda_api_counts, txl_cuda_graph_launches, txl_cuda_memory_held, txl_cuda_scratch_moves, txl_cuda_graph_begin,
+     txl_cuda_graph_end, txl_cuda_graph_launch, txl_cuda_graph_destroy, txl_cuda_release},
+    txl_cuda_device_count, txl_ops_cuda, open_cuda};
+static const CudaBackend *const CUDA = &CUDA_BACKEND;
+#else
+static const CudaBackend *const CUDA = NULL;
 #endif
 
 /* GPUs this rank sees: the CUDA runtime's count; none in a build without the CUDA backend. */
-static int visible_gpus(void) {
-#ifdef TXL_HAVE_CUDA
-  return txl_cuda_device_count();
-#else
-  return 0;
-#endif
-}
+static int visible_gpus(void) { return CUDA ? CUDA->device_count() : 0; }
 
 /* GPUs SLURM allocated to this node (a build without CUDA cannot count them otherwise). */
 static int allocated_gpus(void) {
@@ -114,11 +153,7 @@ int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_
   int neg = -mine; /* the fewest GPUs any rank sees, as a maximum */
   if (d->world > 1) txl_dist_allreduce_max_i32(&neg, 1);
   const int fewest = -neg;
-#ifdef TXL_HAVE_CUDA
-  const char *no_cuda = "";
-#else
-  const char *no_cuda = " (this txl was built without the CUDA backend)";
-#endif
+  const char *no_cuda = CUDA ? "" : " (this txl was built without the CUDA backend)";
   if (c->device == TXL_DEVICE_AUTO) {
     c->device = fewest > 0 ? TXL_DEVICE_CUDA : TXL_DEVICE_CPU;
     if (fewest > 0)
@@ -148,18 +183,16 @@ const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
              "fp32; use fp32)", bf16 ? "bf16" : "fp16");
     return NULL;
   }
-#ifdef TXL_HAVE_CUDA
-  return txl_ops_cuda(bf16 ? TXL_BF16 : fp16 ? TXL_F16 : TXL_F32);
-#else
+  if (CUDA) return CUDA->ops(bf16 ? TXL_BF16 : fp16 ? TXL_F16 : TXL_F32);
   snprintf(err, errlen, "run.device = cuda: this txl was built without the CUDA backend (configure it where a CUDA "
            "toolkit is installed, with TXL_CUDA=AUTO or ON; see README, The two commands)");
   return NULL;
-#endif
 }
 
 void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
   memset(b, 0, sizeof *b);
   b->gpu = -1;
+  b->fns = &CPU_DEVICE;
   b->threads = rank_threads(c, d);
   txl_cpu_set_threads(b->threads);
   char err[512];
@@ -169,11 +202,8 @@ void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
     snprintf(b->device, sizeof b->device, "cpu");
     return;
   }
-#ifdef TXL_HAVE_CUDA
-  open_cuda(b, c, d, collectives);
-#else
-  (void)collectives;
-#endif
+  CUDA->open(b, c, d, collectives); /* b->ops is a CUDA table: this build has the backend */
+  b->fns = &CUDA->fns;
 }
 
 TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig *c, float *grad, int64_t n) {
@@ -191,41 +221,14 @@ TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig
 }
 
 int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs) {
-  *launches = *syncs = -1;
-#ifdef TXL_HAVE_CUDA
-  if (b->gpu >= 0) return txl_cuda_api_counts(launches, syncs);
-#else
-  (void)b;
-#endif
-  return 0;
+  return b->fns->api_counts(launches, syncs);
 }
 
-long txl_backend_graph_launches(const TxlBackend *b) {
-#ifdef TXL_HAVE_CUDA
-  if (b->gpu >= 0) return txl_cuda_graph_launches();
-#else
-  (void)b;
-#endif
-  return -1;
-}
+long txl_backend_graph_launches(const TxlBackend *b) { return b->fns->graph_launches(); }
 
-size_t txl_backend_device_held(const TxlBackend *b) {
-#ifdef TXL_HAVE_CUDA
-  if (b->gpu >= 0) return txl_cuda_memory_held();
-#else
-  (void)b;
-#endif
-  return 0;
-}
+size_t txl_backend_device_held(const TxlBackend *b) { return b->fns->memory_held(); }
 
-int txl_backend_can_capture(const TxlBackend *b) {
-#ifdef TXL_HAVE_CUDA
-  return b->gpu >= 0;
-#else
-  (void)b;
-  return 0;
-#endif
-}
+int txl_backend_can_capture(const TxlBackend *b) { return b->fns->graph_begin != NULL; }
 
 static void need_capture(const TxlBackend *b) {
   if (!txl_backend_can_capture(b)) txl_fatal("internal: a CUDA graph on the %s backend", b->device);
@@ -233,53 +236,33 @@ static void need_capture(const TxlBackend *b) {
 
 void txl_backend_capture_begin(const TxlBackend *b) {
   need_capture(b);
-#ifdef TXL_HAVE_CUDA
-  txl_cuda_graph_begin();
-#endif
+  b->fns->graph_begin();
 }
 
 void *txl_backend_capture_end(const TxlBackend *b) {
   need_capture(b);
-#ifdef TXL_HAVE_CUDA
-  return txl_cuda_graph_end();
-#else
-  return NULL;
-#endif
+  return b->fns->graph_end();
 }
 
 void txl_backend_graph_launch(const TxlBackend *b, void *graph) {
   need_capture(b);
-#ifdef TXL_HAVE_CUDA
-  txl_cuda_graph_launch(graph);
-#else
-  (void)graph;
-#endif
+  b->fns->graph_launch(graph);
 }
 
 void txl_backend_graph_destroy(const TxlBackend *b, void *graph) {
   if (!graph) return;
   need_capture(b);
-#ifdef TXL_HAVE_CUDA
-  txl_cuda_graph_destroy(graph);
-#endif
+  b->fns->graph_destroy(graph);
 }
 
-long txl_backend_scratch_moves(const TxlBackend *b) {
-#ifdef TXL_HAVE_CUDA
-  if (b->gpu >= 0) return txl_cuda_scratch_moves();
-#else
-  (void)b;
-#endif
-  return 0;
-}
+long txl_backend_scratch_moves(const TxlBackend *b) { return b->fns->scratch_moves(); }
 
 void txl_backend_close(TxlBackend *b) {
 #ifdef TXL_BACKEND_NCCL
   if (b->nccl) txl_nccl_destroy(b->nccl);
 #endif
-#ifdef TXL_HAVE_CUDA
-  if (b->gpu >= 0) txl_cuda_release();
-#endif
+  if (b->fns) b->fns->release(); /* NULL: never opened */
   memset(b, 0, sizeof *b);
   b->gpu = -1;
+  b->fns = &CPU_DEVICE;
 }

@@ -22,6 +22,8 @@ typedef struct {
   const char *peak_of; /* that arithmetic: "fp32 CUDA cores", "TF32 tensor cores", ... */
   double free_bytes; /* the GPU's free memory when opened; 0 on the CPU (host memory is asked elsewhere) */
   void *nccl;        /* the NCCL communicator (GPU runs of several ranks), else NULL            */
+  const struct TxlDeviceFns *fns; /* the device's functions beyond the ops (backend.c), chosen once by
+                                   * txl_backend_open */
 } TxlBackend;
 
 /* run.device = auto made cpu or cuda: cuda where this build has the CUDA backend and every rank
