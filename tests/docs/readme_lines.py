@@ -17,6 +17,14 @@ import shlex
 import sys
 
 TOOL = re.compile(r"^(?:build/bin/)?(txl-[a-z]+)$")
+# $TXL: the clone, in the lines a user runs from a work folder of their own (README.md, "Using
+# it"); such a line names the same files as one run from the clone
+CLONE = re.compile(r"^(\S*?)\$\{?TXL\}?/")
+
+
+def in_clone(word):
+    """word as it reads from the clone: $TXL/configs/x.ini -> configs/x.ini, a=$TXL/y -> a=y."""
+    return CLONE.sub(r"\1", word)
 
 
 def command_lines(path):
@@ -66,11 +74,11 @@ def records(n, words):
 
 def main():
     for n, text in command_lines(sys.argv[1]):
-        first = text.split(" ", 1)[0]
+        first = in_clone(text.split(" ", 1)[0])
         if not (TOOL.match(first) or first in ("mpirun", "sbatch") or re.match(r"^(scripts|slurm)/", first)):
             continue
         try:
-            words = shlex.split(text, comments=True)
+            words = [in_clone(w) for w in shlex.split(text, comments=True)]
         except ValueError as e:
             print("BAD", n, f"{text} ({e})", sep="\t")
             continue
