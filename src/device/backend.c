@@ -18,9 +18,19 @@
 #include "kernels/cuda/cuda_ops.h"
 #endif
 
+const char *txl_backend_precision_name(TxlBackendPrecision p) {
+  switch (p) {
+  case TXL_BACKEND_FP32: return "fp32";
+  case TXL_BACKEND_TF32: return "tf32";
+  case TXL_BACKEND_BF16: return "bf16";
+  case TXL_BACKEND_FP16: return "fp16";
+  }
+  return "?";
+}
+
 /* CPU threads of a rank: run.threads, else $OMP_NUM_THREADS, else the node's cores / ranks on it. */
-static int rank_threads(const TxlConfig *c, const TxlDist *d) {
-  if (c->threads > 0) return c->threads;
+static int rank_threads(const TxlDeviceSpec *s, const TxlDist *d) {
+  if (s->threads > 0) return s->threads;
   const char *env = getenv("OMP_NUM_THREADS");
   if (env && atoi(env) > 0) return atoi(env);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -63,7 +73,7 @@ typedef struct {
   TxlDeviceFns fns;
   int (*device_count)(void);
   const TxlOps *(*ops)(TxlDtype act);
-  void (*open)(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives);
+  void (*open)(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, int collectives);
 } CudaBackend;
 
 #ifdef TXL_HAVE_CUDA
@@ -85,7 +95,7 @@ static void check_gpus_distinct(const TxlDist *d, int gpu, int n_gpus, const cha
                    n_gpus == 1 ? "" : "s", how);
 }
 
-static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
+static void open_cuda(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, int collectives) {
   char err[512];
   const int n_gpus = txl_cuda_device_count();
   const char *launcher = txl_launcher_name(txl_launcher_detect());
@@ -99,18 +109,19 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
   /* TF32 and bf16 tensor arithmetic came with sm_80 (Ampere); cuBLAS has no such GEMMs before.
    * fp16 tensor cores came with sm_70 (Volta): fp16 runs on sm_75 (T4) too. */
   const int tensor_ok =
-      c->precision == TXL_PRECISION_FP32 || c->precision == TXL_PRECISION_FP16 || info.major >= 8;
+      s->precision == TXL_BACKEND_FP32 || s->precision == TXL_BACKEND_FP16 || info.major >= 8;
   txl_fatal_if_any(!tensor_ok, "run.precision = %s needs compute capability 8.0 or newer; cuda:%d (%s) is sm_%d%d: use "
                    "run.precision = fp32 or fp16",
-                   txl_config_choice_name(TXL_CFG_KEY_precision, c->precision), gpu, info.name, info.major, info.minor);
+                   txl_backend_precision_name(s->precision), gpu, info.name, info.major, info.minor);
   /* fp32 / tf32: the fp32 table, with exact or TF32 GEMMs; bf16 / fp16: the table that stores the
    * activations in bf16 / fp16 (its GEMMs take those operands; the TF32 setting does not apply) */
-  const int bf16 = c->precision == TXL_PRECISION_BF16, fp16 = c->precision == TXL_PRECISION_FP16;
-  txl_cuda_set_gemm_math(c->precision == TXL_PRECISION_TF32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  const int bf16 = s->precision == TXL_BACKEND_BF16, fp16 = s->precision == TXL_BACKEND_FP16;
+  const int tf32 = s->precision == TXL_BACKEND_TF32;
+  txl_cuda_set_gemm_math(tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   b->gpu = gpu;
   const TxlPeakKind kind = bf16                                    ? TXL_PEAK_BF16
                            : fp16                                  ? TXL_PEAK_FP16
-                           : c->precision == TXL_PRECISION_TF32 ? TXL_PEAK_TF32
+                           : tf32                                  ? TXL_PEAK_TF32
                                                                    : TXL_PEAK_FP32;
   b->peak_flops = info.peak[kind];
   b->peak_of = txl_peak_kind_name(kind);
@@ -119,7 +130,7 @@ static void open_cuda(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int c
            info.minor, (double)info.memory / 1073741824.0,
            bf16                                 ? "bf16 activations and GEMMs"
            : fp16                               ? "fp16 activations and GEMMs"
-           : c->precision == TXL_PRECISION_TF32 ? "TF32 GEMMs"
+           : tf32                               ? "TF32 GEMMs"
                                                 : "fp32");
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu, txl_cuda_compute_stream());
@@ -147,15 +158,15 @@ static int allocated_gpus(void) {
   return v && atoi(v) > 0 ? atoi(v) : 0;
 }
 
-int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_t n) {
+int txl_backend_resolve_device(TxlBackendDevice *device, const TxlDist *d, char *note, size_t n) {
   note[0] = 0;
   const int mine = visible_gpus(), allocated = allocated_gpus();
   int neg = -mine; /* the fewest GPUs any rank sees, as a maximum */
   if (d->world > 1) txl_dist_allreduce_max_i32(&neg, 1);
   const int fewest = -neg;
   const char *no_cuda = CUDA ? "" : " (this txl was built without the CUDA backend)";
-  if (c->device == TXL_DEVICE_AUTO) {
-    c->device = fewest > 0 ? TXL_DEVICE_CUDA : TXL_DEVICE_CPU;
+  if (*device == TXL_BACKEND_AUTO) {
+    *device = fewest > 0 ? TXL_BACKEND_CUDA : TXL_BACKEND_CPU;
     if (fewest > 0)
       snprintf(note, n, "run.device = auto: cuda (every rank sees a GPU; rank 0 sees %d)", mine);
     else
@@ -163,7 +174,7 @@ int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_
                no_cuda);
     return 1;
   }
-  if (c->device == TXL_DEVICE_CPU && (mine > 0 || allocated > 0)) {
+  if (*device == TXL_BACKEND_CPU && (mine > 0 || allocated > 0)) {
     if (mine > 0)
       snprintf(note, n, "warning: rank 0 sees %d GPU%s, but run.device = cpu: this run trains on the CPU (run.device "
                "= cuda or auto uses them)", mine, mine == 1 ? "" : "s");
@@ -175,9 +186,9 @@ int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_
   return 0;
 }
 
-const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
-  const int bf16 = c->precision == TXL_PRECISION_BF16, fp16 = c->precision == TXL_PRECISION_FP16;
-  if (c->device == TXL_DEVICE_CPU) {
+const TxlOps *txl_backend_ops(const TxlDeviceSpec *s, char *err, size_t errlen) {
+  const int bf16 = s->precision == TXL_BACKEND_BF16, fp16 = s->precision == TXL_BACKEND_FP16;
+  if (s->device == TXL_BACKEND_CPU) {
     if (!bf16 && !fp16) return txl_ops_cpu();
     snprintf(err, errlen, "run.precision = %s needs run.device = cuda (the CPU backend computes and stores in "
              "fp32; use fp32)", bf16 ? "bf16" : "fp16");
@@ -189,35 +200,37 @@ const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen) {
   return NULL;
 }
 
-void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives) {
+void txl_backend_open(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, int collectives) {
   memset(b, 0, sizeof *b);
   b->gpu = -1;
   b->fns = &CPU_DEVICE;
-  b->threads = rank_threads(c, d);
+  if (s->device == TXL_BACKEND_AUTO) txl_fatal("internal: the backend opened before run.device = auto was resolved");
+  b->threads = rank_threads(s, d);
   txl_cpu_set_threads(b->threads);
   char err[512];
-  b->ops = txl_backend_ops(c, err, sizeof err); /* a table of functions: no device touched yet */
+  b->ops = txl_backend_ops(s, err, sizeof err); /* a table of functions: no device touched yet */
   if (!b->ops) txl_fatal_all("%s", err);
-  if (c->device == TXL_DEVICE_CPU) {
+  if (s->device == TXL_BACKEND_CPU) {
     snprintf(b->device, sizeof b->device, "cpu");
     return;
   }
-  CUDA->open(b, c, d, collectives); /* b->ops is a CUDA table: this build has the backend */
+  CUDA->open(b, s, d, collectives); /* b->ops is a CUDA table: this build has the backend */
   b->fns = &CUDA->fns;
 }
 
-TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig *c, float *grad, int64_t n) {
+TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, double bucket_mb, int overlap, float *grad,
+                                int64_t n) {
   if (d->world == 1) return NULL;
-  const int64_t bucket = (int64_t)(c->bucket_mb * 1048576.0 / sizeof(float));
+  const int64_t bucket = (int64_t)(bucket_mb * 1048576.0 / sizeof(float));
 #ifdef TXL_BACKEND_NCCL
   if (b->nccl) {
     const TxlReduceTransport t = txl_nccl_transport(b->nccl);
-    return txl_reducer_create_with(&t, grad, n, bucket, c->overlap_comm);
+    return txl_reducer_create_with(&t, grad, n, bucket, overlap);
   }
 #else
   (void)b;
 #endif
-  return txl_reducer_create(grad, n, bucket, c->overlap_comm);
+  return txl_reducer_create(grad, n, bucket, overlap);
 }
 
 int txl_backend_api_counts(const TxlBackend *b, long *launches, long *syncs) {

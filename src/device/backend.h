@@ -9,7 +9,20 @@
 #include "dist/dist.h"
 #include "dist/reduce.h"
 #include "kernels/ops.h"
-#include "src/config/config.h"
+
+/* The device a rank is asked for, in the backend's own terms: src/train/config_map.h makes it from
+ * run.device, run.precision and run.threads, so that the backend knows no config. The messages
+ * below name those keys, as the user wrote them. */
+typedef enum { TXL_BACKEND_CPU, TXL_BACKEND_CUDA, TXL_BACKEND_AUTO } TxlBackendDevice;
+typedef enum { TXL_BACKEND_FP32, TXL_BACKEND_TF32, TXL_BACKEND_BF16, TXL_BACKEND_FP16 } TxlBackendPrecision;
+typedef struct {
+  TxlBackendDevice device;
+  TxlBackendPrecision precision;
+  int threads; /* CPU threads of the rank; <= 0: $OMP_NUM_THREADS, else the node's cores / its ranks */
+} TxlDeviceSpec;
+
+/* "fp32", "tf32", "bf16", "fp16": a precision as run.precision writes it. */
+const char *txl_backend_precision_name(TxlBackendPrecision p);
 
 typedef struct {
   const TxlOps *ops;
@@ -31,21 +44,23 @@ typedef struct {
  * chose and why, or a warning when a rank sees GPUs (or SLURM allocated the node some) and
  * run.device = cpu. Returns 1 (auto resolved), 2 (the warning) or 0 (nothing to say). Before
  * anything depends on run.device (validation, estimates). collective */
-int txl_backend_resolve_device(TxlConfig *c, const TxlDist *d, char *note, size_t n);
+int txl_backend_resolve_device(TxlBackendDevice *device, const TxlDist *d, char *note, size_t n);
 
 /* The op table run.device and run.precision ask for, without opening a device (for estimates and
  * txl-train --check): NULL with a one-line message in err when this build or that device cannot
  * run them (bf16 on the CPU, cuda in a build without the CUDA backend). */
-const TxlOps *txl_backend_ops(const TxlConfig *c, char *err, size_t errlen);
+const TxlOps *txl_backend_ops(const TxlDeviceSpec *s, char *err, size_t errlen);
 
-/* Opens the backend the config asks for. A build without CUDA, a node without GPUs or with more
+/* Opens the backend the spec asks for (its device cpu or cuda: resolved). A build without CUDA, a node without GPUs or with more
  * ranks than GPUs ends the job with a one-line error. `collectives`: also join the NCCL
  * communicator when several ranks run on GPUs (training). collective: all ranks */
-void txl_backend_open(TxlBackend *b, const TxlConfig *c, const TxlDist *d, int collectives);
+void txl_backend_open(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, int collectives);
 
 /* The gradient all-reduce over grad[0, n) (device memory): MPI for the CPU backend, NCCL on
- * GPUs. NULL with one rank. collective: all ranks */
-TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, const TxlConfig *c, float *grad, int64_t n);
+ * GPUs, in buckets of bucket_mb MiB, overlapping the backward pass when `overlap` (dist/reduce.h).
+ * NULL with one rank. collective: all ranks */
+TxlReducer *txl_backend_reducer(TxlBackend *b, const TxlDist *d, double bucket_mb, int overlap, float *grad,
+                                int64_t n);
 
 /* Kernel launches and host synchronisations of this rank since the process started: 1 and the counts
  * where the build counts them (the CUDA backend on the kernels' CPU emulator, txl_backend_emu), else

@@ -72,9 +72,10 @@ void txl_loaded_open(TxlLoaded *ld, const TxlDist *dist) {
   TxlConfig *c = &ld->cfg;
   char err[1024];
   char device_note[400];
-  const int said = txl_backend_resolve_device(c, dist, device_note, sizeof device_note); /* --device auto */
+  const int said = txl_config_resolve_device(c, dist, device_note, sizeof device_note); /* --device auto */
   if (said == 1 && dist->rank == 0) fprintf(stderr, "%s\n", device_note);
-  txl_backend_open(&ld->backend, c, dist, 0);
+  const TxlDeviceSpec device_spec = txl_device_spec_of(c);
+  txl_backend_open(&ld->backend, &device_spec, dist, 0);
   ld->corpus = txl_stream_corpus_open(c->corpus);
   txl_stream_corpus_check(ld->corpus, dist->rank, dist->world, 0); /* the vocabulary; the split is checked as read */
   const int64_t V = txl_corpus_vocab_size(ld->corpus);

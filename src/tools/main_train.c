@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
   TxlConfig cfg;
   resolve_config(&cfg, a.config_path, argc, argv);
   char err[1024], device_note[400];
-  txl_backend_resolve_device(&cfg, &dist, device_note, sizeof device_note); /* run.device = auto */
+  txl_config_resolve_device(&cfg, &dist, device_note, sizeof device_note); /* run.device = auto */
   if (device_note[0] && dist.rank == 0 && !a.print_only) printf("%s\n", device_note);
   if (a.check) {
     if (dist.world > 1)

@@ -55,7 +55,8 @@ void txl_check_run(const TxlConfig *cfg, const char *config_path, int ranks) {
   TxlConfig c = *cfg;
   char err[1024];
   if (txl_config_validate(&c, ranks, err, sizeof err) != 0) txl_fatal_all("%s", err);
-  const TxlOps *ops = txl_backend_ops(&c, err, sizeof err);
+  const TxlDeviceSpec device_spec = txl_device_spec_of(&c);
+  const TxlOps *ops = txl_backend_ops(&device_spec, err, sizeof err);
   if (!ops) txl_fatal_all("%s: %s", config_path, err);
   const char *device = txl_config_choice_name(TXL_CFG_KEY_device, c.device);
   printf("check: %s for %d rank%s on %s (%s)\n", config_path, ranks, ranks > 1 ? "s" : "", device,

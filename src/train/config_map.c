@@ -74,3 +74,21 @@ void txl_schedule_from_config(const TxlConfig *c, TxlSchedule *s) {
   s->patience = c->patience;
   s->lr_min = c->lr_min;
 }
+
+TxlDeviceSpec txl_device_spec_of(const TxlConfig *c) {
+  TxlDeviceSpec s = {TXL_BACKEND_CPU, TXL_BACKEND_FP32, c->threads};
+  switch (c->device) {
+  case TXL_DEVICE_CPU: s.device = TXL_BACKEND_CPU; break;
+  case TXL_DEVICE_CUDA: s.device = TXL_BACKEND_CUDA; break;
+  case TXL_DEVICE_AUTO: s.device = TXL_BACKEND_AUTO; break;
+  default: txl_fatal("internal: run.device %d", c->device);
+  }
+  switch (c->precision) {
+  case TXL_PRECISION_FP32: s.precision = TXL_BACKEND_FP32; break;
+  case TXL_PRECISION_TF32: s.precision = TXL_BACKEND_TF32; break;
+  case TXL_PRECISION_BF16: s.precision = TXL_BACKEND_BF16; break;
+  case TXL_PRECISION_FP16: s.precision = TXL_BACKEND_FP16; break;
+  default: txl_fatal("internal: run.precision %d", c->precision);
+  }
+  return s;
+}

@@ -135,7 +135,8 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   t->dist = *dist;
   const TxlConfig *c = &t->cfg;
 
-  txl_backend_open(&t->backend, c, dist, 1);
+  const TxlDeviceSpec device_spec = txl_device_spec_of(c);
+  txl_backend_open(&t->backend, &device_spec, dist, 1);
   t->ops = t->backend.ops;
   t->threads = t->backend.threads;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -210,7 +211,8 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
   ts.tail = t->train_tail;
   txl_run_create(&t->run, &t->model, &ts);
-  t->reducer = txl_backend_reducer(&t->backend, dist, c, t->model.grad_buf, t->model.table.total);
+  t->reducer = txl_backend_reducer(&t->backend, dist, c->bucket_mb, c->overlap_comm, t->model.grad_buf,
+                                   t->model.table.total);
   t->gather = txl_embed_gather_create(&t->model, &t->run, t->reducer, c->embed_rows);
   txl_adam_create(&t->adam, t->ops, t->model.table.total, (float)c->beta1, (float)c->beta2, (float)c->adam_eps,
                   (float)c->clip);
