@@ -264,8 +264,9 @@ static hid_t open_model_file(CkptCtx *c, int n_layer, int d_model, int attn_type
     ckpt_fail(c, "the checkpoint is of another model: n_layer %lld, d_model %lld (this model: %d, %d)",
          (long long)g->n_layer, (long long)g->d_model, n_layer, d_model);
   else if (c->ok && g->attn_type != attn_type)
-    ckpt_fail(c, "the checkpoint was written with model.attn_type %d, this run has %d (another positional "
-              "encoding: other parameters)", g->attn_type, attn_type);
+    ckpt_fail(c, "the checkpoint was written with model.attn_type = %s (%d in the original), this run has %s (%d) "
+              "(another positional encoding: other parameters)", txl_attn_name(g->attn_type), g->attn_type,
+              txl_attn_name(attn_type), attn_type);
   if (!ckpt_agree(c)) {
     ckpt_close_file(c, &file);
     return -1;

@@ -25,6 +25,7 @@ typedef struct {
   size_t offset;
   const char *const *names; /* ENUM: the name of each value (TXL_CFG_CHOICES_<key>); else NULL */
   int n_names;
+  int numbered; /* ENUM_NUM: a value may also be written as its number (0 .. n_names - 1) */
 } KeyInfo;
 
 /* NAMES_<key>: each ENUM key's choices as the INI text writes them, in the order of their values. */
@@ -34,18 +35,27 @@ typedef struct {
 #define NAMES_BOOL(key)
 #define NAMES_STRING(key)
 #define NAMES_ENUM(key) static const char *const NAMES_##key[] = {TXL_CFG_CHOICES_##key(NAME_TEXT)};
+#define NAMES_ENUM_NUM(key) NAMES_ENUM(key)
 #define X(section, key, type, def, lo, hi, resume, help) NAMES_##type(key)
 #include "src/config/config.def"
 #undef X
 
-#define CHOICES_INT(key) NULL, 0
-#define CHOICES_FLOAT(key) NULL, 0
-#define CHOICES_BOOL(key) NULL, 0
-#define CHOICES_STRING(key) NULL, 0
-#define CHOICES_ENUM(key) NAMES_##key, (int)(sizeof NAMES_##key / sizeof NAMES_##key[0])
+#define CHOICES_INT(key) NULL, 0, 0
+#define CHOICES_FLOAT(key) NULL, 0, 0
+#define CHOICES_BOOL(key) NULL, 0, 0
+#define CHOICES_STRING(key) NULL, 0, 0
+#define CHOICES_ENUM(key) NAMES_##key, (int)(sizeof NAMES_##key / sizeof NAMES_##key[0]), 0
+#define CHOICES_ENUM_NUM(key) NAMES_##key, (int)(sizeof NAMES_##key / sizeof NAMES_##key[0]), 1
+/* config.def's type as KeyType: an ENUM_NUM key is an ENUM (its `numbered` says the rest) */
+#define KIND_INT T_INT
+#define KIND_FLOAT T_FLOAT
+#define KIND_BOOL T_BOOL
+#define KIND_STRING T_STRING
+#define KIND_ENUM T_ENUM
+#define KIND_ENUM_NUM T_ENUM
 static const KeyInfo KEYS[] = {
 #define X(section, key, type, def, lo, hi, resume, help)                                                    \
-  {#section, #key, def, help, T_##type, lo, hi, #lo, #hi, R_##resume, offsetof(TxlConfig, key), CHOICES_##type(key)},
+  {#section, #key, def, help, KIND_##type, lo, hi, #lo, #hi, R_##resume, offsetof(TxlConfig, key), CHOICES_##type(key)},
 #include "src/config/config.def"
 #undef X
 };
@@ -91,28 +101,33 @@ static const KeyInfo *find_name(const char *name, size_t len) {
   return NULL;
 }
 
-/* The value of ENUM key k named v, or -1. */
-static int choice_of(const KeyInfo *k, const char *v) {
-  for (int i = 0; i < k->n_names; i++)
-    if (!strcmp(k->names[i], v)) return i;
-  return -1;
-}
-
-/* k's choices as "a|b|c" (for messages and --help). */
-static const char *choices_text(const KeyInfo *k, char *out, size_t n) {
-  size_t used = 0;
-  out[0] = 0;
-  for (int i = 0; i < k->n_names && used < n; i++)
-    used += (size_t)snprintf(out + used, n - used, "%s%s", i ? "|" : "", k->names[i]);
-  return out;
-}
-
 /* Decimal integers only: [+-]digits (no hex, no octal reading of a leading 0, no blanks). */
 static int is_int_text(const char *s) {
   if (*s == '+' || *s == '-') s++;
   if (!isdigit((unsigned char)*s)) return 0;
   while (isdigit((unsigned char)*s)) s++;
   return *s == 0;
+}
+
+/* The value of ENUM key k named v (or, k numbered, written as its number as an INT key reads
+ * one: "1", "+1", "01" when that is 0 .. n_names - 1), or -1. */
+static int choice_of(const KeyInfo *k, const char *v) {
+  for (int i = 0; i < k->n_names; i++)
+    if (!strcmp(k->names[i], v)) return i;
+  if (!k->numbered || !is_int_text(v)) return -1;
+  errno = 0;
+  const long long i = strtoll(v, NULL, 10);
+  return errno == 0 && i >= 0 && i < k->n_names ? (int)i : -1;
+}
+
+/* k's choices as "a|b|c" (for messages and --help); a numbered key's "a|b|c or their numbers 0-2". */
+static const char *choices_text(const KeyInfo *k, char *out, size_t n) {
+  size_t used = 0;
+  out[0] = 0;
+  for (int i = 0; i < k->n_names && used < n; i++)
+    used += (size_t)snprintf(out + used, n - used, "%s%s", i ? "|" : "", k->names[i]);
+  if (k->numbered && used < n) snprintf(out + used, n - used, " or their numbers 0-%d", k->n_names - 1);
+  return out;
 }
 
 /* Decimal numbers only: [+-](digits[.digits] | .digits)[(e|E)[+-]digits]. strtod alone would
@@ -199,7 +214,7 @@ static int set_value(TxlConfig *c, const KeyInfo *k, const char *value, char *er
       return 0;
     case T_ENUM: {
       const int v = choice_of(k, value);
-      char choices[128];
+      char choices[160];
       if (v < 0) {
         txl_cfg_fail(err, errlen, "%s.%s: '%s' is not one of %s", k->section, k->key, show(shown, value),
              choices_text(k, choices, sizeof choices));
@@ -585,10 +600,10 @@ void txl_config_print_help(FILE *f) {
       fprintf(f, "\n  [%s]\n", k->section);
       section = k->section;
     }
-    char range[96] = "";
+    char range[192] = "";
     if (k->type == T_INT || k->type == T_FLOAT)
       snprintf(range, sizeof range, " range [%s, %s]", k->lo_text, k->hi_text);
-    char choices[80];
+    char choices[160];
     if (k->type == T_ENUM) snprintf(range, sizeof range, " one of %s", choices_text(k, choices, sizeof choices));
     static const char *tn[] = {"int", "float", "bool", "string", "enum"};
     fprintf(f, "    %-18s %-6s default %s%s%s\n        %s\n", k->key, tn[k->type], *k->def ? k->def : "\"\"", range,

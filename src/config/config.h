@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "src/model/attn_type.h" /* TXL_ATTN_TYPES: model.attn_type's choices (config.def) */
+
 #define TXL_CFG_STRLEN 512
 
 #define TXL_CFG_FIELD_INT int
@@ -12,20 +14,24 @@
 #define TXL_CFG_FIELD_BOOL int
 #define TXL_CFG_FIELD_STRING char
 #define TXL_CFG_FIELD_ENUM int
+#define TXL_CFG_FIELD_ENUM_NUM int
 #define TXL_CFG_DIM_INT
 #define TXL_CFG_DIM_FLOAT
 #define TXL_CFG_DIM_BOOL
 #define TXL_CFG_DIM_STRING [TXL_CFG_STRLEN]
 #define TXL_CFG_DIM_ENUM
+#define TXL_CFG_DIM_ENUM_NUM
 
 /* The values of the ENUM keys, from config.def's TXL_CFG_CHOICES_<key> lists (0, 1, ... per key):
- * TXL_SCHEDULER_COSINE, TXL_DEVICE_CUDA, TXL_PRECISION_BF16, ... */
+ * TXL_SCHEDULER_COSINE, TXL_DEVICE_CUDA, TXL_PRECISION_BF16, ... An ENUM_NUM key's list is the
+ * enum of the layer that defines it (model.attn_type's: TxlAttnType), its constants already there. */
 #define TXL_CFG_CONSTANT(constant, name) TXL_##constant,
 #define TXL_CFG_CONSTANTS_INT(key)
 #define TXL_CFG_CONSTANTS_FLOAT(key)
 #define TXL_CFG_CONSTANTS_BOOL(key)
 #define TXL_CFG_CONSTANTS_STRING(key)
 #define TXL_CFG_CONSTANTS_ENUM(key) enum { TXL_CFG_CHOICES_##key(TXL_CFG_CONSTANT) };
+#define TXL_CFG_CONSTANTS_ENUM_NUM(key)
 #define X(section, key, type, def, lo, hi, resume, help) TXL_CFG_CONSTANTS_##type(key)
 #include "src/config/config.def"
 #undef X
@@ -101,7 +107,8 @@ void txl_config_print_help(FILE *f);
  * INI text writes it. */
 const char *txl_config_choice_name(int key, int v);
 /* The value of ENUM key `key` that the INI text writes as `name` ("inv_sqrt" ->
- * TXL_SCHEDULER_INV_SQRT), or -1 when it is none of its choices. */
+ * TXL_SCHEDULER_INV_SQRT; for an ENUM_NUM key its number too: "1" -> TXL_ATTN_SHAW), or -1 when it
+ * is none of its choices. */
 int txl_config_choice_value(int key, const char *name);
 
 /* Values derived from the keys (the -1 / -2 "same as training" conventions resolved). */

@@ -166,18 +166,19 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
   if (!c->work_dir[0]) /* "" names no folder: mkdir("") failed, and a checkpoint would be "/ckpt-..." */
     return refuse(c, ON(K(work_dir)), err, errlen,
                   "run.work_dir is empty (the run's files need a folder; '.' is this one)");
-  if (txl_attn_key_bias((TxlAttnType)c->attn_type) && c->device == TXL_DEVICE_CUDA &&
+  if (txl_attn_key_bias(c->attn_type) && c->device == TXL_DEVICE_CUDA &&
       (c->precision == TXL_PRECISION_BF16 || c->precision == TXL_PRECISION_FP16))
     return refuse(c, ON(K(attn_type), K(precision)), err, errlen,
-                  "model.attn_type = 1 keeps its per-key bias r_bias in fp32 through the attention: "
-                  "run.precision = %s is not supported with it (use fp32 or tf32)",
-                  c->precision == TXL_PRECISION_BF16 ? "bf16" : "fp16");
-  if (txl_attn_adds_every_layer((TxlAttnType)c->attn_type)) { /* the original adds r_emb[-qlen:]: a segment longer than its table fails there */
+                  "model.attn_type = %s (%d in the original) keeps its per-key bias r_bias in fp32 through the "
+                  "attention: run.precision = %s is not supported with it (use fp32 or tf32)",
+                  txl_attn_name(c->attn_type), c->attn_type, c->precision == TXL_PRECISION_BF16 ? "bf16" : "fp16");
+  if (txl_attn_adds_every_layer(c->attn_type)) { /* the original adds r_emb[-qlen:]: a segment longer than its table fails there */
     const int max_klen = c->tgt_len + c->mem_len;
     if (train_rows > max_klen || c->eval_tgt_len > max_klen)
       return refuse(c, ON(K(attn_type), K(tgt_len), K(eval_tgt_len)), err, errlen,
-                    "model.attn_type = 3 learns one position per row of train.tgt_len + train.mem_len = %d, "
-                    "but segments of %d rows%s would need more", max_klen,
+                    "model.attn_type = %s (%d in the original) learns one position per row of train.tgt_len + "
+                    "train.mem_len = %d, but segments of %d rows%s would need more", txl_attn_name(c->attn_type),
+                    c->attn_type, max_klen,
                     train_rows > c->eval_tgt_len ? train_rows : c->eval_tgt_len,
                     train_rows > max_klen ? " (train.tgt_len with train.varlen)" : " (eval.eval_tgt_len)");
   }

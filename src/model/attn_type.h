@@ -1,18 +1,33 @@
 /* model.attn_type, the original code's positional encodings, and what each one has: the model,
  * its parameters (params.def), the run's buffers, the cost estimate, the configuration's checks
- * and the CUDA-graph rules ask these predicates instead of comparing the numbers. The values are
- * the original's (config.def's model.attn_type, the checkpoints' root attribute attn_type): they
- * never change. */
+ * and the CUDA-graph rules ask these predicates instead of comparing the numbers. */
 #ifndef TXL_MODEL_ATTN_TYPE_H
 #define TXL_MODEL_ATTN_TYPE_H
 
-typedef enum {
-  TXL_ATTN_REL = 0,          /* Transformer-XL's: R W_r with the biases u and vb */
-  TXL_ATTN_SHAW = 1,         /* Shaw et al.'s learnable relative rows r_emb, per-key bias r_bias */
-  TXL_ATTN_ABS_SIN = 2,      /* absolute sinusoids added to the input */
-  TXL_ATTN_ABS_LEARNED = 3,  /* learned absolute positions added at every layer (Al-Rfou et al.) */
-} TxlAttnType;
-#define TXL_ATTN_N_TYPES 4
+/* The kinds, C(CONSTANT, name), in the order of the original's --attn_type numbers: TXL_<CONSTANT>
+ * is that number (0, 1, ...), which INI files written before the names and the checkpoints' root
+ * attribute attn_type hold: the order never changes. `name` is what config.def's model.attn_type
+ * writes (this list is its TXL_CFG_CHOICES_attn_type) and txl_attn_name() gives.
+ *   rel          Transformer-XL's: R W_r with the biases u and vb
+ *   shaw         Shaw et al.'s learnable relative rows r_emb, per-key bias r_bias
+ *   abs_sin      absolute sinusoids added to the input
+ *   abs_learned  learned absolute positions added at every layer (Al-Rfou et al.) */
+#define TXL_ATTN_TYPES(C) C(ATTN_REL, rel) C(ATTN_SHAW, shaw) C(ATTN_ABS_SIN, abs_sin) C(ATTN_ABS_LEARNED, abs_learned)
+
+#define TXL_ATTN_CONSTANT(constant, name) TXL_##constant,
+typedef enum { TXL_ATTN_TYPES(TXL_ATTN_CONSTANT) } TxlAttnType;
+#undef TXL_ATTN_CONSTANT
+#define TXL_ATTN_ONE(constant, name) +1
+enum { TXL_ATTN_N_TYPES = 0 TXL_ATTN_TYPES(TXL_ATTN_ONE) }; /* how many kinds (not one of them) */
+#undef TXL_ATTN_ONE
+
+/* The kind's name ("shaw"), as the configuration writes it; NULL for a number that is none. */
+static inline const char *txl_attn_name(int t) {
+#define TXL_ATTN_NAME(constant, name) #name,
+  static const char *const names[] = {TXL_ATTN_TYPES(TXL_ATTN_NAME)};
+#undef TXL_ATTN_NAME
+  return t >= 0 && t < TXL_ATTN_N_TYPES ? names[t] : NULL;
+}
 
 /* The attention has the relative term BD (its r: R W_r or the r_emb rows) and the bias u. */
 static inline int txl_attn_relative(TxlAttnType t) { return t == TXL_ATTN_REL || t == TXL_ATTN_SHAW; }

@@ -333,8 +333,9 @@ static void print_state(const char *path, const TxlCkptState *st, const int64_t 
   printf("adam updates    %d\n", st->adam_t);
   printf("seed            %u\n", st->seed);
   printf("written by      %d rank%s\n", st->world_size, st->world_size == 1 ? "" : "s");
-  printf("model           n_layer %lld, d_model %lld, attn_type %lld (model.attn_type)\n", (long long)n_layer,
-         (long long)d_model, (long long)attn_type);
+  const char *kind = attn_type >= 0 && attn_type < TXL_ATTN_N_TYPES ? txl_attn_name((int)attn_type) : NULL;
+  printf("model           n_layer %lld, d_model %lld, attn_type %lld (model.attn_type = %s)\n", (long long)n_layer,
+         (long long)d_model, (long long)attn_type, kind ? kind : "none of its choices");
   printf("batch size      %lld columns\n", (long long)batch);
   printf("memory          mem_len %lld, valid rows %d\n", (long long)mem_len, st->mem_rows);
   printf("\nconfig:\n");

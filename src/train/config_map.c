@@ -14,7 +14,7 @@ void txl_model_spec_from_config(const TxlConfig *c, int n_token, TxlModelSpec *s
   spec->dims.d_head = c->d_head;
   spec->dims.d_inner = c->d_inner;
   spec->dims.untie_r = c->untie_r;
-  spec->dims.attn_type = (TxlAttnType)c->attn_type;
+  spec->dims.attn_type = c->attn_type; /* config.def's choices are TxlAttnType's list */
   /* the original's max_klen = tgt_len + ext_len + mem_len (no ext_len here): attn_type 1 and 3's rows */
   spec->dims.max_klen = txl_attn_learned_table(spec->dims.attn_type) ? c->tgt_len + c->mem_len : 0;
   spec->dims.tie_weight = c->tie_weight;

@@ -39,7 +39,7 @@ static const struct {
                "decide)"},
     {chunked, "train.batch_chunk > 1 (each column group uploads its own tokens)"},
     {varlen, "train.varlen is on (the rows change from step to step)"},
-    {position_rows, "model.attn_type is not 0 (its position rows are uploaded in the forward)"},
+    {position_rows, "model.attn_type is not rel (its position rows are uploaded in the forward)"},
     {lamb, "train.optim = lamb (its trust ratios are taken on the host)"},
     {dynamic_scale, "the loss scaling is dynamic (its scale is decided on the host after every step)"},
     {fault_hook, "TXL_TRAIN_FAULT is set (it writes into the gradient between backward and clipping)"},

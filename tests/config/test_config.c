@@ -244,6 +244,72 @@ static void ranges(void) {
   check(txl_config_validate(&c, 1, err, sizeof err) != 0, "decay_rate = 0: refused", err);
 }
 
+/* model.attn_type: an ENUM_NUM key, named, or numbered as the original (and the INI files and
+ * checkpoints written before the names); the numbers are its own, not every ENUM key's */
+static void attn_type_names(void) {
+  static const char *const names[] = {"rel", "shaw", "abs_sin", "abs_learned"};
+  static const int kinds[] = {TXL_ATTN_REL, TXL_ATTN_SHAW, TXL_ATTN_ABS_SIN, TXL_ATTN_ABS_LEARNED};
+  TxlConfig c, n;
+  char err[1024], text[128], what[160];
+  for (int t = 0; t < 4; t++) {
+    snprintf(text, sizeof text, "[model]\nattn_type = %s\n", names[t]);
+    snprintf(what, sizeof what, "attn_type = %s", names[t]);
+    accepted(what, text, strlen(text), &c);
+    check(c.attn_type == kinds[t] && c.attn_type == t, what, names[t]);
+    snprintf(text, sizeof text, "[model]\nattn_type = %d\n", t);
+    snprintf(what, sizeof what, "attn_type = %d (the original's number) is %s", t, names[t]);
+    accepted(what, text, strlen(text), &n);
+    check(n.attn_type == kinds[t], what, NULL);
+    char diff[256] = "";
+    snprintf(what, sizeof what, "attn_type = %d and = %s: no difference on resume", t, names[t]);
+    check(txl_config_diff(&c, &n, 1, diff, sizeof diff) == 0, what, diff);
+    snprintf(text, sizeof text, "model.attn_type=%d", t);
+    txl_config_defaults(&n);
+    snprintf(what, sizeof what, "--set %s", text);
+    check(txl_config_set(&n, text, err, sizeof err) == 0 && n.attn_type == kinds[t], what, err);
+    check(txl_config_choice_value(TXL_CFG_KEY_attn_type, names[t]) == t &&
+              !strcmp(txl_config_choice_name(TXL_CFG_KEY_attn_type, t), names[t]) && !strcmp(txl_attn_name(t), names[t]),
+          "the config's choice name is TxlAttnType's", names[t]);
+  }
+  /* the config text (config.ini, the checkpoint's copy) writes the name */
+  ACCEPTED("attn_type = 3", "[model]\nattn_type = 3\n", &c);
+  FILE *f = fopen(path, "w");
+  txl_config_write_ini(&c, f, 0);
+  fclose(f);
+  f = fopen(path, "r");
+  char line[256];
+  int named = 0, numbered = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "attn_type ", 10)) named = strstr(line, "= abs_learned\n") != NULL, numbered = strstr(line, "3") != NULL;
+  }
+  fclose(f);
+  check(named && !numbered, "write_ini writes attn_type = abs_learned, not 3", NULL);
+  /* the diff of a resume names the kinds */
+  ACCEPTED("attn_type = 1", "[model]\nattn_type = 1\n", &n);
+  char diff[256] = "";
+  check(txl_config_diff(&n, &c, 1, diff, sizeof diff) == 1 && !strcmp(diff, "model.attn_type shaw -> abs_learned"),
+        "the resume diff: model.attn_type shaw -> abs_learned", diff);
+  REFUSED("a bad attn_type name", "[model]\nattn_type = relative\n",
+          "model.attn_type: 'relative' is not one of rel|shaw|abs_sin|abs_learned or their numbers 0-3");
+  REFUSED("attn_type = 4 (no such number)", "[model]\nattn_type = 4\n", "model.attn_type: '4' is not one of");
+  REFUSED("attn_type = -1", "[model]\nattn_type = -1\n", "model.attn_type: '-1' is not one of");
+  REFUSED("attn_type = 1.0 (not an integer)", "[model]\nattn_type = 1.0\n", "model.attn_type: '1.0' is not one of");
+  REFUSED("attn_type = 99999999999999999999", "[model]\nattn_type = 99999999999999999999\n", "is not one of");
+  REFUSED("a name's case matters", "[model]\nattn_type = Shaw\n", "model.attn_type: 'Shaw' is not one of");
+  ACCEPTED("attn_type = +2: read as an INT key reads it (as before the names)", "[model]\nattn_type = +2\n", &c);
+  check(c.attn_type == TXL_ATTN_ABS_SIN, "+2 is abs_sin", NULL);
+  /* the other ENUM keys take their names only */
+  REFUSED("run.device = 1 (an ENUM key without numbers)", "[run]\ndevice = 1\n", "run.device: '1' is not one of cpu|cuda|auto");
+  REFUSED("train.optim = 0", "[train]\noptim = 0\n", "train.optim: '0' is not one of adam|lamb|sgd");
+  check(txl_config_choice_value(TXL_CFG_KEY_device, "1") == -1 && txl_config_choice_value(TXL_CFG_KEY_attn_type, "1") == 1,
+        "txl_config_choice_value: a number for attn_type only", NULL);
+  /* the combination checks name the kind, and its number */
+  invalid("shaw with bf16 on a GPU", "[model]\nattn_type = 1\n[run]\ndevice = cuda\nprecision = bf16\n", path,
+          "model.attn_type = shaw (1 in the original) keeps its per-key bias");
+  invalid("abs_learned with longer evaluation segments", "[model]\nattn_type = abs_learned\n[eval]\neval_tgt_len = 301\n",
+          path, "model.attn_type = abs_learned (3 in the original) learns one position per row");
+}
+
 /* ---- generated text ------------------------------------------------------------------------ */
 
 static uint64_t rng = 88172645463325252ull;
@@ -359,6 +425,7 @@ int main(int argc, char **argv) {
   value_as_given();
   set_names_set();
   ranges();
+  attn_type_names();
   generated();
   printf("%d failure%s\n", failures, failures == 1 ? "" : "s");
   return failures ? 1 : 0;

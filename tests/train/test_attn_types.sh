@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# model.attn_type, the original's attention variants (0 relative, 1 Shaw et al., 2 absolute
-# sinusoids, 3 learned absolute per layer), end to end on a slice of the bundled corpus: each type
+# model.attn_type, the original's attention variants (rel = 0 relative, shaw = 1 Shaw et al.,
+# abs_sin = 2 absolute sinusoids, abs_learned = 3 learned absolute per layer; the runs below give
+# the original's numbers, which INI files written before the names hold), end to end on a slice of the bundled corpus: each type
 # trains (the loss falls), its checkpoint records the type and holds exactly its positional
 # tensors, txl-eval evaluates it, an interrupted-and-resumed run of types 1, 2 and 3 (memory
 # carried, dropout and dropatt on) is the uninterrupted run bit for bit, 2 ranks continue a
 # 1-rank type 3 run, the CUDA backend (on the kernels' CPU emulator, where this build has it)
-# trains types 1-3 as the CPU does, and every mismatch is refused with one line.
+# trains types 1-3 as the CPU does, a checkpoint whose config text has the number resumes in a run
+# that names the type, and every mismatch is refused with one line.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 command -v h5diff >/dev/null && command -v h5ls >/dev/null && command -v h5dump >/dev/null \
   || { fail "h5diff / h5ls / h5dump not found (apt-get install hdf5-tools)"; finish; }
@@ -36,6 +38,7 @@ declare -A TENSORS_IN=([0]="layers.0.w_r r_w_bias r_r_bias" [1]="layers.0.r_emb 
 declare -A TENSORS_OUT=([0]="layers.0.r_emb layers.0.r_bias" [1]="layers.0.w_r r_w_bias r_r_bias layers.0.r_r_bias"
                         [2]="layers.0.w_r r_w_bias r_r_bias layers.0.r_emb layers.0.r_w_bias"
                         [3]="layers.0.w_r r_w_bias r_r_bias layers.0.r_bias layers.0.r_w_bias")
+declare -A NAME=([0]=rel [1]=shaw [2]=abs_sin [3]=abs_learned)
 for t in 0 1 2 3; do
   train t$t 1 --set model.attn_type=$t || { cat "$WORK/t$t.out"; fail "attn_type $t: training failed"; continue; }
   first=$(mean_loss "$WORK/t$t" 1 5) last=$(mean_loss "$WORK/t$t" 36 40)
@@ -46,7 +49,7 @@ for t in 0 1 2 3; do
   h5dump -a /attn_type "$ck" | grep -q "(0): $t\$" && ok "attn_type $t: root attribute attn_type = $t" \
     || fail "attn_type $t: root attribute attn_type is not $t"
   "$BIN/txl-inspect" "$ck" > "$WORK/inspect$t.out" 2>&1 || fail "attn_type $t: txl-inspect failed"
-  grep -q "^model  *n_layer 2, d_model 32, attn_type $t " "$WORK/inspect$t.out" \
+  grep -q "^model  *n_layer 2, d_model 32, attn_type $t (model.attn_type = ${NAME[$t]})" "$WORK/inspect$t.out" \
     && ok "attn_type $t: txl-inspect shows it" || fail "attn_type $t: txl-inspect does not show attn_type $t"
   miss=""
   for n in ${TENSORS_IN[$t]}; do has_tensor "$ck" "$n" || miss="$miss $n"; done
@@ -99,14 +102,14 @@ fi
 
 # ---- refusals: one error line, non-zero exit -------------------------------------------------
 ck1=$WORK/t1/ckpt-00000040.h5
-expect_error_line "resume with another attn_type" "t1/ckpt-00000040.h5 was made by a model of another shape.*model.attn_type 1 -> 3" -- \
+expect_error_line "resume with another attn_type" "t1/ckpt-00000040.h5 was made by a model of another shape.*model.attn_type shaw -> abs_learned" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=3 --set run.work_dir="$WORK/bad" --resume "$ck1"
 # the root attribute itself (the config text agrees, the attribute does not): refused, naming the file
 cp "$ck1" "$WORK/other_type.h5"
 "$BIN/test_ckpt" set-attr "$WORK/other_type.h5" attn_type 2 || fail "test_ckpt set-attr"
-expect_error_line "checkpoint attribute attn_type 2, run attn_type 1" "other_type.h5.*model.attn_type 2, this run has 1" -- \
+expect_error_line "checkpoint attribute attn_type 2, run attn_type 1" "other_type.h5.*model.attn_type = abs_sin \(2 in the original\), this run has shaw \(1\)" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=1 --set run.work_dir="$WORK/bad" --resume "$WORK/other_type.h5"
-expect_error_line "txl-eval of a checkpoint whose attribute disagrees" "other_type.h5.*model.attn_type 2, this run has 1" -- \
+expect_error_line "txl-eval of a checkpoint whose attribute disagrees" "other_type.h5.*model.attn_type = abs_sin \(2 in the original\), this run has shaw \(1\)" -- \
   "$BIN/txl-eval" "$WORK/other_type.h5"
 # a file written before the attribute existed is attn_type 0: a type 0 run resumes it, a type 1 run does not
 cp "$WORK/t0/ckpt-00000040.h5" "$WORK/old0.h5" && cp "$ck1" "$WORK/old1.h5"
@@ -114,11 +117,20 @@ cp "$WORK/t0/ckpt-00000040.h5" "$WORK/old0.h5" && cp "$ck1" "$WORK/old1.h5"
   || fail "test_ckpt del-attr"
 train old0 1 --resume "$WORK/old0.h5" --set train.max_step=42 \
   && ok "a checkpoint without attn_type (older files) resumes as attn_type 0" || { cat "$WORK/old0.out"; fail "old file resume"; }
-expect_error_line "a checkpoint without attn_type is attn_type 0" "old1.h5.*model.attn_type 0, this run has 1" -- \
+# a checkpoint written before the names (its config text: attn_type = 1) resumes in a run that names
+# the type: the resume compares the values the texts are read as
+cp "$ck1" "$WORK/numbered.h5"
+sed -E 's/^(attn_type +=) shaw( |$)/\1 1\2/' "$WORK/t1/config.ini" > "$WORK/numbered.ini"
+grep -Eq '^attn_type += 1( |$)' "$WORK/numbered.ini" || fail "t1/config.ini has no 'attn_type = shaw' line"
+"$BIN/test_ckpt" set-attr-str "$WORK/numbered.h5" config "$(cat "$WORK/numbered.ini")" || fail "test_ckpt set-attr-str"
+train numbered 1 --resume "$WORK/numbered.h5" --set model.attn_type=shaw --set train.max_step=42 \
+  && ok "a checkpoint whose config text says attn_type = 1 resumes with model.attn_type = shaw" \
+  || { cat "$WORK/numbered.out"; fail "resume of a checkpoint with attn_type = 1 in its config text"; }
+expect_error_line "a checkpoint without attn_type is attn_type 0" "old1.h5.*model.attn_type = rel \(0 in the original\), this run has shaw \(1\)" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=1 --set run.work_dir="$WORK/bad" --resume "$WORK/old1.h5"
-expect_error "attn_type out of range" "model.attn_type = 4 is out of range \[0, 3\]" -- \
+expect_error "attn_type out of range" "model.attn_type: '4' is not one of rel\|shaw\|abs_sin\|abs_learned or their numbers 0-3" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=4 --set run.work_dir="$WORK/bad"
-expect_error "attn_type 1 with bf16 activations" "model.attn_type = 1 keeps its per-key bias r_bias in fp32.*run.precision = bf16 is not supported" -- \
+expect_error "attn_type 1 with bf16 activations" "model.attn_type = shaw \(1 in the original\) keeps its per-key bias r_bias in fp32.*run.precision = bf16 is not supported" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=1 --set run.device=cuda --set run.precision=bf16 --set run.work_dir="$WORK/bad"
 expect_error "attn_type 3 with segments longer than its table" "train.tgt_len \+ train.mem_len = 40, but segments of 41 rows" -- \
   "$BIN/txl-train" "$WORK/r.ini" --set model.attn_type=3 --set eval.eval_tgt_len=41 --set run.work_dir="$WORK/bad"

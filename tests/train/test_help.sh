@@ -29,7 +29,7 @@ while read -r k resume; do
   fi
 done < <(sed -n 's/^X([a-z]*, *\([a-z_0-9]*\),.*, *\(FIXED\|FREE\), *".*/\1 \2/p' "$SRC/src/config/config.def")
 # every shipped config is valid (checked without a corpus: --print-config validates and exits)
-for cfg in "$SRC"/configs/*.ini "$SRC"/configs/bench/*.ini; do
+for cfg in "$SRC"/configs/*.ini "$SRC"/configs/bench/*.ini "$SRC"/configs/ablation/*.ini; do
   if "$BIN/txl-train" "$cfg" --print-config > /dev/null 2> "$WORK/err.txt"; then
     ok "config $(basename "$cfg") is valid"
   else
