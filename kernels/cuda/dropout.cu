@@ -12,15 +12,12 @@
 template <typename T>
 static __global__ void dropout_kernel(T *x, int rows, int cols, int feats, int ld, int col0, TxlDropout d,
                                       uint32_t threshold, float scale) {
-  const int64_t total = txl_drop_groups(rows, cols, feats);
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    const TxlDropGroup g = txl_drop_group(t, cols, feats, ld, col0, d, true);
+  txl_drop_groups_each<true>(rows, cols, feats, ld, col0, d, [&](const TxlDropGroup &g) {
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n)
         txl_st(&x[g.e0 + k], txl_ld(&x[g.e0 + k]) * txl_drop_factor(g.w.v[k], threshold, scale));
-  }
+  });
 }
 
 template <typename T>

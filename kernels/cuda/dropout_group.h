@@ -35,6 +35,17 @@ static __device__ __forceinline__ TxlDropGroup txl_drop_group(int64_t t, int col
   return g;
 }
 
+/* body(g) for every group this thread takes of x [rows, cols, feats], grid-stride (thread t: groups
+ * t, t + the grid's threads, ...); g.w holds the group's mask words when DRAW. The loop of every
+ * dropout kernel, which differ only in what they do with a group. */
+template <bool DRAW, typename Body>
+static __device__ __forceinline__ void txl_drop_groups_each(int rows, int cols, int feats, int ld, int col0,
+                                                            const TxlDropout &d, Body body) {
+  const int64_t total = txl_drop_groups(rows, cols, feats);
+  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x)
+    body(txl_drop_group(t, cols, feats, ld, col0, d, DRAW));
+}
+
 /* The factor of an element whose mask word is `word`: scale when kept, 0 when dropped. */
 static __device__ __forceinline__ float txl_drop_factor(uint32_t word, uint32_t threshold, float scale) {
   return (word >> 8) >= threshold ? scale : 0.0f;

@@ -20,10 +20,7 @@ template <typename T, bool DROP>
 static __global__ void bias_relu_dropout_kernel(T *a, T *ad, const float *b, int rows, int cols,
                                                 int feats, int ld, int col0, TxlDropout d,
                                                 uint32_t threshold, float scale) {
-  const int64_t total = txl_drop_groups(rows, cols, feats);
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    const TxlDropGroup g = txl_drop_group(t, cols, feats, ld, col0, d, DROP);
+  txl_drop_groups_each<DROP>(rows, cols, feats, ld, col0, d, [&](const TxlDropGroup &g) {
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
@@ -33,17 +30,14 @@ static __global__ void bias_relu_dropout_kernel(T *a, T *ad, const float *b, int
         a[g.e0 + k] = r;
         if (DROP) txl_st(&ad[g.e0 + k], txl_ld(&r) * txl_drop_factor(g.w.v[k], threshold, scale));
       }
-  }
+  });
 }
 
 template <typename T, bool DROP>
 static __global__ void relu_dropout_backward_kernel(T *dx, const T *a, int rows, int cols,
                                                     int feats, int ld, int col0, TxlDropout d,
                                                     uint32_t threshold, float scale) {
-  const int64_t total = txl_drop_groups(rows, cols, feats);
-  for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < total;
-       t += (int64_t)gridDim.x * blockDim.x) {
-    const TxlDropGroup g = txl_drop_group(t, cols, feats, ld, col0, d, DROP);
+  txl_drop_groups_each<DROP>(rows, cols, feats, ld, col0, d, [&](const TxlDropGroup &g) {
 #pragma unroll
     for (int k = 0; k < 4; k++)
       if (k < g.n) {
@@ -51,7 +45,7 @@ static __global__ void relu_dropout_backward_kernel(T *dx, const T *a, int rows,
         if (DROP) v *= txl_drop_factor(g.w.v[k], threshold, scale); /* as the dropout op */
         txl_st(&dx[g.e0 + k], txl_ld(&a[g.e0 + k]) > 0.0f ? v : 0.0f); /* ReLU backward */
       }
-  }
+  });
 }
 
 static void check_p(const char *op, float p) {
