@@ -3,7 +3,7 @@
  * of either type, and the layer-norm bounds. The tolerance argument (TOL_C, OT_U) is in the file
  * comment of tests/cuda/test_parity.c; each test states its bounds per op.
  *
- * A test's main calls parity_begin() first (it prints "SKIPPED: no CUDA device" and exits 0
+ * A test's main calls parity_begin() first (it prints "SKIPPED: no CUDA device" and exits 77
  * where there is no device) and returns parity_end() (1 when any check failed). */
 #ifndef TXL_TESTS_CUDA_PARITY_H
 #define TXL_TESTS_CUDA_PARITY_H

@@ -62,7 +62,7 @@ if [ "$(id -u)" != 0 ]; then
   no_leftovers "read-only directory" ro x
   chmod 755 ro
 else
-  echo "SKIPPED: read-only directory case (running as root, permissions are not enforced)"
+  echo "not run here: the read-only directory case (running as root, permissions are not enforced)"
 fi
 check "vocabulary of 301 words fits auto (uint16)" run out/many.h5 --train many.txt
 check_eq "auto chose uint16" "$("$TOOL" dtype out/many.h5 train)" uint16
@@ -91,7 +91,7 @@ if mount -t tmpfs -o size=8k tmpfs full 2>/dev/null; then
     umount full
   done
 else
-  echo "SKIPPED: full-disk cases (mounting a tmpfs is not allowed here)"
+  echo "not run here: the full-disk cases (mounting a tmpfs is not allowed here)"
 fi
 
 echo "== a failed run leaves an existing output untouched"

@@ -55,7 +55,7 @@ if [ -n "$PY" ]; then
     check "$s: ids == Python reference" cmp $s.ids ref/$s.ids
   done
 else
-  echo "SKIPPED: comparison with the Python reference (no python3)"
+  echo "not run here: the comparison with the Python reference (no python3)"
 fi
 
 echo "== char mode, --lower and --vocab-from train"

@@ -41,7 +41,7 @@ while IFS=$'\t' read -r file kind n a b rest; do
       args=("$b")
       [ -n "$rest" ] && IFS=$'\t' read -r -a more <<< "$rest" && args+=("${more[@]}")
       if [ $cuda = 0 ] && [[ " ${args[*]} " == *" run.device=cuda "* ]]; then
-        echo "SKIPPED $file line $n: this build has no CUDA backend to check $a ${args[*]}"
+        echo "not run here: $file line $n: this build has no CUDA backend to check $a ${args[*]}"
       elif (cd "$SRC" && timeout 60 "$BIN/$a" "${args[@]}") > "$WORK/run.out" 2>&1; then
         if [[ " ${args[*]} " == *" --check "* ]] && ! grep -q "^check passed" "$WORK/run.out"; then
           fail "$file line $n: $a ${args[*]}: no 'check passed' line"
