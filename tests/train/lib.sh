@@ -135,10 +135,11 @@ wait_line() { # FILE REGEX SECONDS
 
 # The run folder DIR after a stop that OUT reports: its `latest` names the checkpoint of the last
 # step OUT's progress lines show, of at least 150 MiB, which txl-inspect --verify reads back whole.
-check_stopped_run() { # WHAT DIR OUT SIGNAL
+# SIGNALS is the signal the stop line names, or alternatives (grep -E) where two may arrive first.
+check_stopped_run() { # WHAT DIR OUT SIGNALS
   local what=$1 dir=$2 out=$3 sig=$4 last stopped name size
   last=$(sed -n 's/^step *\([0-9]*\)\/.*/\1/p' "$out" | tail -n 1)
-  stopped=$(sed -n "s/^stopped after step \([0-9]*\) ($sig): checkpoint of step \1 written.*exit status 75 (requeue)$/\1/p" "$out")
+  stopped=$(sed -En "s/^stopped after step ([0-9]+) \(($sig)\): checkpoint of step \1 written.*exit status 75 \(requeue\)$/\1/p" "$out")
   name=$(cat "$dir/latest" 2>/dev/null || true)
   size=$(stat -c %s "$dir/${name##*/}" 2>/dev/null || echo 0)
   if [ -n "$stopped" ] && [ "$stopped" = "$last" ] && [ "${name##*/}" = "$(printf 'ckpt-%08d.h5' "$stopped")" ] \
