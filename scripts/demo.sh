@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The demo: installs what is missing, builds, prepares the bundled Tiny Shakespeare corpus and
-# trains a small character-level Transformer-XL on 2 MPI ranks on the CPU (a few minutes),
-# then prints generated text. Run from anywhere: scripts/demo.sh
+# The demo: installs what building and running need (scripts/install-deps.sh, group run only),
+# builds, prepares the bundled Tiny Shakespeare corpus and trains a small character-level
+# Transformer-XL on 2 MPI ranks on the CPU (a few minutes), which ends by printing generated text;
+# draws the run's curves where matplotlib is installed (install-deps.sh --with plot).
+# Run from anywhere: scripts/demo.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/install-deps.sh"
@@ -20,4 +22,8 @@ rm -rf "$demo/run"
 mpirun -n "$ranks" --bind-to none "$TXL_BUILD/bin/txl-train" "$TXL_ROOT/configs/demo.ini" \
   --set data.corpus="$demo/shakespeare.h5" --set run.work_dir="$demo/run" "$@"
 echo "demo: metrics in $demo/run/metrics.jsonl"
-/usr/bin/python3 "$TXL_ROOT/scripts/plot-metrics.py" "$demo/run"
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  /usr/bin/python3 "$TXL_ROOT/scripts/plot-metrics.py" "$demo/run"
+else
+  echo "demo: for the curves, scripts/install-deps.sh --with plot, then scripts/plot-metrics.py $demo/run"
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: installs what is missing, builds (CUDA parts too when nvcc is present), runs
+# The test suite: installs what is missing (install-deps.sh --with test, then the tests' Python
+# packages: scripts/test-python.sh, whose python the tests get as TXL_PYTHON), builds (CUDA parts too when nvcc is present), runs
 # every ctest test, then builds again with AddressSanitizer + UBSan and runs the unit tests
 # (label "unit") and the CUDA kernels on the CPU emulator (label "cuda-emu") under them, then
 # fuzzes each reader of untrusted input for 20 seconds (scripts/fuzz.sh; TXL_FUZZ_SECONDS).
@@ -30,9 +31,11 @@ summary() {
   printf '   %s\n' "${times[@]}"
   printf '   %-28s %4d:%02d\n' total $((SECONDS / 60)) $((SECONDS % 60))
 }
-stage "install-deps" "$here/install-deps.sh"
+stage "install-deps" "$here/install-deps.sh" --with test
 stage "build" "$here/build.sh"
 source "$here/env.sh"
+stage "python packages" bash -c '"$1" > "$2"' _ "$here/test-python.sh" "$TXL_BUILD/.test-python"
+export TXL_PYTHON=$(tail -n 1 "$TXL_BUILD/.test-python")
 stage "ctest" ctest --test-dir "$TXL_BUILD" --output-on-failure -j 2 --timeout 900
 asan=${TXL_ROOT}/build-asan
 stage "build (ASan+UBSan)" bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Debug -DTXL_CUDA=OFF -DTXL_SANITIZE=ON &&

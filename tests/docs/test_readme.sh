@@ -66,6 +66,15 @@ elif diff "$WORK/graph_rules.txt" "$WORK/graph_rules_doc.txt" > "$WORK/graph_rul
 else
   fail "docs/gpu.md's CUDA-graph rules differ from txl-train --help's (< --help, > the doc): $(tr '\n' ' ' < "$WORK/graph_rules.diff")"
 fi
+# README.md names every package of every group of scripts/install-deps.sh, each group by its flag
+while read -r g pkgs; do
+  missing=""
+  for p in $pkgs; do grep -Eq -- "(^|[ \`])$(re_quote "$p")([ \`]|$)" "$SRC/README.md" || missing+=" $p"; done
+  flagged=1
+  [ "$g" = run ] || grep -q -- "--with $g" "$SRC/README.md" || flagged=0
+  [ -z "$missing" ] && [ $flagged = 1 ] && ok "README.md names install-deps.sh's group $g and its packages" \
+    || fail "README.md: install-deps.sh's group $g:${missing:+ packages not named:$missing}$([ $flagged = 1 ] || echo " (no --with $g)")"
+done < <("$SRC/scripts/install-deps.sh" --list)
 for what in configs programs tools options keys; do
   [ "${counted[$what]:-0}" -gt 0 ] && ok "${counted[$what]} $what named by the example lines exist" \
     || fail "no $what found in the example lines (the parser missed them)"
