@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The demo: installs what building and running need (scripts/install-deps.sh, group run only),
-# builds, prepares the bundled Tiny Shakespeare corpus and trains a small character-level
+# builds the tools, prepares the bundled Tiny Shakespeare corpus and trains a small character-level
 # Transformer-XL on 2 MPI ranks on the CPU (a few minutes), which ends by printing generated text;
 # draws the run's curves where matplotlib is installed (install-deps.sh --with plot).
 # Run from anywhere: scripts/demo.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/install-deps.sh"
-"$here/build.sh"
+TXL_TARGETS=txl-tools "$here/build.sh"   # the tools only (scripts/test.sh builds the rest)
 source "$here/env.sh"
 demo=$TXL_BUILD/demo
 mkdir -p "$demo"
