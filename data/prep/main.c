@@ -247,9 +247,9 @@ static void usage(FILE *f) {
       "\n"
       "Turns three text files into one HDF5 corpus file for txl-train (layout: data/FORMAT.md).\n"
       "\n");
-  txl_tool_options_help(f, OPTS, N_OPTS, 21);
+  txl_tool_options_help(f, OPTS, N_OPTS, 23);
   fprintf(f,
-      "  --help, -h         this text\n"
+      "  --help, -h           this text\n"
       "\n"
       "The same input and options always give a byte-identical output file.\n");
 }
