@@ -159,11 +159,12 @@ class Encoder:
         return out
 
 
-def encode(text, vocab_bytes, merges, special_ids, prefix_space, use_regex=True):
+def encode(text: str, vocab_bytes: "list[bytes]", merges: "list[tuple[int, int]]", special_ids: "list[int]",
+           prefix_space: bool, use_regex: bool = True) -> "list[int]":
     """The ids of text as txl-prep --mode bpe gives them (data/bpe.h)."""
     return Encoder(vocab_bytes, merges, special_ids, prefix_space, use_regex).encode(text)
 
 
-def decode(ids, vocab_bytes):
+def decode(ids: "list[int]", vocab_bytes: "list[bytes]") -> bytes:
     """The bytes of ids: the tokens' bytes concatenated."""
     return b"".join(vocab_bytes[i] for i in ids)

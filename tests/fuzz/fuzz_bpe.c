@@ -4,7 +4,6 @@
  * one-line error), and when it loads, the input's own bytes are encoded (data/bpe.c) and the ids
  * must decode back to them (decoding is concatenating the tokens' bytes). */
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "data/prep/bpe_prep.h"
@@ -48,7 +47,7 @@ static void load(void *arg) {
     at += b.tok_len[id];
   }
   if (at != in->size) fuzz_fail("the ids decode to %zu of the text's %zu bytes", at, in->size);
-  free(ids.id);
+  fuzz_free(ids.id); /* allocated by the code under test: its tracked allocator */
   bpe_prep_free(&b);
 }
 
