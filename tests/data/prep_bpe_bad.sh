@@ -69,8 +69,12 @@ bad strid 'strid\.json' "the id of token '~' is not an integer" -- "${F[@]}" str
 tok addedid.json 's/"id": 0,/"id": 5,/'
 bad addedid 'addedid\.json' "added_tokens\[0\] \('<\|endoftext\|>'\) has id 5, which model.vocab gives to another token" -- \
   "${T[@]}" addedid.json
+tok samebytes.json 's/"added_tokens": \[/"added_tokens": [{"id": 600, "content": "!", "normalized": false},/'
+bad samebytes 'samebytes\.json' 'token 600 has the bytes of token 1' -- "${T[@]}" samebytes.json
 
 echo "== tokenizer.json features txl-prep does not implement"
+tok overlap.json 's/"added_tokens": \[/"added_tokens": [{"id": 600, "content": "text|><x", "normalized": true},/'
+bad overlap 'overlap\.json' "added_tokens\\[0\\] and \\[1\\] differ in 'normalized' and can overlap" -- "${T[@]}" overlap.json
 tok nfc.json 's/"normalizer": null/"normalizer": {"type": "NFC"}/'
 bad nfc 'nfc\.json' 'normalizer NFC is not supported \(only null\)' -- "${T[@]}" nfc.json
 tok wordpiece.json 's/"type": "BPE"/"type": "WordPiece"/'
