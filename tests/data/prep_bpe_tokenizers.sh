@@ -4,9 +4,9 @@
 # (with a few added tokens), and every id of all three splits, each file encoded whole as
 # tokenizers encodes open(f, encoding="utf-8").read(), compared; for add_prefix_space off and on,
 # use_regex off, the merges written as [a, b] pairs and as "a b" strings, and vocab.json +
-# merges.txt.
-#   prep_bpe_tokenizers.sh TXL_PREP CORPUS_TOOL DEMO_DIR WORKDIR PYTHON3
-PREP=$1 TOOL=$2 DEMO=$3 WORK=$4 PY=${5:-}
+# merges.txt; and python/txl/bpe.py's ids of the test split (where h5py is installed).
+#   prep_bpe_tokenizers.sh TXL_PREP CORPUS_TOOL DEMO_DIR WORKDIR PYTHON3 PYTHON_DIR
+PREP=$1 TOOL=$2 DEMO=$3 WORK=$4 PY=${5:-} PYDIR=${6:-}
 . "$(dirname "$0")/lib.sh"
 if [ -z "$PY" ] || ! "$PY" -c "import tokenizers" 2> /dev/null; then
   echo "SKIPPED: Hugging Face tokenizers is not installed for ${PY:-python3} (pip install tokenizers)"
@@ -54,6 +54,19 @@ sys.stdout.write(''.join(f'{i}\n' for i in t.encode(open('$file', encoding='utf-
     check "$name: $s: txl-prep's $(wc -l < $name.$s.ids) ids are tokenizers' $(wc -l < $name.$s.ref)" \
       cmp $name.$s.ids $name.$s.ref
   done
+  if "$PY" -c "import h5py" 2> /dev/null; then # python/txl/bpe.py from the corpus's tables, on test
+    "$PY" -c "
+import sys, h5py
+sys.path.insert(0, '$PYDIR')
+from txl import bpe
+with h5py.File('$name.h5', 'r') as f:
+    v, o = f['vocab'][:].tobytes(), f['vocab_offsets'][:]
+    vocab = [v[o[i]:o[i + 1]] for i in range(len(o) - 1)]
+    ids = bpe.encode(open('test.txt', encoding='utf-8').read(), vocab, [tuple(m) for m in f['bpe_merges'][:].tolist()],
+                     f['bpe_special'][:].tolist(), bool(f.attrs['bpe_prefix_space']), bool(f.attrs['bpe_use_regex']))
+sys.stdout.write(''.join(f'{i}\\n' for i in ids))" > $name.test.py
+    check "$name: test: python/txl/bpe.py's ids are tokenizers'" cmp $name.test.py $name.test.ref
+  fi
 }
 expect plain plain.json --bpe-tokenizer plain.json
 expect prefix prefix.json --bpe-tokenizer prefix.json
