@@ -139,15 +139,23 @@ static const char *attr_int64_problem(hid_t obj, const char *name) {
  * wanted sign and one of the sizes in `sizes` (a 0-terminated list), and stored bytes for every
  * element (a chunk never written reads back as zeros, with no checksum to tell, and a length
  * backed by no data must not size an allocation). Returns 0, or -1 with the message. */
-static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len, size_t *type_size,
+static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t cols, int64_t *len, size_t *type_size,
                     const size_t *sizes, int want_signed, Err *e) {
   hid_t sp = H5Dget_space(d);
   int ndims = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-  hsize_t dim = 0;
-  if (ndims == 1) H5Sget_simple_extent_dims(sp, &dim, NULL);
+  hsize_t dims[2] = {0, 0};
+  if (ndims == (cols ? 2 : 1)) H5Sget_simple_extent_dims(sp, dims, NULL);
   if (sp >= 0) H5Sclose(sp);
-  if (ndims != 1)
+  if (ndims != (cols ? 2 : 1) || (cols && dims[1] != (hsize_t)cols)) {
+    if (cols)
+      return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' is not two-dimensional [n, %lld]", c->path,
+                         name, (long long)cols);
     return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' is not one-dimensional", c->path, name);
+  }
+  hsize_t dim = dims[0];
+  if (cols && dim > (hsize_t)INT64_MAX / (hsize_t)cols)
+    return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has %llu rows (too many)", c->path, name,
+                       (unsigned long long)dim);
   if (dim > (hsize_t)INT64_MAX)
     return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has %llu elements (more than 2^63 - 1)",
                 c->path, name, (unsigned long long)dim);
@@ -158,10 +166,13 @@ static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len,
   int size_ok = 0;
   for (const size_t *s = sizes; *s; s++) size_ok |= (*s == size);
   if (t >= 0) H5Tclose(t);
-  if (!ok || !size_ok)
+  if (!ok || !size_ok) {
+    char list[32] = "";
+    for (const size_t *s = sizes; *s; s++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%zu", s == sizes ? "" : s[1] ? ", " : " or ", *s);
     return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' has the wrong element type "
-                "(expected %s integers of %s bytes)", c->path, name, want_signed ? "signed" : "unsigned",
-                want_signed ? "8" : "1, 2 or 4");
+                "(expected %s integers of %s bytes)", c->path, name, want_signed ? "signed" : "unsigned", list);
+  }
   /* Fletcher32 on every dataset (FORMAT.md): without it a damaged chunk would be read as data */
   hid_t dcpl = H5Dget_create_plist(d);
   unsigned flags = 0, conf = 0;
@@ -175,27 +186,34 @@ static int check_1d(const TxlCorpus *c, hid_t d, const char *name, int64_t *len,
                 "of a corpus is written with one)", c->path, name);
   /* stored bytes >= elements * size (Fletcher32 adds 4 bytes per chunk), without overflow */
   const hsize_t stored = H5Dget_storage_size(d);
+  if (cols) dim *= (hsize_t)cols; /* elements, rows checked above not to overflow */
   if (stored / size < dim)
     return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' stores %llu bytes, fewer than its "
                 "%llu elements of %zu bytes need (missing chunks)", c->path, name,
                 (unsigned long long)stored, (unsigned long long)dim, size);
-  *len = (int64_t)dim;
+  *len = (int64_t)(cols ? dims[0] : dim);
   if (type_size) *type_size = size;
   return 0;
 }
 
-/* Opens a 1-D dataset (see check_1d). Returns it, or -1 with the message. */
-static hid_t open_1d(TxlCorpus *c, const char *name, hid_t dapl, int64_t *len, size_t *type_size,
-                     const size_t *sizes, int want_signed, Err *e) {
+/* Opens a 1-D dataset, or a 2-D one of `cols` columns (cols > 0; *len: its rows) (see check_1d).
+ * Returns it, or -1 with the message. */
+hid_t corpus_open_dataset(TxlCorpus *c, const char *name, hid_t dapl, int64_t cols, int64_t *len, size_t *type_size,
+                          const size_t *sizes, int want_signed, Err *e) {
   if (H5Lexists(c->file, name, H5P_DEFAULT) <= 0)
     return corpus_fail(e, "%s: not a valid txl corpus: dataset '/%s' is missing", c->path, name);
   hid_t d = H5Dopen2(c->file, name, dapl);
   if (d < 0) return corpus_fail_h5(e, c->path, "cannot open dataset '/%s'", name);
-  if (check_1d(c, d, name, len, type_size, sizes, want_signed, e) != 0) {
+  if (check_1d(c, d, name, cols, len, type_size, sizes, want_signed, e) != 0) {
     H5Dclose(d);
     return -1;
   }
   return d;
+}
+
+static hid_t open_1d(TxlCorpus *c, const char *name, hid_t dapl, int64_t *len, size_t *type_size,
+                     const size_t *sizes, int want_signed, Err *e) {
+  return corpus_open_dataset(c, name, dapl, 0, len, type_size, sizes, want_signed, e);
 }
 
 /* (Re)opens split k's dataset with a chunk cache of cache_bytes (0: HDF5's default). Returns
@@ -250,10 +268,10 @@ static int validate(TxlCorpus *c, Err *e) {
     return corpus_fail(e, "%s: corpus format version %lld is not supported (this txl reads version %d)", path,
                 (long long)version, TXL_CORPUS_FORMAT_VERSION);
   if (attr_string(c->file, "mode", buf, sizeof buf) != 0 ||
-      (strcmp(buf, "word") && strcmp(buf, "char") && strcmp(buf, "byte") && strcmp(buf, "spm")))
-    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte|spm",
+      (strcmp(buf, "word") && strcmp(buf, "char") && strcmp(buf, "byte") && strcmp(buf, "spm") && strcmp(buf, "bpe")))
+    return corpus_fail(e, "%s: not a valid txl corpus: attribute 'mode' is missing or not word|char|byte|spm|bpe",
                        path);
-  memcpy(c->mode, buf, strlen(buf) + 1); /* one of the four names above */
+  memcpy(c->mode, buf, strlen(buf) + 1); /* one of the five names above */
   if (attr_int64(c->file, "vocab_size", &c->vocab_size) != 0)
     return corpus_fail(e, "%s: not a valid txl corpus: attribute 'vocab_size' %s", path,
                        attr_int64_problem(c->file, "vocab_size"));
@@ -304,6 +322,23 @@ static int validate(TxlCorpus *c, Err *e) {
     const int rc = corpus_spm_load(c, d, n_model, e);
     H5Dclose(d);
     return rc;
+  }
+  if (strcmp(c->mode, "bpe") == 0) {
+    static const char *const flag[2] = {"bpe_prefix_space", "bpe_use_regex"};
+    int64_t v[2];
+    for (int i = 0; i < 2; i++) {
+      if (attr_int64(c->file, flag[i], &v[i]) != 0)
+        return corpus_fail(e, "%s: not a valid txl corpus: attribute '%s' %s", path, flag[i],
+                           attr_int64_problem(c->file, flag[i]));
+      if (v[i] != 0 && v[i] != 1)
+        return corpus_fail(e, "%s: not a valid txl corpus: %s = %lld is not 0 or 1", path, flag[i], (long long)v[i]);
+    }
+    if (c->unk_id != -1)
+      return corpus_fail(e, "%s: not a valid txl corpus: a bpe corpus has no <unk> (unk_id = %lld, not -1)", path,
+                         (long long)c->unk_id);
+    c->bpe_prefix_space = (int)v[0];
+    c->bpe_use_regex = (int)v[1];
+    return corpus_bpe_load(c, e);
   }
   return 0;
 }
@@ -367,6 +402,7 @@ void txl_corpus_close(TxlCorpus *c) {
     if (c->split[k].dset >= 0) H5Dclose(c->split[k].dset);
   if (c->file >= 0) H5Fclose(c->file);
   corpus_spm_free(c);
+  corpus_bpe_free(c);
   free(c->vocab_text);
   free(c->vocab_pos);
   free(c->hash);

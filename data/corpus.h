@@ -31,9 +31,9 @@ void txl_corpus_close(TxlCorpus *c);
 /* split: "train" | "valid" | "test"; any other name is the caller's error (txl_fatal). */
 int64_t txl_corpus_split_length(const TxlCorpus *c, const char *split);
 int64_t txl_corpus_vocab_size(const TxlCorpus *c);
-const char *txl_corpus_mode(const TxlCorpus *c); /* "word" | "char" | "byte" | "spm" */
+const char *txl_corpus_mode(const TxlCorpus *c); /* "word" | "char" | "byte" | "spm" | "bpe" */
 /* 1 when a token is a character or a byte (char and byte mode: losses in bits per character),
- * 0 when it is a word or a subword (word and spm mode: perplexity). */
+ * 0 when it is a word or a subword (word, spm and bpe mode: perplexity). */
 int txl_corpus_char_level(const TxlCorpus *c);
 const char *txl_corpus_path(const TxlCorpus *c);
 int64_t txl_corpus_eos_id(const TxlCorpus *c);   /* -1 when the corpus has no <eos> */
@@ -96,6 +96,13 @@ int txl_corpus_spm_encode_line(TxlCorpus *c, const char *text, size_t len, int32
                                char *err, size_t cap);
 int txl_corpus_spm_decode_line(TxlCorpus *c, const int32_t *ids, int64_t n, char **text, size_t *len,
                                char *err, size_t cap);
+
+/* Byte-level BPE corpora (mode "bpe", FORMAT.md): text -> the corpus's ids with the stored merges
+ * and added tokens (data/bpe.h: exactly as txl-prep encoded each file; *ids malloc'ed, free it).
+ * Decoding is concatenating the tokens' bytes (txl_corpus_token_bytes). Loads the vocabulary.
+ * Returns 0, or -1 with the message in err. Another mode is the caller's error (txl_fatal). */
+int txl_corpus_bpe_encode(TxlCorpus *c, const char *text, size_t len, int32_t **ids, int64_t *n, char *err,
+                          size_t cap);
 
 /* SHA-256 (lower-case hex) of the vocabulary: the mode, then every token in id order as its byte
  * length (8 bytes, little-endian) and its bytes. Two corpora share it exactly when their ids mean

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "data/corpus.h"
+#include "data/bpe.h"
 #include "data/spm.h"
 
 enum { N_SPLITS = 3 }; /* train, valid, test */
@@ -46,6 +47,14 @@ struct TxlCorpus {
    * translation of ids: spm_of[txl id] and txl_of[SentencePiece id] */
   TxlSpm *spm;
   int32_t *spm_of, *txl_of;
+  /* mode "bpe": the merges [2 * n_merges] and added tokens' ids read at open, ByteLevel's options;
+   * the encoder, built with the vocabulary (which checks them against it) */
+  int32_t *bpe_merges;
+  int64_t bpe_n_merges;
+  int64_t *bpe_special;
+  int64_t bpe_n_special;
+  int bpe_prefix_space, bpe_use_regex;
+  TxlBpe *bpe;
 };
 
 /* ---- Errors: the caller's buffer ---- */
@@ -79,5 +88,17 @@ int corpus_spm_load(TxlCorpus *c, hid_t dset, int64_t n, Err *e);
 int corpus_spm_map(TxlCorpus *c, Err *e);
 void corpus_spm_free(TxlCorpus *c);
 void corpus_h5_restore(const H5Quiet *q);
+/* Opens a 1-D dataset (cols = 0) or a 2-D one of cols columns (*len: its rows), checked: element
+ * type (integers of the sign asked and one of `sizes`, a 0-terminated list), Fletcher32, the
+ * stored bytes. Returns it, or -1 with the message. */
+hid_t corpus_open_dataset(TxlCorpus *c, const char *name, hid_t dapl, int64_t cols, int64_t *len, size_t *type_size,
+                          const size_t *sizes, int want_signed, Err *e);
+/* mode "bpe" (data/corpus_bpe.c): at open, the attributes bpe_prefix_space and bpe_use_regex and
+ * the datasets '/bpe_merges' and '/bpe_special' (read whole). Returns 0, or -1 with the message. */
+int corpus_bpe_load(TxlCorpus *c, Err *e);
+/* mode "bpe": with the vocabulary loaded, the encoder (data/bpe.h checks every id, the 256 byte
+ * tokens and every merge against the vocabulary). Returns 0, or -1 with the message. */
+int corpus_bpe_build(TxlCorpus *c, Err *e);
+void corpus_bpe_free(TxlCorpus *c);
 
 #endif

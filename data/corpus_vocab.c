@@ -98,7 +98,7 @@ static int load_vocab(TxlCorpus *c, Err *e) {
     c->vocab_text = text;
     c->vocab_pos = pos;
     rc = build_hash(c, e);
-    if (rc == 0 && c->spm && corpus_spm_map(c, e) != 0) {
+    if (rc == 0 && ((c->spm && corpus_spm_map(c, e) != 0) || (!strcmp(c->mode, "bpe") && corpus_bpe_build(c, e) != 0))) {
       free(c->hash);
       c->hash = NULL;
       rc = -1;

@@ -7,18 +7,18 @@
 # input was saved (build-fuzz/crashes/<harness>/). A crash is a sanitizer report, a signal, an
 # abort of the harness's checks (a leak, a broken promise: tests/fuzz/fuzz.h), a run longer than
 # 10 s or one over 2 GiB. Exit status 1 when any harness crashed.
-# usage: scripts/fuzz.sh SECONDS [HARNESS...]   (harnesses: config prep corpus checkpoint)
+# usage: scripts/fuzz.sh SECONDS [HARNESS...]   (harnesses: config prep corpus checkpoint bpe)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[0-9]+$ ]] || [ "$1" -lt 1 ]; then
-  echo "usage: scripts/fuzz.sh SECONDS [HARNESS...]   (harnesses: config prep corpus checkpoint)" >&2
+  echo "usage: scripts/fuzz.sh SECONDS [HARNESS...]   (harnesses: config prep corpus checkpoint bpe)" >&2
   exit 2
 fi
 seconds=$1
 shift
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config prep corpus checkpoint)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config prep corpus checkpoint bpe)
 build=${TXL_FUZZ_BUILD:-$TXL_ROOT/build-fuzz}
 
 mkdir -p "$build"

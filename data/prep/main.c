@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/prep/bpe_prep.h"
 #include "data/prep/spm_prep.h"
 #include "data/prep/text.h"
 #include "data/prep/vocab.h"
@@ -26,7 +27,7 @@
 #include "src/base/cli.h"
 #include "src/base/error.h"
 
-enum { MODE_WORD, MODE_CHAR, MODE_BYTE, MODE_SPM };
+enum { MODE_WORD, MODE_CHAR, MODE_BYTE, MODE_SPM, MODE_BPE };
 enum { N_SPLITS = 3 };
 static const char *const SPLIT[N_SPLITS] = {"train", "valid", "test"};
 
@@ -47,6 +48,8 @@ typedef struct {
   const char *spm_type;  /* NULL: not given (unigram when training) */
   int64_t spm_vocab;     /* 0: not given */
   const char *spm_model; /* NULL: train a model */
+  const char *bpe_tokenizer, *bpe_vocab, *bpe_merges; /* --mode bpe: tokenizer.json or vocab.json + merges.txt */
+  int bpe_prefix_space;
   int quiet;
 } Options;
 
@@ -57,6 +60,8 @@ typedef struct {
   int64_t eos_entry; /* word mode: the entry of "<eos>" */
   Vocab vocab;
   SpmPrep spm; /* spm mode */
+  BpePrep bpe; /* bpe mode */
+  TxlBpeIds bpe_ids[N_SPLITS]; /* bpe mode: each split's ids, encoded in pass 1 */
   int64_t n_tokens[N_SPLITS];
   int64_t n_unk[N_SPLITS];
   char sha[N_SPLITS][65];
@@ -138,7 +143,8 @@ static void remove_stale_tmps(const char *out, const char *host) {
 
 /* The options, in --help order (the rows with a value take "--opt value" or "--opt=value"). */
 enum { OPT_MODE, OPT_TRAIN, OPT_VALID, OPT_TEST, OPT_OUT, OPT_LOWER, OPT_MIN_FREQ, OPT_MAX_SIZE, OPT_VOCAB_FROM,
-       OPT_SPM_VOCAB, OPT_SPM_TYPE, OPT_SPM_MODEL, OPT_DTYPE, OPT_QUIET, N_OPTS };
+       OPT_SPM_VOCAB, OPT_SPM_TYPE, OPT_SPM_MODEL, OPT_BPE_TOKENIZER, OPT_BPE_VOCAB, OPT_BPE_MERGES,
+       OPT_BPE_PREFIX_SPACE, OPT_DTYPE, OPT_QUIET, N_OPTS };
 static const TxlToolOption OPTS[N_OPTS] = {
     [OPT_MODE] = {"--mode", "MODE", NULL, NULL,
         "(required) how text becomes tokens:\n"
@@ -164,7 +170,14 @@ static const TxlToolOption OPTS[N_OPTS] = {
         "        become its <unk>. Vocabulary: the model's pieces, numbered by\n"
         "        descending count in the training split (ties: SentencePiece's\n"
         "        order), so that id 0 is the most frequent (adaptive softmax).\n"
-        "Invalid UTF-8 (word, char, spm) is an error naming the file and line."},
+        "  bpe   a given byte-level BPE (GPT-2, Hugging Face tokenizers):\n"
+        "        --bpe-tokenizer or --bpe-vocab with --bpe-merges. Each file is\n"
+        "        encoded as one text (line ends as Python's text mode reads them:\n"
+        "        \\r\\n and \\r become \\n), exactly as tokenizers encodes it; no\n"
+        "        <eos> is added. Ids and vocabulary: the tokenizer's; each token\n"
+        "        stored as its bytes, the merges and added tokens stored too\n"
+        "        (docs/bpe.md).\n"
+        "Invalid UTF-8 (word, char, spm, bpe) is an error naming the file and line."},
     [OPT_TRAIN] = {"--train", "FILE", NULL, NULL,
         "(required) training text"},
     [OPT_VALID] = {"--valid", "FILE", NULL, NULL,
@@ -201,6 +214,21 @@ static const TxlToolOption OPTS[N_OPTS] = {
         "--mode spm: use this SentencePiece model (a .model file, e.g. of\n"
         "spm_train) instead of training one; its normalization applies. It must\n"
         "have an end-of-sentence piece. Excludes --spm-vocab and --spm-type"},
+    [OPT_BPE_TOKENIZER] = {"--bpe-tokenizer", "FILE", NULL, NULL,
+        "--mode bpe: a tokenizers tokenizer.json: model BPE, pre-tokenizer\n"
+        "ByteLevel (its add_prefix_space and use_regex apply), normalizer null;\n"
+        "its added_tokens are matched literally first. Anything else (another\n"
+        "model, normalizer or post-processor, dropout, byte_fallback, a subword\n"
+        "prefix, ...) is refused. Excludes --bpe-vocab and --bpe-merges"},
+    [OPT_BPE_VOCAB] = {"--bpe-vocab", "FILE", NULL, NULL,
+        "--mode bpe: a GPT-2 vocab.json (token: id), with --bpe-merges; no\n"
+        "added tokens (as tokenizers' ByteLevelBPETokenizer(vocab, merges))"},
+    [OPT_BPE_MERGES] = {"--bpe-merges", "FILE", NULL, NULL,
+        "--mode bpe: a GPT-2 merges.txt (one merge \"a b\" a line, by rank; a\n"
+        "first line #version... is skipped), with --bpe-vocab"},
+    [OPT_BPE_PREFIX_SPACE] = {"--bpe-prefix-space", NULL, NULL, NULL,
+        "--mode bpe with --bpe-vocab: add_prefix_space (a space put before a\n"
+        "text that does not start with one) (default: off)"},
     [OPT_DTYPE] = {"--dtype", "T", NULL, NULL,
         "stored id type: auto = the smallest unsigned type that holds\n"
         "vocab_size - 1, or uint8|uint16|uint32 (an error when the vocabulary\n"
@@ -211,16 +239,17 @@ static const TxlToolOption OPTS[N_OPTS] = {
 
 static void usage(FILE *f) {
   fprintf(f,
-      "usage: txl-prep --mode word|char|byte|spm --train FILE --valid FILE --test FILE --out FILE.h5\n"
+      "usage: txl-prep --mode word|char|byte|spm|bpe --train FILE --valid FILE --test FILE --out FILE.h5\n"
       "                [--lower] [--min-freq N] [--max-size N] [--vocab-from train|all]\n"
       "                [--spm-vocab N [--spm-type unigram|bpe] | --spm-model FILE]\n"
+      "                [--bpe-tokenizer FILE | --bpe-vocab FILE --bpe-merges FILE [--bpe-prefix-space]]\n"
       "                [--dtype auto|uint8|uint16|uint32] [--quiet]\n"
       "\n"
       "Turns three text files into one HDF5 corpus file for txl-train (layout: data/FORMAT.md).\n"
       "\n");
-  txl_tool_options_help(f, OPTS, N_OPTS, 21);
+  txl_tool_options_help(f, OPTS, N_OPTS, 23);
   fprintf(f,
-      "  --help, -h         this text\n"
+      "  --help, -h           this text\n"
       "\n"
       "The same input and options always give a byte-identical output file.\n");
 }
@@ -242,7 +271,8 @@ static void set_option(Options *o, int k, const char *name, const char *val) {
       else if (!strcmp(val, "char")) o->mode = MODE_CHAR;
       else if (!strcmp(val, "byte")) o->mode = MODE_BYTE;
       else if (!strcmp(val, "spm")) o->mode = MODE_SPM;
-      else txl_fatal("--mode: '%s' is not one of word, char, byte, spm", val);
+      else if (!strcmp(val, "bpe")) o->mode = MODE_BPE;
+      else txl_fatal("--mode: '%s' is not one of word, char, byte, spm, bpe", val);
       o->mode_name = val;
       break;
     case OPT_TRAIN: o->path[0] = val; break;
@@ -270,6 +300,15 @@ static void set_option(Options *o, int k, const char *name, const char *val) {
       if (!*val) txl_fatal("--spm-model needs a file name");
       o->spm_model = val;
       break;
+    case OPT_BPE_TOKENIZER:
+    case OPT_BPE_VOCAB:
+    case OPT_BPE_MERGES:
+      if (!*val) txl_fatal("%s needs a file name", name);
+      if (k == OPT_BPE_TOKENIZER) o->bpe_tokenizer = val;
+      else if (k == OPT_BPE_VOCAB) o->bpe_vocab = val;
+      else o->bpe_merges = val;
+      break;
+    case OPT_BPE_PREFIX_SPACE: o->bpe_prefix_space = 1; break;
     case OPT_DTYPE:
       if (strcmp(val, "auto") && strcmp(val, "uint8") && strcmp(val, "uint16") && strcmp(val, "uint32"))
         txl_fatal("--dtype: '%s' is not one of auto, uint8, uint16, uint32", val);
@@ -296,6 +335,19 @@ static void check_spm_options(Options *o) {
     txl_fatal("--mode spm needs --spm-vocab N (train a model of N pieces on the training split) or "
               "--spm-model FILE (see txl-prep --help)");
   if (!o->spm_model && !o->spm_type) o->spm_type = "unigram";
+}
+
+/* --mode bpe: a given tokenizer, its ids as they are. */
+static void check_bpe_options(const Options *o) {
+  if (o->lower || o->min_freq > 0 || o->max_size > 0 || o->vocab_from_given)
+    txl_fatal("--lower, --min-freq, --max-size and --vocab-from do not apply to --mode bpe (the tokenizer's "
+              "vocabulary and ids are used as they are)");
+  if (o->bpe_tokenizer && (o->bpe_vocab || o->bpe_merges || o->bpe_prefix_space))
+    txl_fatal("--bpe-tokenizer %s excludes --bpe-vocab, --bpe-merges and --bpe-prefix-space (the tokenizer "
+              "file holds them)", o->bpe_tokenizer);
+  if (!o->bpe_tokenizer && (!o->bpe_vocab || !o->bpe_merges))
+    txl_fatal("--mode bpe needs --bpe-tokenizer FILE (a tokenizer.json) or --bpe-vocab FILE and --bpe-merges FILE "
+              "(see txl-prep --help)");
 }
 
 static void parse_args(int argc, char **argv, Options *o) {
@@ -341,7 +393,10 @@ static void parse_args(int argc, char **argv, Options *o) {
               "byte values)");
   if (o->mode != MODE_SPM && (o->spm_vocab || o->spm_type || o->spm_model))
     txl_fatal("--spm-vocab, --spm-type and --spm-model apply only to --mode spm");
+  if (o->mode != MODE_BPE && (o->bpe_tokenizer || o->bpe_vocab || o->bpe_merges || o->bpe_prefix_space))
+    txl_fatal("--bpe-tokenizer, --bpe-vocab, --bpe-merges and --bpe-prefix-space apply only to --mode bpe");
   if (o->mode == MODE_SPM) check_spm_options(o);
+  if (o->mode == MODE_BPE) check_bpe_options(o);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -424,6 +479,30 @@ static void spm_line(Prep *P, int k, const LineReader *r, unsigned char *line, s
   spm_token(P, k, P->spm.eos);
 }
 
+/* bpe mode, pass 1: the whole file as one text, as Python's text mode reads it (UTF-8 checked
+ * line by line, every line end as "\n"), encoded into P->bpe_ids[k]. */
+static void bpe_split(Prep *P, int k, LineReader *r) {
+  unsigned char *line;
+  size_t clen, tlen, n = 0, cap = 1 << 16;
+  char *text = txl_malloc(cap, "the text");
+  while (lr_next(r, &line, &clen, &tlen)) {
+    lr_check_utf8(r, line, clen);
+    if (n + clen + 1 > cap) {
+      while (n + clen + 1 > cap) cap *= 2;
+      text = realloc(text, cap);
+      ALLOC_CHECK(text);
+    }
+    memcpy(text + n, line, clen);
+    n += clen;
+    if (tlen > clen) text[n++] = '\n';
+  }
+  TxlBpeIds *ids = &P->bpe_ids[k];
+  if (txl_bpe_encode(P->bpe.bpe, text, n, ids) != 0)
+    txl_fatal("%s: out of memory encoding the %s file", P->opt.path[k], SPLIT[k]);
+  free(text);
+  P->n_tokens[k] = (int64_t)ids->n;
+}
+
 static void process_split(Prep *P, int k) {
   const Options *o = &P->opt;
   char what[32];
@@ -439,7 +518,9 @@ static void process_split(Prep *P, int k) {
   const int counted = !o->vocab_train_only || k == 0;
   const int pass1 = P->pass == 1;
 
-  if (o->mode == MODE_BYTE) {
+  if (o->mode == MODE_BPE) {
+    bpe_split(P, k, &r);
+  } else if (o->mode == MODE_BYTE) {
     unsigned char *data;
     size_t len;
     while (lr_next_raw(&r, &data, &len)) {
@@ -526,6 +607,10 @@ static const char *token_bytes(const Prep *P, int64_t id, size_t *len, unsigned 
     return (const char *)byte;
   }
   if (P->opt.mode == MODE_SPM) return spm_prep_piece(&P->spm, id, len);
+  if (P->opt.mode == MODE_BPE) {
+    *len = P->bpe.tok_len[id];
+    return P->bpe.tok[id];
+  }
   int64_t e = P->vocab.entry[id];
   if (e < 0) {
     *len = 5;
@@ -558,7 +643,7 @@ static void write_output(Prep *P, const char *tmp) {
   h5out_attr_int32(out, "add_eos", o->mode == MODE_WORD || o->mode == MODE_SPM);
   h5out_attr_int64(out, "min_freq", o->min_freq);
   h5out_attr_int64(out, "max_size", o->max_size);
-  h5out_attr_string(out, "vocab_from", o->vocab_train_only ? "train" : "all");
+  h5out_attr_string(out, "vocab_from", o->mode == MODE_BPE ? "tokenizer" : o->vocab_train_only ? "train" : "all");
   h5out_attr_int64(out, "vocab_size", V);
   h5out_attr_int64(out, "unk_id", P->vocab.unk_id);
   h5out_attr_int64(out, "eos_id", P->vocab.eos_id);
@@ -568,6 +653,10 @@ static void write_output(Prep *P, const char *tmp) {
     h5out_attr_string(out, name, base_name(o->path[k]));
     snprintf(name, sizeof name, "%s_sha256", SPLIT[k]);
     h5out_attr_string(out, name, P->sha[k]);
+  }
+  if (o->mode == MODE_BPE) {
+    h5out_attr_int32(out, "bpe_prefix_space", P->bpe.prefix_space);
+    h5out_attr_int32(out, "bpe_use_regex", P->bpe.use_regex);
   }
 
   /* the vocabulary: /vocab (all token bytes, concatenated) and /vocab_offsets [V + 1] */
@@ -599,6 +688,14 @@ static void write_output(Prep *P, const char *tmp) {
     h5out_write(out, d, "spm_model", H5T_NATIVE_UCHAR, 0, (int64_t)P->spm.model_len, P->spm.model);
     h5out_close_dataset(out, d, "spm_model");
   }
+  if (o->mode == MODE_BPE) { /* the merges [n, 2] by rank, the added tokens' ids */
+    d = h5out_dataset_2d(out, "bpe_merges", H5T_STD_I32LE, P->bpe.n_merges, 2, IDS_CHUNK / 2);
+    h5out_write_all(out, d, "bpe_merges", H5T_NATIVE_INT32, 2 * P->bpe.n_merges, P->bpe.merges);
+    h5out_close_dataset(out, d, "bpe_merges");
+    d = h5out_dataset(out, "bpe_special", H5T_STD_I64LE, P->bpe.n_special, IDS_CHUNK);
+    h5out_write_all(out, d, "bpe_special", H5T_NATIVE_INT64, P->bpe.n_special, P->bpe.special);
+    h5out_close_dataset(out, d, "bpe_special");
+  }
 
   /* pass 2: the ids */
   P->pass = 2;
@@ -606,7 +703,12 @@ static void write_output(Prep *P, const char *tmp) {
   for (int k = 0; k < N_SPLITS; k++) {
     P->dset = h5out_dataset(out, SPLIT[k], id_type, P->n_tokens[k], IDS_CHUNK);
     P->buf_n = P->written = 0;
-    process_split(P, k);
+    if (o->mode == MODE_BPE) { /* encoded in pass 1 */
+      for (size_t i = 0; i < P->bpe_ids[k].n; i++) emit(P, k, P->bpe_ids[k].id[i]);
+      if (P->buf_n > 0) flush_ids(P, k);
+    } else {
+      process_split(P, k);
+    }
     h5out_close_dataset(out, P->dset, SPLIT[k]);
   }
   free(P->buf);
@@ -623,6 +725,11 @@ static void write_output(Prep *P, const char *tmp) {
     if (o->mode == MODE_SPM && o->spm_model)
       printf("  SentencePiece model of %d pieces (%zu bytes) from %s\n", P->spm.size, P->spm.model_len,
              o->spm_model);
+    else if (o->mode == MODE_BPE)
+      printf("  byte-level BPE of %lld tokens, %lld merges, %lld added tokens, add_prefix_space %d, from %s%s%s\n",
+             (long long)P->bpe.size, (long long)P->bpe.n_merges, (long long)P->bpe.n_special, P->bpe.prefix_space,
+             o->bpe_tokenizer ? o->bpe_tokenizer : o->bpe_vocab, o->bpe_tokenizer ? "" : " and ",
+             o->bpe_tokenizer ? "" : o->bpe_merges);
     else if (o->mode == MODE_SPM)
       printf("  SentencePiece %s model of %d pieces (%zu bytes) trained on %s in %.2f s\n", o->spm_type,
              P->spm.size, P->spm.model_len, o->path[0], P->spm.train_s);
@@ -671,7 +778,11 @@ static void build_vocab(Prep *P) {
     for (int i = 0; i < 0x110000; i++) P->cp_entry[i] = -1;
   }
   char train_sha[65] = "";
-  if (o->mode == MODE_SPM && o->spm_model) {
+  if (o->mode == MODE_BPE && o->bpe_tokenizer) {
+    bpe_prep_load_tokenizer(&P->bpe, o->bpe_tokenizer);
+  } else if (o->mode == MODE_BPE) {
+    bpe_prep_load_files(&P->bpe, o->bpe_vocab, o->bpe_merges, o->bpe_prefix_space);
+  } else if (o->mode == MODE_SPM && o->spm_model) {
     spm_prep_load(&P->spm, o->spm_model);
   } else if (o->mode == MODE_SPM) {
     if (!o->quiet) {
@@ -691,6 +802,10 @@ static void build_vocab(Prep *P) {
     P->vocab.size = P->spm.size;
     P->vocab.eos_id = P->spm.txl_id[P->spm.eos];
     P->vocab.unk_id = P->spm.txl_id[P->spm.unk];
+  } else if (o->mode == MODE_BPE) {
+    P->vocab.size = P->bpe.size;
+    P->vocab.eos_id = P->bpe.eos_id;
+    P->vocab.unk_id = -1;
   } else if (o->mode == MODE_BYTE) {
     P->vocab.size = 256;
     P->vocab.eos_id = P->vocab.unk_id = -1;
@@ -724,6 +839,8 @@ int main(int argc, char **argv) {
 
   vocab_free(&P->vocab);
   spm_prep_free(&P->spm);
+  bpe_prep_free(&P->bpe);
+  for (int k = 0; k < N_SPLITS; k++) free(P->bpe_ids[k].id);
   tok_free(&P->tab);
   free(P->cp_entry);
   free(P);

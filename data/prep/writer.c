@@ -70,12 +70,10 @@ void h5out_attr_int64(H5Out *o, const char *attr, int64_t value) {
   write_attr(o, attr, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
 }
 
-hid_t h5out_dataset(H5Out *o, const char *dset, hid_t type, int64_t n, int64_t chunk) {
-  hsize_t dim = (hsize_t)n, ch = (hsize_t)(n < chunk ? n : chunk);
-  if (ch == 0) ch = 1;
-  hid_t sp = H5Screate_simple(1, &dim, NULL);
+static hid_t dataset(H5Out *o, const char *dset, hid_t type, int rank, const hsize_t *dim, const hsize_t *ch) {
+  hid_t sp = H5Screate_simple(rank, dim, NULL);
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  if (sp < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 || H5Pset_chunk(dcpl, 1, &ch) < 0 ||
+  if (sp < 0 || dcpl < 0 || H5Pset_obj_track_times(dcpl, 0) < 0 || H5Pset_chunk(dcpl, rank, ch) < 0 ||
       H5Pset_fletcher32(dcpl) < 0)
     fail(o, "dataset properties of '/%s'", dset);
   hid_t d = H5Dcreate2(o->file, dset, type, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -83,6 +81,18 @@ hid_t h5out_dataset(H5Out *o, const char *dset, hid_t type, int64_t n, int64_t c
   H5Pclose(dcpl);
   H5Sclose(sp);
   return d;
+}
+
+hid_t h5out_dataset(H5Out *o, const char *dset, hid_t type, int64_t n, int64_t chunk) {
+  hsize_t dim = (hsize_t)n, ch = (hsize_t)(n < chunk ? n : chunk);
+  if (ch == 0) ch = 1;
+  return dataset(o, dset, type, 1, &dim, &ch);
+}
+
+hid_t h5out_dataset_2d(H5Out *o, const char *dset, hid_t type, int64_t rows, int64_t cols, int64_t chunk_rows) {
+  hsize_t dim[2] = {(hsize_t)rows, (hsize_t)cols}, ch[2] = {(hsize_t)(rows < chunk_rows ? rows : chunk_rows), (hsize_t)cols};
+  if (ch[0] == 0) ch[0] = 1;
+  return dataset(o, dset, type, 2, dim, ch);
 }
 
 void h5out_write(H5Out *o, hid_t dset, const char *dset_name, hid_t mem_type, int64_t start,
@@ -96,6 +106,11 @@ void h5out_write(H5Out *o, hid_t dset, const char *dset_name, hid_t mem_type, in
     fail(o, "writing '/%s'", dset_name);
   H5Sclose(msp);
   H5Sclose(fsp);
+}
+
+void h5out_write_all(H5Out *o, hid_t dset, const char *dset_name, hid_t mem_type, int64_t n, const void *buf) {
+  if (n == 0) return;
+  if (H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) fail(o, "writing '/%s'", dset_name);
 }
 
 void h5out_close_dataset(H5Out *o, hid_t dset, const char *dset_name) {

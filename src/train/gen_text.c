@@ -7,11 +7,12 @@
 #include "src/base/error.h"
 #include "src/base/show.h"
 
-enum { TEXT_WORD, TEXT_CHARS, TEXT_SPM };
+enum { TEXT_WORD, TEXT_CHARS, TEXT_SPM, TEXT_BPE };
 
+/* bpe prints as chars and bytes do (a token's bytes), but encodes the prompt with the BPE */
 static int text_mode(const TxlCorpus *c) {
   const char *m = txl_corpus_mode(c);
-  return !strcmp(m, "word") ? TEXT_WORD : !strcmp(m, "spm") ? TEXT_SPM : TEXT_CHARS;
+  return !strcmp(m, "word") ? TEXT_WORD : !strcmp(m, "spm") ? TEXT_SPM : !strcmp(m, "bpe") ? TEXT_BPE : TEXT_CHARS;
 }
 
 /* spm: the ids of one line of the prompt appended at ids[n]; returns the new count. */
@@ -29,7 +30,16 @@ static int spm_line_ids(TxlCorpus *c, const char *text, size_t len, int32_t *ids
 int txl_gen_prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) {
   int n = 0;
   const int mode = text_mode(c);
-  if (mode == TEXT_SPM) {
+  if (mode == TEXT_BPE) { /* the whole prompt as one text, as txl-prep encodes a file */
+    char err[1024];
+    int32_t *all;
+    int64_t m;
+    if (txl_corpus_bpe_encode(c, prompt, strlen(prompt), &all, &m, err, sizeof err) != 0) txl_fatal("prompt: %s", err);
+    if (m > cap) txl_fatal("the prompt is longer than %d tokens", cap);
+    memcpy(ids, all, (size_t)m * sizeof *ids);
+    free(all);
+    n = (int)m;
+  } else if (mode == TEXT_SPM) {
     for (const char *p = prompt; *p;) {
       const char *nl = strchr(p, '\n');
       n = spm_line_ids(c, p, nl ? (size_t)(nl - p) : strlen(p), ids, n, cap);
@@ -69,8 +79,9 @@ int txl_gen_prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap) 
       p += len;
     }
   }
-  if (n == 0) { /* start of a line */
+  if (n == 0) { /* start of a line (bpe: <|endoftext|>, else the newline token) */
     int64_t id = mode == TEXT_CHARS ? txl_corpus_token_id(c, "\n") : txl_corpus_eos_id(c);
+    if (mode == TEXT_BPE && id < 0) id = txl_corpus_token_id(c, "\n");
     ids[n++] = (int32_t)(id >= 0 ? id : 0);
   }
   return n;

@@ -2,7 +2,8 @@
  * ids as text on a stream, by the corpus's mode: whitespace-separated words with <eos> a line end
  * (word); characters or bytes (char, byte); or subwords, each line encoded and decoded by the
  * corpus's SentencePiece model (spm: a line is printed when its <eos> comes, or at the end, since
- * SentencePiece decodes a whole sequence: spaces restored, a character split over pieces joined). */
+ * SentencePiece decodes a whole sequence: spaces restored, a character split over pieces joined);
+ * or byte-level BPE tokens, each printed as its bytes (bpe: decoding is their concatenation). */
 #ifndef TXL_TRAIN_GEN_TEXT_H
 #define TXL_TRAIN_GEN_TEXT_H
 
@@ -13,7 +14,8 @@
 
 /* The prompt's token ids into ids[cap] (more is an error); "" gives the start of a line (<eos>
  * for words and subwords, a newline for characters). spm: each line of the prompt ("\n" ends one)
- * is encoded and all but the last ended by <eos>. Returns the count (>= 1). Text outside the
+ * is encoded and all but the last ended by <eos>. bpe: the whole prompt is one text, encoded as
+ * txl-prep encodes a file ("" gives <|endoftext|>, or the newline token without one). Returns the count (>= 1). Text outside the
  * vocabulary is a one-line error (word mode maps it to <unk> when the corpus has one; spm to the
  * model's unknown piece). */
 int txl_gen_prompt_ids(TxlCorpus *c, const char *prompt, int32_t *ids, int cap);

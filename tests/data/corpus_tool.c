@@ -45,7 +45,7 @@
 #include "tests/data/handmade.h"
 
 static void usage(void) {
-  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|spm-model|block|entropy|tokid|check|make|"
+  fprintf(stderr, "usage: corpus_tool info|attr|dtype|ids|vocab|decode|bpe-encode|spm-model|block|entropy|tokid|check|make|"
                   "make-zipf|make-foreign|make-big-vocab|set-attr|set-attr-f64|poke|chunk-addr|put-spm-model|no-fletcher ...\n");
   exit(2);
 }
@@ -417,6 +417,22 @@ int main(int argc, char **argv) {
     double bits;
     if (txl_corpus_unigram_entropy_bits(c, argv[3], &bits, err, sizeof err) != 0) txl_fatal("%s", err);
     printf("%.12f\n", bits);
+  } else if (!strcmp(cmd, "bpe-encode")) { /* bpe-encode CORPUS TEXTFILE: the ids of the file's bytes */
+    if (argc < 4) usage();
+    FILE *f = fopen(argv[3], "rb");
+    if (!f) txl_fatal("%s: cannot open", argv[3]);
+    size_t cap = 1 << 16, n = 0;
+    char *text = malloc(cap);
+    for (size_t got; text && (got = fread(text + n, 1, cap - n, f)) > 0;)
+      if ((n += got) == cap) text = realloc(text, cap *= 2);
+    fclose(f);
+    if (!text) txl_fatal("out of memory");
+    int32_t *ids;
+    int64_t m;
+    if (txl_corpus_bpe_encode(c, text, n, &ids, &m, err, sizeof err) != 0) txl_fatal("%s", err);
+    for (int64_t i = 0; i < m; i++) printf("%d\n", ids[i]);
+    free(ids);
+    free(text);
   } else if (!strcmp(cmd, "tokid")) {
     if (argc < 4) usage();
     printf("%lld\n", (long long)txl_corpus_token_id(c, argv[3]));

@@ -1,7 +1,7 @@
 /* Fuzz harness: the corpus reader (data/corpus.c) on a corpus file: open and validate, then what
  * the trainer and the tools do with it: the length of every split, blocks of columns and
  * contiguous ranges of ids, the unigram entropy, every token's bytes looked up back to its id,
- * the vocabulary digest.
+ * the vocabulary digest, and for a bpe corpus a text encoded (data/bpe.c) and decoded back.
  *
  * Input: an HDF5 file (starting with HDF5's signature: mutations of txl-prep's output,
  * tests/fuzz/seeds.sh), read as it is; or anything else, a description of a corpus (h5gen.h:
@@ -90,6 +90,22 @@ static void run(void *arg) {
   (void)txl_corpus_token_id(c, "<unk>");
   (void)txl_corpus_token_id_n(c, "\xff\xfe", 2);
   (void)txl_corpus_vocab_digest(c);
+  if (!strcmp(txl_corpus_mode(c), "bpe")) { /* a loaded bpe corpus encodes any text, decoding back to it */
+    static const char text[] = "It's 12 o'clock  \n\t<|endoftext|>caf\xc3\xa9 \xff\xfe";
+    int32_t *ids;
+    int64_t n;
+    if (txl_corpus_bpe_encode(c, text, sizeof text - 1, &ids, &n, err, sizeof err) != 0)
+      fuzz_fail("a bpe corpus whose vocabulary loaded does not encode: %s", err);
+    size_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+      size_t len;
+      const char *s = txl_corpus_token_bytes(c, ids[i], &len);
+      if (len > sizeof text - 1 - at || memcmp(s, text + at, len) != 0) fuzz_fail("bpe ids do not decode to the text");
+      at += len;
+    }
+    if (at != sizeof text - 1) fuzz_fail("bpe ids decode to %zu of %zu bytes", at, sizeof text - 1);
+    fuzz_free(ids);
+  }
   txl_corpus_close(c);
 }
 

@@ -6,10 +6,13 @@
 #   prep        tests/fuzz/text/{train,valid,test}.txt behind fuzz_prep.c's header, in every mode,
 #               and three lines over 4 KiB
 #   corpus      txl-prep's corpora of those texts (word, char, byte; word with <unk> and --lower),
-#               and the described corpus of a zero byte (fuzz_corpus.c: a valid one)
+#               a bpe corpus of the fixture's tokenizer, and the described corpus of a zero byte
+#               (fuzz_corpus.c: a valid one)
+#   bpe         the byte-level BPE fixture's tokenizer.json (tests/data/bpe), and a small JSON text
+#               with escapes, surrogate pairs and numbers
 #   checkpoint  a checkpoint of ckpt_model.h's model (fuzz_make_ckpt_seed), and the described
 #               checkpoint of a zero byte (fuzz_checkpoint.c: a valid one)
-# usage: seeds.sh OUT TXL_PREP MAKE_CKPT_SEED [HARNESS...]   (default: all four)
+# usage: seeds.sh OUT TXL_PREP MAKE_CKPT_SEED [HARNESS...]   (default: all five)
 set -euo pipefail
 out=$1 prep=$2 make_ckpt=$3
 shift 3
@@ -17,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 text=$here/text
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config prep corpus checkpoint)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config prep corpus checkpoint bpe)
 
 # fuzz_prep's header: flags, min-freq, max-size, then where valid and test start (b / 256 of
 # the rest): the split points of the three texts, rounded up so each byte lands where it was.
@@ -62,7 +65,13 @@ for h in "${harnesses[@]}"; do
       "$prep" --mode char "${args[@]}" --out "$out/$h/char.h5"
       "$prep" --mode byte "${args[@]}" --out "$out/$h/byte.h5"
       "$prep" --mode word --lower --min-freq 2 "${args[@]}" --out "$out/$h/word_unk.h5"
+      "$prep" --mode bpe --bpe-tokenizer "$root/tests/data/bpe/tokenizer.json" "${args[@]}" --out "$out/$h/bpe.h5"
       printf '\0' > "$out/$h/described"
+      ;;
+    bpe)
+      cp "$root/tests/data/bpe/tokenizer.json" "$out/$h/tokenizer.json"
+      printf '{"a": [1, -2.5e3, 0, "\\u00e9\\ud83d\\ude00\\n\\"", true, false, null, {}, []], "b": {"c": 1}}' \
+        > "$out/$h/small.json"
       ;;
     checkpoint)
       "$make_ckpt" "$out/$h/seed.h5"
