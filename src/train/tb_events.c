@@ -106,7 +106,7 @@ size_t txl_tb_record(const TxlTbEvent *e, unsigned char *out, size_t cap) {
   if (e->summary) put_bytes(&o, 5, e->summary->bytes, e->summary->len);
   if (e->session_start) {
     const unsigned char start[2] = {1 << 3 | VARINT, 1}; /* SessionLog {status: START} */
-    put_bytes(&o, 6, start, sizeof start);
+    put_bytes(&o, 7, start, sizeof start);
   }
   if (o.overflow || (e->summary && e->summary->overflow)) return 0;
   Out head = {out, 0, 12, 0};

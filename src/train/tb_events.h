@@ -2,7 +2,7 @@
  * CRC32C of the length bytes, the data, uint32 masked CRC32C of the data) around Event protocol
  * buffers, encoded and read back here by hand (no protobuf library):
  *   Event    {double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5;
- *             SessionLog session_log = 6}
+ *             SessionLog session_log = 7}  (3, 5 and 7 are a oneof: one of them per event)
  *   Summary  {repeated Value value = 1}    Value {string tag = 1; float simple_value = 2}
  *   SessionLog {SessionStatus status = 1}  (START = 1: a reader drops what it holds of this step
  *                                           and later ones, the run continues from here)

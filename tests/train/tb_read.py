@@ -5,7 +5,8 @@ SessionLog fields decoded by hand, independently of src/train/tb_events.c.
   python3 tb_read.py DIR   prints one line per event file and one per event (a look by hand)
 As a module: history(DIR) reads a folder the way TensorBoard does (files in name order, a
 SessionLog START at step s dropping what was read of steps >= s) and returns
-{tag: [(step, value), ...]}; read_file(PATH) gives the events of one file."""
+{tag: [(step, value), ...]}; read_file(PATH) gives the events of one file; metrics_scalars and
+compare check them against the run's metrics.jsonl."""
 import math
 import os
 import struct
@@ -89,7 +90,7 @@ def decode_event(data):
                 if tag is None or simple is None:
                     raise Damaged("a Value without tag or simple_value")
                 e["values"].append((tag, simple))
-        elif f == 6 and w == 2:
+        elif f == 7 and w == 2:
             e["start"] = any(sf == 1 and sw == 0 and sv == 1 for sf, sw, sv in fields(v))
     return e
 
@@ -136,6 +137,58 @@ def history(folder):
             for tag, v in e["values"]:
                 scalars.setdefault(tag, []).append((e["step"], v))
     return scalars
+
+
+def metrics_scalars(path):
+    """{tag: [(step, value, tolerance)]} that a run's event files must hold for its metrics.jsonl:
+    each line's figures tagged "<kind>/<key>" at its step, the "unigram" line's
+    "unigram/<split>_<key>" at step 0; None for a figure written as null (NaN or infinite).
+    The tolerance: the event holds the float32 of the double that the line prints with D
+    decimals (or %.6e), so |event - printed| <= half a unit of the printed last digit (the
+    printing's rounding) + |double| * 2^-24 (float32 rounds to 24 significant bits: a relative
+    error of at most 2^-24), |double| <= |printed| + that half unit; times 1 + 1e-9 for the
+    float64 arithmetic of the check itself."""
+    import json
+    want = {}
+    for line in open(path):
+        r = json.loads(line, parse_float=lambda t: t, parse_int=lambda t: t, parse_constant=lambda t: t)
+        kind = r.pop("kind")
+        if kind == "unigram":
+            prefix, step = "unigram/%s_" % r.pop("split"), 0
+        else:
+            prefix, step = kind + "/", int(r.pop("step"))
+        for key, text in r.items():
+            if text is None:
+                want.setdefault(prefix + key, []).append((step, None, 0.0))
+                continue
+            mantissa, _, exp = text.lower().partition("e")
+            decimals = len(mantissa.partition(".")[2])
+            half = 0.5 * 10.0 ** (int(exp or 0) - decimals)
+            v = float(text)
+            tol = (half + (abs(v) + half) * 2.0 ** -24) * (1 + 1e-9)
+            want.setdefault(prefix + key, []).append((step, v, tol))
+    return want
+
+
+def compare(got, want):
+    """The differences between {tag: [(step, value)]} (an event folder as read) and
+    metrics_scalars' {tag: [(step, value, tolerance)]}: tags, steps (in order: no repeated or
+    stale step) and each value within its tolerance; [] when they agree."""
+    problems = []
+    if sorted(got) != sorted(want):
+        problems.append("tags: events have %s, metrics.jsonl %s" % (sorted(got), sorted(want)))
+    for tag in sorted(set(got) & set(want)):
+        gs, ws = [s for s, _ in got[tag]], [s for s, _, _ in want[tag]]
+        if gs != ws:
+            problems.append("%s: steps %s in the events, %s in metrics.jsonl" % (tag, gs, ws))
+            continue
+        for (step, g), (_, w, tol) in zip(got[tag], want[tag]):
+            if w is None:
+                if math.isfinite(g):
+                    problems.append("%s step %d: %r in the events, null in metrics.jsonl" % (tag, step, g))
+            elif not abs(g - w) <= tol:
+                problems.append("%s step %d: %r in the events, %r in metrics.jsonl (tolerance %.3g)" % (tag, step, g, w, tol))
+    return problems
 
 
 if __name__ == "__main__":

@@ -63,10 +63,10 @@ static void test_encoding(void) {
   const size_t nv = txl_tb_record(&v, rv, sizeof rv), ns = txl_tb_record(&st, rs, sizeof rs);
   const unsigned char want_v[] = {0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x1A, 13, 'b', 'r', 'a', 'i', 'n', '.', 'E', 'v',
                                   'e', 'n', 't', ':', '2'};
-  const unsigned char want_s[] = {0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 7, 0x32, 2, 0x08, 1};
+  const unsigned char want_s[] = {0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 7, 0x3A, 2, 0x08, 1};
   check(nv == 16 + sizeof want_v && !memcmp(rv + 12, want_v, sizeof want_v), "Event {file_version: \"brain.Event:2\"}");
   check(ns == 16 + sizeof want_s && !memcmp(rs + 12, want_s, sizeof want_s),
-        "Event {step: 7, session_log {status: START}} (field 6; SessionLog field 1 = 1)");
+        "Event {step: 7, session_log {status: START}} (field 7; SessionLog field 1 = 1)");
 
   /* a tag of 200 bytes: its length takes two varint bytes (200 = C8 01) */
   char tag[201];
