@@ -3,8 +3,8 @@
 # with the scalars of metrics.jsonl, which a reader written here (tb_read.py: the framing, both
 # masked CRC32Cs, the protobuf fields, by hand) finds again: every figure of every line, at its
 # step, to float32 precision; on 1 and 2 ranks (one file: rank 0's); over a stop and a crash
-# after lines past the last checkpoint, the event files tell one history, metrics.jsonl's, with no
-# repeated or stale step; a finished run resumed at its end tests again without a second test
+# after lines past the last checkpoint (and a stale temporary, a record cut short by a kill), the
+# event files tell one history, metrics.jsonl's, with no repeated or stale step; a finished run resumed at its end tests again without a second test
 # event of that step. A file named tb in work_dir: one error line, non-zero exit. Off by default.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 PY=/usr/bin/python3
@@ -83,7 +83,18 @@ for P in 1 2; do
   rc=0; TXL_CKPT_FAULT=after_params train_into $d "$WORK/r.ini" $P --set run.resume=auto || rc=$?
   $PY "$READER" "$WORK/$d/tb" | grep -q '^  step 10 valid/loss' && [ "$(cat "$WORK/$d/latest")" = ckpt-00000008.h5 ] \
     && ok "P=$P: the crash (status $rc) left events of step 10 after the checkpoint of step 8" || fail "P=$P: no stale events"
+  if [ $P = 1 ]; then # a temporary of a rewrite killed half-way, which TensorBoard would read
+    tmp=$(ls "$WORK/$d/tb" | tail -n 1).tmp-99999999
+    touch "$WORK/$d/tb/$tmp"
+  else # the kill came in the middle of the last event (step 10's validation): a record cut short
+    last=$WORK/$d/tb/$(ls "$WORK/$d/tb" | tail -n 1)
+    truncate -s -5 "$last"
+  fi
   train_into $d "$WORK/r.ini" $P --set run.resume=auto || { cat "$WORK/$d.out"; fail "P=$P: the resume failed"; }
+  if [ $P = 1 ]; then
+    [ ! -e "$WORK/$d/tb/$tmp" ] && grep -q "removed 1 temporary left by a run killed while writing: $tmp" "$WORK/$d.out" \
+      && ok "the stale temporary in tb/ is removed, with a notice" || fail "the temporary $tmp stayed"
+  fi
   grep -q "tb: dropped 2 events that the run which stopped logged after the checkpoint of step 8" "$WORK/$d.out" \
     && ok "P=$P: the resume dropped the 2 stale events of step 10" || fail "P=$P: no notice of dropped events"
   check_tb "P=$P: stopped, crashed, resumed" "$WORK/$d"
