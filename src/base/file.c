@@ -33,6 +33,25 @@ int txl_write_file_atomic(const char *path, const void *data, size_t bytes, char
   return 0;
 }
 
+int txl_append_whole(int fd, const void *data, size_t bytes, long long *size, int *cut_short) {
+  const char *p = (const char *)data;
+  size_t done = 0;
+  *cut_short = 0;
+  while (done < bytes) {
+    const ssize_t k = write(fd, p + done, bytes - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      const int e = k < 0 ? errno : 0;
+      if (done > 0 && ftruncate(fd, (off_t)*size) != 0) *cut_short = 1; /* cut off the part written */
+      errno = e;
+      return -1;
+    }
+    done += (size_t)k;
+  }
+  *size += (long long)bytes;
+  return 0;
+}
+
 int txl_file_holds(const char *path, const char *text) {
   FILE *f = fopen(path, "rb");
   if (!f) return 0;

@@ -13,9 +13,10 @@
 #include "src/base/error.h"
 #include "src/base/file.h"
 
-void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level) {
+void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level, int tensorboard) {
   memset(r, 0, sizeof *r);
   r->fd = -1;
+  r->tb.fd = -1;
   r->char_level = char_level;
   snprintf(r->path, sizeof r->path, "%s/metrics.jsonl", work_dir);
   char err[1400] = "";
@@ -24,6 +25,8 @@ void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_leve
     r->fd = open(r->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (r->fd < 0 || fstat(r->fd, &sb) != 0) snprintf(err, sizeof err, "%s: cannot open for writing: %s", r->path, strerror(errno));
     else r->good_size = (long long)sb.st_size;
+    r->tensorboard = tensorboard;
+    if (!err[0] && tensorboard) txl_tb_open(&r->tb, work_dir, err, sizeof err);
   }
   txl_fatal_if_any(err[0] != 0, "%s", err);
 }
@@ -31,21 +34,51 @@ void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_leve
 void txl_report_close(TxlReport *r) {
   if (r->fd >= 0) close(r->fd);
   r->fd = -1;
+  txl_tb_close(&r->tb);
 }
 
 int txl_report_failed(const TxlReport *r) { return r->error[0] != 0; }
 
-static void remember_failure(TxlReport *r, int err) {
-  snprintf(r->error, sizeof r->error, "%s: cannot write: %s", r->path, err ? strerror(err) : "short write");
+static void remember_failure(TxlReport *r, const char *path, int err) {
+  snprintf(r->error, sizeof r->error, "%s: cannot write: %s", path, err ? strerror(err) : "short write");
 }
 
 void txl_report_sync(TxlReport *r) {
-  if (r->fd >= 0 && !r->error[0] && fsync(r->fd) != 0) remember_failure(r, errno);
+  if (r->fd >= 0 && !r->error[0] && fsync(r->fd) != 0) remember_failure(r, r->path, errno);
+  if (r->tb.fd >= 0 && !r->error[0] && fsync(r->tb.fd) != 0) remember_failure(r, r->tb.path, errno);
+}
+
+/* Appends one whole record (what: "line", "event") to fd, which holds *size bytes of whole ones;
+ * after a failure it is cut back to them and nothing more is written (the run stops on it). */
+static void append(TxlReport *r, int fd, long long *size, const char *path, const char *what, const void *data,
+                   size_t len) {
+  if (fd < 0 || r->error[0]) return;
+  int cut_short;
+  if (txl_append_whole(fd, data, len, size, &cut_short) == 0) return;
+  remember_failure(r, path, errno);
+  if (cut_short) {
+    const size_t used = strlen(r->error);
+    snprintf(r->error + used, sizeof r->error - used, " (and its last %s is cut short)", what);
+  }
+}
+
+/* One event of this start's file, after the waiting "unigram" event. */
+static void write_event(TxlReport *r, const TxlTbEvent *e) {
+  if (r->tb.fd < 0 || r->error[0]) return;
+  if (r->tb_header.summary) {
+    const TxlTbEvent header = r->tb_header;
+    r->tb_header.summary = NULL;
+    write_event(r, &header);
+  }
+  unsigned char rec[TXL_TB_SUMMARY_MAX + 64];
+  const size_t n = txl_tb_record(e, rec, sizeof rec);
+  if (n == 0) txl_fatal("%s: an event of step %lld does not fit its buffer", r->tb.path, (long long)e->step);
+  append(r, r->tb.fd, &r->tb.size, r->tb.path, "event", rec, n);
 }
 
 /* ---- one history ---------------------------------------------------------------------------- */
 
-static void write_line(TxlReport *r, const char *line);
+static void write_text(TxlReport *r, const char *line);
 
 /* A metrics.jsonl line's step ("step": N, as the txl_report_* functions write it), or -1 without
  * one; *unigram = 1 for a "unigram" line, *whole = 0 for a line that is not one complete object
@@ -165,56 +198,77 @@ static int keep_until(TxlReport *r, int keep, int *dropped, char *err, size_t er
     char header[sizeof r->header];
     snprintf(header, sizeof header, "%s", r->header);
     r->header[0] = 0;
-    write_line(r, header);
+    write_text(r, header);
   }
   return rc;
 }
 
-void txl_report_keep_until(TxlReport *r, int step) {
-  char err[1400] = "";
-  int dropped = 0;
-  const int failed = r->fd >= 0 && keep_until(r, step, &dropped, err, sizeof err) != 0;
-  txl_fatal_if_any(failed, "%s", err);
-  if (dropped > 0) {
-    printf("%s: dropped %d line%s that the run which stopped logged after the checkpoint of step %d (this run "
-           "logs those steps again)\n", r->path, dropped, dropped > 1 ? "s" : "", step);
-    fflush(stdout);
-  }
+static void dropped_notice(const char *path, int n, const char *what, int step) {
+  if (n <= 0) return;
+  printf("%s: dropped %d %s%s that the run which stopped logged after the checkpoint of step %d (this run logs those "
+         "steps again)\n", path, n, what, n > 1 ? "s" : "", step);
+  fflush(stdout);
 }
 
-/* Appends one complete line; after a failure the file is cut back to its last complete line and
- * nothing more is written (the run stops on it). */
-static void write_line(TxlReport *r, const char *line) {
+void txl_report_keep_until(TxlReport *r, int step) {
+  char err[1400] = "";
+  int dropped = 0, tb_dropped = 0, unigrams = 0;
+  int failed = r->fd >= 0 && keep_until(r, step, &dropped, err, sizeof err) != 0;
+  if (!failed && r->fd >= 0 && r->tensorboard) {
+    failed = txl_tb_start(&r->tb, step, &tb_dropped, &unigrams, err, sizeof err) != 0;
+    if (!failed && unigrams > 0) r->tb_header.summary = NULL; /* the history has its own */
+    if (!failed && r->tb_header.summary) {                    /* this start's begins it now */
+      const TxlTbEvent header = r->tb_header;
+      r->tb_header.summary = NULL;
+      write_event(r, &header);
+    }
+  }
+  txl_fatal_if_any(failed, "%s", err);
+  dropped_notice(r->path, dropped, "line", step);
+  dropped_notice(r->tb.dir, tb_dropped, "event", step);
+}
+
+/* Appends one complete line to metrics.jsonl, after the waiting header line. */
+static void write_text(TxlReport *r, const char *line) {
   if (r->fd < 0 || r->error[0]) return;
   if (r->header[0]) { /* the header line comes first */
     char header[sizeof r->header];
     snprintf(header, sizeof header, "%s", r->header);
     r->header[0] = 0;
-    write_line(r, header);
+    write_text(r, header);
   }
-  const size_t len = strlen(line);
-  size_t done = 0;
-  while (done < len) {
-    const ssize_t k = write(r->fd, line + done, len - done);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      remember_failure(r, k < 0 ? errno : 0);
-      if (done > 0 && ftruncate(r->fd, (off_t)r->good_size) != 0) { /* cut off the part written */
-        const size_t used = strlen(r->error);
-        snprintf(r->error + used, sizeof r->error - used, " (and its last line is cut short)");
-      }
-      return;
-    }
-    done += (size_t)k;
-  }
-  r->good_size += (long long)len;
+  append(r, r->fd, &r->good_size, r->path, "line", line, strlen(line));
 }
 
-/* One JSON line assembled piece by piece. */
+/* One JSON line assembled piece by piece, and the same figures as one event's scalars, each
+ * tagged prefix + key. */
 typedef struct {
   char s[1024];
   size_t len;
+  char prefix[48];
+  TxlTbSummary tb;
 } Line;
+
+static void line_start(Line *l, const char *prefix) {
+  l->len = 0;
+  l->s[0] = 0;
+  snprintf(l->prefix, sizeof l->prefix, "%s", prefix);
+  l->tb.len = 0;
+  l->tb.overflow = 0;
+}
+
+static void add_scalar(Line *l, const char *key, double v) {
+  char tag[128];
+  snprintf(tag, sizeof tag, "%s%s", l->prefix, key);
+  txl_tb_summary_add(&l->tb, tag, v);
+}
+
+/* The line to metrics.jsonl and its event (of step) to the event file. */
+static void write_line(TxlReport *r, const Line *l, int step) {
+  write_text(r, l->s);
+  const TxlTbEvent e = {.wall_time = txl_tb_now(), .step = step, .summary = &l->tb};
+  write_event(r, &e);
+}
 
 static void add(Line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add(Line *l, const char *fmt, ...) {
@@ -229,6 +283,7 @@ static void add(Line *l, const char *fmt, ...) {
 /* `, "key": value`, with null for NaN and the infinities: C prints them as nan, -nan or inf,
  * which no JSON reader accepts. fmt formats one double. */
 static void add_number(Line *l, const char *key, const char *fmt, double v) {
+  add_scalar(l, key, v);
   add(l, ", \"%s\": ", key);
   if (!isfinite(v)) {
     add(l, "null");
@@ -287,7 +342,8 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
          (int)snprintf(NULL, 0, "%d", f->max_step), f->step, f->max_step, f->lr, f->loss, q, f->grad_norm, scale, tps,
          f->ms_per_step, comm, eta);
   fflush(stdout);
-  Line l = {.len = 0};
+  Line l;
+  line_start(&l, "train/");
   add(&l, "{\"kind\": \"train\", \"step\": %d", f->step);
   add_number(&l, "lr", "%.6e", f->lr);
   add_number(&l, "loss", "%.6f", f->loss);
@@ -301,9 +357,10 @@ void txl_report_train(TxlReport *r, const TxlTrainFigures *f) {
   if (f->loss_scale > 0) {
     add_number(&l, "loss_scale", "%.0f", f->loss_scale);
     add(&l, ", \"skipped\": %lld", f->skipped);
+    add_scalar(&l, "skipped", (double)f->skipped);
   }
   add(&l, "}\n");
-  write_line(r, l.s);
+  write_line(r, &l, f->step);
 }
 
 void txl_report_eval(TxlReport *r, const char *split, int step, double loss, double tokens, double seconds) {
@@ -314,14 +371,17 @@ void txl_report_eval(TxlReport *r, const char *split, int step, double loss, dou
   txl_loss_quality(r->char_level, loss, q, sizeof q, &key, &value);
   printf("%s at step %d | loss %.4f | %s | %.0f tokens in %.1f s\n", split, step, loss, q, tokens, seconds);
   fflush(stdout);
-  Line l = {.len = 0};
+  Line l;
+  char prefix[40];
+  snprintf(prefix, sizeof prefix, "%s/", split);
+  line_start(&l, prefix);
   add(&l, "{\"kind\": \"%s\", \"step\": %d", split, step);
   add_number(&l, "loss", "%.6f", loss);
   add_number(&l, key, "%.6f", value);
   add_number(&l, "tokens", "%.0f", tokens);
   add_number(&l, "seconds", "%.3f", seconds);
   add(&l, "}\n");
-  write_line(r, l.s);
+  write_line(r, &l, step);
 }
 
 void txl_report_baseline(TxlReport *r, const char *split, double bits) {
@@ -332,10 +392,15 @@ void txl_report_baseline(TxlReport *r, const char *split, double bits) {
   else
     printf("%s unigram entropy: %.4f bits per token = perplexity %.1f (the bar to beat)\n", split, bits, exp(nats));
   fflush(stdout);
-  Line l = {.len = 0};
+  Line l;
+  char prefix[40];
+  snprintf(prefix, sizeof prefix, "unigram/%s_", split);
+  line_start(&l, prefix);
   add(&l, "{\"kind\": \"unigram\", \"split\": \"%s\"", split);
   add_number(&l, "bits", "%.6f", bits);
   add_number(&l, "loss", "%.6f", nats);
   add(&l, "}\n");
   snprintf(r->header, sizeof r->header, "%s", l.s);
+  r->tb_header_values = l.tb;
+  r->tb_header = (TxlTbEvent){.wall_time = txl_tb_now(), .step = 0, .summary = &r->tb_header_values};
 }

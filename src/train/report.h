@@ -1,31 +1,44 @@
 /* What a run tells its user: progress lines on stdout (rank 0) and the same figures as JSON
- * lines in <work_dir>/metrics.jsonl. A line is written whole or not at all: a write that fails
- * (a full disk) is cut back to the last complete line and remembered, and the training loop
- * stops the run on it (txl_report_failed) rather than train on without a record. */
+ * lines in <work_dir>/metrics.jsonl, and with run.tensorboard as TensorBoard scalars in
+ * <work_dir>/tb (src/train/tb_log.h: one event per line, tagged "<kind>/<key>" of the line, the
+ * "unigram" line's keys "unigram/<split>_<key>" at step 0). A line or an event is written whole or
+ * not at all: a write that fails (a full disk) is cut back to the last complete one and
+ * remembered, and the training loop stops the run on it (txl_report_failed) rather than train on
+ * without a record. */
 #ifndef TXL_TRAIN_REPORT_H
 #define TXL_TRAIN_REPORT_H
 
 #include <stdio.h>
 
 #include "src/checkpoint/checkpoint.h"
+#include "src/train/tb_events.h"
+#include "src/train/tb_log.h"
 
 typedef struct {
   int fd;              /* metrics.jsonl, open for appending on rank 0; -1 on the other ranks */
   int char_level;      /* 1: report bits per character, 0: perplexity */
   long long good_size; /* bytes of complete lines in metrics.jsonl */
   char path[1100];
-  char error[1400];    /* the first failed write, "<path>: cannot write: <reason>"; "" while none */
+  char error[1700];    /* the first failed write, "<path>: cannot write: <reason>"; "" while none */
   char header[1024];   /* the "unigram" line (txl_report_baseline), waiting to be written: by
                           txl_report_keep_until, or before the first other line */
+  int tensorboard;     /* run.tensorboard, on rank 0 */
+  TxlTbLog tb;         /* its folder; tb.fd: this start's event file, from txl_report_keep_until */
+  TxlTbEvent tb_header; /* the "unigram" event, waiting as header does (tb_header.summary: NULL
+                           when none waits) */
+  TxlTbSummary tb_header_values;
 } TxlReport;
 
-/* Opens <work_dir>/metrics.jsonl (work_dir exists: txl_workdir_open) for appending on rank 0;
- * a file that cannot be opened is one error on every rank. collective: all ranks */
-void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level);
+/* Opens <work_dir>/metrics.jsonl (work_dir exists: txl_workdir_open) for appending on rank 0,
+ * and with tensorboard creates <work_dir>/tb there; a file or folder that cannot be opened is one
+ * error on every rank. collective: all ranks */
+void txl_report_open(TxlReport *r, const char *work_dir, int rank, int char_level, int tensorboard);
 void txl_report_close(TxlReport *r);
-/* 1 when a write to metrics.jsonl failed (only ever on rank 0); the reason is in r->error. */
+/* 1 when a write to metrics.jsonl or the event file failed (only ever on rank 0); the reason is
+ * in r->error. */
 int txl_report_failed(const TxlReport *r);
-/* Makes the lines written so far durable (fsync); a failure is remembered as a failed write. */
+/* Makes the lines and events written so far durable (fsync); a failure is remembered as a failed
+ * write. */
 void txl_report_sync(TxlReport *r);
 
 /* metrics.jsonl tells one history: a run that continues from step `step` (0: a fresh start, or
@@ -36,8 +49,10 @@ void txl_report_sync(TxlReport *r);
  * in r->header is written now when the file holds none (there is one per history, not one per
  * start). Lines that go only at the end are cut off in place (ftruncate: one call, and a
  * metrics.jsonl that is a link stays one); otherwise the file is rewritten atomically
- * (txl_write_file_atomic). A notice says how many lines went; a failure is one error on every
- * rank. collective: all ranks */
+ * (txl_write_file_atomic). With run.tensorboard the event files are cut back alike and this
+ * start's is created (txl_tb_start; the "unigram" event is written when the files hold none): the
+ * events are written from here on. A notice says how many lines and events went; a failure is one
+ * error on every rank. collective: all ranks */
 void txl_report_keep_until(TxlReport *r, int step);
 
 /* The number of lines with a step (train, valid, test: a history, not only the "unigram" header)

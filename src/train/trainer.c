@@ -247,7 +247,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
     /* before anything is written there; with run.resume = auto a folder holding checkpoints is
      * resumed (txl_ckpt_find), and one holding none has nothing to refuse */
     if (!*c->resume) txl_workdir_refuse_checkpoints(c->work_dir, dist);
-    txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t));
+    txl_report_open(&t->report, c->work_dir, dist->rank, is_char_level(t), c->tensorboard);
   }
   if (!bench) { /* the bar any model must clear: the validation split's unigram entropy */
     double bits = 0.0;

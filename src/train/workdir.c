@@ -14,6 +14,7 @@
 #include "src/base/error.h"
 #include "src/checkpoint/checkpoint.h"
 #include "src/train/report.h"
+#include "src/train/tb_log.h"
 
 #define MSG_LEN 1600
 
@@ -85,20 +86,23 @@ static int take_lock(const char *dir, const char *host, char *err, size_t n) {
 
 /* A temporary that no running process will finish: "ckpt-<step>.h5.tmp" (the checkpoint writer
  * names it without a pid; holding the lock proves that no other txl-train writes into this
- * folder), or "<latest|best|config.ini>.tmp-<pid>" of a process that no longer runs. */
+ * folder), or "<latest|best|config.ini|events.out.tfevents.*>.tmp-<pid>" of a process that no
+ * longer runs. */
 static int is_stale_temporary(const char *name) {
   int step = -1, len = 0;
   if (sscanf(name, "ckpt-%d.h5.tmp%n", &step, &len) == 1 && len > 0 && name[len] == 0) return 1;
   static const char *const bases[] = {"latest", "best", "config.ini"};
+  const char *tmp = NULL;
   for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
     const size_t b = strlen(bases[i]);
-    if (strncmp(name, bases[i], b) != 0 || strncmp(name + b, ".tmp-", 5) != 0) continue;
-    char *end;
-    const long pid = strtol(name + b + 5, &end, 10);
-    if (*end || end == name + b + 5 || pid <= 0) return 0;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (strncmp(name, bases[i], b) == 0 && strncmp(name + b, ".tmp-", 5) == 0) tmp = name + b;
   }
-  return 0;
+  if (!strncmp(name, TXL_TB_PREFIX, strlen(TXL_TB_PREFIX))) tmp = strstr(name, ".tmp-"); /* in tb/ */
+  if (!tmp) return 0;
+  char *end;
+  const long pid = strtol(tmp + 5, &end, 10);
+  if (*end || end == tmp + 5 || pid <= 0) return 0;
+  return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
 static void remove_stale_temporaries(const char *dir) {
@@ -132,7 +136,12 @@ void txl_workdir_open(const char *work_dir, const TxlDist *dist) {
   int failed = 0;
   if (dist->rank == 0) {
     failed = make_dirs(work_dir, err, sizeof err) != 0 || take_lock(work_dir, dist->host, err, sizeof err) != 0;
-    if (!failed) remove_stale_temporaries(work_dir);
+    if (!failed) {
+      char tb[1200];
+      snprintf(tb, sizeof tb, "%s/%s", work_dir, TXL_TB_DIR);
+      remove_stale_temporaries(work_dir);
+      remove_stale_temporaries(tb); /* the event files' (run.tensorboard), which TensorBoard would read */
+    }
   }
   txl_fatal_if_any(failed, "%s", err);
 }

@@ -16,7 +16,8 @@
 /* Creates work_dir (and its parents), takes its lock (a second txl-train on the same folder is
  * refused with one line naming the holder), then removes the temporaries of runs that were
  * killed while writing (latest / best / config.ini .tmp-<pid> of processes that no longer run,
- * ckpt-*.h5.tmp: the lock proves that no other run writes them), with a notice. The lock lasts
+ * and those of the event files in tb/; ckpt-*.h5.tmp: the lock proves that no other run writes
+ * them), with a notice. The lock lasts
  * until the process exits. Rank 0 does the work; every rank gets the verdict.
  * collective: all ranks */
 void txl_workdir_open(const char *work_dir, const TxlDist *dist);

@@ -37,7 +37,7 @@ int main(void) {
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
 
   TxlReport r;
-  txl_report_open(&r, dir, 0, 1);
+  txl_report_open(&r, dir, 0, 1, 0);
   txl_report_baseline(&r, "valid", 4.0);
   TxlTrainFigures ok = {2, 10, 1e-3, 2.0, 0.5, 1234.5, 12.0, 1.0, 0.25, 14.0, 0.0, 0};
   txl_report_train(&r, &ok);
@@ -69,7 +69,7 @@ int main(void) {
 
   /* a file that refuses every byte (/dev/full: ENOSPC): the failure is remembered, naming the file */
   if (symlink("/dev/full", path) == 0) {
-    txl_report_open(&r, dir, 0, 1);
+    txl_report_open(&r, dir, 0, 1, 0);
     txl_report_train(&r, &ok);
     char prefix[400];
     snprintf(prefix, sizeof prefix, "%s: cannot write: No space left on device", path);
