@@ -115,6 +115,8 @@ class TransformerXL(torch.nn.Module):
 
     def run_config(self):
         """The config the forward uses: cfg with this module's mem_len, clamp_len, same_length."""
+        if self.same_length and self.mem_len < 1:
+            raise TxlError("same_length needs memory (mem_len %d): pass same_length=False" % self.mem_len)
         c = dict(self.cfg)
         c.update(mem_len=self.mem_len, clamp_len=self.clamp_len, same_length=self.same_length)
         return c

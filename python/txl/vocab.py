@@ -9,7 +9,8 @@ text to tokens") and txl-generate prints them:
         invalid UTF-8 (decode_bytes gives the bytes)
   spm   the stored SentencePiece model encodes each line (needs the `sentencepiece` package),
         </s> (eos_id) after it; decode joins the pieces, U+2581 is a space, and drops the space
-        the model puts in front of a line; </s> is a line end
+        the model puts in front of a line; </s> is a line end, <unk> " \u2047 " as SentencePiece
+        decodes it
   bpe   txl.bpe
 --lower (the corpus's `lower`) lower-cases ASCII A-Z before anything else, in every mode."""
 import re
@@ -20,6 +21,7 @@ from txl.errors import TxlError
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 _SPM_SPACE = "\u2581"
+_SPM_UNK = " \u2047 ".encode("utf-8")  # how SentencePiece decodes its <unk>
 
 
 def _lower(text):
@@ -152,7 +154,9 @@ class Vocab:
                 if i == self.v.eos_id:
                     out.append(self._spm_line(cur) + b"\n")
                     cur = []
-                else:
+                elif i == self.v.unk_id:
+                    cur.append(_SPM_UNK)
+                elif t[i] not in (b"<s>", b"</s>"):  # control pieces decode to nothing
                     cur.append(t[i])
             return b"".join(out) + self._spm_line(cur)
         if m == "bpe":
