@@ -13,14 +13,21 @@ from txl.model import TransformerXL
 from txl.vocab import Vocab
 
 
-def encode(model, text):
-    """model.encode(text): the ids of text in the vocabulary of a loaded model."""
-    return model.encode(text)
+def _coder(source):
+    """A loaded model, a Vocab, or the path of a corpus file: what encodes and decodes."""
+    if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+        return Vocab.from_corpus(source)
+    return source
 
 
-def decode(model, ids):
-    """model.decode(ids): the text of ids."""
-    return model.decode(ids)
+def encode(source, text):
+    """The ids of text in the vocabulary of `source` (a loaded model, a txl.Vocab, or a corpus file)."""
+    return _coder(source).encode(text)
+
+
+def decode(source, ids):
+    """The text of ids in the vocabulary of `source` (a loaded model, a txl.Vocab, or a corpus file)."""
+    return _coder(source).decode(ids)
 
 
 __all__ = ["load", "TransformerXL", "Vocab", "encode", "decode", "EvalResult", "TxlError"]

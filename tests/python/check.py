@@ -164,6 +164,8 @@ def cmd_vocab(corpus, text_dir):
                   "first difference at %d" % next((i for i, (a, b) in enumerate(zip(dec, text)) if a != b), -1))
             continue
         enc = v.encode(raw if mode == "byte" else text)
+        check("%s: txl.encode(corpus file, text) = Vocab.encode" % shown,
+              txl.encode(corpus, raw if mode == "byte" else text) == enc)
         first = next((i for i, (a, b) in enumerate(zip(enc, ids)) if a != b), min(len(enc), len(ids)))
         check("%s: encode(text) = txl-prep's %d ids" % (shown, len(ids)), enc == ids,
               "%d ids, first difference at %d" % (len(enc), first))

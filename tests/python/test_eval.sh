@@ -36,6 +36,8 @@ done
 if tiny_run adaptive "$WORK/c.h5" model.cutoffs=20,40 model.div_val=2 model.tie_weight=false; then
   compare adaptive "$WORK/c.h5" memory-matters
 else cat "$WORK/adaptive.out"; fail "adaptive: training failed"; fi
-if tiny_run word "$WORK/w.h5" model.cutoffs=100 model.d_embed=16 model.pre_lnorm=true; then compare word "$WORK/w.h5" memory-matters
+# the word run: 2 clusters (one projection, d_embed 16), pre-norm layers
+if tiny_run word "$WORK/w.h5" model.cutoffs=100 model.d_embed=16 model.pre_lnorm=true; then
+  compare word "$WORK/w.h5" memory-matters
 else cat "$WORK/word.out"; fail "word: training failed"; fi
 finish
