@@ -6,6 +6,7 @@ runs txl-eval / txl-generate); each check prints "ok   ..." or "FAIL ...".
     check.py load RUN CORPUS OTHER_CORPUS SCRATCH
     check.py vocab CORPUS TEXT_DIR
     check.py generate RUN PROMPT [OUT_FILE TEMPERATURE TOP_K TOP_P SEED] ...
+    check.py train RUN CORPUS RTOL
 """
 import os
 import shutil
@@ -69,6 +70,41 @@ def cmd_eval(run, corpus, txl_valid, txl_test, rtol, memory_matters=""):
         return
     check("%s: without the memory (mem_len=0) the valid loss %.6f is off by more than the tolerance" % (name, r0.loss),
           rel > rtol, "relative %.3g" % rel)
+
+
+# ---- train mode: txl's dropout masks, the loss txl-train logged ---------------------------------------
+def cmd_train(run, corpus, rtol):
+    """Steps 2 and 3 of a run that wrote a checkpoint after every step: the checkpoint of step s
+    holds the parameters and the memory that step s + 1 starts from; in train mode with
+    dropout_step = s (0-based) and the training's attention settings, the loss of that step's
+    segment is the one txl-train logged."""
+    import json
+    logged = {r["step"]: r["loss"] for r in map(json.loads, open(os.path.join(run, "metrics.jsonl")))
+              if r["kind"] == "train"}
+    for s in (1, 2):
+        ck = os.path.join(run, "ckpt-%08d.h5" % s)
+        m = txl.load(ck)
+        c = m.cfg
+        m = txl.load(ck, mem_len=c["mem_len"], clamp_len=c["clamp_len"], same_length=c["same_length"])
+        with h5py.File(ck, "r") as f:
+            rows = int(f.attrs["mem_rows"])
+            mems = [torch.from_numpy(np.asarray(f["mems"][l, :rows])) for l in range(c["n_layer"])]
+        B, L = c["batch"], c["tgt_len"]
+        ids = split_ids(corpus, "train")
+        cols = torch.from_numpy(ids[:B * (len(ids) // B)].reshape(B, -1).T.copy())
+        x, y = cols[s * L:(s + 1) * L], cols[s * L + 1:(s + 1) * L + 1]
+        m.train()
+        m.dropout_step = s
+        with torch.no_grad():
+            lt = float(m.loss(x, y, mems)[0])
+            m.eval()
+            le = float(m.loss(x, y, mems)[0])
+        want = logged[s + 1]
+        check("train mode, step %d (dropout %g, memory of %d rows): loss %.7f = txl-train's %.6f within %g relative"
+              % (s + 1, c["dropout"], rows, lt, want, float(rtol)), abs(lt - want) <= float(rtol) * want,
+              "relative %.3g" % (abs(lt - want) / want))
+        check("step %d: eval mode (no dropout) is off by more than that (%.6f)" % (s + 1, le),
+              abs(le - want) > float(rtol) * want)
 
 
 # ---- load: what path names, a damaged file, a wrong corpus, no corpus --------------------------------
@@ -224,7 +260,7 @@ def cmd_generate(run, prompt, *settings):
 
 
 def main():
-    cmds = {"eval": cmd_eval, "load": cmd_load, "vocab": cmd_vocab, "generate": cmd_generate}
+    cmds = {"eval": cmd_eval, "load": cmd_load, "vocab": cmd_vocab, "generate": cmd_generate, "train": cmd_train}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         print(__doc__)
         return 2

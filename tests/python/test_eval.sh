@@ -2,7 +2,8 @@
 # txl.load(...)'s log-probabilities, walked over the valid and test splits as txl evaluates them
 # (model.evaluate: columns, segments, the memory carried), give txl-eval's losses, for every
 # attention type (rel, shaw, abs_sin, abs_learned) on the character corpus, for the adaptive
-# input and softmax (3 clusters, div_val 2, projections) and for a word-level corpus with <unk>.
+# input and softmax (3 clusters, div_val 2, projections) and for a word-level corpus with <unk>;
+# in train mode (txl's dropout masks) the losses txl-train logged.
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 # Tolerance, relative, as tests/train/test_interop.sh derives it for the same arithmetic (the
@@ -40,4 +41,8 @@ else cat "$WORK/adaptive.out"; fail "adaptive: training failed"; fi
 if tiny_run word "$WORK/w.h5" model.cutoffs=100 model.d_embed=16 model.pre_lnorm=true; then
   compare word "$WORK/w.h5" memory-matters
 else cat "$WORK/word.out"; fail "word: training failed"; fi
+# train mode: 3 steps, a checkpoint (parameters and memory) after each, every loss logged
+if tiny_run steps "$WORK/c.h5" train.max_step=3 train.log_interval=1 run.checkpoint_interval=1; then
+  py_checks train "$WORK/steps" "$WORK/c.h5" "$RTOL"
+else cat "$WORK/steps.out"; fail "steps: training failed"; fi
 finish
