@@ -184,11 +184,8 @@ def cmd_vocab(corpus, text_dir):
         text = raw.decode("utf-8")
         shown = "%s, %s" % (mode, split)
         if mode == "spm":
-            try:
-                import sentencepiece  # noqa: F401
-                has_spm = True
-            except ImportError:
-                has_spm = False
+            import importlib.util
+            has_spm = importlib.util.find_spec("sentencepiece") is not None
             if has_spm:
                 check("%s: encode(text) = txl-prep's %d ids" % (shown, len(ids)), v.encode(text) == ids)
             else:
