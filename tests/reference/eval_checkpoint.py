@@ -7,8 +7,8 @@
 Reads the checkpoint's resolved configuration (root attribute `config`, INI text) and its
 parameters (/params/<name>, src/checkpoint/FORMAT.md) with h5py, and the corpus split
 (data/FORMAT.md) with h5py; builds the model of tests/reference/txl_ref.py (its `forward`, not a
-second implementation) and walks the split as txl_trainer_evaluate (src/train/trainer.c) does,
-with the configuration's EVALUATION settings:
+second implementation) and walks the split as txl_trainer_evaluate (src/train/trainer.c) does
+(the walk is the package's, python/txl/evaluate.py), with the configuration's EVALUATION settings:
 
   - the split cut into eval_batch_size columns of col_len = len // eval_batch_size tokens
     (column c = tokens [c col_len, (c+1) col_len); the tail is never read);
@@ -38,10 +38,11 @@ import sys
 import h5py
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import txl_ref  # noqa: E402
+import txl_ref  # noqa: E402  (which puts the package's folder, python/, on sys.path)
+from txl.errors import TxlError  # noqa: E402
+from txl.evaluate import walk  # noqa: E402
 
 
 def fail(msg):
@@ -144,30 +145,16 @@ def check_params(params, cfg):
 
 
 def evaluate(params, cfg, ids, max_segments):
-    """txl_trainer_evaluate's walk. Returns (mean loss, tokens, segments, rows of the last one)."""
-    B, L = cfg["batch"], cfg["tgt_len"]
-    col_len = len(ids) // B
-    if col_len < 2:
-        fail("the split (%d tokens) is too short for %d columns of 1+1 tokens" % (len(ids), B))
-    cols = torch.from_numpy(ids[:B * col_len].reshape(B, col_len).T.copy())  # [col_len, B]
-    total, tokens, seg, pos, last_n = 0.0, 0, 0, 0, 0
-    mems = None
-    with torch.no_grad():
-        while max_segments < 0 or seg < max_segments:
-            left = col_len - 1 - pos  # rows that still have a target
-            if left <= 0:
-                break
-            n = min(L, left)
-            x = cols[pos:pos + n]
-            y = cols[pos + 1:pos + n + 1]
-            logits, _, mems = txl_ref.forward(params, cfg, x, mems, drop_mode="off")
-            per_token = F.cross_entropy(logits.reshape(n * B, -1), y.reshape(n * B), reduction="none")
-            total += float(per_token.double().sum().item())  # per-token losses summed in double
-            tokens += n * B
-            pos += n
-            seg += 1
-            last_n = n
-    return total / tokens, tokens, seg, last_n
+    """txl_trainer_evaluate's walk (the package's txl.evaluate.walk) over the reference's forward.
+    Returns (mean loss, tokens, segments, rows of the last one)."""
+    def step(x, mems):
+        logits, _, mems = txl_ref.forward(params, cfg, x, mems, drop_mode="off")
+        return logits, mems
+    try:
+        r = walk(step, ids, cfg["batch"], cfg["tgt_len"], max_segments)
+    except TxlError as e:
+        fail(str(e))
+    return r.loss, r.tokens, r.segments, r.last_rows
 
 
 def main(argv=None):
