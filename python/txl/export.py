@@ -273,10 +273,10 @@ def main(argv=None):
     try:
         sd, info = export(o.checkpoint, o.out, o.json, o.corpus, o.best)
     except TxlError as e:
-        print("txl-export: error: %s" % e, file=sys.stderr)
+        print("txl: error: %s" % e, file=sys.stderr)
         return 1
     except (OSError, ImportError) as e:
-        print("txl-export: error: %s" % e, file=sys.stderr)
+        print("txl: error: %s" % e, file=sys.stderr)
         return 1
     n = sum(t.numel() for t in {id(t): t for t in sd.values()}.values())
     print("%s: %d tensors (%d values) of step %d of %s" % (o.out, len(sd), n, info["txl"]["step"],
