@@ -129,6 +129,27 @@ expect_error "a damaged checkpoint" "$(re_quote "$WORK/damaged.h5")" "damaged" -
   --out "$WORK/other.h5"
 expect_error "a corpus of another vocabulary" "vocabulary" "$(re_quote "$WORK/other.h5")" -- \
   "$py" -m txl.export "$WORK/rel_softmax" "$WORK/y.pt" --corpus "$WORK/other.h5"
+# the JSON's vocabulary gives back every token's bytes, by id (byte mode: 128 of them are not UTF-8)
+if run bytes data.corpus="$WORK/other.h5" && "$py" -m txl.export "$WORK/bytes" "$WORK/bytes.pt" \
+     --json "$WORK/bytes.json" > "$WORK/bytes.exp" 2>&1; then
+  for pair in "rel_softmax c.h5" "bytes other.h5"; do
+    set -- $pair
+    if msg=$("$py" - "$WORK/$1.json" "$WORK/$2" <<'PY'
+import json, sys
+from txl.corpus import read_vocabulary
+j, v = json.load(open(sys.argv[1]))["vocab"], read_vocabulary(sys.argv[2])
+back = [bytes.fromhex(j["non_utf8"][str(i)]) if str(i) in j["non_utf8"] else s.encode("utf-8")
+        for i, s in enumerate(j["symbols"])]
+assert back == v.tokens and j["size"] == len(v) and j["digest"] == v.digest(), "the tokens differ"
+assert all(s == t.decode("utf-8", "backslashreplace") for s, t in zip(j["symbols"], v.tokens))
+print("%d symbols, %d not UTF-8" % (len(back), len(j["non_utf8"])))
+PY
+    ); then ok "$1: the JSON's vocabulary gives back the corpus's tokens: $msg"
+    else fail "$1: the JSON's vocabulary is not the corpus's: $msg"; fi
+  done
+else
+  fail "bytes: training or export failed: $(tail -n 2 "$WORK/bytes.train" "$WORK/bytes.exp" 2>/dev/null)"
+fi
 "$py" -m txl.export --help > "$WORK/help.txt" 2>&1
 for opt in --json --corpus --best CKPT OUT.pt; do
   grep -q -- "$opt" "$WORK/help.txt" || fail "--help does not name $opt"
