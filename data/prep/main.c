@@ -20,6 +20,7 @@
 
 #include "data/corpus.h"
 #include "data/prep/bpe_prep.h"
+#include "data/prep/options.h"
 #include "data/prep/spm_prep.h"
 #include "data/prep/text.h"
 #include "data/prep/vocab.h"
@@ -27,34 +28,12 @@
 #include "src/base/cli.h"
 #include "src/base/error.h"
 
-enum { MODE_WORD, MODE_CHAR, MODE_BYTE, MODE_SPM, MODE_BPE };
-enum { N_SPLITS = 3 };
-static const char *const SPLIT[N_SPLITS] = {"train", "valid", "test"};
-
 #define IDS_CHUNK ((int64_t)1 << 16)   /* elements per stored chunk (see FORMAT.md) */
 #define WRITE_BUF ((int64_t)1 << 20)   /* ids buffered before each write */
-#define MAX_VOCAB ((int64_t)INT32_MAX) /* ids and the vocabulary size are ints in the trainer */
+
 
 typedef struct {
-  int mode;
-  const char *mode_name;
-  const char *path[N_SPLITS];
-  const char *out;
-  int lower;
-  int64_t min_freq, max_size;
-  int vocab_train_only;
-  int vocab_from_given; /* --vocab-from was on the command line */
-  const char *dtype; /* auto | uint8 | uint16 | uint32 */
-  const char *spm_type;  /* NULL: not given (unigram when training) */
-  int64_t spm_vocab;     /* 0: not given */
-  const char *spm_model; /* NULL: train a model */
-  const char *bpe_tokenizer, *bpe_vocab, *bpe_merges; /* --mode bpe: tokenizer.json or vocab.json + merges.txt */
-  int bpe_prefix_space;
-  int quiet;
-} Options;
-
-typedef struct {
-  Options opt;
+  PrepOptions opt;
   TokTable tab;
   int32_t *cp_entry; /* char mode: [0x110000] table entry of each code point, -1 = none yet */
   int64_t eos_entry; /* word mode: the entry of "<eos>" */
@@ -137,267 +116,6 @@ static void remove_stale_tmps(const char *out, const char *host) {
   closedir(d);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Command line
- * ------------------------------------------------------------------------------------------- */
-
-/* The options, in --help order (the rows with a value take "--opt value" or "--opt=value"). */
-enum { OPT_MODE, OPT_TRAIN, OPT_VALID, OPT_TEST, OPT_OUT, OPT_LOWER, OPT_MIN_FREQ, OPT_MAX_SIZE, OPT_VOCAB_FROM,
-       OPT_SPM_VOCAB, OPT_SPM_TYPE, OPT_SPM_MODEL, OPT_BPE_TOKENIZER, OPT_BPE_VOCAB, OPT_BPE_MERGES,
-       OPT_BPE_PREFIX_SPACE, OPT_DTYPE, OPT_QUIET, N_OPTS };
-static const TxlToolOption OPTS[N_OPTS] = {
-    [OPT_MODE] = {"--mode", "MODE", NULL, NULL,
-        "(required) how text becomes tokens:\n"
-        "  word  as the original Transformer-XL: each line is stripped and split\n"
-        "        on whitespace (Python's str.split(): Unicode whitespace), and\n"
-        "        <eos> is appended to every line, an empty line included. Lines\n"
-        "        end at \\n, \\r\\n or \\r. Vocabulary: <eos> (id 0), then the\n"
-        "        words by descending count, ties by first occurrence (train,\n"
-        "        valid, test in that order). When some word of any split is not\n"
-        "        in the vocabulary it becomes <unk>; <unk> is then added as id 1\n"
-        "        unless the text has a <unk> word that is in the vocabulary.\n"
-        "  char  every Unicode character (UTF-8 code point) is a token, line\n"
-        "        ends included as they are (\\n; \\r\\n is two tokens); no <eos>.\n"
-        "        Vocabulary: the characters sorted by code point (deterministic,\n"
-        "        independent of frequencies); a needed <unk> is added last.\n"
-        "  byte  every byte is a token; the vocabulary is the 256 byte values,\n"
-        "        always all of them, id = byte value. No UTF-8 check.\n"
-        "  spm   subwords of a SentencePiece model, trained on the training split\n"
-        "        (--spm-vocab, --spm-type) or given (--spm-model) and stored in the\n"
-        "        output (/spm_model). Each line (\\n, \\r\\n or \\r ends it) is\n"
-        "        encoded on its own and ended by the model's end-of-sentence piece\n"
-        "        </s> (the <eos> of word mode); characters the model does not know\n"
-        "        become its <unk>. Vocabulary: the model's pieces, numbered by\n"
-        "        descending count in the training split (ties: SentencePiece's\n"
-        "        order), so that id 0 is the most frequent (adaptive softmax).\n"
-        "  bpe   a given byte-level BPE (GPT-2, Hugging Face tokenizers):\n"
-        "        --bpe-tokenizer or --bpe-vocab with --bpe-merges. Each file is\n"
-        "        encoded as one text (line ends as Python's text mode reads them:\n"
-        "        \\r\\n and \\r become \\n), exactly as tokenizers encodes it; no\n"
-        "        <eos> is added. Ids and vocabulary: the tokenizer's; each token\n"
-        "        stored as its bytes, the merges and added tokens stored too\n"
-        "        (docs/bpe.md).\n"
-        "Invalid UTF-8 (word, char, spm, bpe) is an error naming the file and line."},
-    [OPT_TRAIN] = {"--train", "FILE", NULL, NULL,
-        "(required) training text"},
-    [OPT_VALID] = {"--valid", "FILE", NULL, NULL,
-        "(required) validation text"},
-    [OPT_TEST] = {"--test", "FILE", NULL, NULL,
-        "(required) test text"},
-    [OPT_OUT] = {"--out", "FILE.h5", NULL, NULL,
-        "(required) output corpus; written as FILE.h5.tmp-<pid>@<host>, then\n"
-        "renamed (such files of this host whose process no longer runs are\n"
-        "removed first, with a notice)"},
-    [OPT_LOWER] = {"--lower", NULL, NULL, NULL,
-        "lower-case the text first: ASCII letters only (A-Z), not Unicode\n"
-        "(default: off)"},
-    [OPT_MIN_FREQ] = {"--min-freq", "N", NULL, NULL,
-        "leave out tokens counted fewer than N times (default: 0 = keep all;\n"
-        "word and char modes)"},
-    [OPT_MAX_SIZE] = {"--max-size", "N", NULL, NULL,
-        "at most N tokens in the vocabulary, <eos> and <unk> included; the most\n"
-        "frequent are kept (default: 0 = no limit; word and char modes)"},
-    [OPT_VOCAB_FROM] = {"--vocab-from", "S", NULL, NULL,
-        "count the vocabulary over 'train' only or over 'all' three splits\n"
-        "(--mode spm: train only, 'all' refused) (default: all)"},
-    [OPT_SPM_VOCAB] = {"--spm-vocab", "N", NULL, NULL,
-        "--mode spm: train a model of exactly N pieces (its <unk>, <s> and </s>\n"
-        "included) on the training split (--lower applied); needs N >= the\n"
-        "split's distinct characters + 3 and not more pieces than the text\n"
-        "yields. Trained without normalization and keeping every space, so that\n"
-        "decoding gives each line back byte for byte; deterministic (one\n"
-        "thread, every line, no sampling). Required unless --spm-model is given"},
-    [OPT_SPM_TYPE] = {"--spm-type", "T", NULL, NULL,
-        "--mode spm: the model trained with --spm-vocab: unigram or bpe\n"
-        "(default: unigram, as SentencePiece)"},
-    [OPT_SPM_MODEL] = {"--spm-model", "FILE", NULL, NULL,
-        "--mode spm: use this SentencePiece model (a .model file, e.g. of\n"
-        "spm_train) instead of training one; its normalization applies. It must\n"
-        "have an end-of-sentence piece. Excludes --spm-vocab and --spm-type"},
-    [OPT_BPE_TOKENIZER] = {"--bpe-tokenizer", "FILE", NULL, NULL,
-        "--mode bpe: a tokenizers tokenizer.json: model BPE, pre-tokenizer\n"
-        "ByteLevel (its add_prefix_space and use_regex apply), normalizer null;\n"
-        "its added_tokens are matched literally first. Anything else (another\n"
-        "model, normalizer or post-processor, dropout, byte_fallback, a subword\n"
-        "prefix, ...) is refused. Excludes --bpe-vocab and --bpe-merges"},
-    [OPT_BPE_VOCAB] = {"--bpe-vocab", "FILE", NULL, NULL,
-        "--mode bpe: a GPT-2 vocab.json (token: id), with --bpe-merges; no\n"
-        "added tokens (as tokenizers' ByteLevelBPETokenizer(vocab, merges))"},
-    [OPT_BPE_MERGES] = {"--bpe-merges", "FILE", NULL, NULL,
-        "--mode bpe: a GPT-2 merges.txt (one merge \"a b\" a line, by rank; a\n"
-        "first line #version... is skipped), with --bpe-vocab"},
-    [OPT_BPE_PREFIX_SPACE] = {"--bpe-prefix-space", NULL, NULL, NULL,
-        "--mode bpe with --bpe-vocab: add_prefix_space (a space put before a\n"
-        "text that does not start with one) (default: off)"},
-    [OPT_DTYPE] = {"--dtype", "T", NULL, NULL,
-        "stored id type: auto = the smallest unsigned type that holds\n"
-        "vocab_size - 1, or uint8|uint16|uint32 (an error when the vocabulary\n"
-        "does not fit) (default: auto)"},
-    [OPT_QUIET] = {"--quiet", NULL, NULL, NULL,
-        "no progress (stderr) and no summary (stdout); errors still printed"},
-};
-
-static void usage(FILE *f) {
-  fprintf(f,
-      "usage: txl-prep --mode word|char|byte|spm|bpe --train FILE --valid FILE --test FILE --out FILE.h5\n"
-      "                [--lower] [--min-freq N] [--max-size N] [--vocab-from train|all]\n"
-      "                [--spm-vocab N [--spm-type unigram|bpe] | --spm-model FILE]\n"
-      "                [--bpe-tokenizer FILE | --bpe-vocab FILE --bpe-merges FILE [--bpe-prefix-space]]\n"
-      "                [--dtype auto|uint8|uint16|uint32] [--quiet]\n"
-      "\n"
-      "Turns three text files into one HDF5 corpus file for txl-train (layout: data/FORMAT.md).\n"
-      "\n");
-  txl_tool_options_help(f, OPTS, N_OPTS, 23);
-  fprintf(f,
-      "  --help, -h           this text\n"
-      "\n"
-      "The same input and options always give a byte-identical output file.\n");
-}
-
-static int64_t parse_count(const char *opt, const char *s) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end || errno || v < 0)
-    txl_fatal("%s: '%s' is not a non-negative integer (see txl-prep --help)", opt, s);
-  return (int64_t)v;
-}
-
-/* Sets the option of row k from its value val. */
-static void set_option(Options *o, int k, const char *name, const char *val) {
-  switch (k) {
-    case OPT_MODE:
-      if (!strcmp(val, "word")) o->mode = MODE_WORD;
-      else if (!strcmp(val, "char")) o->mode = MODE_CHAR;
-      else if (!strcmp(val, "byte")) o->mode = MODE_BYTE;
-      else if (!strcmp(val, "spm")) o->mode = MODE_SPM;
-      else if (!strcmp(val, "bpe")) o->mode = MODE_BPE;
-      else txl_fatal("--mode: '%s' is not one of word, char, byte, spm, bpe", val);
-      o->mode_name = val;
-      break;
-    case OPT_TRAIN: o->path[0] = val; break;
-    case OPT_VALID: o->path[1] = val; break;
-    case OPT_TEST: o->path[2] = val; break;
-    case OPT_OUT: o->out = val; break;
-    case OPT_MIN_FREQ: o->min_freq = parse_count(name, val); break;
-    case OPT_MAX_SIZE: o->max_size = parse_count(name, val); break;
-    case OPT_VOCAB_FROM:
-      if (!strcmp(val, "train")) o->vocab_train_only = 1;
-      else if (!strcmp(val, "all")) o->vocab_train_only = 0;
-      else txl_fatal("--vocab-from: '%s' is not one of train, all", val);
-      o->vocab_from_given = 1;
-      break;
-    case OPT_SPM_VOCAB:
-      o->spm_vocab = parse_count(name, val);
-      if (o->spm_vocab < 1 || o->spm_vocab > MAX_VOCAB)
-        txl_fatal("--spm-vocab: %lld is outside [1, 2^31 - 1]", (long long)o->spm_vocab);
-      break;
-    case OPT_SPM_TYPE:
-      if (strcmp(val, "unigram") && strcmp(val, "bpe")) txl_fatal("--spm-type: '%s' is not one of unigram, bpe", val);
-      o->spm_type = val;
-      break;
-    case OPT_SPM_MODEL:
-      if (!*val) txl_fatal("--spm-model needs a file name");
-      o->spm_model = val;
-      break;
-    case OPT_BPE_TOKENIZER:
-    case OPT_BPE_VOCAB:
-    case OPT_BPE_MERGES:
-      if (!*val) txl_fatal("%s needs a file name", name);
-      if (k == OPT_BPE_TOKENIZER) o->bpe_tokenizer = val;
-      else if (k == OPT_BPE_VOCAB) o->bpe_vocab = val;
-      else o->bpe_merges = val;
-      break;
-    case OPT_BPE_PREFIX_SPACE: o->bpe_prefix_space = 1; break;
-    case OPT_DTYPE:
-      if (strcmp(val, "auto") && strcmp(val, "uint8") && strcmp(val, "uint16") && strcmp(val, "uint32"))
-        txl_fatal("--dtype: '%s' is not one of auto, uint8, uint16, uint32", val);
-      o->dtype = val;
-      break;
-    case OPT_LOWER: o->lower = 1; break;
-    case OPT_QUIET: o->quiet = 1; break;
-  }
-}
-
-/* --mode spm: a model trained (--spm-vocab) or given (--spm-model), its pieces the vocabulary. */
-static void check_spm_options(Options *o) {
-  if (o->min_freq > 0 || o->max_size > 0)
-    txl_fatal("--min-freq and --max-size do not apply to --mode spm (the vocabulary is the model's "
-              "pieces: choose their number with --spm-vocab)");
-  if (o->vocab_from_given && !o->vocab_train_only)
-    txl_fatal("--vocab-from all does not apply to --mode spm (the model is trained on, and its pieces "
-              "numbered by, the training split)");
-  o->vocab_train_only = 1;
-  if (o->spm_model && (o->spm_vocab || o->spm_type))
-    txl_fatal("--spm-vocab and --spm-type train a model; they do not go with --spm-model %s (the "
-              "model's own pieces are used)", o->spm_model);
-  if (!o->spm_model && !o->spm_vocab)
-    txl_fatal("--mode spm needs --spm-vocab N (train a model of N pieces on the training split) or "
-              "--spm-model FILE (see txl-prep --help)");
-  if (!o->spm_model && !o->spm_type) o->spm_type = "unigram";
-}
-
-/* --mode bpe: a given tokenizer, its ids as they are. */
-static void check_bpe_options(const Options *o) {
-  if (o->lower || o->min_freq > 0 || o->max_size > 0 || o->vocab_from_given)
-    txl_fatal("--lower, --min-freq, --max-size and --vocab-from do not apply to --mode bpe (the tokenizer's "
-              "vocabulary and ids are used as they are)");
-  if (o->bpe_tokenizer && (o->bpe_vocab || o->bpe_merges || o->bpe_prefix_space))
-    txl_fatal("--bpe-tokenizer %s excludes --bpe-vocab, --bpe-merges and --bpe-prefix-space (the tokenizer "
-              "file holds them)", o->bpe_tokenizer);
-  if (!o->bpe_tokenizer && (!o->bpe_vocab || !o->bpe_merges))
-    txl_fatal("--mode bpe needs --bpe-tokenizer FILE (a tokenizer.json) or --bpe-vocab FILE and --bpe-merges FILE "
-              "(see txl-prep --help)");
-}
-
-static void parse_args(int argc, char **argv, Options *o) {
-  memset(o, 0, sizeof *o);
-  o->mode = -1;
-  o->dtype = "auto";
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      exit(0);
-    }
-    const int flag = txl_tool_option_find(OPTS, N_OPTS, a);
-    if (flag >= 0 && !OPTS[flag].arg) {
-      set_option(o, flag, a, NULL);
-      continue;
-    }
-    /* options with a value: "--opt value" or "--opt=value" */
-    char name[64];
-    const char *val = NULL, *eq = strchr(a, '=');
-    if (strncmp(a, "--", 2) != 0)
-      txl_fatal("unexpected argument '%s' (see txl-prep --help)", a);
-    if (eq) {
-      snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
-      val = eq + 1;
-    } else {
-      snprintf(name, sizeof name, "%s", a);
-    }
-    const int k = txl_tool_option_find(OPTS, N_OPTS, name);
-    if (k < 0 || !OPTS[k].arg) txl_fatal("unknown option '%s' (see txl-prep --help)", a);
-    if (!val) {
-      if (i + 1 >= argc) txl_fatal("%s needs a value (see txl-prep --help)", name);
-      val = argv[++i];
-    }
-    set_option(o, k, name, val);
-  }
-  if (o->mode < 0) txl_fatal("--mode is required (see txl-prep --help)");
-  for (int k = 0; k < N_SPLITS; k++)
-    if (!o->path[k] || !*o->path[k]) txl_fatal("--%s FILE is required (see txl-prep --help)", SPLIT[k]);
-  if (!o->out || !*o->out) txl_fatal("--out FILE.h5 is required (see txl-prep --help)");
-  if (o->mode == MODE_BYTE && (o->min_freq > 0 || o->max_size > 0))
-    txl_fatal("--min-freq and --max-size do not apply to --mode byte (its vocabulary is the 256 "
-              "byte values)");
-  if (o->mode != MODE_SPM && (o->spm_vocab || o->spm_type || o->spm_model))
-    txl_fatal("--spm-vocab, --spm-type and --spm-model apply only to --mode spm");
-  if (o->mode != MODE_BPE && (o->bpe_tokenizer || o->bpe_vocab || o->bpe_merges || o->bpe_prefix_space))
-    txl_fatal("--bpe-tokenizer, --bpe-vocab, --bpe-merges and --bpe-prefix-space apply only to --mode bpe");
-  if (o->mode == MODE_SPM) check_spm_options(o);
-  if (o->mode == MODE_BPE) check_bpe_options(o);
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Progress
@@ -417,7 +135,7 @@ static void on_read(void *ctx, size_t n) {
   if (t - P->last_report < 1.0) return;
   P->last_report = t;
   fprintf(stderr, "txl-prep: pass %d/2 (%s) %s: %.1f of %.1f MB\n", P->pass,
-          P->pass == 1 ? "counting" : "writing ids", SPLIT[P->split], 1e-6 * (double)P->split_done,
+          P->pass == 1 ? "counting" : "writing ids", PREP_SPLIT[P->split], 1e-6 * (double)P->split_done,
           1e-6 * (double)P->split_bytes);
   fflush(stderr);
 }
@@ -427,11 +145,11 @@ static void on_read(void *ctx, size_t n) {
  * ------------------------------------------------------------------------------------------- */
 
 static void changed(const Prep *P, int k) {
-  txl_fatal("%s: the %s file changed while txl-prep was reading it", P->opt.path[k], SPLIT[k]);
+  txl_fatal("%s: the %s file changed while txl-prep was reading it", P->opt.path[k], PREP_SPLIT[k]);
 }
 
 static void flush_ids(Prep *P, int k) {
-  h5out_write(&P->out, P->dset, SPLIT[k], H5T_NATIVE_UINT32, P->written, P->buf_n, P->buf);
+  h5out_write(&P->out, P->dset, PREP_SPLIT[k], H5T_NATIVE_UINT32, P->written, P->buf_n, P->buf);
   P->written += P->buf_n;
   P->buf_n = 0;
 }
@@ -498,15 +216,15 @@ static void bpe_split(Prep *P, int k, LineReader *r) {
   }
   TxlBpeIds *ids = &P->bpe_ids[k];
   if (txl_bpe_encode(P->bpe.bpe, text, n, ids) != 0)
-    txl_fatal("%s: out of memory encoding the %s file", P->opt.path[k], SPLIT[k]);
+    txl_fatal("%s: out of memory encoding the %s file", P->opt.path[k], PREP_SPLIT[k]);
   free(text);
   P->n_tokens[k] = (int64_t)ids->n;
 }
 
 static void process_split(Prep *P, int k) {
-  const Options *o = &P->opt;
+  const PrepOptions *o = &P->opt;
   char what[32];
-  snprintf(what, sizeof what, "%s file", SPLIT[k]);
+  snprintf(what, sizeof what, "%s file", PREP_SPLIT[k]);
   struct stat st;
   P->split = k;
   P->split_bytes = stat(o->path[k], &st) == 0 ? (int64_t)st.st_size : 0;
@@ -583,7 +301,7 @@ static void process_split(Prep *P, int k) {
   if (pass1) {
     memcpy(P->sha[k], sha, sizeof sha);
     if (P->n_tokens[k] == 0)
-      txl_fatal("%s: the %s split has no tokens (the file is empty)", o->path[k], SPLIT[k]);
+      txl_fatal("%s: the %s split has no tokens (the file is empty)", o->path[k], PREP_SPLIT[k]);
   } else {
     if (P->buf_n > 0) flush_ids(P, k);
     if (strcmp(sha, P->sha[k]) != 0 || P->written != P->n_tokens[k]) changed(P, k);
@@ -621,7 +339,7 @@ static const char *token_bytes(const Prep *P, int64_t id, size_t *len, unsigned 
 }
 
 static void write_output(Prep *P, const char *tmp) {
-  const Options *o = &P->opt;
+  const PrepOptions *o = &P->opt;
   const int64_t V = P->vocab.size;
   hid_t id_type;
   int64_t cap;
@@ -649,9 +367,9 @@ static void write_output(Prep *P, const char *tmp) {
   h5out_attr_int64(out, "eos_id", P->vocab.eos_id);
   for (int k = 0; k < N_SPLITS; k++) {
     char name[32];
-    snprintf(name, sizeof name, "%s_source", SPLIT[k]);
+    snprintf(name, sizeof name, "%s_source", PREP_SPLIT[k]);
     h5out_attr_string(out, name, base_name(o->path[k]));
-    snprintf(name, sizeof name, "%s_sha256", SPLIT[k]);
+    snprintf(name, sizeof name, "%s_sha256", PREP_SPLIT[k]);
     h5out_attr_string(out, name, P->sha[k]);
   }
   if (o->mode == MODE_BPE) {
@@ -701,7 +419,7 @@ static void write_output(Prep *P, const char *tmp) {
   P->pass = 2;
   P->buf = txl_malloc((size_t)WRITE_BUF * sizeof *P->buf, "id buffer");
   for (int k = 0; k < N_SPLITS; k++) {
-    P->dset = h5out_dataset(out, SPLIT[k], id_type, P->n_tokens[k], IDS_CHUNK);
+    P->dset = h5out_dataset(out, PREP_SPLIT[k], id_type, P->n_tokens[k], IDS_CHUNK);
     P->buf_n = P->written = 0;
     if (o->mode == MODE_BPE) { /* encoded in pass 1 */
       for (size_t i = 0; i < P->bpe_ids[k].n; i++) emit(P, k, P->bpe_ids[k].id[i]);
@@ -709,7 +427,7 @@ static void write_output(Prep *P, const char *tmp) {
     } else {
       process_split(P, k);
     }
-    h5out_close_dataset(out, P->dset, SPLIT[k]);
+    h5out_close_dataset(out, P->dset, PREP_SPLIT[k]);
   }
   free(P->buf);
   h5out_close(out);
@@ -720,7 +438,7 @@ static void write_output(Prep *P, const char *tmp) {
     if (P->vocab.unk_id >= 0) printf(", <unk> = %lld", (long long)P->vocab.unk_id);
     printf(")\n");
     for (int k = 0; k < N_SPLITS; k++)
-      printf("  %-5s %12lld tokens (%lld mapped to <unk>)  %s\n", SPLIT[k],
+      printf("  %-5s %12lld tokens (%lld mapped to <unk>)  %s\n", PREP_SPLIT[k],
              (long long)P->n_tokens[k], (long long)P->n_unk[k], o->path[k]);
     if (o->mode == MODE_SPM && o->spm_model)
       printf("  SentencePiece model of %d pieces (%zu bytes) from %s\n", P->spm.size, P->spm.model_len,
@@ -738,14 +456,14 @@ static void write_output(Prep *P, const char *tmp) {
 
 /* Creates the temporary output first (g_tmp, removed at exit unless renamed): an unwritable
  * destination fails before any work. */
-static void create_tmp_output(const Options *o) {
+static void create_tmp_output(const PrepOptions *o) {
   struct stat st;
   if (stat(o->out, &st) == 0) {
     if (S_ISDIR(st.st_mode)) txl_fatal("%s: cannot write the output file: it is a directory", o->out);
     for (int k = 0; k < N_SPLITS; k++) {
       struct stat in;
       if (stat(o->path[k], &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
-        txl_fatal("%s: the output file is the %s file; refusing to overwrite an input", o->out, SPLIT[k]);
+        txl_fatal("%s: the output file is the %s file; refusing to overwrite an input", o->out, PREP_SPLIT[k]);
     }
   }
   char host[256] = "";
@@ -769,7 +487,7 @@ static void create_tmp_output(const Options *o) {
 
 /* Pass 1: counts the tokens of every split, then builds the vocabulary. */
 static void build_vocab(Prep *P) {
-  const Options *o = &P->opt;
+  const PrepOptions *o = &P->opt;
   tok_init(&P->tab);
   P->eos_entry = -1;
   if (o->mode == MODE_WORD) P->eos_entry = tok_add(&P->tab, "<eos>", 5);
@@ -827,8 +545,8 @@ int main(int argc, char **argv) {
    * closed before. Must come before any other HDF5 call. */
   H5dont_atexit();
   Prep *P = txl_calloc(1, sizeof *P, "txl-prep state");
-  Options *o = &P->opt;
-  parse_args(argc, argv, o);
+  PrepOptions *o = &P->opt;
+  txl_prep_parse_args(argc, argv, o);
   H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, in one line */
   create_tmp_output(o);
   build_vocab(P);
