@@ -4,9 +4,10 @@
 # (with a few added tokens), and every id of all three splits, each file encoded whole as
 # tokenizers encodes open(f, encoding="utf-8").read(), compared; for add_prefix_space off and on,
 # use_regex off, the merges written as [a, b] pairs and as "a b" strings, and vocab.json +
-# merges.txt; and python/txl/bpe.py's ids of the test split (where h5py is installed).
+# merges.txt; and python/txl/bpe.py's ids of the test split (where h5py is installed). The Python is
+# $TXL_PYTHON where set (scripts/test.sh: build/py, which has tokenizers), else PYTHON3.
 #   prep_bpe_tokenizers.sh TXL_PREP CORPUS_TOOL DEMO_DIR WORKDIR PYTHON3 PYTHON_DIR
-PREP=$1 TOOL=$2 DEMO=$3 WORK=$4 PY=${5:-} PYDIR=${6:-}
+PREP=$1 TOOL=$2 DEMO=$3 WORK=$4 PY=${TXL_PYTHON:-${5:-}} PYDIR=${6:-}
 . "$(dirname "$0")/lib.sh"
 if [ -z "$PY" ] || ! "$PY" -c "import tokenizers" 2> /dev/null; then
   echo "SKIPPED: Hugging Face tokenizers is not installed for ${PY:-python3} (pip install tokenizers)"

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # run.tensorboard's event files as TensorBoard itself reads them (EventAccumulator of pip's
-# tensorboard package on /usr/bin/python3; SKIPPED where it is not installed): the scalars of
+# tensorboard package on $TXL_PYTHON, which scripts/test.sh points at build/py, else /usr/bin/python3;
+# SKIPPED where it is not installed): the scalars of
 # every tag at the steps and values of metrics.jsonl (to float32 precision, tb_read.py's
 # tolerance), after a run that stopped and crashed with events past its last checkpoint and was
 # resumed; and a TensorBoard that was already reading the folder while the stale events were in it
 # shows the same one history after the resume (the new file's SessionLog START drops them).
 source "$(dirname "$0")/lib.sh" "$1" "$2"
-PY=/usr/bin/python3
+PY=${TXL_PYTHON:-/usr/bin/python3}
 if ! $PY -c 'import tensorboard.backend.event_processing.event_accumulator' 2> "$WORK/import.err"; then
   echo "SKIPPED: no tensorboard package for $PY ($(tail -n 1 "$WORK/import.err")): pip install tensorboard"
   exit 77
