@@ -49,3 +49,24 @@ mpi_expect_error() {
   fi
   rm -rf "$dir"
 }
+
+# short_run_and_sample CORPUS WHAT [MODEL_LINE...]: trains 20 steps of a small model on CORPUS
+# (one process, into $WORK/run; MODEL_LINEs added to [model]), checks that it ran and reports its
+# losses as perplexity (a subword corpus), and defines gen ARGS..., which prints txl-generate's text
+# of that run (60 tokens, seed 7) without its last (statistics) line. Ends the test when training fails.
+short_run_and_sample() {
+  local corpus=$1 what=$2
+  shift 2
+  {
+    printf '[data]\ncorpus = %s\n[model]\n%s\n' "$corpus" "$(small_model_shape)"
+    printf '%s\n' "$@"
+    printf '[train]\ntgt_len = 16\nmem_len = 16\nbatch_size = 4\nmax_step = 20\nlr = 0.004\n'
+    printf 'log_interval = 10\neval_interval = 0\n[eval]\neval_tgt_len = 16\nmax_eval_steps = 3\n'
+    printf '[run]\nwork_dir = %s\ncheckpoint_interval = 0\n' "$WORK/run"
+  } > "$WORK/run.ini"
+  if "$BIN/txl-train" "$WORK/run.ini" > "$WORK/train.out" 2>&1; then ok "txl-train $what"; else
+    fail "txl-train failed"; tail -20 "$WORK/train.out" | sed 's/^/     | /'; finish; fi
+  grep -Eq "^valid at step 20 \| loss [0-9.]+ \| ppl [0-9.]+" "$WORK/train.out" && ok "losses as perplexity (subwords)" ||
+    fail "no perplexity: $(grep '^valid' "$WORK/train.out")"
+  gen() { "$BIN/txl-generate" "$WORK/run" --length 60 --seed 7 "$@" 2> "$WORK/gen.err" | sed '$d'; }
+}

@@ -87,31 +87,7 @@ grep -q "byte-level BPE of 600 tokens, 343 merges, 1 added tokens, add_prefix_sp
 echo "== txl-train on a bpe corpus, then txl-generate"
 check "txl-prep of the demo text" "$PREP" --mode bpe --bpe-tokenizer "$FIX/tokenizer.json" --train "$DEMO/train.txt" \
   --valid "$DEMO/valid.txt" --test "$DEMO/test.txt" --out demo.h5 --quiet
-cat > run.ini <<INI
-[data]
-corpus = $WORK/demo.h5
-[model]
-$(small_model_shape)
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 20
-lr = 0.004
-log_interval = 10
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-max_eval_steps = 3
-[run]
-work_dir = $WORK/run
-checkpoint_interval = 0
-INI
-if "$BIN/txl-train" run.ini > train.out 2>&1; then ok "txl-train on the bpe corpus"; else
-  fail "txl-train failed"; tail -20 train.out | sed 's/^/     | /'; finish; fi
-grep -Eq "^valid at step 20 \| loss [0-9.]+ \| ppl [0-9.]+" train.out && ok "losses as perplexity (subwords)" ||
-  fail "no perplexity: $(grep '^valid' train.out)"
-gen() { "$BIN/txl-generate" "$WORK/run" --length 60 --seed 7 "$@" 2> gen.err | sed '$d'; }
+short_run_and_sample "$WORK/demo.h5" "on the bpe corpus"
 gen --prompt "ROMEO: I'll" > a.txt
 gen --prompt "ROMEO: I'll" > b.txt
 head -c 300 a.txt; echo

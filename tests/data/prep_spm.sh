@@ -131,35 +131,9 @@ cp bpe.h5 noeos.h5
 expect_error "an spm corpus without eos_id" 'noeos\.h5' 'without eos_id' -- "$TOOL" info noeos.h5
 
 echo "== txl-train with the adaptive softmax, then txl-generate"
-cat > run.ini <<INI
-[data]
-corpus = $WORK/unigram.h5
-[model]
-$(small_model_shape)
-cutoffs = 50,200
-div_val = 2
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-max_step = 20
-lr = 0.004
-log_interval = 10
-eval_interval = 0
-[eval]
-eval_tgt_len = 16
-max_eval_steps = 3
-[run]
-work_dir = $WORK/run
-checkpoint_interval = 0
-INI
-if "$BIN/txl-train" run.ini > train.out 2>&1; then ok "txl-train on the spm corpus with cutoffs 50,200"; else
-  fail "txl-train failed"; tail -20 train.out | sed 's/^/     | /'; finish; fi
-grep -q "corpus: .*unigram.h5 (spm level, vocabulary 500" train.out && ok "txl-train reads an spm corpus" ||
-  fail "txl-train's corpus line: $(grep '^corpus:' train.out)"
-grep -Eq "^valid at step 20 \| loss [0-9.]+ \| ppl [0-9.]+" train.out && ok "losses as perplexity (subwords)" ||
-  fail "no perplexity: $(grep '^valid' train.out)"
-gen() { "$BIN/txl-generate" "$WORK/run" --length 60 --seed 7 "$@" 2> gen.err | sed '$d'; }
+short_run_and_sample "$WORK/unigram.h5" "on the spm corpus with cutoffs 50,200" "cutoffs = 50,200" "div_val = 2"
+grep -q "corpus: .*unigram.h5 (spm level, vocabulary 500" "$WORK/train.out" && ok "txl-train reads an spm corpus" ||
+  fail "txl-train's corpus line: $(grep '^corpus:' "$WORK/train.out")"
 gen --prompt "ROMEO: I" > a.txt
 gen --prompt "ROMEO: I" > b.txt
 head -c 300 a.txt; echo
