@@ -170,25 +170,24 @@ class Dropper:
         K, d = R.shape
         return R * self._mult(R, p, SITE_POS, K, 1, d)[:, 0, :]
 
-    def prob_bhlk(self, P, p, site):
-        """P [B, H, L, K]: row i, column b, feature h*K + j."""
+    def _prob(self, P, p, site, L, B, H, K, perm):
+        """The attention probabilities' mask, made as [L, B, H, K] (row i, column b, feature
+        h*K + j) and permuted into P's layout."""
         if self.mode == "off" or p == 0.0:
             return P
         if self.mode == "torch":
             return F.dropout(P, p, training=True)
+        return P * self._mult(P, p, site, L, B, H * K).view(L, B, H, K).permute(*perm)
+
+    def prob_bhlk(self, P, p, site):
+        """P [B, H, L, K]: row i, column b, feature h*K + j."""
         B, H, L, K = P.shape
-        m = self._mult(P, p, site, L, B, H * K).view(L, B, H, K).permute(1, 2, 0, 3)
-        return P * m
+        return self._prob(P, p, site, L, B, H, K, (1, 2, 0, 3))
 
     def prob_lkbh(self, P, p, site):
         """P [L, K, B, H] (the original code's layout): row i, column b, feature h*K + j."""
-        if self.mode == "off" or p == 0.0:
-            return P
-        if self.mode == "torch":
-            return F.dropout(P, p, training=True)
         L, K, B, H = P.shape
-        m = self._mult(P, p, site, L, B, H * K).view(L, B, H, K).permute(0, 3, 1, 2)
-        return P * m
+        return self._prob(P, p, site, L, B, H, K, (0, 3, 1, 2))
 
 
 # ---- configuration and parameters ------------------------------------------------------------
