@@ -48,3 +48,6 @@ void txl_cpu_zero(void *p, size_t bytes) {
 
 /* The CPU ops keep no scratch of their own: nothing to reserve. */
 void txl_cpu_reserve(int64_t rows, int bias_n, int norm_d) {}
+
+/* Nothing to mark: the CPU table is not the profiling one. */
+void txl_cpu_mark(int region) { (void)region; }

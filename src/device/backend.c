@@ -16,6 +16,7 @@
 #endif
 #ifdef TXL_HAVE_CUDA
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/profile.h"
 #endif
 
 const char *txl_backend_precision_name(TxlBackendPrecision p) {
@@ -52,6 +53,12 @@ typedef struct TxlDeviceFns {
   void (*graph_launch)(void *graph);
   void (*graph_destroy)(void *graph);
   void (*release)(void);
+  /* the device profile (kernels/cuda/profile.h); NULL: the device has none */
+  const TxlOps *(*profile_create)(const TxlOps *inner, int tf32, int max_marks);
+  void (*profile_set_model)(TxlGemmOfFn fn, void *ctx, const void *grad, size_t grad_bytes);
+  void (*profile_step)(int begin);
+  const TxlProfileTotals *(*profile_totals)(void);
+  void (*profile_destroy)(void);
 } TxlDeviceFns;
 
 /* The CPU counts nothing, holds no device memory and captures nothing. */
@@ -64,7 +71,7 @@ static size_t cpu_memory_held(void) { return 0; }
 static long cpu_scratch_moves(void) { return 0; }
 static void cpu_release(void) {}
 static const TxlDeviceFns CPU_DEVICE = {cpu_api_counts, cpu_graph_launches, cpu_memory_held, cpu_scratch_moves,
-                                        NULL, NULL, NULL, NULL, cpu_release};
+                                        NULL, NULL, NULL, NULL, cpu_release, NULL, NULL, NULL, NULL, NULL};
 
 /* The CUDA backend of this build, NULL where it has none: its device functions, its GPU count,
  * its op tables (kernels/cuda/ops_table.cu) and its opening; the rest of this file reaches CUDA
@@ -119,11 +126,14 @@ static void open_cuda(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, i
   const int tf32 = s->precision == TXL_BACKEND_TF32;
   txl_cuda_set_gemm_math(tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
   b->gpu = gpu;
+  b->tf32 = tf32;
   const TxlPeakKind kind = bf16                                    ? TXL_PEAK_BF16
                            : fp16                                  ? TXL_PEAK_FP16
                            : tf32                                  ? TXL_PEAK_TF32
                                                                    : TXL_PEAK_FP32;
   b->peak_flops = info.peak[kind];
+  b->peak_fp32_flops = info.peak[TXL_PEAK_FP32];
+  b->dram_bytes_s = info.dram_peak;
   b->peak_of = txl_peak_kind_name(kind);
   b->free_bytes = (double)info.free_memory;
   snprintf(b->device, sizeof b->device, "cuda:%d (%.200s, sm_%d%d, %.1f GiB, %s)", gpu, info.name, info.major,
@@ -142,7 +152,8 @@ static void open_cuda(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, i
 
 static const CudaBackend CUDA_BACKEND = {
     {txl_cuda_api_counts, txl_cuda_graph_launches, txl_cuda_memory_held, txl_cuda_scratch_moves, txl_cuda_graph_begin,
-     txl_cuda_graph_end, txl_cuda_graph_launch, txl_cuda_graph_destroy, txl_cuda_release},
+     txl_cuda_graph_end, txl_cuda_graph_launch, txl_cuda_graph_destroy, txl_cuda_release, txl_cuda_profile_create,
+     txl_cuda_profile_set_model, txl_cuda_profile_step, txl_cuda_profile_totals, txl_cuda_profile_destroy},
     txl_cuda_device_count, txl_ops_cuda, open_cuda};
 static const CudaBackend *const CUDA = &CUDA_BACKEND;
 #else
@@ -270,10 +281,37 @@ void txl_backend_graph_destroy(const TxlBackend *b, void *graph) {
 
 long txl_backend_scratch_moves(const TxlBackend *b) { return b->fns->scratch_moves(); }
 
+int txl_backend_profile_open(TxlBackend *b, int max_marks) {
+  if (!b->fns->profile_create) return 0;
+  b->ops = b->fns->profile_create(b->ops, b->tf32, max_marks);
+  b->profiled = 1;
+  return 1;
+}
+
+static void need_profile(const TxlBackend *b) {
+  if (!b->profiled) txl_fatal("internal: a device profile on the %s backend without txl_backend_profile_open", b->device);
+}
+
+void txl_backend_profile_model(const TxlBackend *b, TxlGemmOfFn fn, void *model, const void *grad, size_t bytes) {
+  need_profile(b);
+  b->fns->profile_set_model(fn, model, grad, bytes);
+}
+
+void txl_backend_profile_step(const TxlBackend *b, int begin) {
+  need_profile(b);
+  b->fns->profile_step(begin);
+}
+
+const TxlProfileTotals *txl_backend_profile_totals(const TxlBackend *b) {
+  need_profile(b);
+  return b->fns->profile_totals();
+}
+
 void txl_backend_close(TxlBackend *b) {
 #ifdef TXL_BACKEND_NCCL
   if (b->nccl) txl_nccl_destroy(b->nccl);
 #endif
+  if (b->profiled) b->fns->profile_destroy();
   if (b->fns) b->fns->release(); /* NULL: never opened */
   memset(b, 0, sizeof *b);
   b->gpu = -1;

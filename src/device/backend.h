@@ -9,6 +9,7 @@
 #include "dist/dist.h"
 #include "dist/reduce.h"
 #include "kernels/ops.h"
+#include "kernels/profile.h"
 
 /* The device a rank is asked for, in the backend's own terms: src/train/config_map.h makes it from
  * run.device, run.precision and run.threads, so that the backend knows no config. The messages
@@ -28,11 +29,15 @@ typedef struct {
   const TxlOps *ops;
   int threads;       /* CPU threads of the rank (the CPU backend's compute threads)            */
   int gpu;           /* the rank's GPU, -1 on the CPU                                           */
+  int tf32;          /* the fp32 table's GEMMs run in TF32 (run.precision = tf32)                */
+  int profiled;      /* ops is the device profile's table (txl_backend_profile_open)            */
   char device[384];  /* what the start-up summary prints: "cpu" or "cuda:0 (name, memory)"     */
   char gpu_rule[160]; /* on a GPU, how the ranks chose theirs (dist/gpu.h), for the summary; else "" */
   double peak_flops; /* the device's peak in FLOP/s of the arithmetic run.precision uses (GPU; 0
                       * on the CPU, where it is measured instead, or for an unknown GPU) */
   const char *peak_of; /* that arithmetic: "fp32 CUDA cores", "TF32 tensor cores", ... */
+  double peak_fp32_flops; /* the GPU's fp32 CUDA-core peak in FLOP/s (0 on the CPU or unknown) */
+  double dram_bytes_s; /* the GPU's memory bandwidth in bytes/s (0 on the CPU or unknown) */
   double free_bytes; /* the GPU's free memory when opened; 0 on the CPU (host memory is asked elsewhere) */
   void *nccl;        /* the NCCL communicator (GPU runs of several ranks), else NULL            */
   const struct TxlDeviceFns *fns; /* the device's functions beyond the ops (backend.c), chosen once by
@@ -84,6 +89,18 @@ void txl_backend_graph_destroy(const TxlBackend *b, void *graph);
 /* A count that changes whenever the backend makes or frees a buffer of its own (not a run's) that
  * a captured graph may use: a graph captured at another count is stale (0 where nothing captures). */
 long txl_backend_scratch_moves(const TxlBackend *b);
+
+/* The device profile (kernels/profile.h; txl-train --bench --profile): b->ops becomes a table that
+ * runs the backend's ops and counts and times each op family's calls in the steps bracketed by
+ * txl_backend_profile_step; max_marks: the events a step may take. Returns 0 with nothing changed
+ * where the device has no profile (the CPU). Before anything is made with b->ops. */
+int txl_backend_profile_open(TxlBackend *b, int max_marks);
+/* The model's layout, once it is made: which parameter a GEMM multiplies by (fn over model), and
+ * the gradient buffer grad[0, bytes) (its zeroing is the optimizer's). */
+void txl_backend_profile_model(const TxlBackend *b, TxlGemmOfFn fn, void *model, const void *grad, size_t bytes);
+/* begin = 1 before a step, 0 after it (the host then waits for the device and adds the step). */
+void txl_backend_profile_step(const TxlBackend *b, int begin);
+const TxlProfileTotals *txl_backend_profile_totals(const TxlBackend *b);
 
 /* collective: all ranks */
 void txl_backend_close(TxlBackend *b);

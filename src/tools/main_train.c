@@ -16,7 +16,7 @@
 /* Exit status: 0 done; 1 an error (a message on stderr); TXL_STOP_EXIT (75) stopped by SIGINT,
  * SIGTERM or SIGUSR1 (or --stop-at) after writing a checkpoint, to be requeued (src/base/stop.h). */
 
-enum { OPT_SET, OPT_BENCH, OPT_BENCH_WARMUP, OPT_RESUME, OPT_STOP_AT, OPT_PRINT_CONFIG, OPT_CHECK, OPT_RANKS,
+enum { OPT_SET, OPT_BENCH, OPT_BENCH_WARMUP, OPT_PROFILE, OPT_RESUME, OPT_STOP_AT, OPT_PRINT_CONFIG, OPT_CHECK, OPT_RANKS,
        OPT_DUMP_PARAMS, N_OPTS };
 static const TxlToolOption OPTS[N_OPTS] = {
     [OPT_SET] = {"--set", "section.key=value", NULL, NULL,
@@ -25,6 +25,12 @@ static const TxlToolOption OPTS[N_OPTS] = {
                    "time STEPS training steps (default 20) on synthetic tokens after 3 warm-up\n"
                    "steps; prints tokens/s, ms/step and the share of the measured GEMM peak"},
     [OPT_BENCH_WARMUP] = {"--bench-warmup", "N", NULL, NULL, "warm-up steps of --bench (default 3)"},
+    [OPT_PROFILE] = {"--profile", NULL, NULL, NULL,
+                     "with --bench, on run.device = cuda: also time each op family of the timed\n"
+                     "steps with CUDA events (attention, GEMMs by weight, layer norm, optimizer,\n"
+                     "all-reduce wait, uploads, ...) and print a table of ms, share, host time and\n"
+                     "the achieved TFLOP/s and GB/s of the work counted from the shapes; the\n"
+                     "steps are not captured as CUDA graphs and each waits for the device"},
     [OPT_RESUME] = {"--resume", "DIR|FILE", "run.resume", NULL,
                     "continue from a checkpoint (DIR: the newest valid one in it); same as\n"
                     "--set run.resume=DIR|FILE; run.resume=auto continues from work_dir when\n"
@@ -61,7 +67,7 @@ static void usage(FILE *f) {
 /* The command line but the config overrides (--set, --resume: read in order over the file). */
 typedef struct {
   const char *config_path, *dump_path;
-  int bench, bench_steps, bench_warmup, print_only, check, check_ranks, stop_at;
+  int bench, bench_steps, bench_warmup, profile, print_only, check, check_ranks, stop_at;
 } TrainArgs;
 
 /* Sets the option of row o; i is at the option, and moves past the words it used. */
@@ -81,6 +87,7 @@ static void parse_option(TrainArgs *t, int o, int *i, int argc, char **argv) {
       }
       break;
     case OPT_BENCH_WARMUP: t->bench_warmup = (int)txl_cli_number(a, v, 0, 1000000, 1), ++*i; break;
+    case OPT_PROFILE: t->profile = 1; break;
     case OPT_STOP_AT: t->stop_at = (int)txl_cli_number(a, v, 1, 2147483647.0, 1), ++*i; break;
     case OPT_RESUME:
       if (++*i >= argc) txl_fatal_all("--resume needs a checkpoint file or directory");
@@ -96,7 +103,7 @@ static void parse_option(TrainArgs *t, int o, int *i, int argc, char **argv) {
 }
 
 static void parse_args(TrainArgs *t, int argc, char **argv) {
-  *t = (TrainArgs){NULL, NULL, 0, 20, 3, 0, 0, 1, 0};
+  *t = (TrainArgs){NULL, NULL, 0, 20, 3, 0, 0, 0, 1, 0};
   for (int i = 1; i < argc; i++) {
     const int o = txl_tool_option_find(OPTS, N_OPTS, argv[i]);
     if (o >= 0)
@@ -105,6 +112,7 @@ static void parse_args(TrainArgs *t, int argc, char **argv) {
       txl_cli_positional("txl-train", "config file", argv[i], &t->config_path);
   }
   if (!t->config_path) txl_fatal_all("no config file given (usage: txl-train CONFIG.ini [options], see --help)");
+  if (t->profile && !t->bench) txl_fatal_all("--profile profiles the steps of --bench: give --bench too");
 }
 
 /* The config file, then the --set and --resume overrides in order. */
@@ -129,7 +137,7 @@ static void resolve_config(TxlConfig *cfg, const char *config_path, int argc, ch
 /* Trains (or benchmarks) with the checked config. */
 static void run(const TrainArgs *a, TxlConfig *cfg, TxlDist *dist) {
   TxlTrainer t;
-  txl_trainer_setup(&t, cfg, dist, a->bench);
+  txl_trainer_setup(&t, cfg, dist, a->profile ? TXL_SETUP_PROFILE : a->bench ? TXL_SETUP_BENCH : TXL_SETUP_TRAIN);
   txl_dist_set_timeout(cfg->timeout_s); /* after setup: rank 0 alone scans the corpus there */
   if (a->bench) {
     txl_trainer_bench(&t, a->bench_steps, a->bench_warmup);

@@ -7,6 +7,7 @@
 #include "src/base/philox.h"
 #include "src/base/timer.h"
 #include "src/device/backend.h"
+#include "src/train/bench_profile.h"
 #include "src/train/trainer.h"
 
 /* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
@@ -99,7 +100,10 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
     long before[3], after[3];
     const int counted = txl_backend_api_counts(&t->backend, &before[0], &before[1]);
     before[2] = txl_backend_graph_launches(&t->backend);
+    const int profiled = t->backend.profiled && s >= warmup;
+    if (profiled) txl_backend_profile_step(&t->backend, 1);
     loss = txl_trainer_step(t, tok, tok + B, L);
+    if (profiled) txl_backend_profile_step(&t->backend, 0);
     if (counted && s >= warmup) {
       txl_backend_api_counts(&t->backend, &after[0], &after[1]);
       after[2] = txl_backend_graph_launches(&t->backend);
@@ -128,7 +132,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   char tps[32];
   txl_format_count((long long)(tokens_per_s + 0.5), tps, sizeof tps);
   const char *precision = txl_config_choice_name(TXL_CFG_KEY_precision, c->precision);
-  printf("bench: %d steps (after %d warm-up) | loss %.4f | %s tok/s | %.2f ms/step | %.1f GFLOP/s per rank = "
+  printf("bench: %d steps (after %d warm-up) | loss %.6f | %s tok/s | %.2f ms/step | %.1f GFLOP/s per rank = "
          "%.1f%% of the measured %s GEMM peak %.1f GFLOP/s (%s, %d thread%s)\n",
          steps, warmup, loss, tps, 1000.0 * dt / steps, gflops_rank, 100.0 * gflops_rank / peak, precision, peak,
          t->backend.device, t->threads, t->threads > 1 ? "s" : "");
@@ -137,6 +141,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
            100.0 * gflops_rank * 1e9 / t->backend.peak_flops, precision, t->backend.peak_of,
            t->backend.peak_flops / 1e12);
   print_step_counts(&counts);
+  if (t->backend.profiled) txl_bench_profile_print(txl_backend_profile_totals(&t->backend), &t->backend, emulated);
   printf("bench: peak memory of rank 0: %.0f MiB\n", (double)ru.ru_maxrss / 1024.0);
   /* txl allocates before the first step and never inside one: what its buffers hold after the
    * timed steps is the run's peak, the figure torch.cuda.max_memory_allocated() gives for PyTorch */

@@ -23,6 +23,7 @@ static int position_rows(const GraphCase *g) { return txl_attn_gathers_positions
 static int lamb(const GraphCase *g) { return g->c->optim == TXL_OPTIM_LAMB; }
 static int dynamic_scale(const GraphCase *g) { return txl_trainer_loss_scale_mode(g->c) == TXL_LOSS_SCALE_DYNAMIC; }
 static int fault_hook(const GraphCase *g) { return g->fault; }
+static int profiled(const GraphCase *g) { return g->b->profiled; }
 
 /* The rules of run.cuda_graph, the one list of them: a run qualifies when none holds; the first
  * that holds is the reason the start message gives, and --help and docs/gpu.md list them all
@@ -43,6 +44,7 @@ static const struct {
     {lamb, "train.optim = lamb (its trust ratios are taken on the host)"},
     {dynamic_scale, "the loss scaling is dynamic (its scale is decided on the host after every step)"},
     {fault_hook, "TXL_TRAIN_FAULT is set (it writes into the gradient between backward and clipping)"},
+    {profiled, "txl-train --profile is on (it counts and times each op's family from the host, call by call)"},
 };
 #define N_RULES ((int)(sizeof RULES / sizeof RULES[0]))
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "kernels/profile.h"
 
 static void on_ready(void *ctx, int64_t begin, int64_t end) { txl_reducer_ready((TxlReducer *)ctx, begin, end); }
 
@@ -40,7 +41,9 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
     txl_model_backward_rows(m, r, reducer && last ? on_ready : NULL, reducer, gather && last ? &rows : NULL);
   }
   if (reducer) {
+    m->ops->mark(TXL_REGION_ALLREDUCE); /* the device profile's: the wait that follows is the all-reduce's */
     txl_reducer_finish(reducer);
+    m->ops->mark(TXL_REGION_OPS);
     if (gather) txl_embed_gather_add(gather, m, &rows, L); /* the input embedding's rows of every rank */
     if (!r->loss_out) txl_dist_allreduce_sum_f64(&loss_sum, 1);
   }

@@ -13,6 +13,7 @@
 #include "kernels/cpu/threads.h"
 #include "src/base/stop.h"
 #include "src/base/timer.h"
+#include "src/model/gemm_of.h"
 #include "src/train/estimate.h"
 #include "data/varlen.h"
 #include "src/train/evaluate.h"
@@ -129,14 +130,20 @@ static void read_fault(TxlTrainer *t) {
   txl_fatal_all("TXL_TRAIN_FAULT=%s: the model has no tensor %s", f, name);
 }
 
-void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench) {
+void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int mode) {
   memset(t, 0, sizeof *t);
   t->cfg = *cfg;
   t->dist = *dist;
   const TxlConfig *c = &t->cfg;
+  const int bench = mode != TXL_SETUP_TRAIN;
 
   const TxlDeviceSpec device_spec = txl_device_spec_of(c);
   txl_backend_open(&t->backend, &device_spec, dist, 1);
+  /* the events a profiled step may take: one per run of one family's calls, a few per layer and
+   * direction (a step that takes more says so in the table) */
+  if (mode == TXL_SETUP_PROFILE && !txl_backend_profile_open(&t->backend, 1 << 15))
+    txl_fatal_all("--profile: the %s backend has no device profile (run.device = cuda has: it times each op family "
+                  "with CUDA events)", t->backend.device);
   t->ops = t->backend.ops;
   t->threads = t->backend.threads;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -205,6 +212,9 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   check_memory(t);
 
   txl_model_create(&t->model, t->ops, &spec);
+  if (t->backend.profiled)
+    txl_backend_profile_model(&t->backend, txl_model_gemm_of, &t->model, t->model.grad_buf,
+                              (size_t)t->model.table.total * sizeof(float));
   txl_model_init_params(&t->model, (float)c->init_std, (float)c->proj_init_std, (uint32_t)c->seed);
   read_fault(t);
 

@@ -73,9 +73,14 @@ typedef struct {
                                        test), counted in the corpus at setup; not known in --bench */
 } TxlTrainer;
 
-/* Builds everything from a validated config; corpus may be NULL (bench: synthetic tokens).
- * collective: all ranks */
-void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int bench);
+/* What a trainer is set up for: training, --bench (synthetic tokens, no corpus needed, no work
+ * folder), or --bench --profile (the same with the device profile's table, src/device/backend.h:
+ * the CUDA backend only). */
+enum { TXL_SETUP_TRAIN = 0, TXL_SETUP_BENCH = 1, TXL_SETUP_PROFILE = 2 };
+
+/* Builds everything from a validated config for `mode` (TXL_SETUP_*); corpus may be NULL
+ * (bench: synthetic tokens). collective: all ranks */
+void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist, int mode);
 void txl_trainer_teardown(TxlTrainer *t);
 
 /* Trains for max_step updates, validating every eval_interval and testing at the end; writes

@@ -14,10 +14,11 @@
 #include "src/base/philox.h"
 #include "src/base/error.h"
 #include "src/config/config.h"
+#include "kernels/cuda/count_ops.h"
+#include "src/model/gemm_of.h"
 #include "src/model/model.h"
 #include "src/train/step.h"
 #include "src/train/trainer.h"
-#include "tests/cuda/count_ops.h"
 
 #ifndef TXL_CONFIG_DIR
 #error "TXL_CONFIG_DIR (the repository's configs/) must be defined by the build"
@@ -88,45 +89,6 @@ static void zipf_tokens(const Zipf *z, int32_t *tok, int L, int B, int step) {
       }
       tok[(size_t)i * B + j] = lo;
     }
-}
-
-/* ---- the GEMM families: by the parameter tensor a GEMM multiplies by or accumulates into ---- */
-
-/* The tensor of m's table that p points into (the compute copy of the weights, the fp32 master
- * weights or the gradients), or NULL. */
-static const TxlTensorInfo *tensor_at(const TxlModel *m, const void *p) {
-  const char *c = p;
-  const int64_t n = m->table.total;
-  const size_t A = txl_dtype_size(m->ops->act);
-  int64_t off = -1;
-  if (c >= (const char *)m->param_act && c < (const char *)m->param_act + (size_t)n * A)
-    off = (int64_t)((size_t)(c - (const char *)m->param_act) / A);
-  else if (c >= (const char *)m->param_buf && c < (const char *)(m->param_buf + n))
-    off = (const float *)p - m->param_buf;
-  else if (c >= (const char *)m->grad_buf && c < (const char *)(m->grad_buf + n))
-    off = (const float *)p - m->grad_buf;
-  if (off < 0) return NULL;
-  for (int i = 0; i < m->table.n_tensors; i++) {
-    const TxlTensorInfo *t = &m->table.tensors[i];
-    if (off >= t->offset && off < t->offset + t->span) return t;
-  }
-  return NULL;
-}
-
-static TxlCountFamily gemm_family(void *ctx, const void *A, const void *B, const void *C, int *weight) {
-  const TxlModel *m = ctx;
-  const void *operands[3] = {B, A, C};
-  static const int index[3] = {1, 0, 2}; /* operands[i] is GEMM operand index[i] */
-  for (int i = 0; i < 3; i++) {
-    const TxlTensorInfo *t = tensor_at(m, operands[i]);
-    if (!t) continue;
-    *weight = index[i];
-    const char *dot = strrchr(t->name, '.'), *base = dot ? dot + 1 : t->name;
-    if (!strcmp(base, "w_ff1") || !strcmp(base, "w_ff2")) return TXL_COUNT_GEMM_FFN;
-    if (!strcmp(base, "w_qkv") || !strcmp(base, "w_r") || !strcmp(base, "w_o")) return TXL_COUNT_GEMM_ATTN_PROJ;
-    return TXL_COUNT_GEMM_IO;
-  }
-  return TXL_COUNT_GEMM_IO;
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
@@ -230,7 +192,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     txl_model_spec_from_config(c, V, &spec);
     TxlModel m;
     txl_model_create(&m, o, &spec);
-    txl_count_set_gemm_family(gemm_family, &m);
+    txl_count_set_gemm_family(txl_model_gemm_of, &m);
     txl_count_set_gradients(m.grad_buf, (size_t)m.table.total * sizeof(float));
 
     /* training: steps until the memory is full, then the counted one */

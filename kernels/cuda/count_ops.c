@@ -5,7 +5,7 @@
  * (integer work such as the Philox keys of dropout, and index arithmetic, is not counted).
  * The attention's count is the kernels' own (txl_cuda_rel_attn_cost, kernels/cuda/rel_attn.cu). */
 #define _DEFAULT_SOURCE /* MAP_NORESERVE, MAP_ANONYMOUS */
-#include "tests/cuda/count_ops.h"
+#include "kernels/cuda/count_ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +30,8 @@ static struct {
   TxlDtype act;
   int tf32;
   TxlCudaCost cost[TXL_COUNT_FAMILIES];
-  TxlCountGemmFamily gemm_family;
+  TxlGemmOfFn gemm_family;
+  int call_family; /* txl_count_call_family */
   void *gemm_ctx;
   TxlCountAlign align;
   const char *grad; /* txl_count_set_gradients */
@@ -48,7 +49,10 @@ void txl_count_reset(void) {
 const TxlCountAlign *txl_count_gemm_align(void) { return &g.align; }
 const TxlCudaCost *txl_count_costs(void) { return g.cost; }
 
-void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx) {
+void txl_count_call_begin(void) { g.call_family = -1; }
+int txl_count_call_family(void) { return g.call_family; }
+
+void txl_count_set_gemm_family(TxlGemmOfFn fn, void *ctx) {
   g.gemm_family = fn;
   g.gemm_ctx = ctx;
 }
@@ -58,12 +62,23 @@ void txl_count_set_gradients(const void *grad, size_t bytes) {
   g.grad_bytes = grad ? bytes : 0;
 }
 
-/* One launch of family f: FLOPs on the CUDA cores, bytes moved. */
-static void add(TxlCountFamily f, double core_flops, double bytes) {
+/* The call counts into family f (the first family it counts into is the call's). */
+static void touch(TxlCountFamily f) {
+  if (g.call_family < 0) g.call_family = (int)f;
+}
+
+/* `launches` kernels of family f: FLOPs on the CUDA cores, bytes moved. */
+static void add_n(TxlCountFamily f, double core_flops, double bytes, double launches) {
+  touch(f);
   g.cost[f].core_flops += core_flops;
   g.cost[f].bytes += bytes;
-  g.cost[f].launches += 1.0;
+  g.cost[f].launches += launches;
 }
+/* One launch of family f. */
+static void add(TxlCountFamily f, double core_flops, double bytes) { add_n(f, core_flops, bytes, 1.0); }
+/* A copy or memset of family f (cudaMemcpyAsync, cudaMemsetAsync): bytes, no kernel launch (the
+ * emulator's count of launches has none either). */
+static void move(TxlCountFamily f, double bytes) { add_n(f, 0.0, bytes, 0.0); }
 
 static double act_bytes(void) { return (double)txl_dtype_size(g.act); }
 
@@ -101,41 +116,48 @@ static void count_free(void *p) {
 /* read + write */
 static void count_copy(void *dst, const void *src, size_t bytes) {
   (void)dst, (void)src;
-  add(TXL_COUNT_OTHER, 0.0, 2.0 * (double)bytes);
+  move(TXL_COUNT_OTHER, 2.0 * (double)bytes);
 }
 /* host <-> device: the bytes cross once (PCIe, counted as device-memory bytes) */
 static void count_to_device(void *dst, const void *host_src, size_t bytes) {
   (void)dst, (void)host_src;
-  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+  move(TXL_COUNT_OTHER, (double)bytes);
 }
 static void count_upload(void *dst, const void *host_src, size_t bytes) {
   (void)dst, (void)host_src;
-  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+  move(TXL_COUNT_OTHER, (double)bytes);
 }
 /* page-locked host memory of the CUDA backend: nothing to count */
 static void count_upload_reserve(size_t bytes) { (void)bytes; }
 static void count_to_host(void *host_dst, const void *src, size_t bytes) {
   (void)src;
   memset(host_dst, 0, bytes);
-  add(TXL_COUNT_OTHER, 0.0, (double)bytes);
+  move(TXL_COUNT_OTHER, (double)bytes);
 }
 /* the gradients' zeroing belongs to the optimizer chain, any other zeroing to "other" */
 static void count_zero(void *p, size_t bytes) {
   const char *c = p;
   const int grad = g.grad && c >= g.grad && c < g.grad + g.grad_bytes;
-  add(grad ? TXL_COUNT_OPTIMIZER : TXL_COUNT_OTHER, 0.0, (double)bytes);
+  move(grad ? TXL_COUNT_OPTIMIZER : TXL_COUNT_OTHER, (double)bytes);
 }
 /* scratch of the CUDA backend: nothing to count */
 static void count_reserve(int64_t rows, int bias_n, int norm_d) { (void)rows, (void)bias_n, (void)norm_d; }
-/* the bf16 copy of the weights after each update: read fp32, write act; one rounding (1 FLOP) */
+/* a region mark is no work */
+static void count_mark(int region) { (void)region; }
+/* the bf16 copy of the weights after each update: read fp32, write act; one rounding (1 FLOP);
+ * the fp32 table's is a device copy */
 static void count_to_act(void *dst, const float *src, int64_t n) {
   (void)dst, (void)src;
-  add(TXL_COUNT_OPTIMIZER, (double)n, (double)n * (4.0 + act_bytes()));
+  if (n <= 0) return;
+  if (g.act == TXL_F32)
+    move(TXL_COUNT_OPTIMIZER, 8.0 * (double)n);
+  else
+    add(TXL_COUNT_OPTIMIZER, (double)n, (double)n * (4.0 + act_bytes()));
 }
 
 /* ---- dense algebra ------------------------------------------------------------------------- */
 
-/* 2 M N K on the tensor cores (bf16 operands, or TF32) or the CUDA cores (fp32); A and B read,
+/* 2 M N K on the tensor cores (bf16 or fp16 operands, or TF32) or the CUDA cores (fp32); A and B read,
  * C read when beta != 0 (and scaled when K = 0, 1 FLOP each), C written. */
 /* x starts on 16 bytes and its rows (ld elements of `size` bytes) lie a multiple of 16 apart */
 static int on16(const void *x, int ld, size_t size) {
@@ -144,7 +166,12 @@ static int on16(const void *x, int ld, size_t size) {
 
 static TxlCountFamily gemm_family_of(const void *A, const void *B, const void *C, int *weight) {
   *weight = -1;
-  return g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C, weight) : TXL_COUNT_GEMM_IO;
+  switch (g.gemm_family ? g.gemm_family(g.gemm_ctx, A, B, C, weight) : TXL_GEMM_OF_IO) {
+  case TXL_GEMM_OF_FFN: return TXL_COUNT_GEMM_FFN;
+  case TXL_GEMM_OF_PROJ: return TXL_COUNT_GEMM_ATTN_PROJ;
+  case TXL_GEMM_OF_IO: break;
+  }
+  return TXL_COUNT_GEMM_IO;
 }
 
 static void count_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const void *A, int lda,
@@ -163,7 +190,7 @@ static void count_gemm(int trans_a, int trans_b, int M, int N, int K, float alph
   const double mn = (double)M * N, c = (double)txl_dtype_size(c_type);
   const double bytes = ((double)M * K + (double)K * N) * act_bytes() + mn * c * (beta != 0.0f ? 2.0 : 1.0);
   const double flops = K > 0 ? 2.0 * mn * K : (beta != 0.0f ? mn : 0.0);
-  if (K > 0 && (g.act == TXL_BF16 || g.tf32)) {
+  if (K > 0 && (g.act != TXL_F32 || g.tf32)) {
     g.cost[f].tensor_flops += flops;
     add(f, 0.0, bytes);
   } else {
@@ -175,10 +202,12 @@ static void count_bias_fill(void *x, const float *b, int64_t rows, int n) {
   (void)x, (void)b;
   add(TXL_COUNT_OTHER, 0.0, (double)rows * n * act_bytes() + 4.0 * n);
 }
-/* reads dy, db read and written; 1 FLOP (an addition) per element of dy */
+/* reads dy, db read and written; 1 FLOP (an addition) per element of dy; 2 launches (the
+ * partial sums of row chunks, then their sum into db) */
 static void count_bias_backward(float *db, const void *dy, int64_t rows, int n, int ld) {
   (void)db, (void)dy, (void)ld;
-  add(TXL_COUNT_OTHER, (double)rows * n, (double)rows * n * act_bytes() + 8.0 * n);
+  if (rows <= 0 || n <= 0) return;
+  add_n(TXL_COUNT_OTHER, (double)rows * n, (double)rows * n * act_bytes() + 8.0 * n, 2.0);
 }
 /* The fused GEMMs, counted as cuBLASLt running the epilogue in the GEMM's one launch (the
  * unfused fallback of a GPU that lacks it costs what bias_fill / bias_backward and gemm cost).
@@ -214,10 +243,15 @@ static void count_add(void *out, const void *a, const void *b, int64_t n, TxlDty
   (void)out, (void)a, (void)b;
   add(TXL_COUNT_OTHER, (double)n, 3.0 * (double)n * (double)txl_dtype_size(t));
 }
+/* A sum over x [n] in chunks (kernels/cuda/elementwise.cu: chunked_sum_device): the chunks'
+ * partial sums (a launch when n > 0), then their sum (a launch). */
+static double chunked_launches(int64_t n) { return n > 0 ? 2.0 : 1.0; }
+
 /* reads x; 2 FLOPs (a multiply and an addition) per element */
 static double count_sumsq(const float *x, int64_t n) {
   (void)x;
-  add(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 4.0 * (double)n);
+  if (n <= 0) return 0.0;
+  add_n(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 4.0 * (double)n, chunked_launches(n));
   return 0.0;
 }
 
@@ -228,17 +262,19 @@ static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg
 }
 
 /* sumsq_segments' pass; its last kernel makes the record (a few FLOPs and the record's bytes, not
- * counted: nothing beside a pass over the gradient) */
+ * counted: nothing beside a pass over the gradient), and runs even over no segments */
 static void count_grad_clip(TxlGradClip *r, const float *gr, int n_seg, const int64_t *seg, float clip,
                             double loss_scale) {
-  (void)r, (void)clip, (void)loss_scale;
-  count_sumsq_segments(gr, n_seg, seg);
+  (void)r, (void)gr, (void)clip, (void)loss_scale;
+  const int64_t n = n_seg > 0 ? seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0] : 0;
+  add_n(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 4.0 * (double)n, chunked_launches(n));
 }
 
 /* reads x; no floating-point work (integer mixing and sums) */
 static uint64_t count_digest(const float *x, int64_t n) {
   (void)x;
-  add(TXL_COUNT_OPTIMIZER, 0.0, 4.0 * (double)n);
+  if (n <= 0) return 0;
+  add_n(TXL_COUNT_OPTIMIZER, 0.0, 4.0 * (double)n, chunked_launches(n));
   return 0;
 }
 
@@ -252,13 +288,16 @@ static void count_embedding_forward(void *out, const int32_t *tok, const void *e
 }
 /* reads dout and the tokens, the gradient rows read and written; the sort of the positions by
  * token reads and writes n (key, position) pairs once (16 n bytes); 2 FLOPs (scale, add) per
- * element */
+ * element. Launches: the radix sort's 4 passes of 3 kernels (count, scan, scatter), then the rows'
+ * sums (kernels/cuda/embedding.cu). */
 static void count_embedding_backward(void *demb, TxlDtype demb_type, const void *dout, const int32_t *tok, float scale,
                                      int64_t n, int d, int lde, int ldo) {
   (void)demb, (void)dout, (void)tok, (void)scale, (void)lde, (void)ldo;
+  if (n <= 0 || d <= 0) return;
   const double nd = (double)n * d;
-  add(TXL_COUNT_EMBEDDING, 2.0 * nd,
-      nd * act_bytes() + 2.0 * nd * (double)txl_dtype_size(demb_type) + 4.0 * (double)n + 16.0 * (double)n);
+  add_n(TXL_COUNT_EMBEDDING, 2.0 * nd,
+        nd * act_bytes() + 2.0 * nd * (double)txl_dtype_size(demb_type) + 4.0 * (double)n + 16.0 * (double)n,
+        4.0 * 3.0 + 1.0);
 }
 /* writes R; a sine or cosine (counted as 1 FLOP, computed in double) and 2 FLOPs for its argument
  * per element */
@@ -311,8 +350,12 @@ static void count_layernorm_backward(void *dinp, float *dw, float *db, const voi
                                      const float *w, const float *mean, const float *rstd, int64_t n, int d,
                                      int ld) {
   (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)ld;
+  if (n <= 0 || d <= 0) return;
+  /* launches: dinp's kernel (when there is dinp), then dw and db in two (row chunks' partial sums,
+   * their sum: kernels/cuda/layernorm.cu) */
   const double nd = (double)n * d, acc = dinp ? 1.0 : 0.0; /* dinp read and written (+=) */
-  add(TXL_COUNT_LAYERNORM, (10.0 + acc) * nd, (2.0 + 2.0 * acc) * nd * act_bytes() + 8.0 * (double)n + 20.0 * d);
+  add_n(TXL_COUNT_LAYERNORM, (10.0 + acc) * nd, (2.0 + 2.0 * acc) * nd * act_bytes() + 8.0 * (double)n + 20.0 * d,
+        acc + 2.0);
 }
 static void count_add_layernorm_forward(void *res, void *out, float *mean, float *rstd, const void *x, const void *y,
                                         const float *w, const float *b, int64_t n, int d, int ld, float eps) {
@@ -325,8 +368,10 @@ static void count_layernorm_backward_dropout(void *dinp, void *dbranch, float *d
                                              int rows, int cols, int d, int ld, int col0, TxlDropout drop) {
   (void)dinp, (void)dbranch, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)col0,
       (void)ld;
+  if (rows <= 0 || cols <= 0 || d <= 0) return;
   const double n = (double)rows * cols, nd = n * d, dr = drop.p > 0.0f ? 1.0 : 0.0;
-  add(TXL_COUNT_LAYERNORM, (10.0 + dr) * nd, 4.0 * nd * act_bytes() + 8.0 * n + 20.0 * d);
+  /* launches: the input's and the branch's gradient, then dw and db in two (as layernorm_backward) */
+  add_n(TXL_COUNT_LAYERNORM, (10.0 + dr) * nd, 4.0 * nd * act_bytes() + 8.0 * n + 20.0 * d, 3.0);
 }
 
 /* ---- relative multi-head attention: the kernels' own count --------------------------------- */
@@ -335,6 +380,7 @@ static void count_rel_attn_forward(void *vec, float *saved, const void *q, const
                                    const float *u, const float *vb, const float *rb, TxlAttnShape s, TxlDropout drop,
                                    void *work) {
   (void)vec, (void)saved, (void)q, (void)kv, (void)u, (void)vb, (void)drop, (void)work;
+  touch(TXL_COUNT_ATTENTION);
   txl_cuda_rel_attn_cost(s, g.act, g.tf32, 0, r != NULL, rb != NULL, &g.cost[TXL_COUNT_ATTENTION]);
 }
 static void count_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *dvb, float *drb,
@@ -343,6 +389,7 @@ static void count_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, fl
                                     TxlAttnShape s, TxlDropout drop, void *work) {
   (void)dq, (void)dkv, (void)dr, (void)du, (void)dvb, (void)drb, (void)dvec, (void)vec, (void)q, (void)kv, (void)u,
       (void)vb, (void)saved, (void)drop, (void)work;
+  touch(TXL_COUNT_ATTENTION);
   txl_cuda_rel_attn_cost(s, g.act, g.tf32, 1, r != NULL, rb != NULL, &g.cost[TXL_COUNT_ATTENTION]);
 }
 /* the buffers the CUDA backend asks for, so that the model lays out what it would on a GPU */
@@ -429,7 +476,7 @@ static void count_axpy_fused(float *y, void *y_act, float *x, float a, int64_t n
 static TxlOps make_table(TxlDtype act) {
   TxlOps t;
   memset(&t, 0, sizeof t);
-  t.name = act == TXL_BF16 ? "count-bf16" : "count";
+  t.name = act == TXL_BF16 ? "count-bf16" : act == TXL_F16 ? "count-fp16" : "count";
   t.act = act;
   t.row_align = 8; /* the CUDA backend's layout */
 #define TXL_OP(kind, ret, name, params) t.name = count_##name;
@@ -439,16 +486,18 @@ static TxlOps make_table(TxlDtype act) {
 }
 
 const TxlOps *txl_count_ops(TxlDtype act, int tf32) {
-  static TxlOps f32, bf16;
+  static TxlOps f32, bf16, f16;
   static int made = 0;
   if (!made) {
     f32 = make_table(TXL_F32);
     bf16 = make_table(TXL_BF16);
+    f16 = make_table(TXL_F16);
     made = 1;
   }
-  if (act != TXL_F32 && act != TXL_BF16) txl_fatal("internal: no counting table for activations of type %d", (int)act);
+  if (act != TXL_F32 && act != TXL_BF16 && act != TXL_F16)
+    txl_fatal("internal: no counting table for activations of type %d", (int)act);
   g.act = act;
   g.tf32 = act == TXL_F32 && tf32;
   txl_count_reset();
-  return act == TXL_BF16 ? &bf16 : &f32;
+  return act == TXL_BF16 ? &bf16 : act == TXL_F16 ? &f16 : &f32;
 }

@@ -7,11 +7,16 @@
  * Memory is address space only (mmap without reserve, never touched): the largest recipes'
  * buffers cost nothing. to_host fills the host buffer with zeros; to_device, copies and the like
  * only count their bytes. One counting state per process (the table is a plain TxlOps). */
-#ifndef TXL_TESTS_CUDA_COUNT_OPS_H
-#define TXL_TESTS_CUDA_COUNT_OPS_H
+#ifndef TXL_KERNELS_CUDA_COUNT_OPS_H
+#define TXL_KERNELS_CUDA_COUNT_OPS_H
 
 #include "kernels/cuda/cost.h"
 #include "kernels/ops.h"
+#include "kernels/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The kernel families a step's cost is split into. GEMMs are split by the parameter tensor they
  * multiply by or accumulate into (txl_count_set_gemm_family); the rest by op. */
@@ -34,15 +39,22 @@ typedef enum {
 /* "gemm_ffn", "attention", ... (one word each: the printout is parsed by tests). */
 const char *txl_count_family_name(int family);
 
-/* The counting table with activations of type act; tf32: its fp32 GEMMs (and the attention's
- * products) count as TF32 on tensor cores (run.precision = tf32). Resets the counts. */
+/* The counting table with activations of type act (TXL_F32, TXL_BF16 or TXL_F16); tf32: its fp32
+ * GEMMs (and the attention's products) count as TF32 on tensor cores (run.precision = tf32).
+ * Resets the counts. */
 const TxlOps *txl_count_ops(TxlDtype act, int tf32);
 
-/* Which GEMM family a gemm call belongs to, from its operands (A, B, C as passed), and in
- * *weight which operand is a parameter tensor (0 A, 1 B, 2 C, -1 none); NULL (the default) puts
- * every GEMM into TXL_COUNT_GEMM_IO, without a weight. */
-typedef TxlCountFamily (*TxlCountGemmFamily)(void *ctx, const void *A, const void *B, const void *C, int *weight);
-void txl_count_set_gemm_family(TxlCountGemmFamily fn, void *ctx);
+/* Which GEMM family a gemm call belongs to: fn says which parameter it multiplies by
+ * (kernels/profile.h); NULL (the default) puts every GEMM into TXL_COUNT_GEMM_IO, without a
+ * weight. */
+void txl_count_set_gemm_family(TxlGemmOfFn fn, void *ctx);
+
+/* The family the last call of the table counted into first (its kernel's; an epilogue's
+ * arithmetic may go to another), -1 when it counted nothing (memory management, a dropout of
+ * p = 0); txl_count_call_begin sets it to -1 before a call. For the profile, which runs each op
+ * of its table through this one. */
+void txl_count_call_begin(void);
+int txl_count_call_family(void);
 
 /* The gradient buffer, `bytes` from grad: a zero of it (the step's zeroing of the gradients) counts
  * in TXL_COUNT_OPTIMIZER, every other zero in TXL_COUNT_OTHER. NULL (the default): none. */
@@ -60,5 +72,9 @@ const TxlCountAlign *txl_count_gemm_align(void);
 void txl_count_reset(void);
 /* The counts since the last reset, [TXL_COUNT_FAMILIES]. */
 const TxlCudaCost *txl_count_costs(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
