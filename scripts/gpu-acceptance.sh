@@ -6,15 +6,19 @@
 #   2. build       txl for the GPUs at hand (TXL_CUDA_ARCHITECTURES=native) into build-gpu/;
 #                  with TXL_PREBUILT=1, the build already in $TXL_BUILD (default build-gpu/) is
 #                  used as it is (a node without compilers or headers, given a build made elsewhere)
-#   3. cuda-tests  scripts/test-cuda.sh: every ctest of label "cuda" (the kernels against the CPU
+#   3. profile     txl-train --bench --profile of ref_base and of wt103_base (one GPU's share of
+#                  its 8-rank run: 8 columns) in bf16: the device profile's table per op family,
+#                  printed here as well as logged (profile.log), and each step's time uncaptured
+#                  (run.cuda_graph = off) and as the run would take it (auto)
+#   4. cuda-tests  scripts/test-cuda.sh: every ctest of label "cuda" (the kernels against the CPU
 #                  ops, a whole step, txl-train / txl-eval / txl-generate on the GPU, and with two
 #                  GPUs two ranks through NCCL: tests/cuda/test_train.sh), then the table of the
 #                  largest error of every check
-#   4. bench       scripts/bench-gpu.sh: every kernel, whole steps in fp32 / TF32 / bf16, PyTorch
-#   5. sanitizers  each CUDA test program under compute-sanitizer: memcheck, racecheck, synccheck,
+#   5. bench       scripts/bench-gpu.sh: every kernel, whole steps in fp32 / TF32 / bf16, PyTorch
+#   6. sanitizers  each CUDA test program under compute-sanitizer: memcheck, racecheck, synccheck,
 #                  initcheck (when compute-sanitizer exists), each run at most
 #                  $TXL_SANITIZER_TIMEOUT seconds (default 600)
-#   6. nsys        20 steps of wt103_base (one GPU's 8 columns) under nsys (when nsys exists)
+#   7. nsys        20 steps of wt103_base (one GPU's 8 columns) under nsys (when nsys exists)
 # and, from the benchmark, txl's ref_base tokens/s against the reference figures of the best-known
 # PyTorch re-implementation on one A100: 41,527 (TF32) and 59,961 (mixed precision).
 #
@@ -29,7 +33,7 @@ report=${1:-$TXL_ROOT/gpu-acceptance-$(hostname -s)-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$report" || { echo "gpu-acceptance: cannot make the report folder $report"; exit 1; }
 report=$(cd "$report" && pwd)
 summary=$report/summary.md
-steps=(device build cuda-tests bench sanitizers nsys)
+steps=(device build profile cuda-tests bench sanitizers nsys)
 declare -A result why
 record() { # STEP RESULT WHY
   result[$1]=$2
@@ -80,15 +84,33 @@ else
   run_step build "native build in build-gpu/" "$here/build.sh" -DTXL_CUDA=ON -DTXL_CUDA_ARCHITECTURES=native
 fi
 if [ "${result[build]}" != passed ]; then
-  for s in cuda-tests bench sanitizers nsys; do record "$s" skipped "the build failed"; done
+  for s in profile cuda-tests bench sanitizers nsys; do record "$s" skipped "the build failed"; done
   write_summary
   exit 1
 fi
 
-# 3. the CUDA tests and the table of their errors
+# 3. the device profile first: what a short lease most needs to see
+profile_runs() {
+  local cfg
+  for cfg in "configs/bench/ref_base.ini" "configs/wt103_base.ini --set train.batch_size=8"; do
+    for graph in off auto; do
+      echo "== txl-train $cfg --bench 20, run.precision = bf16, run.cuda_graph = $graph"
+      # shellcheck disable=SC2086 # cfg holds the config and its overrides
+      "$TXL_BUILD/bin/txl-train" "$TXL_ROOT"/$cfg --bench 20 --set data.corpus= --set run.precision=bf16 \
+        --set run.cuda_graph=$graph | grep -E '^(bench|cuda graph):' || return 1
+    done
+    echo "== txl-train $cfg --bench 10 --profile, run.precision = bf16"
+    "$TXL_BUILD/bin/txl-train" "$TXL_ROOT"/$cfg --bench 10 --profile --set data.corpus= --set run.precision=bf16 \
+      | grep -E '^(bench|profile):' || return 1
+  done
+}
+run_step profile "ref_base and wt103_base (8 columns), bf16: steps with graphs off and auto, the profile" profile_runs
+cat "$report/profile.log"
+
+# 4. the CUDA tests and the table of their errors
 run_step cuda-tests "scripts/test-cuda.sh" "$here/test-cuda.sh"
 
-# 4. the benchmarks
+# 5. the benchmarks
 run_step bench "scripts/bench-gpu.sh" "$here/bench-gpu.sh"
 # txl's ref_base against the reference figures (one A100; compare on an A100, or scale by the peaks)
 tps() { # PRECISION: ref_base's tokens/s of the benchmark
@@ -98,7 +120,7 @@ tps() { # PRECISION: ref_base's tokens/s of the benchmark
 throughput="ref_base tokens/s on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1): txl TF32 $(tps tf32) \
 (reference on an A100: 41,527), txl bf16 $(tps bf16) (reference, mixed precision on an A100: 59,961)"
 
-# 5. each CUDA test program under the four tools of compute-sanitizer, memcheck first. A run's
+# 6. each CUDA test program under the four tools of compute-sanitizer, memcheck first. A run's
 # status tells the sanitizer's findings (99) from a time limit (124) and from the program's own
 # checks failing (any other; cuda-tests reports those): only findings fail the step.
 if command -v compute-sanitizer > /dev/null; then
@@ -120,7 +142,7 @@ else
   record sanitizers skipped "compute-sanitizer not found"
 fi
 
-# 6. a profile of 20 steps
+# 7. a profile of 20 steps
 if command -v nsys > /dev/null; then
   run_step nsys "nsys profile of 20 wt103_base steps (nsys-wt103_base.nsys-rep)" \
     nsys profile --force-overwrite true -o "$report/nsys-wt103_base" "$TXL_BUILD/bin/txl-train" \

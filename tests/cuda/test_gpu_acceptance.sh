@@ -15,7 +15,7 @@ out=$(TXL_BUILD="$work/never-built" "$1/scripts/gpu-acceptance.sh" "$work/report
 check_eq "exit status without a GPU" "$rc" 0
 grep -q '^SKIPPED: no CUDA device' <<< "$out" && ok "it says there is no CUDA device" \
   || { printf '%s\n' "$out"; fail "no 'SKIPPED: no CUDA device' line"; }
-for step in device build cuda-tests bench sanitizers nsys; do
+for step in device build profile cuda-tests bench sanitizers nsys; do
   grep -Eq "^\| $step \| skipped \| no CUDA device" "$work/report/summary.md" 2> /dev/null \
     && ok "summary: $step skipped, with the reason" || fail "summary: no skipped row for $step"
 done
