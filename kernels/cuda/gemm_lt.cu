@@ -20,7 +20,8 @@
  * tables' fp32 on exact bf16 / fp16 products, as the plain gemm.
  *
  * Which combinations a GPU's cuBLASLt takes is its heuristic's answer
- * (cublasLtMatmulAlgoGetHeuristic), asked once per shape and kept (Cache below). Where it has no
+ * (cublasLtMatmulAlgoGetHeuristic), asked once per shape and kept with the shape's descriptors (Entry
+below: a call of a known shape makes no descriptor and asks no heuristic). Where it has no
  * algorithm the op runs the unfused passes on the device instead (the CPU's order: see
  * kernels/cpu/gemm_epilogue.c), so a GPU or toolkit that lacks one epilogue loses only the fusion.
  * txl_cuda_gemm_epilogue_counts tells how many calls took which path (the tests check both; the
@@ -49,7 +50,10 @@ void txl_cuda_gemm_lt_reserve(int bias_n) {
   txl_cuda_scratch_reserve(&g_work, TXL_CUDA_GEMM_WORKSPACE_BYTES);
 }
 
+static void cache_release(void);
+
 void txl_cuda_gemm_lt_release(void) {
+  cache_release();
   txl_cuda_scratch_release(&g_bgrad);
   txl_cuda_scratch_release(&g_work);
   if (g_lt) {
@@ -69,13 +73,26 @@ typedef struct {
   int v[12]; /* trans_a, trans_b, M, N, K, lda, ldb, ldc, ab, c, epilogue, compute */
 } Key;
 
+/* A shape's descriptors (the operation and the three layouts) are made once with its entry and
+ * kept until txl_cuda_gemm_lt_release: a call of a known shape sets only the bias pointer, the
+ * one attribute that changes from call to call. */
 typedef struct {
   Key key;
   int state; /* 0 empty, 1 an algorithm, 2 none (run unfused) */
   cublasLtMatmulAlgo_t algo = {};
+  cublasLtMatmulDesc_t desc = NULL; /* state 1: kept */
+  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
 } Entry;
 
 static Entry g_cache[TXL_LT_CACHE];
+
+static void destroy_descriptors(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                cublasLtMatrixLayout_t lc) {
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
+  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
+  CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
+}
 
 static uint32_t key_hash(const Key *k) {
   uint32_t h = 2166136261u; /* FNV-1a over the ints */
@@ -95,6 +112,15 @@ static Entry *lookup(const Key *k) {
     if (e->state == 0 || memcmp(e->key.v, k->v, sizeof k->v) == 0) return e;
   }
   return NULL;
+}
+
+/* Every entry emptied, its descriptors destroyed. */
+static void cache_release(void) {
+  for (int i = 0; i < TXL_LT_CACHE; i++) {
+    Entry *e = &g_cache[i];
+    if (e->desc) destroy_descriptors(e->desc, e->la, e->lb, e->lc);
+    *e = Entry();
+  }
 }
 
 /* ---- one cuBLASLt matmul -------------------------------------------------------------------- */
@@ -129,6 +155,17 @@ static int lt_matmul(const LtGemm *g) {
                     (int)g->epilogue, (int)compute}};
   Entry *e = lookup(&key);
   if (e && e->state == 2) return 0;
+  const uint64_t work_bytes = g_work.bytes;
+  const float alpha = 1.0f;
+  if (e && e->state == 1) { /* a known shape: its descriptors, the bias of this call */
+    if (g->epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                  sizeof g->bias));
+    CUBLAS_CHECK(cublasLtMatmul(g_lt, e->desc, &alpha, g->B, e->la, g->A, e->lb, &g->beta, g->C, e->lc, g->C, e->lc,
+                                &e->algo, g_work.p, work_bytes, txl_cuda_stream() /* the compute stream */));
+    g_counts[0]++;
+    return 1;
+  }
 
   cublasLtMatmulDesc_t desc;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
@@ -146,13 +183,10 @@ static int lt_matmul(const LtGemm *g) {
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, at, g->trans_b ? g->K : g->N, g->trans_b ? g->N : g->K, g->ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, at, g->trans_a ? g->M : g->K, g->trans_a ? g->K : g->M, g->lda));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, ct, g->N, g->M, g->ldc));
-  const uint64_t work_bytes = g_work.bytes;
 
-  int ok = e && e->state == 1;
+  int ok = 0;
   cublasLtMatmulAlgo_t algo = {};
-  if (ok) {
-    algo = e->algo;
-  } else {
+  {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &work_bytes,
@@ -172,15 +206,17 @@ static int lt_matmul(const LtGemm *g) {
       if (ok) e->algo = algo;
     }
   }
-  if (ok) {
-    const float alpha = 1.0f;
+  if (ok)
     CUBLAS_CHECK(cublasLtMatmul(g_lt, desc, &alpha, g->B, la, g->A, lb, &g->beta, g->C, lc, g->C, lc, &algo,
                                 g_work.p, work_bytes, txl_cuda_stream() /* the compute stream, as every op */));
+  if (ok && e) { /* kept with the shape's entry */
+    e->desc = desc;
+    e->la = la;
+    e->lb = lb;
+    e->lc = lc;
+  } else {
+    destroy_descriptors(desc, la, lb, lc);
   }
-  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lc));
-  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(lb));
-  CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(la));
-  CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
   g_counts[ok ? 0 : 1]++;
   return ok;
 }
