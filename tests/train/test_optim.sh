@@ -80,6 +80,6 @@ if [ -x "$BIN/txl-train-emu" ]; then
     fi
   done
 else
-  echo "SKIPPED: no txl-train-emu (the CUDA emulator build)"
+  echo "lamb, sgd on run.device = cuda: not run here (no txl-train-emu, the CUDA emulator build)"
 fi
 finish
