@@ -39,8 +39,8 @@ typedef enum {
       TXL_PROF_FAMILIES
 } TxlProfileFamily;
 
-/* "attn_fwd", ...: one word each (the printout is parsed by tests); what: a phrase for --help
- * and the docs. "?" for a number that is no family. */
+/* "attn_fwd", ...: one word each (the printout is parsed by tests); "?" for a number that is no
+ * family. (The third column of the list says what each holds: for the reader, docs/gpu.md.) */
 static inline const char *txl_profile_family_name(int family) {
   static const char *const names[TXL_PROF_FAMILIES] = {
 #define TXL_PROFILE_NAME(id, name, what) name,
@@ -48,14 +48,6 @@ static inline const char *txl_profile_family_name(int family) {
 #undef TXL_PROFILE_NAME
   };
   return family >= 0 && family < TXL_PROF_FAMILIES ? names[family] : "?";
-}
-static inline const char *txl_profile_family_what(int family) {
-  static const char *const what[TXL_PROF_FAMILIES] = {
-#define TXL_PROFILE_WHAT(id, name, what) what,
-      TXL_PROFILE_FAMILIES(TXL_PROFILE_WHAT)
-#undef TXL_PROFILE_WHAT
-  };
-  return family >= 0 && family < TXL_PROF_FAMILIES ? what[family] : "?";
 }
 
 /* Which parameter tensor a GEMM multiplies by or accumulates into, from its operands (A, B, C as

@@ -255,10 +255,14 @@ static double count_sumsq(const float *x, int64_t n) {
   return 0.0;
 }
 
-/* the CUDA backend's sum of squares over the whole span of the segments (gaps included) */
+/* The floats from the first segment's start to the last one's end (gaps included); 0 for none. */
+static int64_t segments_span(int n_seg, const int64_t *seg) {
+  return n_seg > 0 ? seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0] : 0;
+}
+
+/* the CUDA backend's sum of squares over the whole span of the segments */
 static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
-  if (n_seg <= 0) return 0.0;
-  return count_sumsq(x, seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0]);
+  return count_sumsq(x, segments_span(n_seg, seg));
 }
 
 /* sumsq_segments' pass; its last kernel makes the record (a few FLOPs and the record's bytes, not
@@ -266,7 +270,7 @@ static double count_sumsq_segments(const float *x, int n_seg, const int64_t *seg
 static void count_grad_clip(TxlGradClip *r, const float *gr, int n_seg, const int64_t *seg, float clip,
                             double loss_scale) {
   (void)r, (void)gr, (void)clip, (void)loss_scale;
-  const int64_t n = n_seg > 0 ? seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0] : 0;
+  const int64_t n = segments_span(n_seg, seg);
   add_n(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 4.0 * (double)n, chunked_launches(n));
 }
 

@@ -24,21 +24,7 @@ source "$(dirname "$0")/../lib/checks.sh" # small_model_shape (its fail is repla
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-cat > "$WORK/small.ini" <<INI
-[data]
-n_token = 500
-[model]
-$(small_model_shape)
-dropout = 0.1
-dropatt = 0.1
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-[run]
-device = cuda
-threads = 1
-INI
+small_cuda_bench_ini "$WORK/small.ini"
 
 check() { # NAME EXPECTED_SYNCS [--set ...]: uncaptured steps (run.cuda_graph = off), but "graph..."
   local name=$1 want=$2 want_graphs=0 warmup=1

@@ -24,21 +24,7 @@ source "$(dirname "$0")/../lib/checks.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/txl-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 N_LAYER=2
-cat > "$WORK/small.ini" <<INI
-[data]
-n_token = 500
-[model]
-$(small_model_shape)
-dropout = 0.1
-dropatt = 0.1
-[train]
-tgt_len = 16
-mem_len = 16
-batch_size = 4
-[run]
-device = cuda
-threads = 1
-INI
+small_cuda_bench_ini "$WORK/small.ini"
 FAMILIES="attn_fwd attn_bwd gemm_ffn gemm_proj gemm_io embedding layernorm elementwise dropout softmax_xent grad_norm optimizer allreduce upload other"
 
 # profile NAME RANKS GROUPS WANT_SYNCS [--set ...]   (WANT_SYNCS "some": more than 0)

@@ -12,6 +12,15 @@ small_model_shape() {
   printf 'n_layer = 2\nd_model = 32\nn_head = 2\nd_head = 16\nd_inner = 64\n'
 }
 
+# The config of the emulated GPU benchmarks (tests/cuda: test_bench_counts.sh, test_profile.sh):
+# the small model with dropout and dropatt 0.1 over 500 tokens, 4 columns of 16 rows with 16 of
+# memory, on run.device = cuda with one thread; written to FILE.
+small_cuda_bench_ini() { # FILE
+  { printf '[data]\nn_token = 500\n[model]\n'; small_model_shape
+    printf 'dropout = 0.1\ndropatt = 0.1\n[train]\ntgt_len = 16\nmem_len = 16\nbatch_size = 4\n'
+    printf '[run]\ndevice = cuda\nthreads = 1\n'; } > "$1"
+}
+
 ok() { CHECKS=$((CHECKS + 1)); echo "ok   $*"; }
 fail() { CHECKS=$((CHECKS + 1)); FAILS=$((FAILS + 1)); echo "FAIL $*"; }
 
