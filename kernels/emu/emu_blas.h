@@ -93,16 +93,25 @@ bool emu_blas_enqueue(cudaStream_t stream, const cublasContext &settings, const 
     *st = CUBLAS_STATUS_INVALID_VALUE;
     return true;
   }
+  const bool deferred = q == ENQ_DEFER;
   auto h = std::make_shared<cublasContext>(
       cublasContext{settings.math, settings.pointer_mode, settings.stream, {}, {}, {}});
   const bool device = settings.pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
   const float al = device ? 0.0f : *static_cast<const float *>(alpha);
   const float be = device ? 0.0f : *static_cast<const float *>(beta);
-  emu_record(stream, [h, device, alpha, beta, al, be, call]() {
+  Node n = [h, device, alpha, beta, al, be, call, deferred]() {
     const cublasStatus_t s = call(h.get(), device ? alpha : &al, device ? beta : &be);
-    if (s != CUBLAS_STATUS_SUCCESS) emu_die("a GEMM of a graph failed at its replay: %s", cublasGetStatusName(s));
-    emu_graph_kernel();
-  });
+    if (s != CUBLAS_STATUS_SUCCESS)
+      emu_die("a GEMM %s failed when it ran: %s", deferred ? "queued behind a stream's work" : "of a graph",
+              cublasGetStatusName(s));
+    if (!deferred) emu_graph_kernel();
+  };
+  if (deferred) {
+    emu_launched(); /* the host issued it now */
+    emu_defer(stream, std::move(n));
+  } else {
+    emu_record(stream, std::move(n));
+  }
   return true;
 }
 

@@ -543,6 +543,16 @@ void txl_emu_run(const TxlEmuLaunchDesc &d) {
     return;
   }
   emu_launched();
+  if (q == ENQ_DEFER) { /* behind the stream's work: the arguments' values of now, as a GPU keeps them */
+    const TxlEmuLaunchDesc saved = d;
+    std::shared_ptr<void> args(d.clone(d.ctx), d.destroy);
+    emu_defer(d.stream, [saved, args]() {
+      TxlEmuLaunchDesc r = saved;
+      r.ctx = args.get();
+      run_grid(r);
+    });
+    return;
+  }
   run_grid(d);
 }
 

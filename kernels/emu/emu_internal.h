@@ -14,7 +14,10 @@
 
 #include "kernels/emu/cuda_emu.h"
 
+#include <deque>
 #include <functional>
+#include <memory>
+#include <type_traits>
 
 enum {
   WARP = 32, /* lanes of a warp */
@@ -38,15 +41,28 @@ void emu_host_sync(const char *what, size_t bytes);
 /* A node of a graph: one recorded operation, run by calling it. It owns copies of what it needs
  * (a kernel's arguments, a GEMM's scalars and settings); pointers to device memory are kept as
  * pointers, as a GPU's graph keeps them. */
-typedef std::function<void()> Node;
+/* One piece of a stream's work that may not complete at once (a collective of the emulated NCCL,
+ * a wait for an event not yet reached): does what it can now and returns true once complete.
+ * Called again, in place, until it does. */
+typedef std::function<bool()> Step;
+
+struct Node {
+  std::function<void()> run;   /* an operation that completes when it returns, */
+  std::function<Step()> async; /* or (when set) one that may not: the step of one execution */
+  Node() {}
+  template <class F, class = typename std::enable_if<!std::is_same<typename std::decay<F>::type, Node>::value>::type>
+  Node(F f) : run(std::move(f)) {}
+};
 
 struct Capture; /* one capture sequence (emu_streams.cpp) */
 
 struct CUstream_st {
   unsigned int flags;
-  Capture *capture; /* the capture this stream takes part in, NULL when it does not */
-  long ops;         /* operations it enqueued in that capture */
-  long joined;      /* of those, how many another stream of the capture waited for */
+  Capture *capture;      /* the capture this stream takes part in, NULL when it does not */
+  long ops;              /* operations it enqueued in that capture */
+  long joined;           /* of those, how many another stream of the capture waited for */
+  std::deque<Step> work; /* outside a capture: the operations enqueued behind one that has not
+                            completed yet, in order (empty: the stream is idle) */
 };
 
 /* An invalid operation attempted in capture c: c can only end with
@@ -67,11 +83,34 @@ cudaError_t emu_unsafe_call(void);
 /* What to do with an operation enqueued on stream s: run it now, record it into s's capture, or
  * refuse it (*err: the legacy stream during a blocking capture, or a capture already
  * invalidated). */
-enum Enqueue { ENQ_RUN, ENQ_RECORD, ENQ_FAIL };
+enum Enqueue { ENQ_RUN, ENQ_RECORD, ENQ_DEFER, ENQ_FAIL };
+/* ENQ_DEFER: s (not capturing) still has work that has not completed (README.md, "Work that
+ * waits"): the operation goes behind it (emu_defer). Before it answers, work that can go on does. */
 Enqueue emu_enqueue(cudaStream_t s, cudaError_t *err);
 
 /* Appends n to the capture of s (emu_enqueue answered ENQ_RECORD). */
 void emu_record(cudaStream_t s, Node n);
+
+/* Appends n to the work of s (emu_enqueue answered ENQ_DEFER); it runs once what is before it
+ * has completed. */
+void emu_defer(cudaStream_t s, Node n);
+
+/* Work that may not complete at once (the emulated NCCL's collectives) on stream s: outside a
+ * capture, make()'s step is queued on s and run as far as it goes; in a capture, recorded (each
+ * replay runs a fresh step). cudaSuccess, or the error emu_enqueue gave. */
+cudaError_t emu_enqueue_async(cudaStream_t s, std::function<Step()> make);
+
+/* Runs every stream's work as far as it can go now (cheap when no stream waits). */
+void emu_progress(void);
+
+/* The host waits until s has no work left (NULL: every stream; the legacy stream's rule is the
+ * caller's). Blocks for as long as a collective on it takes: for ever if a peer never joins,
+ * as a GPU would. */
+void emu_drain(cudaStream_t s);
+
+/* The legacy stream's wait: until no blocking stream (one created without cudaStreamNonBlocking)
+ * has work left. */
+void emu_drain_blocking(void);
 
 /* A kernel or a GEMM that a graph's replay ran (txl_emu_graph_counts' graph_kernels). */
 void emu_graph_kernel(void);

@@ -235,6 +235,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
 cudaError_t cudaDeviceSynchronize(void) {
   if (emu_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   emu_host_sync("cudaDeviceSynchronize", 0);
+  emu_drain(NULL);
   return cudaSuccess;
 }
 
@@ -255,7 +256,10 @@ static bool in_range(const std::map<uintptr_t, size_t> &m, const void *p) {
  * stream's rule, then the global mode's. */
 static cudaError_t legacy_sync_call(void) {
   const cudaError_t e = emu_legacy_use();
-  return e != cudaSuccess ? e : emu_unsafe_call();
+  if (e != cudaSuccess) return e;
+  const cudaError_t u = emu_unsafe_call();
+  if (u == cudaSuccess) emu_drain_blocking();
+  return u;
 }
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes) {
@@ -276,6 +280,7 @@ cudaError_t cudaFree(void *ptr) {
   if (!ptr) return cudaSuccess;
   if (emu_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   emu_host_sync("cudaFree", g_device_mem.count((uintptr_t)ptr) ? g_device_mem[(uintptr_t)ptr] : 0);
+  emu_drain(NULL); /* cudaFree waits for the device */
   g_device_mem.erase((uintptr_t)ptr);
   free(ptr);
   return cudaSuccess;
@@ -300,6 +305,7 @@ cudaError_t cudaFreeHost(void *ptr) {
   if (it == g_pinned.end()) return emu_set_error(cudaErrorInvalidValue);
   if (emu_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   emu_host_sync("cudaFreeHost", it->second);
+  emu_drain(NULL);
   g_pinned.erase(it);
   free(ptr);
   return cudaSuccess;
@@ -369,6 +375,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     });
     return cudaSuccess;
   }
+  if (q == ENQ_DEFER) {
+    const CopySides c = copy_sides(dst, src, kind);
+    if ((c.dst_dev && c.src_dev) || c.pinned) { /* stream-ordered: behind the stream's work */
+      emu_defer(stream, [dst, src, bytes]() {
+        if (bytes) memcpy(dst, src, bytes);
+      });
+      return cudaSuccess;
+    }
+    emu_drain(stream); /* a pageable copy is staged by the host after the stream's work */
+  }
   count_copy("cudaMemcpyAsync", true, dst, src, bytes, kind);
   if (bytes) memcpy(dst, src, bytes);
   return cudaSuccess;
@@ -396,6 +412,11 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
   if (q == ENQ_RECORD) {
     if (bytes && !ptr) return emu_set_error(cudaErrorInvalidValue);
     emu_record(stream, [ptr, value, bytes]() { memset_2d(ptr, bytes, value, bytes, 1); });
+    return cudaSuccess;
+  }
+  if (q == ENQ_DEFER) {
+    if (bytes && !ptr) return emu_set_error(cudaErrorInvalidValue);
+    emu_defer(stream, [ptr, value, bytes]() { memset_2d(ptr, bytes, value, bytes, 1); });
     return cudaSuccess;
   }
   return memset_2d(ptr, bytes, value, bytes, 1);

@@ -23,10 +23,15 @@ struct Capture {
   std::vector<cudaStream_t> streams; /* origin first */
   std::vector<Node> nodes;
 };
+/* What one record of an event stands for outside a capture: complete once the work before it is. */
+struct EventMark {
+  bool done;
+  double seconds; /* CLOCK_MONOTONIC when it completed */
+};
 struct CUevent_st {
   unsigned int flags;
   bool recorded;
-  double seconds;                 /* CLOCK_MONOTONIC at the record */
+  std::shared_ptr<EventMark> mark; /* the last record outside a capture (NULL: none yet) */
   unsigned long long capture_id;  /* recorded in this capture (0: not in a capture) */
   cudaStream_t stream;            /* on this stream, */
   long at;                        /* after its first `at` operations of the capture */
@@ -39,6 +44,8 @@ struct CUgraphExec_st {
 };
 
 static std::vector<Capture *> g_captures; /* the captures in progress */
+static std::vector<cudaStream_t> g_streams; /* every stream created and not destroyed */
+static long g_queued = 0;                    /* operations in their work queues */
 static unsigned long long g_capture_ids = 0;
 static long g_graph_launches = 0, g_graph_kernels = 0;
 
@@ -75,13 +82,82 @@ cudaError_t emu_unsafe_call(void) {
   return emu_set_error(cudaErrorStreamCaptureUnsupported);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- work that waits (README.md, "Work that waits") ------------------------------------------ */
+void emu_progress(void) {
+  static bool running = false; /* a step that enqueues (none does) would come back here */
+  if (!g_queued || running) return;
+  running = true;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t i = 0; i < g_streams.size(); i++) {
+      cudaStream_t s = g_streams[i];
+      while (!s->work.empty() && s->work.front()()) {
+        s->work.pop_front();
+        g_queued--;
+        moved = true;
+      }
+    }
+  }
+  running = false;
+}
+
+/* The host waits for done(): the work goes on between naps that double from 20 us to 1 ms. */
+template <class Done>
+static void host_wait(Done done) {
+  emu_progress();
+  for (long nap_ns = 20000; !done(); nap_ns = nap_ns < 1000000 ? 2 * nap_ns : nap_ns) {
+    struct timespec ts = {0, nap_ns};
+    nanosleep(&ts, NULL);
+    emu_progress();
+  }
+}
+
+void emu_drain(cudaStream_t s) {
+  if (s) host_wait([s]() { return s->work.empty(); });
+  else host_wait([]() { return g_queued == 0; });
+}
+
+/* The legacy stream waits for every blocking stream (one created without cudaStreamNonBlocking):
+ * here the host does, before work on the legacy stream runs. */
+void emu_drain_blocking(void) {
+  host_wait([]() {
+    for (cudaStream_t s : g_streams)
+      if (!(s->flags & cudaStreamNonBlocking) && !s->work.empty()) return false;
+    return true;
+  });
+}
+
+static Step plain(Node n) {
+  return [n]() {
+    n.run();
+    return true;
+  };
+}
+
+void emu_defer(cudaStream_t s, Node n) {
+  s->work.push_back(n.async ? n.async() : plain(std::move(n)));
+  g_queued++;
+  emu_progress();
+}
+
 Enqueue emu_enqueue(cudaStream_t s, cudaError_t *err) {
   *err = cudaSuccess;
   if (!s) {
     *err = emu_legacy_use();
-    return *err == cudaSuccess ? ENQ_RUN : ENQ_FAIL;
+    if (*err != cudaSuccess) return ENQ_FAIL;
+    emu_drain_blocking();
+    return ENQ_RUN;
   }
-  if (!s->capture) return ENQ_RUN;
+  if (!s->capture) {
+    emu_progress();
+    return s->work.empty() ? ENQ_RUN : ENQ_DEFER;
+  }
   if (s->capture->invalidated) {
     *err = emu_set_error(cudaErrorStreamCaptureInvalidated);
     return ENQ_FAIL;
@@ -94,14 +170,53 @@ void emu_record(cudaStream_t s, Node n) {
   s->ops++;
 }
 
-static void replay(const std::vector<Node> &nodes) {
-  for (const Node &n : nodes) n();
+cudaError_t emu_enqueue_async(cudaStream_t s, std::function<Step()> make) {
+  cudaError_t err;
+  const Enqueue q = emu_enqueue(s, &err);
+  if (q == ENQ_FAIL) return err;
+  Node n;
+  n.async = std::move(make);
+  if (q == ENQ_RECORD) {
+    emu_record(s, std::move(n));
+    return cudaSuccess;
+  }
+  if (!s) { /* the legacy stream: nothing queues behind it here, the host waits */
+    Step st = n.async();
+    host_wait([&st]() { return st(); });
+    return cudaSuccess;
+  }
+  emu_defer(s, std::move(n)); /* runs now as far as it goes when s was idle */
+  return cudaSuccess;
+}
+
+/* One execution of a graph's nodes in order, resumed where a node has not completed yet. */
+static Step replay(Nodes nodes) {
+  size_t i = 0;
+  Step cur;
+  return [nodes, i, cur]() mutable {
+    for (;;) {
+      if (cur) {
+        if (!cur()) return false;
+        cur = nullptr;
+        i++;
+      }
+      if (i == nodes->size()) return true;
+      const Node &n = (*nodes)[i];
+      if (n.async) {
+        cur = n.async();
+        continue;
+      }
+      n.run();
+      i++;
+    }
+  };
 }
 
 /* ---- runtime: streams and events (everything is already complete when a call returns) ---- */
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
   if (!stream) return emu_set_error(cudaErrorInvalidValue);
-  *stream = new CUstream_st{flags, NULL, 0, 0};
+  *stream = new CUstream_st{flags, NULL, 0, 0, {}};
+  g_streams.push_back(*stream);
   return cudaSuccess;
 }
 
@@ -112,6 +227,10 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (!stream) return emu_set_error(cudaErrorInvalidResourceHandle);
   if (stream->capture) emu_die("cudaStreamDestroy of a stream that takes part in a capture: not emulated");
+  /* a GPU returns at once and frees the stream once its work is done: the host waits for it here */
+  emu_drain(stream);
+  for (size_t i = 0; i < g_streams.size(); i++)
+    if (g_streams[i] == stream) g_streams.erase(g_streams.begin() + (long)i);
   delete stream;
   return cudaSuccess;
 }
@@ -127,6 +246,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     return emu_set_error(cudaErrorStreamCaptureUnsupported);
   }
   emu_host_sync("cudaStreamSynchronize", 0);
+  if (stream) emu_drain(stream);
+  else emu_drain_blocking();
   return cudaSuccess;
 }
 
@@ -146,7 +267,16 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
       emu_invalidate(stream->capture);
       return emu_set_error(cudaErrorStreamCaptureIsolation);
     }
-    return cudaSuccess; /* ordering only: everything before the record is complete */
+    emu_progress();
+    const std::shared_ptr<EventMark> m = event->mark;
+    if (!m || m->done) return cudaSuccess; /* the work before the record is complete */
+    if (!stream) { /* the legacy stream: the host waits, nothing queues behind it here */
+      host_wait([m]() { return m->done; });
+      return cudaSuccess;
+    }
+    stream->work.push_back([m]() { return m->done; }); /* the work after waits for the record */
+    g_queued++;
+    return cudaSuccess;
   }
   if (!stream) { /* the legacy stream cannot take part in a capture */
     emu_invalidate(c);
@@ -171,7 +301,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
   if (!event) return emu_set_error(cudaErrorInvalidValue);
-  *event = new CUevent_st{flags, false, 0.0, 0, NULL, 0};
+  *event = new CUevent_st{flags, false, NULL, 0, NULL, 0};
   return cudaSuccess;
 }
 
@@ -192,10 +322,16 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   }
   event->capture_id = 0;
   event->stream = NULL;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  event->seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
   event->recorded = true;
+  std::shared_ptr<EventMark> m = std::make_shared<EventMark>(EventMark{q == ENQ_RUN, q == ENQ_RUN ? now_s() : 0.0});
+  event->mark = m;
+  if (q == ENQ_DEFER) {
+    stream->work.push_back([m]() {
+      m->seconds = now_s();
+      return m->done = true;
+    });
+    g_queued++;
+  }
   return cudaSuccess;
 }
 
@@ -213,13 +349,19 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   const cudaError_t e = captured_event(event);
   if (e != cudaSuccess) return e;
   emu_host_sync("cudaEventSynchronize", 0);
+  const std::shared_ptr<EventMark> m = event->mark;
+  if (m) host_wait([m]() { return m->done; });
   return cudaSuccess;
 }
 
-/* Never waits: the work before any record is complete (cudaSuccess), as is an event never recorded. */
+/* Never waits: cudaSuccess once the work before the last record is complete (or for an event
+ * never recorded), else cudaErrorNotReady. */
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return emu_set_error(cudaErrorInvalidResourceHandle);
-  return captured_event(event);
+  const cudaError_t e = captured_event(event);
+  if (e != cudaSuccess) return e;
+  emu_progress();
+  return !event->mark || event->mark->done ? cudaSuccess : emu_set_error(cudaErrorNotReady);
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
@@ -228,7 +370,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
       (end->flags & cudaEventDisableTiming))
     return emu_set_error(cudaErrorInvalidResourceHandle);
   if (!start->recorded || !end->recorded) return emu_set_error(cudaErrorInvalidResourceHandle);
-  *ms = (float)((end->seconds - start->seconds) * 1e3);
+  if (!start->mark->done || !end->mark->done) return emu_set_error(cudaErrorNotReady);
+  *ms = (float)((end->mark->seconds - start->mark->seconds) * 1e3);
   return cudaSuccess;
 }
 
@@ -317,12 +460,19 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   const Enqueue q = emu_enqueue(stream, &err);
   if (q == ENQ_FAIL) return err;
   const Nodes nodes = graphExec->nodes;
-  if (q == ENQ_RECORD) {
-    emu_record(stream, [nodes]() { replay(*nodes); });
+  if (q == ENQ_RECORD) { /* a child graph: its nodes, in order, in the capture */
+    for (const Node &n : *nodes) emu_record(stream, n);
     return cudaSuccess;
   }
   g_graph_launches++;
-  replay(*nodes);
+  Node n;
+  n.async = [nodes]() { return replay(nodes); };
+  if (stream) {
+    emu_defer(stream, std::move(n)); /* runs now as far as it goes when the stream was idle */
+  } else {
+    Step st = n.async();
+    host_wait([&st]() { return st(); }); /* completes at once unless a node waits for a collective */
+  }
   return cudaSuccess;
 }
 
