@@ -1,14 +1,25 @@
 /* NCCL behind dist/nccl.h. Note: <nccl.h> below is the library's header (angle brackets never
- * search this folder), "dist/nccl.h" ours. */
+ * search this folder), "dist/nccl.h" ours. The emulated build (TXL_CUDA_EMU: the library
+ * txl_nccl_emu) compiles this file as C++ against the emulator's CUDA and NCCL (kernels/emu), so
+ * it is C that is also C++. */
 #include "dist/nccl.h"
 
 #include <mpi.h>
-#include <nccl.h>
 #include <stdlib.h>
+#ifdef TXL_CUDA_EMU
+#include "kernels/emu/nccl_emu.h"
+#else
+#include <nccl.h>
+#endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 #include "dist/dist.h"
+#ifdef __cplusplus
+}
+#endif
 #include "kernels/cuda/cuda_check.h"
-#include "src/base/error.h"
 
 #define NCCL_CHECK(call)                                                                      \
   do {                                                                                        \
@@ -32,7 +43,7 @@ struct TxlNccl {
 
 TxlNccl *txl_nccl_create(int rank, int world, int gpu, void *compute_stream) {
   if (!compute_stream) txl_fatal("internal: txl_nccl_create without a compute stream (stream 0 is not one)");
-  TxlNccl *c = txl_calloc(1, sizeof *c, "NCCL communicator");
+  TxlNccl *c = (TxlNccl *)txl_calloc(1, sizeof *c, "NCCL communicator");
   c->gpu = gpu;
   c->compute = (cudaStream_t)compute_stream;
   CUDA_CHECK(cudaSetDevice(gpu));
@@ -73,20 +84,20 @@ void txl_nccl_wait(TxlNccl *c) {
 /* One event serves every bucket: cudaStreamWaitEvent waits for the work captured by the most
  * recent record at the time of the call, so re-recording it afterwards is safe. */
 static void transport_start(void *ctx, float *p, int64_t n) {
-  TxlNccl *c = ctx;
+  TxlNccl *c = (TxlNccl *)ctx;
   CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
   txl_nccl_allreduce_sum(c, p, n, c->ready);
 }
 
 static void transport_finish(void *ctx) {
-  TxlNccl *c = ctx;
+  TxlNccl *c = (TxlNccl *)ctx;
   txl_nccl_join(c, c->compute);
 }
 
 /* After the compute work queued so far (send is final), on the communication stream; then the
  * compute stream waits for it, so the rows are in recv before anything later reads them. */
 static void transport_gather(void *ctx, const void *send, void *recv, int64_t bytes) {
-  TxlNccl *c = ctx;
+  TxlNccl *c = (TxlNccl *)ctx;
   CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
   CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
   NCCL_CHECK(ncclAllGather(send, recv, (size_t)bytes, ncclUint8, c->comm, c->stream));

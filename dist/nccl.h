@@ -9,6 +9,10 @@
 
 #include "dist/reduce.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct TxlNccl TxlNccl;
 
 /* Makes `gpu` this thread's current device (cudaSetDevice), joins the communicator of the
@@ -43,5 +47,9 @@ TxlReduceTransport txl_nccl_transport(TxlNccl *c);
 /* Waits for the queued reductions, then frees the communicator and the stream (NULL: nothing).
  * collective: all ranks */
 void txl_nccl_destroy(TxlNccl *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,7 +10,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/threads.h"
 #include "src/base/error.h"
-#if defined(TXL_HAVE_CUDA) && !defined(TXL_CUDA_EMU)
+#ifdef TXL_HAVE_CUDA
 #define TXL_BACKEND_NCCL 1
 #include "dist/nccl.h"
 #endif
@@ -145,9 +145,6 @@ static void open_cuda(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, i
 #ifdef TXL_BACKEND_NCCL
   if (collectives && d->world > 1) b->nccl = txl_nccl_create(d->rank, d->world, gpu, txl_cuda_compute_stream());
 #endif
-  /* the CPU emulator of the kernels (kernels/emu) has no NCCL: its "device" memory is host
-   * memory and its kernels have run when the host reads it, so several ranks reduce their
-   * gradients through MPI (txl_backend_reducer without a communicator) */
 }
 
 static const CudaBackend CUDA_BACKEND = {

@@ -1,20 +1,27 @@
-/* txl_nccl (dist/nccl.h) on real GPUs: each rank drives the GPU txl_dist_gpu_for_rank picks and
+/* txl_nccl (dist/nccl.h) on real GPUs (test_nccl), and on the CPU emulator's CUDA and NCCL
+ * (test_nccl_emu: this file compiled as C++ against kernels/emu, where the collectives wait on
+ * their stream as on a GPU, so the orderings below are what makes the results right): each rank drives the GPU txl_dist_gpu_for_rank picks and
  * sums a buffer of small integers in place, as test_allreduce does on the CPU, through both
  * ways of ordering it against a compute stream (an event to wait for, then txl_nccl_join; and
  * txl_nccl_wait). Sizes 1, 1000 and 2^20 + 3; bit-for-bit comparison.
  * Where a rank finds no CUDA device (or no driver), or its node has more ranks than GPUs,
  * every rank prints "SKIPPED: ..." and exits 77 (skipped). */
-#include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 #include "dist/dist.h"
 #include "dist/gpu.h"
 #include "dist/launcher.h"
+#ifdef __cplusplus
+}
+#endif
 #include "dist/nccl.h"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h" /* the CUDA runtime's header, or the emulator's */
 
 static int32_t value(int rank, int64_t i) { return (int32_t)((i * 7919 + rank * 104729) % 2047) - 1023; }
 
@@ -47,7 +54,7 @@ int main(int argc, char **argv) {
     for (int mode = 0; mode < 2; mode++) {
       const int64_t n = sizes[s];
       const size_t bytes = (size_t)n * sizeof(float);
-      float *host = malloc(bytes), *want = malloc(bytes), *dev = NULL;
+      float *host = (float *)malloc(bytes), *want = (float *)malloc(bytes), *dev = NULL;
       if (!host || !want) txl_fatal("test_nccl: out of memory");
       for (int64_t i = 0; i < n; i++) {
         host[i] = (float)value(d.rank, i);
