@@ -229,7 +229,8 @@ struct Collective {
     if (phase == 1) {
       if (!test()) return false;
       check_calls();
-      in.assign(static_cast<const unsigned char *>(send), static_cast<const unsigned char *>(send) + send_bytes);
+      if (send_bytes)
+        in.assign(static_cast<const unsigned char *>(send), static_cast<const unsigned char *>(send) + send_bytes);
       out.resize(recv_bytes);
       const ncclDataType_t t = (ncclDataType_t)call.type;
       if (call.kind == ALL_REDUCE)
@@ -240,7 +241,7 @@ struct Collective {
       phase = 2;
     }
     if (!test()) return false;
-    memcpy(recv, out.data(), recv_bytes);
+    if (recv_bytes) memcpy(recv, out.data(), recv_bytes);
     return true;
   }
 };
