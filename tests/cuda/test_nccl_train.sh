@@ -2,8 +2,10 @@
 # Several ranks of run.device = cuda through the real NCCL path (dist/nccl.c, the bucketed
 # reducer's device transport, the embedding rows' all-gather) on the emulator's CUDA and NCCL
 # (kernels/emu): txl-train-emu on 2 and 3 ranks, with uneven shards (5 columns), trains as the
-# CPU backend does on the same rank count, repeats itself bit for bit, and its benchmark says
-# the all-reduce went through NCCL. Usage: test_nccl_train.sh BIN_DIR SOURCE_DIR
+# CPU backend does on the same rank count, with the embedding's rows gathered (dist.embed_rows)
+# too; it repeats itself and resumes on 3 ranks bit for bit (final parameters compared byte by
+# byte), resumes on 2, and its benchmark says the all-reduce and the gather went through NCCL.
+# Usage: test_nccl_train.sh BIN_DIR SOURCE_DIR
 source "$2/tests/train/lib.sh" "$1" "$2"
 command -v mpirun > /dev/null || { echo "SKIPPED: mpirun not found"; exit 77; }
 [ -x "$BIN/txl-train-emu" ] || { echo "SKIPPED: no txl-train-emu in this build"; exit 77; }
@@ -29,15 +31,38 @@ for p in 2 3; do
     || fail "$p ranks: the emulated NCCL run's losses differ from the CPU's"
 done
 
-# the same run again: the same numbers, bit for bit (the emulated collectives sum in a fixed order)
-emu gpu3b 3 || { cat "$WORK/gpu3b.out"; fail "3 ranks: the repeat failed"; }
-python3 "$SRC/tests/lib/compare_runs.py" "$WORK/gpu3b" "$WORK/gpu3" 0 --kinds train,valid,test --train-steps 12 \
-  && ok "3 ranks: a repeat logs the same losses bit for bit" || fail "3 ranks: a repeat differs"
+# the input embedding's rows gathered across ranks (ncclAllGather) instead of reduced with the table
+train_into cpu3rows "$WORK/r.ini" 3 --set run.device=cpu --set dist.embed_rows=on \
+  || { cat "$WORK/cpu3rows.out"; fail "3 ranks, rows gathered: the CPU run failed"; }
+emu gpu3rows 3 --set dist.embed_rows=on || { cat "$WORK/gpu3rows.out"; fail "3 ranks, rows gathered: the emulated run failed"; }
+python3 "$SRC/tests/lib/compare_runs.py" "$WORK/gpu3rows" "$WORK/cpu3rows" 3e-3 --kinds train,valid,test --train-steps 12 \
+  && ok "3 ranks, the embedding's rows gathered: as the CPU (losses within 3e-3)" \
+  || fail "3 ranks, rows gathered: the losses differ from the CPU's"
+
+# bit for bit: a repeat, and a run stopped at step 6 and resumed on 3 ranks, end with the
+# parameters of the whole run (the emulated collectives sum in a fixed order for a rank count)
+emu whole3 3 --dump-params "$WORK/whole3.bin" || { cat "$WORK/whole3.out"; fail "3 ranks: the whole run failed"; }
+emu again3 3 --dump-params "$WORK/again3.bin" || { cat "$WORK/again3.out"; fail "3 ranks: the repeat failed"; }
+cmp -s "$WORK/whole3.bin" "$WORK/again3.bin" && ok "3 ranks: a repeat ends with the same parameters, bit for bit" \
+  || fail "3 ranks: a repeat's parameters differ"
+for q in 3 2; do
+  rc=0; emu split$q 3 --stop-at 6 || rc=$? # status 75: stopped after step 6's checkpoint
+  [ $rc -eq 75 ] || { cat "$WORK/split$q.out"; fail "3 ranks: --stop-at 6 exit status $rc"; continue; }
+  emu split$q "$q" --resume "$WORK/split$q" --dump-params "$WORK/split$q.bin" \
+    || { cat "$WORK/split$q.out"; fail "3 -> $q ranks: the resume failed"; continue; }
+done
+cmp -s "$WORK/whole3.bin" "$WORK/split3.bin" && ok "3 ranks: stopped at step 6 and resumed, the same parameters bit for bit" \
+  || fail "3 ranks: the resumed run's parameters differ"
+# another rank count sums in another order: the tolerance of tests/train/test_resume.sh (2e-5)
+python3 "$SRC/tests/lib/compare_runs.py" "$WORK/split2" "$WORK/whole3" 2e-5 --kinds train --train-steps 12 \
+  && ok "3 -> 2 ranks: the resumed run continues the losses (within 2e-5)" || fail "3 -> 2 ranks: the losses differ"
 
 # the benchmark names the path the gradients took
 out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/r.ini" --set run.device=cuda --set run.work_dir="$WORK/bench" \
-  --bench 2 --bench-warmup 1 2>&1) || { printf '%s\n' "$out"; fail "2 ranks: --bench failed"; }
+  --set dist.embed_rows=on --bench 2 --bench-warmup 1 2>&1) || { printf '%s\n' "$out"; fail "2 ranks: --bench failed"; }
 printf '%s\n' "$out" | grep -q "gradient all-reduce of .* through NCCL on its own stream" \
   && ok "2 ranks: --bench reports the all-reduce through NCCL" \
   || { printf '%s\n' "$out" | grep -i "all-reduce"; fail "2 ranks: --bench does not report NCCL"; }
+printf '%s\n' "$out" | grep -q "input-side rows gathered instead" \
+  && ok "2 ranks: --bench reports the embedding's rows gathered" || fail "2 ranks: no gather of the rows"
 finish
