@@ -140,10 +140,26 @@ static Step plain(Node n) {
   };
 }
 
-void emu_defer(cudaStream_t s, Node n) {
-  s->work.push_back(n.async ? n.async() : plain(std::move(n)));
+/* Puts st at the end of s's work queue (it runs there once everything before it has). */
+static void queue_step(cudaStream_t s, Step st) {
+  s->work.push_back(std::move(st));
   g_queued++;
+}
+
+void emu_defer(cudaStream_t s, Node n) {
+  queue_step(s, n.async ? n.async() : plain(std::move(n)));
   emu_progress();
+}
+
+/* Node n on stream s outside a capture: queued (and run now as far as it goes when s was idle);
+ * on the legacy stream, behind which nothing queues here, the host waits until it completes. */
+static void start_node(cudaStream_t s, Node n) {
+  if (s) {
+    emu_defer(s, std::move(n));
+    return;
+  }
+  Step st = n.async ? n.async() : plain(std::move(n));
+  host_wait([&st]() { return st(); });
 }
 
 Enqueue emu_enqueue(cudaStream_t s, cudaError_t *err) {
@@ -180,12 +196,7 @@ cudaError_t emu_enqueue_async(cudaStream_t s, std::function<Step()> make) {
     emu_record(s, std::move(n));
     return cudaSuccess;
   }
-  if (!s) { /* the legacy stream: nothing queues behind it here, the host waits */
-    Step st = n.async();
-    host_wait([&st]() { return st(); });
-    return cudaSuccess;
-  }
-  emu_defer(s, std::move(n)); /* runs now as far as it goes when s was idle */
+  start_node(s, std::move(n));
   return cudaSuccess;
 }
 
@@ -274,8 +285,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
       host_wait([m]() { return m->done; });
       return cudaSuccess;
     }
-    stream->work.push_back([m]() { return m->done; }); /* the work after waits for the record */
-    g_queued++;
+    queue_step(stream, [m]() { return m->done; }); /* the work after waits for the record */
     return cudaSuccess;
   }
   if (!stream) { /* the legacy stream cannot take part in a capture */
@@ -326,11 +336,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::shared_ptr<EventMark> m = std::make_shared<EventMark>(EventMark{q == ENQ_RUN, q == ENQ_RUN ? now_s() : 0.0});
   event->mark = m;
   if (q == ENQ_DEFER) {
-    stream->work.push_back([m]() {
+    queue_step(stream, [m]() {
       m->seconds = now_s();
       return m->done = true;
     });
-    g_queued++;
   }
   return cudaSuccess;
 }
@@ -467,12 +476,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   g_graph_launches++;
   Node n;
   n.async = [nodes]() { return replay(nodes); };
-  if (stream) {
-    emu_defer(stream, std::move(n)); /* runs now as far as it goes when the stream was idle */
-  } else {
-    Step st = n.async();
-    host_wait([&st]() { return st(); }); /* completes at once unless a node waits for a collective */
-  }
+  start_node(stream, std::move(n)); /* completes at once unless a node waits for a collective */
   return cudaSuccess;
 }
 
