@@ -16,10 +16,12 @@
 extern "C" {
 #endif
 #include "dist/dist.h"
+#include "dist/wait.h"
 #ifdef __cplusplus
 }
 #endif
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
 
 #define NCCL_CHECK(call)                                                                      \
   do {                                                                                        \
@@ -54,6 +56,9 @@ TxlNccl *txl_nccl_create(int rank, int world, int gpu, void *compute_stream) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming));
+  /* from now on the GPU's work may wait for the other ranks: so do the host's waits for it,
+   * under dist.timeout_s (dist/wait.h) */
+  txl_cuda_set_host_wait(txl_dist_wait_device);
   return c;
 }
 
@@ -73,7 +78,7 @@ void txl_nccl_join(TxlNccl *c, void *compute_stream) {
 }
 
 void txl_nccl_wait(TxlNccl *c) {
-  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  txl_cuda_wait_stream(c->stream, "NCCL's stream");
   ncclResult_t async = ncclSuccess;
   NCCL_CHECK(ncclCommGetAsyncError(c->comm, &async));
   if (async != ncclSuccess)
@@ -117,6 +122,7 @@ void txl_nccl_destroy(TxlNccl *c) {
   NCCL_CHECK(ncclCommFinalize(c->comm));  /* blocking communicator: returns once quiescent */
 #endif
   NCCL_CHECK(ncclCommDestroy(c->comm));
+  txl_cuda_set_host_wait(NULL);
   CUDA_CHECK(cudaEventDestroy(c->done));
   CUDA_CHECK(cudaEventDestroy(c->ready));
   CUDA_CHECK(cudaStreamDestroy(c->stream));

@@ -55,7 +55,8 @@ typedef struct {
   double timeout_s; /* its dist.timeout_s */
   int32_t kind;     /* NOTICE_WAITING, NOTICE_END; 0 in a table: no answer */
   int32_t step;     /* the training step under way there (txl_dist_set_step); -1: none */
-  char what[48];    /* the collective in words */
+  int32_t device;   /* 1: it waits for its GPU (txl_dist_wait_device), after collective #seq */
+  char what[48];    /* the collective, or what the GPU is waited for, in words */
 } Notice;
 
 static struct {
@@ -64,7 +65,8 @@ static struct {
   double timeout_s; /* 0: no deadline */
   int64_t seq;      /* collectives waited for so far */
   int step;
-} g = {MPI_COMM_NULL, 0, 1, 0.0, 0, -1};
+  int device;       /* 1 inside txl_dist_wait_device */
+} g = {MPI_COMM_NULL, 0, 1, 0.0, 0, -1, 0};
 
 void txl_dist_wait_init(int rank, int world) {
   g.rank = rank;
@@ -92,6 +94,7 @@ static Notice make_notice(int kind, const char *what, double timeout_s) {
   n.timeout_s = timeout_s;
   n.kind = kind;
   n.step = g.step;
+  n.device = g.device;
   snprintf(n.what, sizeof n.what, "%s", what);
   return n;
 }
@@ -144,34 +147,52 @@ static int list_ranks(const Notice *heard, int (*pick)(const Notice *, const Not
 }
 
 static int silent(const Notice *n, const Notice *mine) { (void)mine; return n->kind == 0; }
-static int elsewhere(const Notice *n, const Notice *mine) { return n->kind != 0 && n->seq != mine->seq; }
+static int elsewhere(const Notice *n, const Notice *mine) {
+  return n->kind != 0 && (n->seq != mine->seq || n->device != mine->device);
+}
 
-/* The one line: the ranks that did not answer, then those waiting in another collective. */
+/* Where a rank waits, after "waiting in" / "waiting for" (see describe): "collective #7 (a sum
+ * across ranks, step 3)", or "its GPU (a read to the host, step 3, after collective #6)". */
+static void place(const Notice *n, char *out, size_t len) {
+  char step[32] = "";
+  if (n->step >= 0) snprintf(step, sizeof step, ", step %d", n->step);
+  if (n->device)
+    snprintf(out, len, "its GPU (%s%s, after collective #%lld)", n->what, step, (long long)n->seq);
+  else
+    snprintf(out, len, "collective #%lld (%s%s)", (long long)n->seq, n->what, step);
+}
+
+/* The one line: the ranks that did not answer, then those waiting elsewhere. A rank that waits
+ * for its GPU waits for NCCL's collectives (the only GPU work that needs other ranks): a rank that
+ * does not answer then is the one they wait for. */
 static void describe(const Notice *heard, double timeout_s, char *out, size_t len) {
   const Notice *me = &heard[g.rank];
-  char where[160], gone[200], other[200];
-  if (me->step >= 0)
-    snprintf(where, sizeof where, "collective #%lld (%s, step %d)", (long long)me->seq, me->what, me->step);
-  else
-    snprintf(where, sizeof where, "collective #%lld (%s)", (long long)me->seq, me->what);
+  char where[200], gone[200], other[200];
+  place(me, where, sizeof where);
   const int n_gone = list_ranks(heard, silent, gone, sizeof gone);
   const int n_other = list_ranks(heard, elsewhere, other, sizeof other);
   size_t used = 0;
-  if (n_gone)
+  if (n_gone && me->device)
+    used = (size_t)snprintf(out, len, "rank%s %s did not answer within dist.timeout_s = %g s while rank %d waited for "
+                            "%s, whose NCCL collectives need every rank (no answer: stopped, dead or still computing)",
+                            n_gone > 1 ? "s" : "", gone, timeout_s, g.rank, where);
+  else if (n_gone)
     used = (size_t)snprintf(out, len, "rank%s %s did not reach %s within dist.timeout_s = %g s (no answer: "
                             "stopped, dead or still computing)", n_gone > 1 ? "s" : "", gone, where, timeout_s);
   if (n_other && used < len) {
-    /* one rank's collective is named: with several, the first */
+    /* one rank's place is named: with several, the first */
     const Notice *o = NULL;
     for (int r = 0; r < g.world && !o; r++)
       if (elsewhere(&heard[r], me)) o = &heard[r];
-    used += (size_t)snprintf(out + used, len - used, "%srank%s %s %s waiting in collective #%lld (%s) instead of %s",
+    char there[200];
+    place(o, there, sizeof there);
+    used += (size_t)snprintf(out + used, len - used, "%srank%s %s %s waiting %s %s instead of %s",
                              n_gone ? "; " : "", n_other > 1 ? "s" : "", other, n_other > 1 ? "are" : "is",
-                             (long long)o->seq, o->what, where);
+                             o->device ? "for" : "in", there, where);
   }
   if (!n_gone && !n_other)
-    snprintf(out, len, "every rank reached %s, but it did not complete within dist.timeout_s = %g s", where,
-             timeout_s);
+    snprintf(out, len, "every rank %s %s, but it did not complete within dist.timeout_s = %g s",
+             me->device ? "waited for" : "reached", where, timeout_s);
 }
 
 /* This rank knows of a passed deadline: its own, or (from >= 0) the one `first` came with from
@@ -218,30 +239,22 @@ static void check_notices(const char *what) {
   end_job(what, from, &n);
 }
 
-/* Completes req[*first], req[*first + 1], ... while they are done (one MPI_Test each: every test
- * also advances all the others). Returns 1 when at least one completed. */
-static int complete_in_order(int n, MPI_Request *req, int *first) {
-  const int was = *first;
-  while (*first < n) {
-    int done = 0;
-    MPI_CHECK(MPI_Test(&req[*first], &done, MPI_STATUS_IGNORE));
-    if (!done) break;
-    ++*first;
-  }
-  return *first > was;
-}
+/* One wait's test (wait_for): 1 once what it waits for is complete; *moved = 1 when part of it
+ * completed since the last test (every rank takes part then). */
+typedef int (*Poll)(void *ctx, int *moved);
 
-void txl_dist_wait(int n, MPI_Request *req, const char *what) {
-  g.seq++;
-  int first = 0;
-  complete_in_order(n, req, &first);
-  if (first == n) return;
-  /* Both clocks restart whenever a request completes: then every rank takes part, and a long
-   * transfer (many buckets on a slow network) neither naps nor counts as a missing rank. */
+/* Polls until done, first without pause, then with naps, answering other ranks' notices, and ends
+ * the job once nothing moved for dist.timeout_s. */
+static void wait_for(Poll poll, void *ctx, const char *what) {
+  int moved = 0;
+  if (poll(ctx, &moved)) return;
+  /* Both clocks restart whenever part of the wait completes: a long transfer (many buckets on a
+   * slow network) neither naps nor counts as a missing rank. */
   double since = txl_now_s(), sleep_s = NAP_MIN_S;
   for (;;) {
-    if (complete_in_order(n, req, &first)) {
-      if (first == n) return;
+    moved = 0;
+    if (poll(ctx, &moved)) return;
+    if (moved) {
       since = txl_now_s();
       sleep_s = NAP_MIN_S;
       continue;
@@ -253,4 +266,49 @@ void txl_dist_wait(int n, MPI_Request *req, const char *what) {
     nap(sleep_s);
     sleep_s = 2.0 * sleep_s < NAP_MAX_S ? 2.0 * sleep_s : NAP_MAX_S;
   }
+}
+
+/* The requests of one collective, completed in order. */
+typedef struct {
+  int n, first;
+  MPI_Request *req;
+} Requests;
+
+/* Completes req[first], req[first + 1], ... while they are done (one MPI_Test each: every test
+ * also advances all the others). */
+static int poll_requests(void *ctx, int *moved) {
+  Requests *r = (Requests *)ctx;
+  const int was = r->first;
+  while (r->first < r->n) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&r->req[r->first], &done, MPI_STATUS_IGNORE));
+    if (!done) break;
+    r->first++;
+  }
+  *moved = r->first > was;
+  return r->first == r->n;
+}
+
+void txl_dist_wait(int n, MPI_Request *req, const char *what) {
+  g.seq++;
+  Requests r = {n, 0, req};
+  wait_for(poll_requests, &r, what);
+}
+
+typedef struct {
+  int (*ready)(void *ctx);
+  void *ctx;
+} Device;
+
+static int poll_device(void *ctx, int *moved) {
+  const Device *d = (const Device *)ctx;
+  *moved = 0; /* the GPU's work says nothing of its progress */
+  return d->ready(d->ctx);
+}
+
+void txl_dist_wait_device(int (*ready)(void *ctx), void *ctx, const char *what) {
+  Device d = {ready, ctx};
+  g.device = 1;
+  wait_for(poll_device, &d, what);
+  g.device = 0;
 }

@@ -22,4 +22,12 @@ void txl_dist_wait_set_step(int step);
  * same order (each wait is one number in a count kept on every rank). */
 void txl_dist_wait(int n, MPI_Request *req, const char *what);
 
+/* Returns once ready(ctx) returns 1 (a poll of the GPU's work: cudaEventQuery), under the same
+ * deadline and notices; `what` names what the host waits for, e.g. "a read to the host". With
+ * NCCL, the GPU's work waits for collectives that need every rank, and a rank that waits for it
+ * waits for them. Not a collective: it takes no number in the count (ranks with uneven shards wait
+ * for their GPUs a different number of times). dist/nccl.c makes it the CUDA backend's host wait
+ * (txl_cuda_set_host_wait) while a communicator of several ranks is open. */
+void txl_dist_wait_device(int (*ready)(void *ctx), void *ctx, const char *what);
+
 #endif

@@ -50,6 +50,20 @@ void txl_cuda_device_bus_id(int gpu, char *out, int n);
  * handles so), made on the current device if it does not exist yet. stream.cu. */
 void *txl_cuda_compute_stream(void);
 
+/* How the host waits for the device (host_wait.cu): every wait of the backend (a read to the host,
+ * the upload ring, the profile, NCCL's stream) is txl_cuda_wait_event on an event recorded after
+ * the work, or txl_cuda_wait_stream on a stream (both take CUDA handles as void *). By default they
+ * are the runtime's blocking waits (cudaEventSynchronize, cudaStreamSynchronize). With a host wait
+ * set (not NULL), a wait calls fn(ready, ctx, what), which returns once ready(ctx) (a
+ * cudaEventQuery) returned 1, or ends the job, then completes with the runtime's wait (which
+ * finds the work done): dist/nccl.c sets dist/'s deadline there while a communicator of several
+ * ranks is open, so that a GPU waiting for a collective another rank never reaches does not hold
+ * the host for ever. `what` names the wait in words ("a read to the host"). NULL: the default. */
+typedef void (*TxlCudaHostWait)(int (*ready)(void *ctx), void *ctx, const char *what);
+void txl_cuda_set_host_wait(TxlCudaHostWait fn);
+void txl_cuda_wait_event(void *event, const char *what);
+void txl_cuda_wait_stream(void *stream, const char *what);
+
 /* Milliseconds per call of fn(ctx) (work queued on the compute stream), timed with CUDA events
  * over `iters` calls after `warmup` untimed ones (benchmarks). */
 double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup, int iters);

@@ -134,6 +134,9 @@ void txl_cuda_gemm_lt_release(void);
 /* 1 when the fp32 table's GEMMs run in TF32 (txl_cuda_set_gemm_math), else 0. gemm.cu. */
 int txl_cuda_gemm_tf32(void);
 
+/* 1 while a host wait is set (txl_cuda_set_host_wait, cuda_ops.h). host_wait.cu. */
+int txl_cuda_host_wait_set(void);
+
 /* Resources made by txl_cuda_reserve (the scratch) or on first use (the cuBLAS handle), released
  * by txl_cuda_release (kernels/cuda/memory.cu). */
 void txl_cuda_gemm_release(void);      /* gemm.cu: the cuBLAS handle        */
@@ -141,6 +144,7 @@ void txl_cuda_layernorm_release(void); /* layernorm.cu: the dw/db scratch   */
 void txl_cuda_elementwise_release(void); /* elementwise.cu: column-sum and sumsq partials */
 void txl_cuda_embedding_release(void);   /* embedding.cu: the sort of positions by token   */
 void txl_cuda_upload_release(void);      /* upload.cu: the page-locked staging ring          */
+void txl_cuda_host_wait_release(void);   /* host_wait.cu: its event                          */
 void txl_cuda_stream_release(void);      /* stream.cu: the compute stream (the last to go)   */
 
 #endif

@@ -57,7 +57,7 @@ extern "C" double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup,
   CUDA_CHECK(cudaEventRecord(e0, txl_cuda_stream()));
   for (int i = 0; i < iters; i++) fn(ctx);
   CUDA_CHECK(cudaEventRecord(e1, txl_cuda_stream()));
-  CUDA_CHECK(cudaEventSynchronize(e1));
+  txl_cuda_wait_event(e1, "a timed call");
   float ms = 0.0f;
   CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
   CUDA_CHECK(cudaEventDestroy(e0));
@@ -162,8 +162,11 @@ static void readback_reserve(void) {
 extern "C" void txl_cuda_to_host(void *host_dst, const void *src, size_t bytes) {
   if (!bytes) return;
   const int staged = g_readback && bytes <= TXL_READBACK_BYTES;
+  /* a copy into pageable memory waits inside the runtime: with a host wait set, the work before it
+   * is waited for first (the copy then waits for nothing that needs another rank) */
+  if (!staged && txl_cuda_host_wait_set()) txl_cuda_wait_stream(txl_cuda_stream(), "a read to the host");
   CUDA_CHECK(cudaMemcpyAsync(staged ? g_readback : host_dst, src, bytes, cudaMemcpyDeviceToHost, txl_cuda_stream()));
-  CUDA_CHECK(cudaStreamSynchronize(txl_cuda_stream()));
+  txl_cuda_wait_stream(txl_cuda_stream(), "a read to the host");
   if (staged) memcpy(host_dst, g_readback, bytes);
 }
 
@@ -233,6 +236,7 @@ extern "C" void txl_cuda_release(void) {
   txl_cuda_elementwise_release();
   txl_cuda_embedding_release();
   txl_cuda_upload_release();
+  txl_cuda_host_wait_release();
   if (g_readback) CUDA_CHECK(cudaFreeHost(g_readback)); /* waits for the device: no copy still writes it */
   g_readback = NULL;
   txl_cuda_stream_release();

@@ -206,7 +206,7 @@ extern "C" void txl_cuda_profile_step(int begin) {
   const int n = p->n;
   p->host[n] = txl_now_s();
   CUDA_CHECK(cudaEventRecord(p->ev[n], (cudaStream_t)txl_cuda_compute_stream()));
-  CUDA_CHECK(cudaEventSynchronize(p->ev[n]));
+  txl_cuda_wait_event(p->ev[n], "the profiled step's end");
   for (int i = 0; i < n; i++) {
     float ms = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&ms, p->ev[i], p->ev[i + 1]));

@@ -56,7 +56,7 @@ static void next_slot(void) {
   const cudaError_t rc = cudaEventQuery(g_up.left[g_up.cur]);
   if (rc == cudaErrorNotReady) {
     (void)cudaGetLastError(); /* "not ready" is an answer, not an error: cleared so that no later check sees it */
-    CUDA_CHECK(cudaEventSynchronize(g_up.left[g_up.cur]));
+    txl_cuda_wait_event(g_up.left[g_up.cur], "the upload ring's copies");
   } else {
     CUDA_CHECK(rc);
   }

@@ -2,11 +2,13 @@
  * runs each under mpirun and checks the exit status, the one "txl: error:" line and the time.
  *
  *   test_timeout absent R KIND   rank R never reaches the KIND collective (sum, max, equal,
- *                                barrier, reducer, agree: txl_fatal_if_any's agreement) and
- *                                sleeps instead: the others must end the job 1 s after they
- *                                reached it, naming rank R
- *   test_timeout elsewhere R     rank R waits in another collective (one more than the others
- *                                have counted): the line must say so
+ *                                barrier, reducer, agree: txl_fatal_if_any's agreement; device:
+ *                                a wait for the GPU, txl_dist_wait_device, whose work is a sum
+ *                                across ranks as NCCL's is) and sleeps instead: the others must
+ *                                end the job 1 s after they reached it, naming rank R
+ *   test_timeout elsewhere R [device]  rank R waits in another collective (one more than the
+ *                                others have counted; device: for its GPU, which never
+ *                                completes): the line must say so
  *   test_timeout late            every collective under a 1 s deadline, one rank 0.6 s late to
  *                                each: all complete with the right values; exit 0
  *   test_timeout suspended       a 0.5 s deadline suspended (txl_dist_set_timeout(0)) while
@@ -31,6 +33,21 @@
 #include "src/base/timer.h"
 
 static TxlDist g_d;
+/* The emulated GPUs' collectives (as NCCL's communicator): a duplicate of the world, made by
+ * main on every rank, not counted by dist/wait.c. */
+static MPI_Comm g_gpu_comm = MPI_COMM_NULL;
+
+/* ready() of a wait for the GPU: its work is the request's collective (as cudaEventQuery). */
+static int request_done(void *ctx) {
+  int done = 0;
+  MPI_CHECK(MPI_Test((MPI_Request *)ctx, &done, MPI_STATUS_IGNORE));
+  return done;
+}
+
+static int never_done(void *ctx) {
+  (void)ctx;
+  return 0;
+}
 
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -80,6 +97,13 @@ static int collective(const char *kind) {
     for (int i = 0; i < 100; i++) bad |= buf[i] != (float)(P * (P - 1) / 2 + P * i);
     return bad;
   }
+  if (!strcmp(kind, "device")) {
+    int x = r + 1, y = 0;
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(&x, &y, 1, MPI_INT, MPI_SUM, g_gpu_comm, &req));
+    txl_dist_wait_device(request_done, &req, "a read to the host");
+    return y != P * (P + 1) / 2;
+  }
   if (!strcmp(kind, "agree")) {
     txl_fatal_if_any(0, "no rank fails here");
     return 0;
@@ -100,10 +124,12 @@ static int absent(int who, const char *kind) {
 }
 
 /* Rank `who` waits in a collective of its own (a receive nobody sends), one further in the
- * count, while the others wait in a sum. */
-static int elsewhere(int who) {
+ * count, or (device) for its GPU, which never completes, while the others wait in a sum. */
+static int elsewhere(int who, int device) {
   txl_dist_set_timeout(1.0);
-  if (g_d.rank == who) {
+  if (g_d.rank == who && device) {
+    txl_dist_wait_device(never_done, NULL, "work that never completes");
+  } else if (g_d.rank == who) {
     int x = 0, y = 0;
     MPI_Request req[2];
     MPI_CHECK(MPI_Irecv(&y, 1, MPI_INT, who, 5, MPI_COMM_WORLD, &req[0]));
@@ -118,7 +144,7 @@ static int elsewhere(int who) {
   return 1;
 }
 
-static const char *const KINDS[] = {"sum", "max", "equal", "barrier", "reducer", "agree"};
+static const char *const KINDS[] = {"sum", "max", "equal", "barrier", "reducer", "device", "agree"};
 #define N_KINDS (int)(sizeof KINDS / sizeof KINDS[0])
 
 /* Each collective with one rank (a different one each time) 0.6 s late under a 1 s deadline. */
@@ -180,15 +206,17 @@ static int rank_arg(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   txl_dist_init(&g_d, &argc, &argv);
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_gpu_comm));
   const char *mode = argc > 1 ? argv[1] : "";
   int bad;
   if (!strcmp(mode, "absent") && argc == 4) bad = absent(rank_arg(argc, argv), argv[3]);
-  else if (!strcmp(mode, "elsewhere") && argc == 3) bad = elsewhere(rank_arg(argc, argv));
+  else if (!strcmp(mode, "elsewhere") && (argc == 3 || (argc == 4 && !strcmp(argv[3], "device"))))
+    bad = elsewhere(rank_arg(argc, argv), argc == 4);
   else if (!strcmp(mode, "late")) bad = late();
   else if (!strcmp(mode, "suspended")) bad = suspended();
   else if (!strcmp(mode, "idle")) bad = idle();
   else if (!strcmp(mode, "fails") && argc == 3) bad = fails(rank_arg(argc, argv));
-  else txl_fatal_all("usage: test_timeout absent R KIND | elsewhere R | late | suspended | idle | fails R");
+  else txl_fatal_all("usage: test_timeout absent R KIND | elsewhere R [device] | late | suspended | idle | fails R");
   txl_dist_allreduce_max_i32(&bad, 1);
   if (g_d.rank == 0) printf("%s: %s\n", mode, bad ? "FAIL" : "PASS");
   txl_dist_finalize();

@@ -4,9 +4,23 @@
 # The deadline logic on its own (test_timeout), then txl-train with one rank stopped (SIGSTOP)
 # mid-training, and a run whose ranks wait for one another legitimately (rank 0's sample at the
 # end) for longer than the deadline. Every mpirun runs under `timeout`, so a hang is a failure.
-# Usage: test_timeout.sh BIN_DIR SOURCE_DIR
+# With a third argument `nccl`: the stopped-rank cases only, with run.device = cuda on the
+# emulator's CUDA and NCCL (txl-train-emu): the healthy ranks then wait for their GPUs, whose
+# collectives wait for the stopped rank (dist/wait.h: txl_dist_wait_device).
+# Usage: test_timeout.sh BIN_DIR SOURCE_DIR [nccl]
 source "$2/tests/train/lib.sh" "$1" "$2"
 command -v mpirun >/dev/null || { fail "mpirun not found"; finish; }
+MODE=${3:-mpi}
+TRAIN=txl-train
+DEVICE=()
+if [ "$MODE" = nccl ]; then
+  [ -x "$BIN/txl-train-emu" ] || { echo "SKIPPED: no txl-train-emu in this build"; exit 77; }
+  export TXL_EMU_GPUS=4 # an emulated node with a GPU for each rank
+  TRAIN=txl-train-emu
+  # a progress line every step: its read of the losses makes the host wait for the GPU after
+  # each step's all-reduce, before the step's end's MPI collective
+  DEVICE=(--set run.device=cuda --set train.log_interval=1)
+fi
 RUN="mpirun --oversubscribe --bind-to none"
 LIMIT=60 # seconds before `timeout` ends a job that hangs
 PIDS=$WORK/pids
@@ -28,6 +42,7 @@ trap 'end_ranks; rm -rf "$WORK"' EXIT
 elapsed_since() { python3 -c "import math, sys, time; print(math.ceil(time.time() - float(sys.argv[1])))" "$1"; }
 
 # ---- the deadline logic: test_timeout (see tests/dist/test_timeout.c) ------------------------
+if [ "$MODE" = mpi ]; then
 
 # unit_error NAME P PATTERN ARGS...: fails within 1 s (the deadline) + 9 s, one matching line
 unit_error() {
@@ -52,6 +67,12 @@ unit_error "3 ranks, rank 0 never reaches the sum" 3 \
 unit_error "3 ranks, rank 1 never reaches the reducer" 3 \
   "^txl: error: \[rank 0@[^]]*\] rank 1 did not reach collective #2 \(the gradient all-reduce\)" \
   absent 1 reducer
+unit_error "2 ranks, rank 1 never reaches the collective rank 0's GPU waits for" 2 \
+  "^txl: error: \[rank 0@[^]]*\] rank 1 did not answer within dist.timeout_s = 1 s while rank 0 waited for its GPU \(a read to the host, after collective #1\), whose NCCL collectives need every rank" \
+  absent 1 device
+unit_error "3 ranks, rank 2 waits for its GPU" 3 \
+  "^txl: error: \[rank 0@[^]]*\] rank 2 is waiting for its GPU \(work that never completes, after collective #1\) instead of collective #2 \(a sum across ranks\)$" \
+  elsewhere 2 device
 unit_error "3 ranks, rank 2 waits in another collective" 3 \
   "^txl: error: \[rank 0@[^]]*\] rank 2 is waiting in collective #3 \(a receive nobody sends\) instead of collective #2 \(a sum across ranks\)$" \
   elsewhere 2
@@ -64,6 +85,7 @@ for mode in late suspended idle; do
     cat "$WORK/$mode.txt"; fail "2 ranks, $mode"
   fi
 done
+fi
 
 # ---- txl-train with a stopped rank ----------------------------------------------------------
 
@@ -91,7 +113,7 @@ stopped() {
   mkdir -p "$PIDS"
   ( rc=0
     timeout $LIMIT $RUN -n "$np" sh -c 'echo $$ > "$0/pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$PIDS" \
-      "$BIN/txl-train" "$WORK/long.ini" --set run.work_dir="$out" --set dist.timeout_s=3 \
+      "$BIN/$TRAIN" "$WORK/long.ini" "${DEVICE[@]}" --set run.work_dir="$out" --set dist.timeout_s=3 \
       > "$out.out" 2> "$out.err" || rc=$?
     echo "$rc" > "$out.rc" ) &
   local job=$! i
@@ -123,7 +145,7 @@ stopped() {
   lines=$(grep -c '^txl: error:' "$out.err" || true)
   if [ "$lines" -ne 1 ]; then
     fail "$name: expected one 'txl: error:' line, got $lines: $(head -c 600 "$out.err")"
-  elif grep -Eq "^txl: error: \[rank [0-9]+@[^]]*\] rank $victim did not reach collective #[0-9]+ \(.*, step [0-9]+\) within dist.timeout_s = 3 s" "$out.err"; then
+  elif grep -Eq "^txl: error: \[rank [0-9]+@[^]]*\] rank $victim did not ($reached) within dist.timeout_s = 3 s" "$out.err"; then
     ok "$name: $(grep '^txl: error:' "$out.err")"
   else
     fail "$name: the line does not name rank $victim: $(grep '^txl: error:' "$out.err")"
@@ -136,6 +158,15 @@ stopped() {
   end_ranks
 }
 
+# how the line says where the others waited: in an MPI collective, or (NCCL) for their GPUs
+reached='reach collective #[0-9]+ \(.*, step [0-9]+\)'
+[ "$MODE" = nccl ] && reached="$reached|answer"
+
+if [ "$MODE" = nccl ]; then # the rank that stops matters not to NCCL's path: two cases
+  stopped 2 1
+  stopped 4 2
+  finish
+fi
 stopped 2 1
 stopped 2 0
 stopped 3 1
