@@ -2,6 +2,8 @@
 
 #include <stdio.h>
 
+#include "dist/dist.h"
+
 #include "src/model/adaptive.h"
 #include "src/train/step.h"
 #include "src/train/config_map.h"
@@ -15,7 +17,7 @@ typedef struct {
 } GraphCase;
 
 static int on_cpu(const GraphCase *g) { return !txl_backend_can_capture(g->b); }
-static int ranks(const GraphCase *g) { return g->world > 1; }
+static int ranks_on_host(const GraphCase *g) { return g->world > 1 && !g->b->nccl; }
 static int adaptive(const GraphCase *g) { return txl_adaptive_input(g->dm) || txl_adaptive_output(g->dm); }
 static int chunked(const GraphCase *g) { return g->c->batch_chunk > 1; }
 static int varlen(const GraphCase *g) { return g->c->varlen; }
@@ -35,7 +37,7 @@ static const struct {
   const char *reason;
 } RULES[] = {
     {on_cpu, "the step runs on the CPU (CUDA graphs are a GPU's)"},
-    {ranks, "it runs on several ranks (the all-reduce is not captured yet)"},
+    {ranks_on_host, "it runs on several ranks without NCCL (the all-reduce waits on the host)"},
     {adaptive, "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens "
                "decide)"},
     {chunked, "train.batch_chunk > 1 (each column group uploads its own tokens)"},
@@ -82,19 +84,24 @@ int txl_graph_step_ready(const TxlGraphStep *g, const TxlModel *m, const TxlRun 
 }
 
 void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRun *r, TxlAdam *a, float lr, int step,
-                        int batch_global, double loss_scale, const int32_t *inputs, const int32_t *targets, int L,
-                        double *loss_slot) {
+                        int batch_global, TxlReducer *reducer, TxlEmbedGather *gather, double loss_scale,
+                        const int32_t *inputs, const int32_t *targets, int L, double *loss_slot) {
   /* what changes from step to step, into the device memory the kernels read it from */
   txl_run_upload(m, r, inputs, targets, L, step);
   txl_optim_prepare(a, lr);
-  if (g->graph && (g->L != L || g->moves != txl_backend_scratch_moves(b))) { /* stale */
+  int stale = g->graph && (g->L != L || g->moves != txl_backend_scratch_moves(b));
+  /* a launch of a graph holding NCCL's collectives is itself a collective: every rank captures
+   * again at the same step or none does (a rank's scratch may grow alone, e.g. for its evaluation
+   * shard) */
+  if (reducer) txl_dist_allreduce_max_i32(&stale, 1);
+  if (stale) {
     txl_backend_graph_destroy(b, g->graph);
     g->graph = NULL;
   }
   if (!g->graph) { /* the step's device work, recorded (not run) */
     r->loss_out = g->loss;
     txl_backend_capture_begin(b);
-    txl_train_grad(m, r, step, batch_global, NULL, NULL, inputs, targets, L, loss_scale);
+    txl_train_grad(m, r, step, batch_global, reducer, gather, inputs, targets, L, loss_scale);
     txl_train_clip(m, a, loss_scale);
     txl_optim_apply(a, m->param_buf, m->param_act, m->grad_buf);
     g->graph = txl_backend_capture_end(b);

@@ -6,7 +6,9 @@
  * device: the tokens and targets and the step of the dropout masks (txl_run_upload), the update's
  * constants (txl_optim_prepare); the norm and clip factor are made on the device anyway
  * (kernels/common/clip.h). The loss goes to a buffer of the graph's own and from there, by a
- * device copy, to the step's place among the losses waiting for the host. So the replay gives
+ * device copy, to the step's place among the losses waiting for the host. With several ranks the
+ * NCCL all-reduce of the gradient (and the gather of the embedding's rows) is captured with the
+ * step. So the replay gives
  * the uncaptured step's numbers, bit for bit (tests/cuda/test_graph.sh, on the emulator).
  *
  * A run qualifies when every kernel argument of its step is the same from step to step apart from
@@ -22,6 +24,7 @@
 #include "src/device/backend.h"
 #include "src/model/model.h"
 #include "src/optim/adam.h"
+#include "src/train/embed_gather.h"
 
 typedef struct {
   int on;          /* the run captures and replays its steady steps */
@@ -53,9 +56,14 @@ int txl_graph_step_ready(const TxlGraphStep *g, const TxlModel *m, const TxlRun 
 /* One training step (txl_train_grad, txl_train_clip, the optimizer's update with rate lr), as the
  * graph: the inputs and the update's constants uploaded, the graph captured first when there is
  * none or it is stale (txl_backend_scratch_moves changed), launched, and the step's loss sum
- * copied to loss_slot (device) for the host to read later. The host does not wait. */
+ * copied to loss_slot (device) for the host to read later. The host does not wait. With several
+ * ranks (reducer not NULL: NCCL's, whose buckets and gather run on the communication stream and
+ * join the compute stream through events, dist/nccl.h) the collectives are captured with the
+ * rest, forked onto that stream and joined back, so the replay overlaps them with the backward
+ * pass as the uncaptured step does; gather: the embedding's rows (src/train/embed_gather.h) or
+ * NULL. */
 void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRun *r, TxlAdam *a, float lr, int step,
-                        int batch_global, double loss_scale, const int32_t *inputs, const int32_t *targets, int L,
-                        double *loss_slot);
+                        int batch_global, TxlReducer *reducer, TxlEmbedGather *gather, double loss_scale,
+                        const int32_t *inputs, const int32_t *targets, int L, double *loss_slot);
 
 #endif

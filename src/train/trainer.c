@@ -313,7 +313,8 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
               t->loss_cap);
   if (txl_graph_step_ready(&t->graph, &t->model, &t->run, t->cfg.mem_len, L)) { /* graph_step.h */
     txl_graph_step_run(&t->graph, &t->backend, &t->model, &t->run, &t->adam, (float)txl_schedule_lr(&t->sched, t->st.step),
-                       t->st.step, t->cfg.batch_size, scale, inputs, targets, L, t->loss_dev + t->loss_pending);
+                       t->st.step, t->cfg.batch_size, t->reducer, t->gather, scale, inputs, targets, L,
+                       t->loss_dev + t->loss_pending);
     t->loss_rows[t->loss_pending++] = L;
     t->unseen++;
     t->step_skipped = t->step_nonfinite = 0;

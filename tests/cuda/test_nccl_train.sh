@@ -4,7 +4,9 @@
 # (kernels/emu): txl-train-emu on 2 and 3 ranks, with uneven shards (5 columns), trains as the
 # CPU backend does on the same rank count, with the embedding's rows gathered (dist.embed_rows)
 # too; it repeats itself and resumes on 3 ranks bit for bit (final parameters compared byte by
-# byte), resumes on 2, and its benchmark says the all-reduce and the gather went through NCCL.
+# byte), resumes on 2, replays its steps as CUDA graphs with NCCL's collectives captured (the
+# uncaptured run's parameters bit for bit; a replayed step one graph launch and no kernel launch),
+# and its benchmark says the all-reduce and the gather went through NCCL.
 # Usage: test_nccl_train.sh BIN_DIR SOURCE_DIR
 source "$2/tests/train/lib.sh" "$1" "$2"
 command -v mpirun > /dev/null || { echo "SKIPPED: mpirun not found"; exit 77; }
@@ -55,6 +57,26 @@ cmp -s "$WORK/gpu3.bin" "$WORK/split3.bin" && ok "3 ranks: stopped at step 4 and
 # another rank count sums in another order: the tolerance of tests/train/test_resume.sh (2e-5)
 python3 "$SRC/tests/lib/compare_runs.py" "$WORK/split2" "$WORK/gpu3" 2e-5 --kinds train --train-steps 8 \
   && ok "3 -> 2 ranks: the resumed run continues the losses (within 2e-5)" || fail "3 -> 2 ranks: the losses differ"
+
+# run.cuda_graph (auto: on here) captured the steps with NCCL's all-reduce in them; off, they are
+# issued one by one: the same parameters, bit for bit
+grep -Eq '^cuda graph: [1-9][0-9]* steps replayed' "$WORK/gpu3.out" && ok "3 ranks: $(grep '^cuda graph: [0-9]' "$WORK/gpu3.out")" \
+  || fail "3 ranks: no step replayed as a graph: $(grep '^cuda graph' "$WORK/gpu3.out")"
+emu nograph3 3 --set run.cuda_graph=off --dump-params "$WORK/nograph3.bin" || { cat "$WORK/nograph3.out"; fail "3 ranks, graphs off: the run failed"; }
+cmp -s "$WORK/gpu3.bin" "$WORK/nograph3.bin" && ok "3 ranks: the graph's replays end with the uncaptured run's parameters, bit for bit" \
+  || fail "3 ranks: the captured run's parameters differ from the uncaptured run's"
+# a replayed step on 2 ranks: no kernel launch of the host's, one graph launch, and no host
+# synchronisation of its own (the upload ring may make the host wait when it runs a ring ahead of
+# the device, which here lags behind the other rank's host: so the least over the steps is 0)
+small_cuda_bench_ini "$WORK/small.ini"
+out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/small.ini" --bench 4 --bench-warmup 3 2>&1) || { printf '%s\n' "$out"; fail "2 ranks: the graph's --bench failed"; }
+line=$(grep -E '^bench: per step: ' <<< "$out" || true)
+if [[ $line =~ launches\ 0\ to\ 0,\ synchronisations\ 0\ to\ [01],\ graph\ launches\ 1\ to\ 1 ]] ||
+   [[ $line =~ ^bench:\ per\ step:\ 0\ kernel\ launches,\ 0\ host\ synchronisations,\ 1\ graph\ launches ]]; then
+  ok "2 ranks, replayed: $line"
+else
+  fail "2 ranks, replayed: expected 0 kernel launches, 1 graph launch and at least one step without a host synchronisation: $line"
+fi
 
 # the benchmark names the path the gradients took
 out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/r.ini" --set run.device=cuda --set run.work_dir="$WORK/bench" \
