@@ -66,7 +66,8 @@ static struct {
   int64_t seq;      /* collectives waited for so far */
   int step;
   int device;       /* 1 inside txl_dist_wait_device */
-} g = {MPI_COMM_NULL, 0, 1, 0.0, 0, -1, 0};
+  void (*progress)(void); /* txl_dist_wait_set_progress's */
+} g = {MPI_COMM_NULL, 0, 1, 0.0, 0, -1, 0, NULL};
 
 void txl_dist_wait_init(int rank, int world) {
   g.rank = rank;
@@ -81,6 +82,8 @@ double txl_dist_wait_set_timeout(double seconds) {
 }
 
 void txl_dist_wait_set_step(int step) { g.step = step; }
+
+void txl_dist_wait_set_progress(void (*fn)(void)) { g.progress = fn; }
 
 static void nap(double seconds) {
   struct timespec ts = {0, (long)(seconds * 1e9)};
@@ -253,6 +256,7 @@ static void wait_for(Poll poll, void *ctx, const char *what) {
   double since = txl_now_s(), sleep_s = NAP_MIN_S;
   for (;;) {
     moved = 0;
+    if (g.progress) g.progress();
     if (poll(ctx, &moved)) return;
     if (moved) {
       since = txl_now_s();

@@ -30,4 +30,9 @@ void txl_dist_wait(int n, MPI_Request *req, const char *what);
  * (txl_cuda_set_host_wait) while a communicator of several ranks is open. */
 void txl_dist_wait_device(int (*ready)(void *ctx), void *ctx, const char *what);
 
+/* fn (NULL: none) is called between two tests of every wait: the emulated GPU (kernels/emu), which
+ * runs its queued work only inside CUDA calls, runs it there, as a GPU would meanwhile by itself
+ * (dist/nccl.c sets it in the emulator's build). */
+void txl_dist_wait_set_progress(void (*fn)(void));
+
 #endif
