@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Several ranks of run.device = cuda through the real NCCL path (dist/nccl.c, the bucketed
 # reducer's device transport, the embedding rows' all-gather) on the emulator's CUDA and NCCL
-# (kernels/emu): txl-train-emu on 2 and 3 ranks, with uneven shards (5 columns), trains as the
+# (kernels/emu): txl-train-emu on 2, 3 and 4 ranks, with uneven shards (5 columns), trains as the
 # CPU backend does on the same rank count, with the embedding's rows gathered (dist.embed_rows)
 # too; it repeats itself and resumes on 3 ranks bit for bit (final parameters compared byte by
 # byte), resumes on 2, replays its steps as CUDA graphs with NCCL's collectives captured (the
@@ -23,7 +23,7 @@ emu() { # NAME RANKS ARGS...: txl-train-emu, run.device = cuda
     > "$WORK/$name.out" 2>&1
 }
 
-for p in 2 3; do
+for p in 2 3 4; do
   train_into cpu$p "$WORK/r.ini" "$p" --set run.device=cpu || { cat "$WORK/cpu$p.out"; fail "$p ranks: the CPU run failed"; continue; }
   emu gpu$p "$p" --dump-params "$WORK/gpu$p.bin" || { cat "$WORK/gpu$p.out"; fail "$p ranks: the emulated CUDA run failed"; continue; }
   # the tolerance of tests/cuda/test_train.sh's GPU = CPU comparison (3e-3 relative per loss over
