@@ -13,14 +13,18 @@
 
 /* ---- forward and backward ------------------------------------------------------------------ */
 
-void txl_run_upload(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets, int L, int step) {
+static void upload_inputs(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets, int L, int step) {
   const TxlOps *o = m->ops;
   const size_t bytes = (size_t)L * (size_t)r->B * sizeof(int32_t);
   const uint32_t s = (uint32_t)step;
   o->upload(r->tokens, tokens, bytes); /* no host synchronisation (ops.def) */
   if (targets) o->upload(r->targets, targets, bytes);
   o->upload(r->step_dev, &s, sizeof s);
-  r->inputs_ready = 1;
+}
+
+void txl_run_upload(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets, int L, int step) {
+  upload_inputs(m, r, tokens, targets, L, step);
+  r->inputs_ready++;
 }
 
 double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets,
@@ -32,8 +36,8 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   r->last_M = sg.M;
   r->last_step = step;
   r->last_dropout_on = dropout_on;
-  if (!r->inputs_ready) txl_run_upload(m, r, tokens, targets, L, step);
-  r->inputs_ready = 0;
+  if (r->inputs_ready > 0) r->inputs_ready--;
+  else upload_inputs(m, r, tokens, targets, L, step);
 
   /* R = dropout(positions) (attn_type 0; the other types' positions, positions.h);
    * h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows */

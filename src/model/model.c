@@ -231,8 +231,10 @@ static void walk_run(Alloc *a) {
   r->mem_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * d));
   r->kv_stride = txl_act_padded(a->m, (int64_t)s->mem_len * (int64_t)(B * HD2));
   r->r_stride = txl_act_padded(a->m, (int64_t)(K * HD));
-  r->tokens = take(a, L * B * sizeof(int32_t), "tokens");
-  r->targets = take(a, L * B * sizeof(int32_t), "targets");
+  /* each column group's own (txl_run_use_group points tokens and targets at them), so that the
+   * inputs of all the groups of a step can be uploaded before a CUDA graph's launch */
+  r->tokens_base = take(a, (size_t)groups * L * B * sizeof(int32_t), "tokens");
+  r->targets_base = take(a, (size_t)groups * L * B * sizeof(int32_t), "targets");
   r->step_dev = take(a, sizeof(uint32_t), "step");
   r->group_stride = txl_act_padded(a->m, (int64_t)dm->n_layer * r->mem_stride);
   r->mems_base = take(a, (size_t)groups * (size_t)r->group_stride * A + F, "memory");
@@ -337,6 +339,9 @@ void txl_run_use_group(const TxlModel *m, TxlRun *r, int g) {
   r->B = r->cols - first < r->group_cols ? r->cols - first : r->group_cols;
   r->col0 = r->col_first + first;
   r->mems = txl_act_at(m, r->mems_base, (int64_t)g * r->group_stride);
+  const size_t group_tokens = (size_t)r->L_max * (size_t)r->group_cols;
+  if (r->tokens_base) r->tokens = r->tokens_base + (size_t)g * group_tokens;
+  if (r->targets_base) r->targets = r->targets_base + (size_t)g * group_tokens;
 }
 
 void txl_run_destroy(TxlRun *r, const TxlModel *m) {

@@ -134,10 +134,11 @@ typedef struct {
   int64_t group_stride;
   int32_t *group_host; /* [2, L_max, group_cols] host: one group's tokens and targets (n_groups > 1) */
 
-  int32_t *tokens;  /* [L_max, B] device */
-  int32_t *targets; /* [L_max, B] device */
+  int32_t *tokens;  /* [L_max, B] device: the current group's, in tokens_base */
+  int32_t *targets; /* [L_max, B] device: the current group's, in targets_base */
+  int32_t *tokens_base, *targets_base; /* [n_groups, L_max, group_cols] device */
   uint32_t *step_dev; /* [1] device: the step of the dropout masks (TxlDropout.step_at) */
-  int inputs_ready; /* 1: txl_run_upload made the next forward's uploads already (it skips them) */
+  int inputs_ready; /* forwards whose uploads txl_run_upload made already (each skips its own) */
   void *mems;       /* [n_layer][mem_len, B, d]: layer l's at l * mem_stride */
   void *R;          /* [K_max, d] relative positions after dropout (attn_type 0, 2) */
   /* attn_type 1, 2, 3 (positions.h), NULL otherwise */
@@ -244,10 +245,11 @@ size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
 /* Of those, the adaptive softmax's tail logits (0 without tail clusters). */
 size_t txl_run_tail_bytes(const TxlModel *m, const TxlRunShape *shape);
 
-/* The device inputs of a forward over L rows: the tokens and targets ([L, B], host; targets may
- * be NULL) and the step of its dropout masks, uploaded (ops upload: the host does not wait), so
- * that the next txl_model_forward skips its own uploads (r->inputs_ready). A training step
- * replayed as a CUDA graph uploads its inputs this way, before the graph's launch. */
+/* The device inputs of a forward over L rows of the current column group: the tokens and targets
+ * ([L, B], host; targets may be NULL) and the step of its dropout masks, uploaded (ops upload: the
+ * host does not wait), so that a later txl_model_forward skips its own uploads (r->inputs_ready
+ * counts them: one a call, taken by the next forward). A training step replayed as a CUDA graph
+ * uploads the inputs of all its column groups this way, before the graph's launch. */
 void txl_run_upload(TxlModel *m, TxlRun *r, const int32_t *tokens, const int32_t *targets, int L, int step);
 
 /* Forward over one segment of L <= L_max rows whose tokens and targets ([L, B], host) are

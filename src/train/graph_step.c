@@ -19,7 +19,6 @@ typedef struct {
 static int on_cpu(const GraphCase *g) { return !txl_backend_can_capture(g->b); }
 static int ranks_on_host(const GraphCase *g) { return g->world > 1 && !g->b->nccl; }
 static int adaptive(const GraphCase *g) { return txl_adaptive_input(g->dm) || txl_adaptive_output(g->dm); }
-static int chunked(const GraphCase *g) { return g->c->batch_chunk > 1; }
 static int varlen(const GraphCase *g) { return g->c->varlen; }
 static int position_rows(const GraphCase *g) { return txl_attn_gathers_positions(g->dm->attn_type); }
 static int lamb(const GraphCase *g) { return g->c->optim == TXL_OPTIM_LAMB; }
@@ -40,7 +39,6 @@ static const struct {
     {ranks_on_host, "it runs on several ranks without NCCL (the all-reduce waits on the host)"},
     {adaptive, "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens "
                "decide)"},
-    {chunked, "train.batch_chunk > 1 (each column group uploads its own tokens)"},
     {varlen, "train.varlen is on (the rows change from step to step)"},
     {position_rows, "model.attn_type is not rel (its position rows are uploaded in the forward)"},
     {lamb, "train.optim = lamb (its trust ratios are taken on the host)"},
@@ -66,10 +64,11 @@ void txl_graph_step_print_rules(FILE *f) {
   for (int i = 0; i < N_RULES; i++) fprintf(f, "  - %s\n", RULES[i].reason);
 }
 
-void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on) {
+void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on, int n_groups) {
   *g = (TxlGraphStep){0};
   g->on = on;
-  if (on) g->loss = ops->alloc(sizeof(double), "the captured step's loss");
+  g->n_groups = n_groups;
+  if (on) g->loss = ops->alloc((size_t)n_groups * sizeof(double), "the captured step's losses");
 }
 
 void txl_graph_step_destroy(TxlGraphStep *g, const TxlBackend *b, const TxlOps *ops) {
@@ -79,7 +78,7 @@ void txl_graph_step_destroy(TxlGraphStep *g, const TxlBackend *b, const TxlOps *
 }
 
 int txl_graph_step_ready(const TxlGraphStep *g, const TxlModel *m, const TxlRun *r, int mem_len, int L) {
-  return g->on && r->n_groups == 1 && r->mem_rows == mem_len && r->last_M == mem_len && r->last_L == L &&
+  return g->on && r->mem_rows == mem_len && r->last_M == mem_len && r->last_L == L &&
          m->grad_zero;
 }
 
@@ -87,7 +86,7 @@ void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRu
                         int batch_global, TxlReducer *reducer, TxlEmbedGather *gather, double loss_scale,
                         const int32_t *inputs, const int32_t *targets, int L, double *loss_slot) {
   /* what changes from step to step, into the device memory the kernels read it from */
-  txl_run_upload(m, r, inputs, targets, L, step);
+  txl_train_upload(m, r, inputs, targets, L, step);
   txl_optim_prepare(a, lr);
   int stale = g->graph && (g->L != L || g->moves != txl_backend_scratch_moves(b));
   /* a launch of a graph holding NCCL's collectives is itself a collective: every rank captures
@@ -119,5 +118,5 @@ void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRu
   }
   txl_backend_graph_launch(b, g->graph);
   m->grad_zero = 1; /* the fused update zeroed it */
-  m->ops->copy(loss_slot, g->loss, sizeof(double));
+  m->ops->copy(loss_slot, g->loss, (size_t)g->n_groups * sizeof(double));
 }

@@ -31,7 +31,8 @@ typedef struct {
   void *graph;     /* the captured step; NULL before the first steady step or when stale */
   int L;           /* its rows */
   long moves;      /* txl_backend_scratch_moves at its capture */
-  double *loss;    /* [1] device: the captured step's loss sum (run.loss_out) */
+  int n_groups;    /* the run's column groups */
+  double *loss;    /* [n_groups] device: the captured step's loss sum of each group (run.loss_out) */
   long captures, replays; /* since the run started */
 } TxlGraphStep;
 
@@ -45,7 +46,7 @@ int txl_graph_step_why_not(const TxlConfig *c, const TxlDims *dm, const TxlBacke
 void txl_graph_step_print_rules(FILE *f);
 
 /* on: whether the run captures (txl_graph_step_why_not said 0 and run.cuda_graph is not off). */
-void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on);
+void txl_graph_step_init(TxlGraphStep *g, const TxlOps *ops, int on, int n_groups);
 void txl_graph_step_destroy(TxlGraphStep *g, const TxlBackend *b, const TxlOps *ops);
 
 /* 1 when the training step about to run on r (L rows) is replayed: g->on, the memory full, the
@@ -55,8 +56,8 @@ int txl_graph_step_ready(const TxlGraphStep *g, const TxlModel *m, const TxlRun 
 
 /* One training step (txl_train_grad, txl_train_clip, the optimizer's update with rate lr), as the
  * graph: the inputs and the update's constants uploaded, the graph captured first when there is
- * none or it is stale (txl_backend_scratch_moves changed), launched, and the step's loss sum
- * copied to loss_slot (device) for the host to read later. The host does not wait. With several
+ * none or it is stale (txl_backend_scratch_moves changed), launched, and the step's loss sums
+ * (one a column group) copied to loss_slot[0, n_groups) (device) for the host to read later. The host does not wait. With several
  * ranks (reducer not NULL: NCCL's, whose buckets and gather run on the communication stream and
  * join the compute stream through events, dist/nccl.h) the collectives are captured with the
  * rest, forked onto that stream and joined back, so the replay overlaps them with the backward

@@ -13,6 +13,30 @@ static const int32_t *group_columns(int32_t *out, const int32_t *x, int L, int c
   return out;
 }
 
+/* Group g's tokens and targets [L, B_g] from the rank's [L, cols] (host): the inputs themselves
+ * with one group, else copies into r->group_host. */
+static void group_inputs(TxlRun *r, const int32_t *inputs, const int32_t *targets, int L, const int32_t **in,
+                         const int32_t **tg) {
+  *in = inputs;
+  *tg = targets;
+  if (r->n_groups == 1) return;
+  const int first = r->col0 - r->col_first;
+  int32_t *buf = r->group_host;
+  *in = group_columns(buf, inputs, L, r->cols, first, r->B);
+  *tg = group_columns(buf + (size_t)L * r->B, targets, L, r->cols, first, r->B);
+}
+
+void txl_train_upload(TxlModel *m, TxlRun *r, const int32_t *inputs, const int32_t *targets, int L, int step) {
+  const int current = r->group;
+  for (int g = 0; g < r->n_groups; g++) {
+    txl_run_use_group(m, r, g);
+    const int32_t *in, *tg;
+    group_inputs(r, inputs, targets, L, &in, &tg);
+    txl_run_upload(m, r, in, tg, L, step); /* copied into the upload staging at once: group_host is free again */
+  }
+  txl_run_use_group(m, r, current);
+}
+
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
                       TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale) {
   const double global_tokens = (double)L * batch_global;
@@ -29,13 +53,8 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
   for (int g = 0; g < r->n_groups; g++) {
     txl_run_use_group(m, r, g);
     r->mem_rows = M;
-    const int32_t *in = inputs, *tg = targets;
-    if (r->n_groups > 1) {
-      const int first = r->col0 - r->col_first;
-      int32_t *buf = r->group_host;
-      in = group_columns(buf, inputs, L, r->cols, first, r->B);
-      tg = group_columns(buf + (size_t)L * r->B, targets, L, r->cols, first, r->B);
-    }
+    const int32_t *in, *tg;
+    group_inputs(r, inputs, targets, L, &in, &tg);
     loss_sum += txl_model_forward(m, r, in, tg, L, step, 1, (float)(loss_scale / global_tokens));
     const int last = g == r->n_groups - 1;
     txl_model_backward_rows(m, r, reducer && last ? on_ready : NULL, reducer, gather && last ? &rows : NULL);

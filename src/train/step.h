@@ -23,6 +23,11 @@
 double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlReducer *reducer,
                       TxlEmbedGather *gather, const int32_t *inputs, const int32_t *targets, int L, double loss_scale);
 
+/* The device inputs of txl_train_grad's forwards (every column group's tokens and targets, the
+ * step of the dropout masks) uploaded ahead, as txl_run_upload does for one (the host does not
+ * wait): a step replayed as a CUDA graph makes them before the graph's launch. */
+void txl_train_upload(TxlModel *m, TxlRun *r, const int32_t *inputs, const int32_t *targets, int L, int step);
+
 /* The norm of that gradient (unscaled: the same on every rank) and the clip factor, into the
  * optimizer's record on the device (txl_optim_clip; the host reads it with txl_optim_read_clip
  * when it needs it). */

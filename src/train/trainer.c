@@ -233,7 +233,7 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
     const int no = txl_graph_step_why_not(c, &t->model.spec.dims, &t->backend, dist->world, t->fault_step != 0, why,
                                           sizeof why);
     if (c->cuda_graph == TXL_CUDA_GRAPH_ON && no) txl_fatal_all("run.cuda_graph = on, but %s", why);
-    txl_graph_step_init(&t->graph, t->ops, c->cuda_graph != TXL_CUDA_GRAPH_OFF && !no);
+    txl_graph_step_init(&t->graph, t->ops, c->cuda_graph != TXL_CUDA_GRAPH_OFF && !no, t->run.n_groups);
     if (dist->rank == 0 && t->backend.gpu >= 0) {
       printf("cuda graph: %s%s\n", t->graph.on ? "on: the step captured once its shapes repeat, then replayed" : "off: ",
              t->graph.on ? "" : (c->cuda_graph == TXL_CUDA_GRAPH_OFF ? "run.cuda_graph = off" : why));
@@ -314,7 +314,7 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
   if (txl_graph_step_ready(&t->graph, &t->model, &t->run, t->cfg.mem_len, L)) { /* graph_step.h */
     txl_graph_step_run(&t->graph, &t->backend, &t->model, &t->run, &t->adam, (float)txl_schedule_lr(&t->sched, t->st.step),
                        t->st.step, t->cfg.batch_size, t->reducer, t->gather, scale, inputs, targets, L,
-                       t->loss_dev + t->loss_pending);
+                       t->loss_dev + (size_t)t->loss_pending * (size_t)t->run.n_groups);
     t->loss_rows[t->loss_pending++] = L;
     t->unseen++;
     t->step_skipped = t->step_nonfinite = 0;

@@ -58,6 +58,7 @@ check "fp16, dynamic loss scaling" 2 --set run.precision=fp16
 # full shape, the capture) each step is one graph launch, no kernel launch of the host's
 check "graph, fp32" 0
 check "graph, bf16" 0 --set run.precision=bf16
+check "graph, batch_chunk 2" 0 --set train.batch_chunk=2
 
 # The device memory txl's buffers hold in the timed steps (txl_cuda_memory_held): at least the
 # parameters, gradients and moments, at most the estimate of the whole GPU share (which adds an
