@@ -3,7 +3,7 @@
 # packages: scripts/test-python.sh, whose python the tests get as TXL_PYTHON), builds (CUDA parts too when nvcc is present), runs
 # every ctest test, then builds again with AddressSanitizer + UBSan and runs the unit tests
 # (label "unit") and the CUDA kernels on the CPU emulator (label "cuda-emu", but the reverse thread
-# order's twins and the multi-rank training test) under them, then
+# order's twins, the multi-rank training test and the graph test) under them, then
 # fuzzes each reader of untrusted input for 20 seconds (scripts/fuzz.sh; TXL_FUZZ_SECONDS).
 # Prints the time of each stage as it ends, and all of them at the end (the whole must stay under
 # 45 minutes on a 2-core machine: docs/testing.md).
@@ -46,9 +46,12 @@ stage "build (ASan+UBSan)" bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Deb
 # (*_emu_reverse), which look for a missing barrier (the first ctest stage does) and touch the same
 # memory as their forward twins; and cuda_nccl_train_emu (5.5 minutes under ASan), whose kernels
 # cuda_train_emu runs under ASan and whose NCCL path (dist/nccl.c, kernels/emu/emu_nccl.cpp)
-# dist_nccl_emu_np2..4 and dist_timeout_nccl_emu run there.
+# dist_nccl_emu_np2..4 and dist_timeout_nccl_emu run there; and cuda_graph_emu (4 minutes under
+# ASan), whose capture and replay cuda_emu_selftest_capture and cuda_bench_counts_emu's graph
+# cases run there.
 stage "ctest unit|cuda-emu (ASan)" env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir "$asan" --output-on-failure -L 'unit|cuda-emu' -E '_emu_reverse$|^cuda_nccl_train_emu$' -j 2 --timeout 900
+  ctest --test-dir "$asan" --output-on-failure -L 'unit|cuda-emu' \
+  -E '_emu_reverse$|^cuda_nccl_train_emu$|^cuda_graph_emu$' -j 2 --timeout 900
 stage "fuzz" "$here/fuzz.sh" "${TXL_FUZZ_SECONDS:-20}"
 summary
