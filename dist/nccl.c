@@ -43,15 +43,6 @@ struct TxlNccl {
   int gpu;
 };
 
-#ifdef TXL_CUDA_EMU
-/* The emulated GPU runs its queued work (a collective the other ranks have now reached, and what
- * waits behind it) only inside CUDA calls: an event query is one, and dist/ makes it while the host
- * waits in MPI, as a GPU would go on meanwhile by itself (else a rank waiting in MPI for a rank
- * whose GPU waits for this rank's collective would wait for ever). */
-static cudaEvent_t g_emu_probe = NULL;
-static void emu_run_device(void) { CUDA_CHECK(cudaEventQuery(g_emu_probe)); }
-#endif
-
 TxlNccl *txl_nccl_create(int rank, int world, int gpu, void *compute_stream) {
   if (!compute_stream) txl_fatal("internal: txl_nccl_create without a compute stream (stream 0 is not one)");
   TxlNccl *c = (TxlNccl *)txl_calloc(1, sizeof *c, "NCCL communicator");
@@ -69,8 +60,11 @@ TxlNccl *txl_nccl_create(int rank, int world, int gpu, void *compute_stream) {
    * under dist.timeout_s (dist/wait.h) */
   txl_cuda_set_host_wait(txl_dist_wait_device);
 #ifdef TXL_CUDA_EMU
-  CUDA_CHECK(cudaEventCreateWithFlags(&g_emu_probe, cudaEventDisableTiming)); /* never recorded: complete */
-  txl_dist_wait_set_progress(emu_run_device);
+  /* the emulated GPU runs its queued work (a collective the other ranks have now reached, and what
+   * waits behind it) only inside emulator calls: dist/ makes one while the host waits in MPI, as a
+   * GPU goes on meanwhile by itself (else a rank waiting in MPI for a rank whose GPU waits for this
+   * rank's collective would wait for ever) */
+  txl_dist_wait_set_progress(txl_emu_progress);
 #endif
   return c;
 }
@@ -138,8 +132,6 @@ void txl_nccl_destroy(TxlNccl *c) {
   txl_cuda_set_host_wait(NULL);
 #ifdef TXL_CUDA_EMU
   txl_dist_wait_set_progress(NULL);
-  CUDA_CHECK(cudaEventDestroy(g_emu_probe));
-  g_emu_probe = NULL;
 #endif
   CUDA_CHECK(cudaEventDestroy(c->done));
   CUDA_CHECK(cudaEventDestroy(c->ready));

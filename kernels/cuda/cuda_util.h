@@ -136,6 +136,9 @@ int txl_cuda_gemm_tf32(void);
 
 /* 1 while a host wait is set (txl_cuda_set_host_wait, cuda_ops.h). host_wait.cu. */
 int txl_cuda_host_wait_set(void);
+/* 1 once the work before the event's record is complete, 0 while it is not (a cudaEventQuery,
+ * which waits for nothing). host_wait.cu. */
+int txl_cuda_event_done(void *event);
 
 /* Resources made by txl_cuda_reserve (the scratch) or on first use (the cuBLAS handle), released
  * by txl_cuda_release (kernels/cuda/memory.cu). */

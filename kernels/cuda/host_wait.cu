@@ -11,12 +11,10 @@ extern "C" void txl_cuda_set_host_wait(TxlCudaHostWait fn) { g_wait = fn; }
 
 int txl_cuda_host_wait_set(void) { return g_wait != NULL; }
 
-/* 1 once the work before the event's record is complete. "Not ready" is an answer, not an
- * error: cleared, so that no later check sees it. */
-static int event_ready(void *ctx) {
-  const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(ctx));
+int txl_cuda_event_done(void *event) {
+  const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(event));
   if (rc == cudaErrorNotReady) {
-    (void)cudaGetLastError();
+    (void)cudaGetLastError(); /* "not ready" is an answer, not an error: cleared so that no later check sees it */
     return 0;
   }
   CUDA_CHECK(rc);
@@ -25,7 +23,7 @@ static int event_ready(void *ctx) {
 
 extern "C" void txl_cuda_wait_event(void *event, const char *what) {
   cudaEvent_t ev = static_cast<cudaEvent_t>(event);
-  if (g_wait) g_wait(event_ready, ev, what);
+  if (g_wait) g_wait(txl_cuda_event_done, ev, what);
   CUDA_CHECK(cudaEventSynchronize(ev)); /* after g_wait, the work is complete: no wait here */
 }
 
@@ -34,7 +32,7 @@ extern "C" void txl_cuda_wait_stream(void *stream, const char *what) {
   if (g_wait) {
     if (!g_mark) CUDA_CHECK(cudaEventCreateWithFlags(&g_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(g_mark, s));
-    g_wait(event_ready, g_mark, what);
+    g_wait(txl_cuda_event_done, g_mark, what);
   }
   CUDA_CHECK(cudaStreamSynchronize(s));
 }

@@ -53,13 +53,8 @@ static void next_slot(void) {
   g_up.cur = (g_up.cur + 1) % TXL_UPLOAD_SLOTS;
   g_up.used = 0;
   if (!g_up.pending[g_up.cur]) return;
-  const cudaError_t rc = cudaEventQuery(g_up.left[g_up.cur]);
-  if (rc == cudaErrorNotReady) {
-    (void)cudaGetLastError(); /* "not ready" is an answer, not an error: cleared so that no later check sees it */
-    txl_cuda_wait_event(g_up.left[g_up.cur], "the upload ring's copies");
-  } else {
-    CUDA_CHECK(rc);
-  }
+  /* asked first: a wait is a synchronisation (counted on the emulator), a query is not */
+  if (!txl_cuda_event_done(g_up.left[g_up.cur])) txl_cuda_wait_event(g_up.left[g_up.cur], "the upload ring's copies");
   g_up.pending[g_up.cur] = 0;
 }
 

@@ -320,6 +320,9 @@ extern "C" void txl_emu_counts(long *launches, long *syncs);
  * and the kernels and GEMMs those replays ran (counted here, not in txl_emu_counts' launches,
  * which are the launches the host issued). */
 extern "C" void txl_emu_graph_counts(long *graph_launches, long *graph_kernels);
+/* Runs the queued work that can run now (README.md, "Work that waits"), as a GPU goes on by itself:
+ * for a host that waits outside the emulator (in MPI) while its streams wait for a collective. */
+extern "C" void txl_emu_progress(void);
 
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
 typedef struct cublasContext *cublasHandle_t;

@@ -107,6 +107,8 @@ void emu_progress(void) {
   running = false;
 }
 
+extern "C" void txl_emu_progress(void) { emu_progress(); }
+
 /* The host waits for done(): the work goes on between naps that double from 20 us to 1 ms. */
 template <class Done>
 static void host_wait(Done done) {
