@@ -32,6 +32,7 @@
 #include "kernels/common/adam.h"
 #include "kernels/common/clip.h"
 #include "kernels/common/dropout.h"
+#include "kernels/common/group.h"
 
 /* Storage type of a tensor: fp32, bfloat16 (kernels/common/bf16.h) or IEEE binary16
  * (kernels/common/fp16.h). */
@@ -66,6 +67,11 @@ typedef struct TxlOps {
   TxlDtype act;     /* storage type of activations (the `void *` tensors of the ops) */
   int row_align;    /* elements the rows of a GEMM operand are padded to (src/model/params.h):
                        8 on CUDA (16 bytes of bf16 / fp16, cuBLAS's fast kernels), 1 on the CPU */
+  int host_memory;  /* 1 where the backend's memory is the host's (the CPU): a result read back
+                       costs no wait, so shapes that depend on the data (the adaptive softmax's
+                       clusters, src/model/adaptive.c) are read and used as they are; 0 on a GPU
+                       (and the counting backend, which stands for one), where they are padded to
+                       fixed capacities instead */
 #define TXL_OP(kind, ret, name, params) ret(*name) params;
 #include "kernels/ops.def"
 #undef TXL_OP

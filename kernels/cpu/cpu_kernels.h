@@ -12,9 +12,10 @@
 #include "kernels/ops.h"
 
 /* One txl_cpu_<name> per op of kernels/ops.def, with the op's signature. The files: memory.c
- * (with to_act), gemm.c, elementwise.c (bias, add, sumsq), embedding.c, posemb.c, dropout.c, ffn.c,
- * layernorm.c, rel_attn.c (saves the probabilities before dropatt: [B, H, L, K]), xent.c, adam.c
- * (adam_update, adam_fused), sgd_lamb.c (sgd_update, lamb_moments, axpy, sgd_fused, axpy_fused). */
+ * (with to_act), gemm.c, elementwise.c (bias, add, sumsq), embedding.c, adaptive_group.c, posemb.c,
+ * dropout.c, ffn.c, layernorm.c, rel_attn.c (saves the probabilities before dropatt: [B, H, L, K]),
+ * xent.c, adam.c (adam_update, adam_fused), sgd_lamb.c (sgd_update, lamb_moments, axpy, sgd_fused,
+ * axpy_fused). */
 #define TXL_OP(kind, ret, name, params) ret txl_cpu_##name params;
 #include "kernels/ops.def"
 #undef TXL_OP

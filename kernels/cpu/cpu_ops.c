@@ -6,6 +6,7 @@ static const TxlOps txl_cpu_ops = {
     .name = "cpu",
     .act = TXL_F32,
     .row_align = 1,
+    .host_memory = 1,
 #define TXL_OP(kind, ret, name, params) .name = txl_cpu_##name,
 #include "kernels/ops.def"
 #undef TXL_OP

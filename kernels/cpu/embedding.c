@@ -1,4 +1,5 @@
-/* Word embedding lookup and its gradient. demb accumulates (+=, parameter). */
+/* Word embedding lookup and its gradient. demb accumulates (+=, parameter). A token id below 0 is
+ * adaptive_group's padding: a row of zeros forward, nothing added backward. */
 #include <omp.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -10,8 +11,12 @@ void txl_cpu_embedding_forward(void *out_, const int32_t *tok, const void *emb_,
   const float *emb = emb_;
 #pragma omp parallel for schedule(static) if (n * d >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t t = 0; t < n; t++) {
-    const float *e = emb + (int64_t)tok[t] * lde;
     float *o = out + t * ldo;
+    if (tok[t] < 0) { /* padding (adaptive_group) */
+      for (int j = 0; j < d; j++) o[j] = 0.0f;
+      continue;
+    }
+    const float *e = emb + (int64_t)tok[t] * lde;
 #pragma omp simd
     for (int j = 0; j < d; j++) o[j] = e[j] * scale;
   }
@@ -34,6 +39,7 @@ void txl_cpu_embedding_backward(void *demb_, TxlDtype demb_type, const void *dou
     int j1 = 16 * (int)((int64_t)lines * (id + 1) / nt);
     if (j1 > d) j1 = d;
     for (int64_t t = 0; t < n && j0 < j1; t++) {
+      if (tok[t] < 0) continue; /* padding (adaptive_group) */
       float *g = demb + (int64_t)tok[t] * lde;
       const float *o = dout + t * ldo;
 #pragma omp simd

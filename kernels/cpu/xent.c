@@ -1,6 +1,6 @@
 /* Softmax cross-entropy per row (rows ld >= V apart; only the first V values of a row are read or
  * written), with the max shift; optionally overwrites the logits with
- * the gradient (softmax - onehot) * grad_scale.
+ * the gradient (softmax - onehot) * grad_scale. A row of target < 0 is padding: loss 0, gradient 0.
  * The sum of exponentials is taken in float over blocks of TXL_XENT_BLOCK (vectorised: a float
  * to double conversion inside the loop would stop that; so would GCC's default -ftrapping-math,
  * which kernels/CMakeLists.txt turns off for this file) and the block sums in double. */
@@ -55,12 +55,18 @@ void txl_cpu_xent_forward_backward(void *logits_, float *loss, const int32_t *ta
                                    float grad_scale, int64_t n, int V, int ld) {
   float *logits = logits_;
   for (int64_t t = 0; t < n; t++)
-    if (target[t] < 0 || target[t] >= V)
+    if (target[t] >= V)
       txl_fatal("xent: target %d of row %lld is outside the vocabulary [0, %d)", (int)target[t],
                 (long long)t, V);
 #pragma omp parallel for schedule(static) if (n * V >= TXL_CPU_PAR_MIN_WORK)
   for (int64_t t = 0; t < n; t++) {
     float *x = logits + t * ld;
+    if (target[t] < 0) { /* padding (adaptive_group): no loss, no gradient */
+      if (grad_scale != 0.0f)
+        for (int j = 0; j < V; j++) x[j] = 0.0f;
+      loss[t] = 0.0f;
+      continue;
+    }
     const float xt = x[target[t]];
     float m = x[0];
 #pragma omp simd reduction(max : m)

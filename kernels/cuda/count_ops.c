@@ -284,6 +284,16 @@ static uint64_t count_digest(const float *x, int64_t n) {
 
 /* ---- embedding and positions --------------------------------------------------------------- */
 
+/* reads the tokens twice (the counts, then the slots) and writes the head targets and every slot
+ * of rows and ids once; integer work only (kernels/cuda/adaptive_group.cu: one launch) */
+static void count_adaptive_group(int32_t *rows, int32_t *ids, int32_t *head, int32_t *count, int32_t *dropped,
+                                 const int32_t *tok, int64_t n, TxlGroupSpec gs) {
+  (void)rows, (void)ids, (void)count, (void)dropped, (void)tok;
+  double slots = 0.0;
+  for (int i = gs.first; i <= gs.last; i++) slots += gs.cap[i];
+  add(TXL_COUNT_EMBEDDING, 0.0, 8.0 * (double)n + (head ? 4.0 * (double)n : 0.0) + 8.0 * slots);
+}
+
 /* reads the tokens and n rows of the table, writes out; 1 FLOP (the scale) per element */
 static void count_embedding_forward(void *out, const int32_t *tok, const void *emb, float scale, int64_t n, int d,
                                     int lde, int ldo) {

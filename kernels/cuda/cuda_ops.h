@@ -85,7 +85,7 @@ void txl_cuda_set_gemm_math(TxlGemmMath math);
  * TxlDtype, txl_cuda_<name> accepts TXL_F32 only, txl_cuda_<name>_bf16 TXL_BF16 or TXL_F32 and
  * txl_cuda_<name>_fp16 TXL_F16 or TXL_F32; any other ends the job as an internal error. The files are named after the ops: memory.cu (to_act in
  * elementwise.cu, upload and upload_reserve in upload.cu), gemm.cu, gemm_lt.cu (gemm_bias, gemm_wgrad_bias), elementwise.cu, ffn.cu,
- * embedding.cu, posemb.cu, dropout.cu, layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
+ * embedding.cu, adaptive_group.cu, posemb.cu, dropout.cu, layernorm.cu, rel_attn*.cu, xent.cu, adam.cu. */
 #define TXL_CUDA_DECL_ONE(ret, name, params) ret txl_cuda_##name params;
 #define TXL_CUDA_DECL_ACT(ret, name, params)    \
   extern ret (*const txl_cuda_##name) params;       \

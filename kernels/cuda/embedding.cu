@@ -5,7 +5,9 @@
  *             deterministic, see below.
  * out, emb and dout are activations of type T (float, txl_bf16 or txl_fp16, see cuda_util.h); demb is of
  * type TD (fp32 for a parameter gradient, T for an activation: the adaptive softmax's scatter-add).
- * The token ids are trusted (the corpus reader checks them against the vocabulary). */
+ * The token ids are trusted (the corpus reader checks them against the vocabulary); one below 0 is
+ * adaptive_group's padding: a row of zeros forward, nothing added backward (the sort puts those
+ * last: its digits are the ids' unsigned bits). */
 #include "kernels/cuda/act.h"
 
 template <typename T>
@@ -15,7 +17,8 @@ static __global__ void embedding_forward_kernel(T *out, const int32_t *tok, cons
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t t = e / d, j = e % d;
-    txl_st(&out[t * ldo + j], txl_ld(&emb[(int64_t)tok[t] * lde + j]) * scale);
+    const int32_t v = tok[t];
+    txl_st(&out[t * ldo + j], v < 0 ? 0.0f : txl_ld(&emb[(int64_t)v * lde + j]) * scale); /* < 0: padding */
   }
 }
 
@@ -154,7 +157,7 @@ static __global__ void embedding_backward_rows_kernel(TD *demb, const T *dout, c
   const int j = blockIdx.y * TXL_EMB_TILE + threadIdx.x;
   for (int64_t s = blockIdx.x; s < n; s += gridDim.x) { /* s is uniform across the block */
     const int32_t v = skey[s];
-    if (s > 0 && skey[s - 1] == v) continue; /* not the first of its run: uniform, no barrier skipped */
+    if (v < 0 || (s > 0 && skey[s - 1] == v)) continue; /* padding, or not the first of its run: uniform */
     float acc = j < d ? txl_ld(&demb[(int64_t)v * lde + j]) : 0.0f;
     for (int64_t base = s;; base += TXL_EMB_TILE) {
       /* the next TXL_EMB_TILE positions of the run (a prefix of pos; -1 after its end) */

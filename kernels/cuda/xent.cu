@@ -10,7 +10,7 @@
  * combined in a fixed order (warp butterflies, then warp 0 over the warps), so the result is
  * deterministic. Pass 2 writes the gradient.
  *
- * A target outside [0, V) gives loss NaN (the CPU backend stops with an error instead; here
+ * A row of target < 0 is padding (adaptive_group's): loss 0, gradient 0. A target >= V gives loss NaN (the CPU backend stops with an error instead; here
  * that would cost a device-to-host copy per call). The corpus reader checks token ids. */
 #include <math.h>
 
@@ -32,7 +32,13 @@ static __global__ void xent_kernel(T *logits, float *loss, const int32_t *target
   for (int64_t t = blockIdx.x; t < n; t += gridDim.x) { /* t is uniform across the block */
     T *x = logits + t * ld;
     const int tg = target[t];
-    const bool tg_ok = tg >= 0 && tg < V;
+    if (tg < 0) { /* padding (adaptive_group): uniform across the block, no barrier skipped */
+      if (grad_scale != 0.0f)
+        for (int j = threadIdx.x; j < V; j += blockDim.x) txl_st(&x[j], 0.0f);
+      if (threadIdx.x == 0) loss[t] = 0.0f;
+      continue;
+    }
+    const bool tg_ok = tg < V;
     const float xt = tg_ok ? txl_ld(&x[tg]) : NAN; /* read before any thread overwrites the row */
 
     float m = -INFINITY, s = 0.0f;

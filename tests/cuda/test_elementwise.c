@@ -440,12 +440,14 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
   const float scale = 0.731f;
   int32_t *tok = malloc((size_t)n * sizeof(int32_t));
   for (int64_t t = 0; t < n; t++) {
-    /* skew: half the positions are token V / 2 (a run longer than the GPU's batch of 256) */
-    tok[t] = skew && parity_urand() < 0.5 ? V / 2 : (int32_t)(parity_urand() * V);
+    /* skew 1: half the positions are token V / 2 (a run longer than the GPU's batch of 256) */
+    tok[t] = skew == 1 && parity_urand() < 0.5 ? V / 2 : (int32_t)(parity_urand() * V);
     if (tok[t] >= V) tok[t] = V - 1;
   }
   tok[0] = V - 1; /* the largest id: the highest digits of the sort */
   if (n > 2) tok[n - 1] = 0, tok[n / 2] = V - 1;
+  if (skew == 2) /* adaptive_group's padding: ids -1 add nothing (the sort puts them last) */
+    for (int64_t t = 3; t < n; t += 5) tok[t] = -1;
   float *dout = host_rand_nz(n * d, -1.0, 1.0);
   round_act(dout, n * d, act);
   const int64_t VE = (int64_t)V * lde; /* the table's floats, gaps included */
@@ -460,7 +462,7 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
   o->embedding_backward(d_emb, demb_type, d_out, d_tok, scale, n, d, lde, d);
   float *got = host_from_act(d_emb, VE, demb_type);
   snprintf(what, sizeof what, "embedding_backward %s->%s n=%lld d=%d lde=%d V=%d%s (+=)", act_name(act),
-           act_name(demb_type), (long long)n, d, lde, V, skew ? " skewed" : "");
+           act_name(demb_type), (long long)n, d, lde, V, skew == 1 ? " skewed" : skew == 2 ? " ids -1 among them" : "");
   if (fused) {
     round_act(want, VE, demb_type);
     check_bits(what, got, want, VE);
@@ -469,6 +471,7 @@ static void test_embedding_backward_case(TxlDtype act, TxlDtype demb_type, int64
     int64_t *count = calloc((size_t)V, sizeof(int64_t));
     for (int64_t i = 0; i < VE; i++) bound[i] = fabs((double)e0[i]);
     for (int64_t t = 0; t < n; t++) {
+      if (tok[t] < 0) continue;
       count[tok[t]]++;
       for (int j = 0; j < d; j++)
         bound[(int64_t)tok[t] * lde + j] += fabs((double)scale) * fabs((double)dout[t * d + j]);
@@ -502,6 +505,7 @@ static void test_embedding_backward_cases(TxlDtype act, TxlDtype demb_type, int 
   test_embedding_backward_case(act, demb_type, 1001, 300, 300, 1000, 1, fused); /* two column tiles, a long run */
   test_embedding_backward_case(act, demb_type, 12345, 33, 33, 300007, 0, fused); /* ids of 19 bits, mostly unique */
   test_embedding_backward_case(act, demb_type, 12345, 7, 7, 37, 1, fused);      /* runs of thousands */
+  test_embedding_backward_case(act, demb_type, 1000, 67, 72, 50, 2, fused);     /* ids -1: padding */
 }
 
 static void test_embedding_backward(TxlDtype act) {
@@ -510,6 +514,73 @@ static void test_embedding_backward(TxlDtype act) {
          fused ? "bits required" : "bounded");
   test_embedding_backward_cases(act, TXL_F32, fused); /* a parameter gradient */
   if (act != TXL_F32) test_embedding_backward_cases(act, act, fused); /* an activation */
+}
+
+/* ---- adaptive_group ----------------------------------------------------------------------- */
+
+/* Integer work on both sides, the same slots by the op's definition (stable): bits. The cases
+ * cross the kernel's runs of tokens per thread (n below, at and above its 256 threads, and many
+ * times them), the input's grouping (0..3) and the tails' (1..3), caps with slack, exact and short
+ * (tokens dropped), gaps between the clusters' slots (never written), ids of no cluster. */
+static void test_adaptive_group_case(int64_t n, int first, int slack, int with_head) {
+  const TxlOps *o = txl_ops_cuda(TXL_F32);
+  TxlGroupSpec g = {0};
+  g.first = first;
+  g.last = 3;
+  g.head_size = 100 + 3;
+  const int32_t cut[5] = {0, 100, 300, 700, 1000};
+  memcpy(g.cut, cut, sizeof cut);
+  int32_t *tok = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+  int32_t k[TXL_GROUP_MAX] = {0};
+  for (int64_t t = 0; t < n; t++) {
+    tok[t] = parity_urand() < 0.6 ? (int32_t)(parity_urand() * 100) : (int32_t)(parity_urand() * 1000);
+    if (t % 89 == 7) tok[t] = 1003; /* in no cluster */
+    for (int i = 0; i <= 3; i++) k[i] += tok[t] >= cut[i] && tok[t] < cut[i + 1];
+  }
+  int32_t slots = 0;
+  for (int i = first; i <= 3; i++) {
+    g.base[i] = slots;
+    g.cap[i] = k[i] + slack < 0 ? 0 : k[i] + slack;
+    slots += g.cap[i] + 3;
+  }
+  const int64_t S = slots ? slots : 1, N = n ? n : 1;
+  int32_t *rows = malloc((size_t)S * 4), *ids = malloc((size_t)S * 4), *head = malloc((size_t)N * 4);
+  int32_t count[TXL_GROUP_MAX] = {0}, dropped = 11;
+  for (int64_t i = 0; i < S; i++) rows[i] = ids[i] = 0x5a5a5a5a;
+  for (int64_t i = 0; i < N; i++) head[i] = 0x5a5a5a5a;
+  int32_t *d_rows = dev_from(rows, (size_t)S * 4, "test: rows"), *d_ids = dev_from(ids, (size_t)S * 4, "test: ids");
+  int32_t *d_head = dev_from(head, (size_t)N * 4, "test: head"), *d_tok = dev_from(tok, (size_t)N * 4, "test: tok");
+  int32_t *d_count = dev_from(count, sizeof count, "test: count"), *d_dropped = dev_from(&dropped, 4, "test: dropped");
+  txl_cpu_adaptive_group(rows, ids, with_head ? head : NULL, count, &dropped, tok, n, g);
+  o->adaptive_group(d_rows, d_ids, with_head ? d_head : NULL, d_count, d_dropped, d_tok, n, g);
+  int32_t *got_rows = malloc((size_t)S * 4), *got_ids = malloc((size_t)S * 4), *got_head = malloc((size_t)N * 4);
+  int32_t got_count[TXL_GROUP_MAX], got_dropped;
+  txl_cuda_to_host(got_rows, d_rows, (size_t)S * 4);
+  txl_cuda_to_host(got_ids, d_ids, (size_t)S * 4);
+  txl_cuda_to_host(got_head, d_head, (size_t)N * 4);
+  txl_cuda_to_host(got_count, d_count, sizeof got_count);
+  txl_cuda_to_host(&got_dropped, d_dropped, 4);
+  char what[128];
+  snprintf(what, sizeof what, "adaptive_group n=%lld clusters %d..3 caps %+d%s: rows", (long long)n, first, slack,
+           with_head ? " head" : "");
+  ot_check_same(what, got_rows, rows, (size_t)S * 4);
+  ot_check_same("  ids", got_ids, ids, (size_t)S * 4);
+  ot_check_same("  head targets (or untouched)", got_head, head, (size_t)N * 4);
+  ot_check_same("  counts", got_count, count, sizeof count);
+  ot_check_same("  dropped (+=)", &got_dropped, &dropped, 4);
+  txl_cuda_free(d_rows); txl_cuda_free(d_ids); txl_cuda_free(d_head); txl_cuda_free(d_tok);
+  txl_cuda_free(d_count); txl_cuda_free(d_dropped);
+  free(tok); free(rows); free(ids); free(head); free(got_rows); free(got_ids); free(got_head);
+}
+
+static void test_adaptive_group(void) {
+  test_adaptive_group_case(0, 1, 2, 1);
+  test_adaptive_group_case(1, 0, 0, 0);
+  test_adaptive_group_case(255, 0, 4, 1);
+  test_adaptive_group_case(256, 1, 0, 1);
+  test_adaptive_group_case(257, 1, -3, 0);
+  test_adaptive_group_case(9001, 0, 17, 1);
+  test_adaptive_group_case(9001, 1, -40, 1);
 }
 
 /* ---- posemb ------------------------------------------------------------------------------- */
@@ -913,13 +984,14 @@ int main(void) {
     printf("SKIPPED: no CUDA device (the table checks above %s)\n", table_bad ? "FAILED" : "passed");
     return table_bad ? 1 : 77;
   }
-  parity_begin("cuda parity (tables, upload, loss_sum, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
+  parity_begin("cuda parity (tables, upload, loss_sum, adaptive_group, to_act, elementwise, sumsq, digest, embedding_backward, posemb, ffn, fused layernorm)");
   if (table_bad) check_fail("txl_ops_cuda tables");
   txl_cuda_reserve(20011, 300007, 1025); /* the largest bias_backward rows and n, layer-norm d */
   test_sumsq();
   test_digest();
   test_upload();
   test_loss_sum();
+  test_adaptive_group();
   TxlDtype acts[3];
   const int n_acts = parity_acts(acts, "the bf16 table");
   for (int a = 0; a < n_acts; a++) {

@@ -223,6 +223,7 @@ static void test_embedding(TxlDtype act) {
   for (int64_t t = 0; t < n; t++) tok[t] = (int32_t)(parity_urand() * V);
   tok[0] = 0;
   tok[1] = V - 1;
+  tok[7] = tok[30] = -1; /* adaptive_group's padding: rows of zeros */
   float *want = host_rand(n * d, -1.0, 1.0);
   txl_cpu_embedding_forward(want, tok, emb, scale, n, d, lde, d);
   round_act(want, n * d, act);
@@ -233,7 +234,7 @@ static void test_embedding(TxlDtype act) {
   o->embedding_forward(dout, dtok, demb, scale, n, d, lde, d);
   float *got = host_from_act(dout, n * d, act);
   char what[96];
-  snprintf(what, sizeof what, "embedding_forward %s n=45 d=67 lde=72 V=101", act_name(act));
+  snprintf(what, sizeof what, "embedding_forward %s n=45 d=67 lde=72 V=101, 2 ids -1", act_name(act));
   check_bits(what, got, want, n * d);
   txl_cuda_free(demb);
   txl_cuda_free(dtok);
@@ -394,7 +395,7 @@ static void test_layernorm(TxlDtype act) {
  *          of exp brings. With grad_scale = 0 the logits must come back untouched (bits).
  * bf16, fp16: the logits are rounded on the host; the loss is fp32 (the same bound), the gradient
  * stored over the logits adds its one rounding (bounds_act). */
-static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, double spread) {
+static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, double spread, int pad) {
   const TxlOps *o = txl_ops_cuda(act);
   float *x = host_rand(n * V, -spread, spread);
   for (int64_t t = 0; t < n; t++) /* shifted rows: the max shift matters */
@@ -404,6 +405,8 @@ static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, dou
   for (int64_t t = 0; t < n; t++) tg[t] = (int32_t)(parity_urand() * V);
   tg[0] = 0;
   if (n > 1) tg[n - 1] = V - 1;
+  if (pad) /* adaptive_group's padding: loss 0 and a zero gradient on both sides (bound 0) */
+    for (int64_t t = 1; t < n; t += 3) tg[t] = -1;
   float *x0 = host_copy(x, n * V);
   float *loss = host_rand(n, -1, 1);
 
@@ -417,6 +420,11 @@ static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, dou
   double *bl = ot_alloc_d(n), *bg = ot_alloc_d(n * V);
   for (int64_t t = 0; t < n; t++) {
     const float *xr = x0 + t * V;
+    if (tg[t] < 0) {
+      bl[t] = 0.0;
+      for (int j = 0; j < V; j++) bg[t * V + j] = 0.0;
+      continue;
+    }
     double m = xr[0];
     for (int j = 0; j < V; j++) m = fmax(m, xr[j]);
     double s = 0.0;
@@ -430,8 +438,8 @@ static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, dou
   }
   bounds_act(bg, x, n * V, act);
   char what[96];
-  snprintf(what, sizeof what, "xent %s n=%lld V=%d grad_scale=%g: loss", act_name(act), (long long)n, V,
-           (double)grad_scale);
+  snprintf(what, sizeof what, "xent %s n=%lld V=%d grad_scale=%g%s: loss", act_name(act), (long long)n, V,
+           (double)grad_scale, pad ? " targets -1 among them" : "");
   check_close(what, gloss, loss, bl, n);
   snprintf(what, sizeof what, "xent %s n=%lld V=%d grad_scale=%g: dlogits", act_name(act), (long long)n, V,
            (double)grad_scale);
@@ -445,10 +453,12 @@ static void test_xent_case(TxlDtype act, int64_t n, int V, float grad_scale, dou
 }
 
 static void test_xent(TxlDtype act) {
-  test_xent_case(act, 13, 1001, 1.0f / 13.0f, 3.0);
-  test_xent_case(act, 5, 30011, 0.25f, 8.0);
-  test_xent_case(act, 7, 33, 0.0f, 3.0); /* loss only */
-  test_xent_case(act, 3, 1, 1.0f, 3.0);  /* a single class: loss 0, gradient 0 */
+  test_xent_case(act, 13, 1001, 1.0f / 13.0f, 3.0, 0);
+  test_xent_case(act, 5, 30011, 0.25f, 8.0, 0);
+  test_xent_case(act, 7, 33, 0.0f, 3.0, 0); /* loss only */
+  test_xent_case(act, 3, 1, 1.0f, 3.0, 0);  /* a single class: loss 0, gradient 0 */
+  test_xent_case(act, 13, 1001, 1.0f / 13.0f, 3.0, 1);
+  test_xent_case(act, 7, 33, 0.0f, 3.0, 1);
 }
 
 /* ---- Adam -------------------------------------------------------------------------------- */

@@ -134,6 +134,38 @@ static void test_embedding_padded(int64_t n, int V, int d, int lde, int ldo, OtR
 }
 
 /* ---- position embedding ------------------------------------------------------------------ */
+/* Ids below 0 (adaptive_group's padding): forward, a row of zeros and the other rows as without
+ * them; backward, the gradient bit for bit that of the call without the padding rows. */
+static void test_embedding_padding(int64_t n, int V, int d, OtRng *rng) {
+  int32_t *tok = malloc((size_t)n * sizeof *tok), *kept = malloc((size_t)n * sizeof *kept);
+  float *emb = ot_alloc((int64_t)V * d), *out = ot_alloc(n * d), *dout = ot_alloc(n * d), *dkept = ot_alloc(n * d);
+  float *want = ot_alloc(n * d), *g = ot_alloc((int64_t)V * d), *gw = ot_alloc((int64_t)V * d);
+  ot_fill(emb, (int64_t)V * d, -1.0f, 1.0f, rng);
+  ot_fill(dout, n * d, -1.0f, 1.0f, rng);
+  ot_fill(out, n * d, 5.0f, 6.0f, rng); /* every element must be written */
+  int64_t m = 0;
+  for (int64_t t = 0; t < n; t++) {
+    tok[t] = t % 3 == 1 ? -1 : ot_randint(rng, V);
+    if (tok[t] >= 0) {
+      kept[m] = tok[t];
+      memcpy(dkept + m * d, dout + t * d, (size_t)d * sizeof(float));
+      m++;
+    }
+    for (int j = 0; j < d; j++) want[t * d + j] = tok[t] < 0 ? 0.0f : emb[(int64_t)tok[t] * d + j] * 0.5f;
+  }
+  txl_cpu_embedding_forward(out, tok, emb, 0.5f, n, d, d, d);
+  char name[96];
+  snprintf(name, sizeof name, "forward, ids -1 (n=%lld d=%d)", (long long)n, d);
+  ot_check_same(name, out, want, (size_t)(n * d) * sizeof(float));
+  ot_fill(g, (int64_t)V * d, -1.0f, 1.0f, rng);
+  memcpy(gw, g, (size_t)V * d * sizeof(float));
+  txl_cpu_embedding_backward(g, TXL_F32, dout, tok, 0.5f, n, d, d, d);
+  txl_cpu_embedding_backward(gw, TXL_F32, dkept, kept, 0.5f, m, d, d, d);
+  snprintf(name, sizeof name, "backward, ids -1 add nothing");
+  ot_check_same(name, g, gw, (size_t)V * d * sizeof(float));
+  free(tok), free(kept), free(emb), free(out), free(dout), free(dkept), free(want), free(g), free(gw);
+}
+
 static void test_posemb(int K, int d, int clamp_len) {
   char name[96];
   float *R = ot_alloc((int64_t)K * d);
@@ -176,6 +208,8 @@ int main(void) {
   test_embedding_padded(37, 13, 7, 8, 8, &rng);
   test_embedding_padded(2003, 41, 67, 72, 72, &rng); /* parallel path */
   test_embedding_padded(50, 11, 410, 416, 419, &rng);
+  test_embedding_padding(40, 9, 5, &rng);
+  test_embedding_padding(2003, 41, 67, &rng); /* parallel path */
   printf("posemb\n");
   test_posemb(1, 2, 0);
   test_posemb(1, 8, 3);

@@ -128,6 +128,41 @@ static void test_padded(int64_t n, int V, int ld, OtRng *rng) {
   free(q), free(p), free(lq), free(lp), free(tgt);
 }
 
+/* Rows of target -1 (adaptive_group's padding): loss 0 and a gradient row of zeros (with
+ * grad_scale), the logits left as they were (without); the other rows bit for bit as without them. */
+static void test_padding_rows(int64_t n, int V, float grad_scale, OtRng *rng) {
+  float *x = ot_alloc(n * V), *loss = ot_alloc(n), *y = ot_alloc(n * V), *ly = ot_alloc(n), *x0 = ot_alloc(n * V);
+  int32_t *tgt = malloc((size_t)n * sizeof *tgt), *ty = malloc((size_t)n * sizeof *ty);
+  ot_fill(x, n * V, -3.0f, 3.0f, rng);
+  memcpy(x0, x, (size_t)(n * V) * sizeof(float));
+  int64_t m = 0;
+  for (int64_t t = 0; t < n; t++) {
+    tgt[t] = t % 4 == 2 ? -1 : ot_randint(rng, V);
+    loss[t] = 9.0f;
+    if (tgt[t] < 0) continue;
+    ty[m] = tgt[t];
+    memcpy(y + m * V, x + t * V, (size_t)V * sizeof(float));
+    m++;
+  }
+  txl_cpu_xent_forward_backward(x, loss, tgt, grad_scale, n, V, V);
+  txl_cpu_xent_forward_backward(y, ly, ty, grad_scale, m, V, V);
+  int pad_ok = 1, same = 1;
+  for (int64_t t = 0, k = 0; t < n; t++) {
+    if (tgt[t] < 0) {
+      pad_ok &= loss[t] == 0.0f;
+      for (int j = 0; j < V; j++) pad_ok &= grad_scale != 0.0f ? x[t * V + j] == 0.0f : x[t * V + j] == x0[t * V + j];
+    } else {
+      same &= loss[t] == ly[k] && memcmp(x + t * V, y + k * V, (size_t)V * sizeof(float)) == 0;
+      k++;
+    }
+  }
+  char name[96];
+  snprintf(name, sizeof name, "xent targets -1 (n=%lld V=%d grad_scale=%g)", (long long)n, V, (double)grad_scale);
+  ot_check_true(name, pad_ok && same, "padding rows %s, the others %s", pad_ok ? "0" : "WRONG",
+                same ? "the same bits" : "DIFFER");
+  free(x), free(loss), free(y), free(ly), free(x0), free(tgt), free(ty);
+}
+
 int main(void) {
   OtRng rng = ot_rng(6);
   printf("xent\n");
@@ -138,6 +173,9 @@ int main(void) {
   test_xent(4, 17, 990.0f, 1000.0f, 0.25f, &rng);    /* exp(1000) overflows anything */
   test_xent(67, 301, -8.0f, 8.0f, 1.0f / 67.0f, &rng); /* parallel path */
   test_padded(67, 301, 304, &rng);
+  test_padding_rows(9, 29, 0.25f, &rng);
+  test_padding_rows(67, 301, 1.0f / 67.0f, &rng); /* parallel path */
+  test_padding_rows(9, 29, 0.0f, &rng);           /* loss only */
   printf("txl_expf\n");
   test_expf(&rng);
   return ot_finish("test_op_xent");
