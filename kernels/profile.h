@@ -29,7 +29,7 @@ enum {
   X(GRAD_NORM, "grad_norm", "the gradient's norm and clipping record")                             \
   X(OPTIMIZER, "optimizer", "the update passes, the zeroing of the gradients, the weights' copy")  \
   X(ALLREDUCE, "allreduce", "waiting for the gradient all-reduce")                                 \
-  X(UPLOAD, "upload", "host -> device copies: tokens, targets, the adaptive grouping, constants")   \
+  X(UPLOAD, "upload", "host -> device copies: tokens, targets, position rows, constants")          \
   X(OTHER, "other", "biases, additions, copies, device -> host")
 
 typedef enum {

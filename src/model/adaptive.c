@@ -1,9 +1,13 @@
-/* Adaptive input and softmax: see adaptive.h. Rows are grouped by cluster on the host (the
- * tokens arrive there), every product is a linear op (linear.h), gathers and scatters are the
- * embedding ops (a lookup by row index; a deterministic scatter-add). */
+/* Adaptive input and softmax: see adaptive.h. Rows are grouped by cluster on the device (the op
+ * adaptive_group, into the run's slots: model.h, TxlRun.ad_in / ad_tg), every product is a linear
+ * op (linear.h), gathers and scatters are the embedding ops (a lookup by row index; a
+ * deterministic scatter-add), which take the slots' padding (-1) as rows of zeros and add it
+ * nowhere; the cross-entropy gives a padding row loss 0 and gradient 0. So where the products run
+ * on the caps (r->ad_fixed) the padding changes no value the counts would give. */
 #include "src/model/adaptive.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "src/base/error.h"
@@ -46,56 +50,52 @@ static Cluster cluster(const TxlModel *m, const TxlParams *p, int i) {
   return c;
 }
 
-static int cluster_of(const TxlDims *dm, int32_t t) {
-  int i = 0;
-  while (i < dm->n_clusters && t >= dm->cut[i + 1]) i++;
-  return i;
-}
-
-/* Groups the LB tokens by cluster (clusters first_cluster.. n_clusters, or all in cluster 0
- * when one_table): rows[] and ids[] (id within the cluster) in cluster order, counts n[]. */
-static void group(const TxlDims *dm, const int32_t *tok, int64_t LB, int first, int one_table, int32_t *rows,
-                  int32_t *ids, int *n) {
-  int64_t k = 0;
+/* Groups tok [LB] (device) by g into rows, ids and head (NULL: not wanted), and sets n[i] to the
+ * rows cluster i's products run on: its cap where fixed, else its count (read back: the CPU's
+ * memory is the host's). `which`: the counts' half of r->ad_count (0 inputs, 1 targets). */
+static void group(TxlModel *m, TxlRun *r, const TxlGroupSpec *g, int which, int32_t *rows, int32_t *ids,
+                  int32_t *head, const int32_t *tok, int64_t LB, int *n) {
+  int32_t *count = r->ad_count + which * TXL_GROUP_MAX;
+  m->ops->adaptive_group(rows, ids, head, count, r->ad_dropped, tok, LB, *g);
   for (int i = 0; i < TXL_MAX_CLUSTERS; i++) n[i] = 0;
-  for (int i = first; i <= (one_table ? 0 : dm->n_clusters); i++)
-    for (int64_t t = 0; t < LB; t++) {
-      const int c = one_table ? 0 : cluster_of(dm, tok[t]);
-      if (c != i) continue;
-      rows[k] = (int32_t)t;
-      ids[k] = tok[t] - (one_table ? 0 : dm->cut[i]);
-      k++;
-      n[i]++;
-    }
+  if (r->ad_fixed) {
+    for (int i = g->first; i <= g->last; i++) n[i] = g->cap[i];
+    return;
+  }
+  int32_t c[TXL_GROUP_MAX];
+  m->ops->to_host(c, count, sizeof c);
+  for (int i = g->first; i <= g->last; i++) n[i] = c[i];
 }
 
 /* ---- input ------------------------------------------------------------------------------- */
 
-void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, void *h, int64_t LB, float scale) {
+void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, void *h, int64_t LB, float scale) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, split = txl_dims_split(dm);
-  int32_t *rows = txl_adaptive_host(r, TXL_AD_IN_ROWS, LB), *ids = txl_adaptive_host(r, TXL_AD_IN_IDS, LB);
-  group(dm, tokens, LB, 0, !split, rows, ids, r->ad_in_n);
-  o->upload(r->ad_rows, rows, (size_t)LB * sizeof(int32_t));
-  o->upload(r->ad_ids, ids, (size_t)LB * sizeof(int32_t));
+  if (split) {
+    group(m, r, &r->ad_in, 0, r->ad_rows, r->ad_ids, NULL, r->tokens, LB, r->ad_in_n);
+  } else { /* one table: every row in order, ids the tokens themselves (no grouping) */
+    for (int i = 0; i < TXL_MAX_CLUSTERS; i++) r->ad_in_n[i] = 0;
+    r->ad_in_n[0] = (int)LB;
+  }
   const TxlDtype act = o->act;
   const int ldd = txl_model_ld(m, d); /* h's rows; e's are ldw, as E's */
   if (split) o->zero(h, (size_t)LB * ldd * txl_dtype_size(act));
-  int64_t off = 0, offe = 0;
+  int64_t offe = 0;
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
     const Cluster c = cluster(m, &m->p, i);
     const int ldw = txl_model_ld(m, de); /* E [csize, de] and Pe [d, de] */
     void *e = txl_act_at(m, r->ad_emb, offe);
-    o->embedding_forward(e, r->ad_ids + off, txl_model_w(m, c.E), 1.0f, n, de, ldw,
-                         ldw); /* one table: i = 0, global ids */
+    const int32_t *ids = split ? r->ad_ids + r->ad_in.base[i] : r->tokens; /* one table: i = 0, global ids */
+    o->embedding_forward(e, ids, txl_model_w(m, c.E), 1.0f, n, de, ldw, ldw);
     /* one table: the rows are every row in order, so the product lands in h directly */
     void *y = split ? r->tmp : h;
     txl_linear_t_forward(m, y, ldd, 0.0f, scale, e, txl_model_w(m, c.Pe), ldw, n, de, d); /* y = s e Pe^T */
-    if (split) o->embedding_backward(h, act, y, r->ad_rows + off, 1.0f, n, d, ldd, ldd); /* h rows = y (h was 0) */
-    off += n;
+    if (split) /* h rows = y (h was 0) */
+      o->embedding_backward(h, act, y, r->ad_rows + r->ad_in.base[i], 1.0f, n, d, ldd, ldd);
     offe += (int64_t)n * ldw;
   }
 }
@@ -105,22 +105,22 @@ void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, ldd = txl_model_ld(m, d), split = txl_dims_split(dm);
   (void)LB;
-  int64_t off = 0, offe = 0;
+  int64_t offe = 0;
   for (int i = 0; i <= (split ? dm->n_clusters : 0); i++) {
     const int n = r->ad_in_n[i], de = txl_dims_demb(dm, i);
     if (!n) continue;
     const Cluster c = cluster(m, &m->p, i), g = cluster(m, &m->g, i);
     const int ldw = txl_model_ld(m, de);
     const void *dy = dh;
+    const int32_t *ids = split ? r->ad_ids + r->ad_in.base[i] : r->tokens;
     if (split) { /* this cluster's rows of dh */
-      o->embedding_forward(r->dtmp, r->ad_rows + off, dh, 1.0f, n, d, ldd, ldd);
+      o->embedding_forward(r->dtmp, r->ad_rows + r->ad_in.base[i], dh, 1.0f, n, d, ldd, ldd);
       dy = r->dtmp;
     }
     txl_linear_t_backward_w(m, g.Pe, ldw, scale, dy, ldd, txl_act_at(m, r->ad_emb, offe), n, de,
                             d); /* dP += s dy^T e */
     txl_linear_t_backward_x(m, r->ad_dhp, 0.0f, scale, dy, ldd, txl_model_w(m, c.Pe), ldw, n, de, d); /* de = s dy P */
-    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, r->ad_ids + off, 1.0f, n, de, ldw, ldw);
-    off += n;
+    o->embedding_backward(g.E, TXL_F32, r->ad_dhp, ids, 1.0f, n, de, ldw, ldw);
     offe += (int64_t)n * ldw;
   }
 }
@@ -163,32 +163,41 @@ static void head_forward(TxlModel *m, TxlRun *r, int64_t LB) {
                               txl_model_w(m, p->cluster_bias), LB, de0, nc);
 }
 
-/* The targets (host [LB]) on the device: the head's (the token, or column hs - i for tail
- * cluster i) in r->ad_head_tg, the tails' rows and ids grouped by cluster after the inputs'. */
-static void targets_to_device(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB) {
-  const TxlOps *o = m->ops;
+/* The targets: checked on the host (targets [LB]), grouped on the device (r->targets): the
+ * head's target of each row (the token, or column hs - i for tail cluster i) in r->ad_head_tg (the
+ * targets themselves without tails), the tails' rows and ids in their slots. */
+static void group_targets(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB) {
   const TxlDims *dm = &m->spec.dims;
-  const int hs = txl_adaptive_head_size(dm);
-  int32_t *head_tg = txl_adaptive_host(r, TXL_AD_HEAD_TG, LB), *rows = txl_adaptive_host(r, TXL_AD_TG_ROWS, LB),
-          *ids = txl_adaptive_host(r, TXL_AD_TG_IDS, LB);
-  for (int64_t t = 0; t < LB; t++) {
+  for (int64_t t = 0; t < LB; t++)
     if (targets[t] < 0 || targets[t] >= dm->n_token)
       txl_fatal("output layer: target %d of row %lld is outside the vocabulary [0, %d)", (int)targets[t],
                 (long long)t, dm->n_token);
-    const int c = cluster_of(dm, targets[t]);
-    head_tg[t] = c == 0 ? targets[t] : hs - c;
-  }
-  group(dm, targets, LB, 1, 0, rows, ids, r->ad_tg_n);
-  /* the tail buffers hold ad_cap[i] rows of cluster i (model.c): more would overflow them */
+  for (int i = 0; i < TXL_MAX_CLUSTERS; i++) r->ad_tg_n[i] = 0;
+  if (!dm->n_clusters) return;
+  group(m, r, &r->ad_tg, 1, r->ad_rows + r->ad_tg_slot0, r->ad_ids + r->ad_tg_slot0, r->ad_head_tg, r->targets, LB,
+        r->ad_tg_n);
+  if (r->ad_fixed) return; /* a target beyond its cap: counted in r->ad_dropped (txl_run_check_dropped) */
+  /* the tail buffers hold cap[i] rows of cluster i (model.c): more would overflow them */
   for (int i = 1; i <= dm->n_clusters; i++)
-    if (r->ad_tg_n[i] > r->ad_cap[i])
+    if (r->ad_tg_n[i] > r->ad_tg.cap[i])
       txl_fatal("output layer: this segment (%lld targets) holds %d targets of tail cluster %d (ids %d to %d), "
                 "more than the %d the run's tail buffers were sized for (the most any segment of the corpus "
                 "held, counted at start)", (long long)LB, r->ad_tg_n[i], i, dm->cut[i], dm->cut[i + 1] - 1,
-                r->ad_cap[i]);
-  o->upload(r->ad_head_tg, head_tg, (size_t)LB * sizeof(int32_t));
-  o->upload(r->ad_rows + LB, rows, (size_t)LB * sizeof(int32_t));
-  o->upload(r->ad_ids + LB, ids, (size_t)LB * sizeof(int32_t));
+                r->ad_tg.cap[i]);
+}
+
+void txl_run_check_dropped(const TxlModel *m, const TxlRun *r) {
+  if (!r->ad_dropped || !r->ad_fixed) return; /* the CPU stops at the segment itself (group_targets) */
+  int32_t lost = 0;
+  m->ops->to_host(&lost, r->ad_dropped, sizeof lost);
+  if (lost) {
+    char caps[160] = "";
+    size_t k = 0;
+    for (int i = 1; i <= m->spec.dims.n_clusters && k < sizeof caps; i++)
+      k += (size_t)snprintf(caps + k, sizeof caps - k, "%s%d", i > 1 ? ", " : "", r->ad_tg.cap[i]);
+    txl_fatal("internal: output layer: %d targets found no slot in the tail buffers (caps %s per segment, the "
+              "most any segment of the corpus held, counted at start): their losses are missing", (int)lost, caps);
+  }
 }
 
 double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale) {
@@ -197,8 +206,9 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
   const int ldd = txl_model_ld(m, dm->d_model), nc = dm->n_clusters, hs = txl_adaptive_head_size(dm);
   head_forward(m, r, LB);
   if (!targets) return 0.0;
-  targets_to_device(m, r, targets, LB);
-  o->xent_forward_backward(r->logits, r->loss, r->ad_head_tg, grad_scale, LB, hs, txl_model_ld(m, hs));
+  group_targets(m, r, targets, LB);
+  o->xent_forward_backward(r->logits, r->loss, nc ? r->ad_head_tg : r->targets, grad_scale, LB, hs,
+                           txl_model_ld(m, hs));
   txl_loss_add(m, r, r->loss, LB, 0); /* the head's losses, then the tails' after them */
 
   int64_t off = 0, offe = 0, offt = 0;
@@ -206,10 +216,10 @@ double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *target
     const int n = r->ad_tg_n[i], de = txl_dims_demb(dm, i), cs = txl_dims_csize(dm, i);
     if (!n) continue;
     void *hc = txl_act_at(m, r->ad_hc, off * ldd), *tail = txl_act_at(m, r->ad_tail, offt);
-    o->embedding_forward(hc, r->ad_rows + LB + off, r->hout, 1.0f, n, dm->d_model, ldd,
-                         ldd); /* the rows of this cluster */
+    const int64_t slot = r->ad_tg_slot0 + r->ad_tg.base[i];
+    o->embedding_forward(hc, r->ad_rows + slot, r->hout, 1.0f, n, dm->d_model, ldd, ldd); /* this cluster's rows */
     tail_forward(m, i, tail, txl_act_at(m, r->ad_hp, offe), hc, n);
-    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + LB + off, grad_scale, n, cs, txl_model_ld(m, cs));
+    o->xent_forward_backward(tail, r->ad_tloss + off, r->ad_ids + slot, grad_scale, n, cs, txl_model_ld(m, cs));
     off += n;
     offe += (int64_t)n * txl_model_ld(m, de);
     offt += (int64_t)n * txl_model_ld(m, cs);
@@ -267,7 +277,8 @@ void txl_adaptive_output_backward(TxlModel *m, TxlRun *r, int64_t LB) {
       txl_linear_backward_w(m, gc.Po, hc, dhp, n, d, de, ldw);
       txl_linear_backward_x(m, r->ad_dhc, 0.0f, dhp, txl_model_w(m, c.Po), n, d, de, ldw);
     }
-    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + LB + off, 1.0f, n, d, ldd, ldd); /* scatter-add */
+    o->embedding_backward(r->dh, o->act, r->ad_dhc, r->ad_rows + r->ad_tg_slot0 + r->ad_tg.base[i], 1.0f, n, d, ldd,
+                          ldd); /* scatter-add */
     off += n;
     offe += (int64_t)n * ldw;
     offt += (int64_t)n * txl_model_ld(m, cs);

@@ -10,14 +10,12 @@
 #include "src/model/adaptive_dims.h"
 #include "src/model/model.h"
 
-/* The slice `slice` (adaptive_dims.h: TXL_AD_IN_ROWS ...) of the host scratch r->ad_host. */
-static inline int32_t *txl_adaptive_host(const TxlRun *r, int slice, int64_t LB) { return r->ad_host + slice * LB; }
-
-/* h [LB, d] = scale * the tokens' (projected) embeddings; tokens on the host. */
-void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, void *h, int64_t LB, float scale);
+/* h [LB, d] = scale * the tokens' (projected) embeddings (r->tokens, on the device). */
+void txl_adaptive_embed_forward(TxlModel *m, TxlRun *r, void *h, int64_t LB, float scale);
 /* Adds the gradients of the embedding tables and projections from dh [LB, d] (d of h). */
 void txl_adaptive_embed_backward(TxlModel *m, TxlRun *r, const void *dh, int64_t LB, float scale);
-/* The head's logits of r->hout into r->logits; with targets (host) also the tails, the losses
+/* The head's logits of r->hout into r->logits; with targets (the host's, checked against the
+ * vocabulary; the device's r->targets are grouped) also the tails, the losses
  * (returns their sum over the LB rows) and, when grad_scale != 0, the gradients of the logits. */
 double txl_adaptive_output_forward(TxlModel *m, TxlRun *r, const int32_t *targets, int64_t LB, float grad_scale);
 /* From the gradients of the last training forward: the output parameters' gradients, and

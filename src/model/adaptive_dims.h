@@ -13,15 +13,4 @@ static inline int txl_adaptive_output(const TxlDims *m) { return m->n_clusters >
 /* Columns of the head: cluster 0's tokens and one per tail cluster. */
 static inline int txl_adaptive_head_size(const TxlDims *m) { return m->cut[1] + m->n_clusters; }
 
-/* The host scratch of the grouping, r->ad_host: these slices of L*B each (a forward of LB rows
- * uses the first LB of each, packed), each uploaded once a forward (model.c reserves it). */
-enum {
-  TXL_AD_IN_ROWS,  /* the input rows grouped by cluster (-> ad_rows) */
-  TXL_AD_IN_IDS,   /* their ids within the cluster (-> ad_ids) */
-  TXL_AD_HEAD_TG,  /* the head's targets (-> ad_head_tg) */
-  TXL_AD_TG_ROWS,  /* the target rows grouped by cluster (-> ad_rows + L*B) */
-  TXL_AD_TG_IDS,   /* their ids within the cluster (-> ad_ids + L*B) */
-  TXL_AD_HOST_SLICES
-};
-
 #endif

@@ -42,7 +42,7 @@ double txl_model_forward(TxlModel *m, TxlRun *r, const int32_t *tokens, const in
   /* R = dropout(positions) (attn_type 0; the other types' positions, positions.h);
    * h0 = dropout(E[x] sqrt(d)): layer 0's input, after its memory rows */
   txl_pos_prepare(m, r, &sg);
-  txl_embed_forward(m, r, &sg, tokens, txl_layer_input(m, r, 0, sg.M));
+  txl_embed_forward(m, r, &sg, txl_layer_input(m, r, 0, sg.M));
   /* Inference runs keep each layer's keys and values of the memory rows: those were computed
    * when the rows were new, from the same parameters (not with attn_type 2 and 3, whose
    * positions change the memory rows in place every segment). */

@@ -20,12 +20,12 @@ static const float *bias_vb(const TxlModel *m, int l) {
 
 /* ---- embedding and output layer ------------------------------------------------------------ */
 
-void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *tokens, void *h) {
+void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *h) {
   const TxlOps *o = m->ops;
   const TxlDims *dm = &m->spec.dims;
   const int d = dm->d_model, ldd = txl_model_ld(m, d); /* the table's rows and h's */
   if (txl_adaptive_input(dm))
-    txl_adaptive_embed_forward(m, r, tokens, h, sg->LB, sqrtf((float)d));
+    txl_adaptive_embed_forward(m, r, h, sg->LB, sqrtf((float)d));
   else
     o->embedding_forward(h, r->tokens, txl_model_w(m, m->p.word_emb), sqrtf((float)d), sg->LB, d, ldd, ldd);
   txl_pos_embed_add(m, r, sg, h); /* attn_type 2: + the absolute positions, dropped together */

@@ -12,9 +12,8 @@
 #include "src/model/segment.h"
 
 /* ---- embedding and output layer ------------------------------------------------------------ */
-/* h [L, B, d] = dropout(E[tokens] * sqrt(d)); tokens [L, B] on the host (the adaptive input
- * groups them there), and already in r->tokens. */
-void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, const int32_t *tokens, void *h);
+/* h [L, B, d] = dropout(E[tokens] * sqrt(d)); the tokens [L, B] in r->tokens (on the device). */
+void txl_embed_forward(TxlModel *m, TxlRun *r, const TxlSegment *sg, void *h);
 /* The embedding's gradients from dh [L, B, d] = d(h) (dropout undone in place); with
  * rows_only, only the dropout: dh then holds the rows of word_emb's gradient over sqrt(d)
  * (txl_model_backward_rows). */

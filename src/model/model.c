@@ -155,12 +155,63 @@ static void tail_caps(const TxlDims *dm, const TxlRunShape *s, int cols, int *ca
   }
 }
 
+/* The groupings of a run (TxlRun: ad_in, ad_tg; the op adaptive_group): slots of each cluster
+ * after the previous one's. The targets' tail clusters: their measured caps. The inputs' clusters
+ * (split tables only; else the inputs need no grouping): the head may take every row; a tail
+ * cluster, where products run on the caps (fixed), its targets' cap plus one row per column when
+ * the counted split is the run's input too (TxlTailCap.inputs), else every row; on the CPU every
+ * row (only the slots: its products run on the counts). */
+static void group_specs(const TxlModel *m, const TxlRunShape *s, int cols, int fixed, TxlGroupSpec *in,
+                        TxlGroupSpec *tg) {
+  const TxlDims *dm = &m->spec.dims;
+  const int nc = dm->n_clusters;
+  const int64_t LB = (int64_t)s->L_max * cols;
+  int cap[TXL_MAX_CLUSTERS];
+  tail_caps(dm, s, cols, cap);
+  memset(in, 0, sizeof *in);
+  memset(tg, 0, sizeof *tg);
+  for (int i = 0; i <= nc + 1; i++) in->cut[i] = tg->cut[i] = dm->cut[i];
+  if (txl_adaptive_input(dm) && txl_dims_split(dm)) {
+    in->last = nc;
+    for (int i = 0; i <= nc; i++) {
+      const int64_t n = i > 0 && fixed && s->tail.known && s->tail.inputs ? (int64_t)cap[i] + cols : LB;
+      in->cap[i] = (int32_t)(n < LB ? n : LB);
+      in->base[i] = i ? in->base[i - 1] + in->cap[i - 1] : 0;
+    }
+  }
+  tg->first = 1;
+  tg->last = nc;
+  tg->head_size = txl_adaptive_head_size(dm);
+  for (int i = 1; i <= nc; i++) {
+    tg->cap[i] = cap[i];
+    tg->base[i] = i > 1 ? tg->base[i - 1] + tg->cap[i - 1] : 0;
+  }
+}
+
+/* Slots of a grouping: the last cluster's end (0 for none). */
+static int64_t group_slots(const TxlGroupSpec *g) {
+  int64_t end = 0;
+  for (int i = g->first; i <= g->last; i++) end = g->base[i] + g->cap[i] > end ? g->base[i] + g->cap[i] : end;
+  return end;
+}
+
+/* sum_i cap_i ld(width(i)) over the clusters of g: the elements of an activation holding cluster
+ * after cluster at their caps (fixed products). */
+static int64_t caps_times(const TxlModel *m, const TxlGroupSpec *g, int (*width)(const TxlDims *, int)) {
+  int64_t e = 0;
+  for (int i = g->first; i <= g->last; i++) e += (int64_t)g->cap[i] * txl_model_ld(m, width(&m->spec.dims, i));
+  return e;
+}
+
+static int width_d(const TxlDims *dm, int i) { return (void)i, dm->d_model; }
+
 /* Elements of the tail logits buffer: adaptive.c lays the clusters' logits one after the other,
- * n_i rows of ld(size of cluster i) elements, with n_i <= cap[i] and sum n_i <= L_max cols (a
- * target falls in one cluster). The largest such sum gives the most rows to the widest clusters
- * first (every row counts 1 against the rows of the segment: a greedy fill is optimal); with no
- * bound (every cap the whole segment) that is the whole segment in the widest cluster. At least
- * one row of the widest: txl_adaptive_logprobs writes one row of each cluster in turn there. */
+ * n_i rows of ld(size of cluster i) elements. Fixed products: n_i = cap_i. Else n_i <= cap[i] and
+ * sum n_i <= L_max cols (a target falls in one cluster): the largest such sum gives the most rows
+ * to the widest clusters first (every row counts 1 against the rows of the segment: a greedy fill
+ * is optimal); with no bound (every cap the whole segment) that is the whole segment in the widest
+ * cluster. At least one row of the widest: txl_adaptive_logprobs writes one row of each cluster in
+ * turn there. */
 static int64_t tail_elems(const TxlModel *m, const TxlRunShape *s, int cols) {
   const TxlDims *dm = &m->spec.dims;
   int cap[TXL_MAX_CLUSTERS], used[TXL_MAX_CLUSTERS] = {0};
@@ -173,15 +224,16 @@ static int64_t tail_elems(const TxlModel *m, const TxlRunShape *s, int cols) {
     for (int i = 1; i <= dm->n_clusters; i++)
       if (!used[i] && (!best || ld[i] > ld[best])) best = i;
     used[best] = 1;
-    const int64_t n = cap[best] < rows ? cap[best] : rows;
+    const int64_t n = m->ops->host_memory ? (cap[best] < rows ? cap[best] : rows) : cap[best];
     widest = ld[best] > widest ? ld[best] : widest;
     elems += n * ld[best];
-    rows -= n;
+    rows -= m->ops->host_memory ? n : 0;
   }
   return elems > widest ? elems : widest > 0 ? widest : 1;
 }
 
-/* The adaptive input's and softmax's buffers of run r. */
+/* The adaptive input's and softmax's buffers of run r. Fixed products (a GPU's) hold every
+ * cluster at its cap; the CPU's at most one segment's rows in all. */
 static void walk_adaptive(Alloc *a, TxlRun *r) {
   const TxlDims *dm = &a->m->spec.dims;
   const TxlRunShape *s = a->s;
@@ -189,16 +241,26 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   const TxlModel *m = a->m; /* rows padded: d, d_embed (the widest cluster's) and cluster sizes */
   const size_t L = (size_t)s->L_max, B = (size_t)a->cols, d = (size_t)txl_model_ld(m, dm->d_model);
   const size_t de = (size_t)txl_model_ld(m, dm->d_embed);
-  tail_caps(dm, s, a->cols, r->ad_cap);
-  r->ad_rows = take(a, 2 * L * B * sizeof(int32_t), "adaptive rows");
-  r->ad_ids = take(a, 2 * L * B * sizeof(int32_t), "adaptive ids");
+  const int fixed = !m->ops->host_memory, split = txl_dims_split(dm);
+  r->ad_fixed = fixed;
+  group_specs(m, s, a->cols, fixed, &r->ad_in, &r->ad_tg);
+  r->ad_tg_slot0 = group_slots(&r->ad_in);
+  const size_t slots = (size_t)(r->ad_tg_slot0 + group_slots(&r->ad_tg));
+  const size_t tails = (size_t)group_slots(&r->ad_tg); /* sum of the tail caps */
+  r->ad_rows = take(a, (slots ? slots : 1) * sizeof(int32_t), "adaptive rows");
+  r->ad_ids = take(a, (slots ? slots : 1) * sizeof(int32_t), "adaptive ids");
   r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
-  r->ad_emb = take(a, L * B * de * A, "adaptive embeddings");
+  r->ad_count = take(a, 2 * TXL_GROUP_MAX * sizeof(int32_t), "adaptive counts");
+  r->ad_dropped = take(a, sizeof(int32_t), "adaptive drops");
+  const size_t emb = fixed && split ? (size_t)caps_times(m, &r->ad_in, txl_dims_demb) : L * B * de;
+  r->ad_emb = take(a, (emb ? emb : 1) * A, "adaptive embeddings");
   r->ad_hp0 = take(a, L * B * de * A, "head projection");
-  r->ad_hc = take(a, L * B * d * A, "tail hidden rows");
-  r->ad_hp = take(a, L * B * de * A, "tail projections");
+  const size_t hc = fixed ? (size_t)caps_times(m, &r->ad_tg, width_d) : L * B * d;
+  const size_t hp = fixed ? (size_t)caps_times(m, &r->ad_tg, txl_dims_demb) : L * B * de;
+  r->ad_hc = take(a, (hc ? hc : 1) * A, "tail hidden rows");
+  r->ad_hp = take(a, (hp > de ? hp : de) * A, "tail projections"); /* one row at least: txl_adaptive_logprobs */
   r->ad_tail = take(a, (size_t)tail_elems(m, s, a->cols) * A, "tail logits");
-  r->ad_tloss = take(a, L * B * F, "tail losses");
+  r->ad_tloss = take(a, (fixed ? (tails ? tails : 1) : L * B) * F, "tail losses");
   if (s->training) {
     r->ad_dbias = take(a, (size_t)txl_adaptive_head_size(dm) * F, "head bias gradient");
     r->ad_dhp = take(a, L * B * de * A, "adaptive scratch");
@@ -318,16 +380,12 @@ void txl_run_create(TxlRun *r, const TxlModel *m, const TxlRunShape *shape) {
      * rows too: an evaluation run may have more than the training run's column group */
     m->ops->reserve((int64_t)shape->L_max * r->group_cols, 0, 0);
   }
-  /* what one forward pass uploads (ops.def, upload): tokens and targets, the position rows, the
-   * adaptive grouping (rows and ids of the inputs, the head's targets, rows and ids of the tails) */
+  /* what one forward pass uploads (ops.def, upload): tokens and targets, the step, the position
+   * rows (the adaptive grouping is made on the device) */
   const size_t LB = (size_t)shape->L_max * r->group_cols, KB = (size_t)(shape->L_max + shape->mem_len) * r->group_cols;
-  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0) + (r->ad_rows ? TXL_AD_HOST_SLICES * LB : 0)) *
-                         sizeof(int32_t));
+  m->ops->upload_reserve((2 * LB + 1 + (r->pos_idx ? KB : 0)) * sizeof(int32_t));
   if (r->pos_idx)
     r->pos_host = txl_malloc((size_t)(shape->L_max + shape->mem_len) * r->group_cols * sizeof(int32_t), "position rows (host)");
-  if (r->ad_rows)
-    r->ad_host = txl_malloc(TXL_AD_HOST_SLICES * (size_t)shape->L_max * r->group_cols * sizeof(int32_t),
-                            "adaptive grouping");
   if (r->n_groups > 1)
     r->group_host = txl_malloc(2 * (size_t)shape->L_max * r->group_cols * sizeof(int32_t), "column group tokens");
 }
@@ -348,7 +406,6 @@ void txl_run_destroy(TxlRun *r, const TxlModel *m) {
   for (int i = 0; i < r->n_owned; i++) m->ops->free(r->owned[i]);
   free(r->owned);
   free(r->acts);
-  free(r->ad_host);
   free(r->group_host);
   free(r->pos_host);
   memset(r, 0, sizeof *r);

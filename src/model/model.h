@@ -168,22 +168,30 @@ typedef struct {
   void *dr;         /* [K, H*dh] */
   void *dvec;       /* [L, B, H*dh] */
 
-  /* adaptive input and softmax (src/model/adaptive.c); NULL when the model has none */
-  int32_t *ad_rows;   /* [2, L*B] device: input rows, then target rows, grouped by cluster     */
-  int32_t *ad_ids;    /* [2, L*B] device: the same tokens' ids within their cluster            */
+  /* adaptive input and softmax (src/model/adaptive.c); NULL when the model has none. The tokens
+   * are grouped by cluster on the device (the op adaptive_group) into slots of fixed capacity:
+   * ad_in for the inputs (clusters 0.., when the input tables are split), ad_tg for the targets
+   * (the tail clusters 1..). Where ad_fixed, every cluster's products run on its capacity of rows,
+   * the padding rows giving zeros (a GPU's: the shapes repeat from step to step, so the step
+   * captures into a CUDA graph); else on its count of rows, read back (the CPU's: its memory is
+   * the host's, the read costs nothing). Below, n_i is those rows of cluster i. */
+  TxlGroupSpec ad_in, ad_tg;
+  int ad_fixed;
+  int64_t ad_tg_slot0; /* the targets' slots start there in ad_rows and ad_ids, after the inputs' */
+  int32_t *ad_rows;   /* [ad_tg_slot0 + tail slots] device: rows grouped by cluster (-1: padding) */
+  int32_t *ad_ids;    /* the same slots: each token's id within its cluster                    */
   int32_t *ad_head_tg;/* [L*B] device: the head's target (the token, or its cluster's column)  */
-  int32_t *ad_host;   /* [TXL_AD_HOST_SLICES, L*B] host scratch for the grouping (adaptive.h)  */
-  int ad_in_n[TXL_MAX_CLUSTERS], ad_tg_n[TXL_MAX_CLUSTERS]; /* rows per cluster, last forward   */
-  void *ad_emb;       /* [L*B, d_embed] the input rows' embeddings before projection           */
+  int32_t *ad_count;  /* [2, TXL_GROUP_MAX] device: the last grouping's counts, inputs, targets  */
+  int32_t *ad_dropped;/* [1] device: targets that found no slot since the run was made (none by
+                         construction: the caps are measured bounds; txl_run_check_dropped) */
+  int ad_in_n[TXL_MAX_CLUSTERS], ad_tg_n[TXL_MAX_CLUSTERS]; /* n_i, last forward                */
+  void *ad_emb;       /* [sum n_i, d_emb_i] the input rows' embeddings before projection       */
   void *ad_hp0;       /* [L*B, d_emb_0] the head's projected hidden rows                       */
-  void *ad_hc;        /* [L*B, d] hidden rows of the tail targets, grouped by cluster           */
-  void *ad_hp;        /* [L*B, d_embed] the same rows projected                                */
+  void *ad_hc;        /* [sum n_i, d] hidden rows of the tail targets, cluster after cluster    */
+  void *ad_hp;        /* [sum n_i, d_emb_i] the same rows projected                            */
   void *ad_tail;      /* tail logits, cluster after cluster: [n_i, ld(size of cluster i)] for the
-                         n_i targets of tail cluster i (n_i <= ad_cap[i]); after a training
-                         forward, their gradients */
-  int ad_cap[TXL_MAX_CLUSTERS]; /* the most targets of tail cluster i a segment may hold (TxlTailCap,
-                                   at most L_max * group_cols); more ends the job */
-  float *ad_tloss;    /* [L*B] tail losses                                                     */
+                         tail clusters; after a training forward, their gradients */
+  float *ad_tloss;    /* [sum n_i] tail losses                                                 */
   float *ad_dbias;    /* [head size] its gradient (training)                                   */
   void *ad_dhp;       /* [L*B, d_embed] training scratch                                       */
   void *ad_dhc;       /* [L*B, d] training scratch                                             */
@@ -213,10 +221,14 @@ typedef struct {
 typedef struct {
   int known;
   int n[TXL_MAX_CLUSTERS]; /* n[i]: tail cluster i's (1 .. n_clusters); n[0] unused */
+  /* 1: the run's inputs are the counted split's too (a segment's inputs are its targets one row
+   * earlier, so they hold at most n[i] + one per column of cluster i: a column's row 0 is no
+   * target), which bounds the adaptive input's clusters as well */
+  int inputs;
 } TxlTailCap;
 /* Initialisers: not counted (the worst case); a run that never sees targets. */
-#define TXL_TAIL_NOT_COUNTED {0, {0}}
-#define TXL_TAIL_NO_TARGETS {1, {0}}
+#define TXL_TAIL_NOT_COUNTED {0, {0}, 0}
+#define TXL_TAIL_NO_TARGETS {1, {0}, 0}
 
 /* B: this rank's columns, col0: the global index of its first; groups: training runs may take
  * the columns in this many groups of ceil(B / groups) (0 or 1: all at once; see TxlRun); tail:
@@ -244,6 +256,10 @@ void txl_run_mems_to_device(const TxlModel *m, TxlRun *r, const float *src);
 size_t txl_run_bytes(const TxlModel *m, const TxlRunShape *shape);
 /* Of those, the adaptive softmax's tail logits (0 without tail clusters). */
 size_t txl_run_tail_bytes(const TxlModel *m, const TxlRunShape *shape);
+/* Ends the job when some target of the adaptive softmax found no slot in r's tail buffers since
+ * r was made (TxlRun.ad_dropped: impossible while the caps are the measured bounds, so an internal
+ * error). One read from the device: made where the losses are read. */
+void txl_run_check_dropped(const TxlModel *m, const TxlRun *r);
 
 /* The device inputs of a forward over L rows of the current column group: the tokens and targets
  * ([L, B], host; targets may be NULL) and the step of its dropout masks, uploaded (ops upload: the

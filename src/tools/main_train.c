@@ -22,8 +22,9 @@ static const TxlToolOption OPTS[N_OPTS] = {
     [OPT_SET] = {"--set", "section.key=value", NULL, NULL,
                  "override one config key (repeatable), e.g. --set train.lr=1e-3"},
     [OPT_BENCH] = {"--bench", "[STEPS]", NULL, NULL,
-                   "time STEPS training steps (default 20) on synthetic tokens after 3 warm-up\n"
-                   "steps; prints tokens/s, ms/step and the share of the measured GEMM peak"},
+                   "time STEPS training steps (default 20) on synthetic tokens (Zipf-distributed\n"
+                   "ids) after 3 warm-up steps; prints tokens/s, ms/step and the share of the\n"
+                   "measured GEMM peak"},
     [OPT_BENCH_WARMUP] = {"--bench-warmup", "N", NULL, NULL, "warm-up steps of --bench (default 3)"},
     [OPT_PROFILE] = {"--profile", NULL, NULL, NULL,
                      "with --bench, on run.device = cuda: also time each op family of the timed\n"

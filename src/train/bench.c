@@ -8,6 +8,7 @@
 #include "src/base/timer.h"
 #include "src/device/backend.h"
 #include "src/train/bench_profile.h"
+#include "src/train/tail_cap.h"
 #include "src/train/trainer.h"
 
 /* GFLOP/s of a square GEMM of the run's precision (best of a few), the ceiling the step is
@@ -73,6 +74,27 @@ static void print_step_counts(const StepCounts *c) {
            c->steps, c->min[0], c->max[0], c->min[1], c->max[1], c->min[2], c->max[2]);
 }
 
+void txl_bench_tokens(const TxlConfig *c, const TxlZipf *z, int col0, int B, int segment, int32_t *tok) {
+  for (int i = 0; i <= c->tgt_len; i++)
+    for (int j = 0; j < B; j++)
+      tok[(size_t)i * B + j] = txl_zipf_id(z, txl_philox4x32_10((uint32_t)i, (uint32_t)(col0 + j), (uint32_t)segment,
+                                                                0xbe4c4u, (uint32_t)c->seed, 0u));
+}
+
+void txl_bench_tail_caps(const TxlConfig *c, const TxlDims *dm, int col0, int B, int group_cols, TxlTailCap *cap) {
+  const TxlTailCap none = TXL_TAIL_NOT_COUNTED;
+  *cap = none;
+  TxlZipf z;
+  txl_zipf_make(&z, dm->n_token);
+  int32_t *tok = txl_malloc((size_t)(c->tgt_len + 1) * B * sizeof(int32_t), "synthetic tokens");
+  for (int s = 0; s < TXL_BENCH_SEGMENTS; s++) {
+    txl_bench_tokens(c, &z, col0, B, s, tok);
+    txl_tail_cap_add_segment(cap, dm, tok, c->tgt_len, B, group_cols);
+  }
+  free(tok);
+  txl_zipf_free(&z);
+}
+
 void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   const TxlConfig *c = &t->cfg;
   const int L = c->tgt_len, B = t->B_local, V = t->model.spec.dims.n_token;
@@ -85,13 +107,10 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   double peak = gemm_peak_gflops(t->ops, peak_n);
   double t0 = 0.0, loss = 0.0, wait0 = 0.0;
   StepCounts counts = {0};
+  TxlZipf z;
+  txl_zipf_make(&z, V);
   for (int s = 0; s < warmup + steps; s++) {
-    for (int i = 0; i <= L; i++) /* fresh random tokens per step, keyed by global column */
-      for (int j = 0; j < B; j++) {
-        TxlPhilox4 r = txl_philox4x32_10((uint32_t)i, (uint32_t)(t->col0 + j), (uint32_t)s, 0xbe4c4u,
-                                         (uint32_t)c->seed, 0u);
-        tok[(size_t)i * B + j] = (int32_t)(r.v[0] % (uint32_t)V);
-      }
+    txl_bench_tokens(c, &z, t->col0, B, s % TXL_BENCH_SEGMENTS, tok);
     if (s == warmup) {
       txl_dist_barrier();
       t0 = txl_now_s();
@@ -125,6 +144,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   double wait_max = wait;
   txl_dist_allreduce_max_f64(&wait_max, 1);
   free(tok);
+  txl_zipf_free(&z);
   if (t->dist.rank != 0) return;
   double tokens_per_s = (double)steps * L * c->batch_size / dt;
   double flops = txl_model_flops_per_token(&t->model, L, c->mem_len);

@@ -25,6 +25,7 @@ double txl_evaluate(TxlModel *m, TxlCorpus *c, const char *split, const TxlEvalS
     seg++;
   }
   txl_stream_close(&st);
+  txl_run_check_dropped(m, &run);
   txl_run_destroy(&run, m);
   txl_dist_allreduce_sum_f64(sums, 2);
   if (tokens_out) *tokens_out = sums[1];

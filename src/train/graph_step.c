@@ -4,7 +4,6 @@
 
 #include "dist/dist.h"
 
-#include "src/model/adaptive.h"
 #include "src/train/step.h"
 #include "src/train/config_map.h"
 
@@ -18,7 +17,6 @@ typedef struct {
 
 static int on_cpu(const GraphCase *g) { return !txl_backend_can_capture(g->b); }
 static int ranks_on_host(const GraphCase *g) { return g->world > 1 && !g->b->nccl; }
-static int adaptive(const GraphCase *g) { return txl_adaptive_input(g->dm) || txl_adaptive_output(g->dm); }
 static int varlen(const GraphCase *g) { return g->c->varlen; }
 static int position_rows(const GraphCase *g) { return txl_attn_gathers_positions(g->dm->attn_type); }
 static int lamb(const GraphCase *g) { return g->c->optim == TXL_OPTIM_LAMB; }
@@ -37,8 +35,6 @@ static const struct {
 } RULES[] = {
     {on_cpu, "the step runs on the CPU (CUDA graphs are a GPU's)"},
     {ranks_on_host, "it runs on several ranks without NCCL (the all-reduce waits on the host)"},
-    {adaptive, "the model has an adaptive input or softmax (grouped by cluster on the host, in shapes the tokens "
-               "decide)"},
     {varlen, "train.varlen is on (the rows change from step to step)"},
     {position_rows, "model.attn_type is not rel (its position rows are uploaded in the forward)"},
     {lamb, "train.optim = lamb (its trust ratios are taken on the host)"},

@@ -13,6 +13,7 @@ void txl_tail_cap_measure(TxlTailCap *cap, TxlCorpus *c, const TxlDims *dm, cons
                           const TxlRunShape *s) {
   memset(cap, 0, sizeof *cap);
   cap->known = 1;
+  cap->inputs = 1;
   if (dm->n_clusters == 0) return;
   int groups, group_cols;
   txl_run_groups(s, &groups, &group_cols);
@@ -26,8 +27,22 @@ void txl_tail_cap_measure(TxlTailCap *cap, TxlCorpus *c, const TxlDims *dm, cons
   for (int i = 1; i <= dm->n_clusters; i++) cap->n[i] = (int)most[i - 1]; /* at most L_max x B: an int */
 }
 
+void txl_tail_cap_add_segment(TxlTailCap *cap, const TxlDims *dm, const int32_t *tok, int L, int B, int group_cols) {
+  cap->known = cap->inputs = 1;
+  for (int g0 = 0; g0 < B; g0 += group_cols) {
+    int n[TXL_MAX_CLUSTERS] = {0};
+    for (int i = 1; i <= L; i++)
+      for (int j = g0; j < B && j < g0 + group_cols; j++) {
+        const int32_t v = tok[(size_t)i * B + j];
+        for (int c = 1; c <= dm->n_clusters; c++) n[c] += v >= dm->cut[c] && v < dm->cut[c + 1];
+      }
+    for (int c = 1; c <= dm->n_clusters; c++) cap->n[c] = n[c] > cap->n[c] ? n[c] : cap->n[c];
+  }
+}
+
 void txl_tail_cap_max(TxlTailCap *a, const TxlTailCap *b) {
   a->known = a->known && b->known;
+  a->inputs = a->inputs && b->inputs;
   for (int i = 0; i < TXL_MAX_CLUSTERS; i++) a->n[i] = b->n[i] > a->n[i] ? b->n[i] : a->n[i];
 }
 

@@ -25,6 +25,12 @@ void txl_tail_cap_measure(TxlTailCap *cap, TxlCorpus *c, const TxlDims *dm, cons
 void txl_tail_caps_of_config(const TxlConfig *c, TxlCorpus *corpus, const TxlDims *dm, int world, int rank,
                              TxlTailCap *train, TxlTailCap *eval);
 
+/* Adds one segment of synthetic tokens to a count made from them (*cap known, its inputs the
+ * count's too, before the first): tok [(L + 1), B] (inputs rows 0..L-1, targets rows 1..L), the
+ * columns in groups of group_cols as a run takes them (txl_run_groups); cap->n[i] becomes the
+ * larger of itself and the most targets of tail cluster i in one group of this segment. */
+void txl_tail_cap_add_segment(TxlTailCap *cap, const TxlDims *dm, const int32_t *tok, int L, int B, int group_cols);
+
 /* a = the larger of a and b per cluster (not known unless both are). */
 void txl_tail_cap_max(TxlTailCap *a, const TxlTailCap *b);
 

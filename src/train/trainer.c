@@ -51,7 +51,7 @@ static void print_summary(const TxlTrainer *t, int bench) {
     printf("corpus: %s (%s level, vocabulary %lld, train %s tokens)\n", txl_corpus_path(t->corpus),
            txl_corpus_mode(t->corpus), (long long)txl_corpus_vocab_size(t->corpus), tr);
   } else if (bench) {
-    printf("corpus: none (benchmark on synthetic tokens, vocabulary %d)\n", c->n_token);
+    printf("corpus: none (benchmark on synthetic tokens: Zipf-distributed ids of a vocabulary of %d)\n", c->n_token);
   }
   if (t->backend.gpu_rule[0]) printf("gpus: %s\n", t->backend.gpu_rule);
   printf("resolved config (# marks values that differ from the defaults):\n");
@@ -178,24 +178,28 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
 
   TxlModelSpec spec;
   txl_model_spec_from_config(c, n_token, &spec);
-  /* the adaptive softmax's tail targets per segment, counted in this rank's columns (not in
-   * --bench: its tokens are drawn uniformly, not read); the estimate takes every rank's largest */
+  /* the adaptive softmax's tail targets per segment, counted in this rank's columns (--bench: in
+   * its synthetic segments; it runs no evaluation); the estimate takes every rank's largest */
   TxlTailCap train_all = {0}, eval_all = {0};
   double count_s = txl_now_s();
   if (!bench) {
     txl_tail_caps_of_config(c, t->corpus, &spec.dims, dist->world, dist->rank, &t->train_tail, &t->eval_tail);
-    train_all = t->train_tail;
-    eval_all = t->eval_tail;
-    if (dist->world > 1) {
-      txl_dist_allreduce_max_i32(train_all.n, TXL_MAX_CLUSTERS);
-      txl_dist_allreduce_max_i32(eval_all.n, TXL_MAX_CLUSTERS);
-    }
+  } else {
+    int groups, group_cols;
+    const TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
+    txl_run_groups(&ts, &groups, &group_cols);
+    txl_bench_tail_caps(c, &spec.dims, t->col0, t->B_local, group_cols, &t->train_tail);
+  }
+  train_all = t->train_tail;
+  eval_all = t->eval_tail;
+  if (dist->world > 1) {
+    txl_dist_allreduce_max_i32(train_all.n, TXL_MAX_CLUSTERS);
+    txl_dist_allreduce_max_i32(eval_all.n, TXL_MAX_CLUSTERS);
   }
   count_s = txl_now_s() - count_s;
 
   /* estimate first, print it, and refuse what cannot fit: nothing large is allocated yet */
-  txl_memory_estimate(c, n_token, t->ops, dist->world, bench ? NULL : &train_all, bench ? NULL : &eval_all,
-                      &t->estimate);
+  txl_memory_estimate(c, n_token, t->ops, dist->world, &train_all, bench ? NULL : &eval_all, &t->estimate);
   print_summary(t, bench);
   if (!bench && spec.dims.n_clusters > 0 && dist->rank == 0) {
     char tr[96], ev[96];
@@ -386,6 +390,7 @@ int txl_trainer_look(TxlTrainer *t, double *loss_sum, double *bad_loss, double *
 
 int txl_trainer_losses(TxlTrainer *t, double *out) {
   const int n = t->loss_pending, G = t->run.n_groups;
+  txl_run_check_dropped(&t->model, &t->run); /* no loss is read without its targets */
   if (n == 0) return 0;
   t->ops->to_host(t->loss_host, t->loss_dev, (size_t)n * (size_t)G * sizeof(double));
   for (int k = 0; k < n; k++) {

@@ -11,13 +11,14 @@
 #include <string.h>
 
 #include "dist/shard.h"
-#include "src/base/philox.h"
 #include "src/base/error.h"
+#include "src/base/zipf.h"
 #include "src/config/config.h"
 #include "kernels/cuda/count_ops.h"
 #include "src/model/gemm_of.h"
 #include "src/model/model.h"
 #include "src/train/step.h"
+#include "src/train/tail_cap.h"
 #include "src/train/trainer.h"
 
 #ifndef TXL_CONFIG_DIR
@@ -60,36 +61,29 @@ static const double k_core_peak = 67e12, k_dram_peak = 3.35e12;
 
 /* ---- synthetic tokens ---------------------------------------------------------------------- */
 
-/* Zipf with exponent 1 over the vocabulary sorted by frequency (txl-prep's ids: token i has
- * weight 1 / (i + 1)), drawn by inverse CDF from Philox words keyed by (row, column, step). */
-typedef struct {
-  double *cdf; /* [V] */
-  int V;
-} Zipf;
-
-static void zipf_make(Zipf *z, int V) {
-  z->V = V;
-  z->cdf = txl_malloc((size_t)V * sizeof *z->cdf, "Zipf table");
-  double s = 0.0;
-  for (int i = 0; i < V; i++) z->cdf[i] = s += 1.0 / (i + 1.0);
-  for (int i = 0; i < V; i++) z->cdf[i] /= s;
-}
-
 /* tok [(L + 1), B]: inputs are rows 0..L-1, targets rows 1..L */
-static void zipf_tokens(const Zipf *z, int32_t *tok, int L, int B, int step) {
+static void zipf_tokens(const TxlZipf *z, int32_t *tok, int L, int B, int step) {
   for (int i = 0; i <= L; i++)
-    for (int j = 0; j < B; j++) {
-      TxlPhilox4 w = txl_philox4x32_10((uint32_t)i, (uint32_t)j, (uint32_t)step, 0x2c0fu, 0x5eedu, 0u);
-      const double u = ((double)(w.v[0] >> 5) * 67108864.0 + (double)(w.v[1] >> 6)) / 9007199254740992.0;
-      int lo = 0, hi = z->V - 1; /* the first id whose cdf exceeds u */
-      while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2;
-        if (z->cdf[mid] > u) hi = mid;
-        else lo = mid + 1;
-      }
-      tok[(size_t)i * B + j] = lo;
-    }
+    for (int j = 0; j < B; j++)
+      tok[(size_t)i * B + j] =
+          txl_zipf_id(z, txl_philox4x32_10((uint32_t)i, (uint32_t)j, (uint32_t)step, 0x2c0fu, 0x5eedu, 0u));
 }
+
+/* The most targets of each tail cluster of the adaptive softmax in one column group of the
+ * segments of steps [0, steps) (what the trainer counts in a corpus at start, TxlTailCap), so that
+ * the counted run's tail slots are those a run over such tokens has. tok [(L + 1), B] scratch. */
+static TxlTailCap zipf_caps(const TxlZipf *z, const TxlDims *dm, int32_t *tok, int L, int B, int group_cols, int steps) {
+  TxlTailCap cap = TXL_TAIL_NOT_COUNTED;
+  for (int s = 0; s < steps; s++) {
+    zipf_tokens(z, tok, L, B, s);
+    txl_tail_cap_add_segment(&cap, dm, tok, L, B, group_cols);
+  }
+  return cap;
+}
+
+/* The steps the loops below take to fill the memory of mem_len rows L at a time and count one
+ * step of the full shape: at most ceil(mem_len / L) + 2. */
+static int steps_to_count(int L, int mem_len) { return (mem_len + L - 1) / L + 2; }
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
@@ -177,15 +171,16 @@ static void print_reduction(const TxlModel *m, const TxlRun *run, const TxlConfi
 static void count_recipe(const char *path, const char *name, const TxlConfig *c, int ranks) {
   const int V = c->n_token, B = txl_shard_max(c->batch_size, ranks), Be = txl_shard_max(c->eval_batch_size, ranks);
   const int L = c->tgt_len, Le = c->eval_tgt_len, Me = txl_config_eval_mem_len(c);
-  Zipf z;
-  zipf_make(&z, V);
+  TxlZipf z;
+  txl_zipf_make(&z, V);
   const int Lmax = L > Le ? L : Le, Bmax = B > Be ? B : Be;
   int32_t *tok = txl_malloc((size_t)(Lmax + 1) * Bmax * sizeof(int32_t), "synthetic tokens");
   printf("== %s (%s): %d rank%s, training %d of %d columns per rank, tgt_len %d, mem_len %d; evaluation %d of %d "
          "columns, tgt_len %d, mem_len %d; vocabulary %d ==\n",
          name, path, ranks, ranks > 1 ? "s" : "", B, c->batch_size, L, c->mem_len, Be, c->eval_batch_size, Le, Me, V);
   printf("tokens: synthetic, Zipf with exponent 1 over the vocabulary sorted by frequency (Philox-seeded): the "
-         "adaptive softmax's tail counts assume that distribution\n");
+         "adaptive softmax's tail counts, and its slots (the most of each tail cluster in the counted steps' "
+         "segments), assume that distribution\n");
   for (size_t p = 0; p < sizeof k_precisions / sizeof k_precisions[0]; p++) {
     const TxlOps *o = txl_count_ops(k_precisions[p].act, k_precisions[p].tf32);
     TxlModelSpec spec;
@@ -197,6 +192,9 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
 
     /* training: steps until the memory is full, then the counted one */
     TxlRunShape ts = {L, B, 0, c->mem_len, c->clamp_len, c->same_length, 1, c->batch_chunk, TXL_TAIL_NOT_COUNTED};
+    int groups, group_cols;
+    txl_run_groups(&ts, &groups, &group_cols);
+    ts.tail = zipf_caps(&z, &spec.dims, tok, L, B, group_cols, steps_to_count(L, c->mem_len));
     TxlRun run;
     txl_run_create(&run, &m, &ts);
     TxlAdam adam;
@@ -224,6 +222,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
 
     /* evaluation: forwards until the memory is full, then the counted one */
     TxlRunShape es = {Le, Be, 0, Me, txl_config_eval_clamp_len(c), c->eval_same_length, 0, 1, TXL_TAIL_NOT_COUNTED};
+    es.tail = zipf_caps(&z, &spec.dims, tok, Le, Be, Be, steps_to_count(Le, Me));
     txl_run_create(&run, &m, &es);
     step = full = 0;
     do {
@@ -242,7 +241,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
     txl_model_destroy(&m);
   }
   free(tok);
-  free(z.cdf);
+  txl_zipf_free(&z);
   fflush(stdout);
 }
 

@@ -59,6 +59,8 @@ check "fp16, dynamic loss scaling" 2 --set run.precision=fp16
 check "graph, fp32" 0
 check "graph, bf16" 0 --set run.precision=bf16
 check "graph, batch_chunk 2" 0 --set train.batch_chunk=2
+# the wt103 recipe's shape: adaptive input and softmax (div_val 2), two column groups
+check "graph, wt103-shaped" 0 --set model.cutoffs=100,300 --set model.div_val=2 --set train.batch_chunk=2
 
 # The device memory txl's buffers hold in the timed steps (txl_cuda_memory_held): at least the
 # parameters, gradients and moments, at most the estimate of the whole GPU share (which adds an

@@ -3,8 +3,9 @@
 # replayed gives the numbers of the uncaptured step, bit for bit: every progress line's loss and
 # gradient norm, every validation, the parameters at the end, across evaluations, checkpoints
 # and three epoch boundaries (the memory reset: uncaptured steps, then the same graph again); in
-# fp32, bf16, with SGD and with two column groups (train.batch_chunk = 2: each group's tokens
-# uploaded before the launch); a run stopped and resumed in graph mode ends as the straight one.
+# fp32, bf16, with SGD, with two column groups (train.batch_chunk = 2: each group's tokens
+# uploaded before the launch) and in the wt103 recipe's shape (adaptive input and softmax, div_val
+# 2, two column groups: the clusters grouped on the device into slots of fixed capacity); a run stopped and resumed in graph mode ends as the straight one.
 # run.cuda_graph = on where the run does not qualify is one error line naming why.
 # usage: test_graph.sh BIN_DIR SOURCE_DIR [emu]: with "emu", txl-train-emu (the kernels' CPU
 # emulator) takes txl-train's place. Prints "SKIPPED: no CUDA device" and exits 77 (skipped) without a GPU.
@@ -45,7 +46,8 @@ same_run() { # A B WHAT
     || fail "$3: the parameters differ"
 }
 for v in "fp32" "bf16 --set run.precision=bf16" "sgd --set train.optim=sgd --set train.lr=0.05" \
-         "chunk2 --set train.batch_chunk=2"; do
+         "chunk2 --set train.batch_chunk=2" \
+         "adaptive --set model.cutoffs=20,40 --set model.div_val=2 --set train.batch_chunk=2"; do
   name=${v%% *} args=${v#"$name"}
   # shellcheck disable=SC2086
   run "$name-off" --set run.cuda_graph=off $args
@@ -73,7 +75,7 @@ run resumed --set run.cuda_graph=on --resume "$WORK/stop"
 cmp -s "$WORK/resumed.bin" "$WORK/fp32-on.bin" && ok "stopped at 27 and resumed: the straight run's parameters" \
   || fail "stopped at 27 and resumed: the parameters differ from the straight run"
 # on, where the run does not qualify
-expect_error_line "run.cuda_graph = on with an adaptive softmax" \
-  "run.cuda_graph = on, but the model has an adaptive input or softmax" -- \
-  "$TRAIN" "$WORK/g.ini" --set run.work_dir="$WORK/ad" --set run.cuda_graph=on --set model.cutoffs=20 --set model.div_val=1
+expect_error_line "run.cuda_graph = on with train.varlen" \
+  "run.cuda_graph = on, but train.varlen is on" -- \
+  "$TRAIN" "$WORK/g.ini" --set run.work_dir="$WORK/vl" --set run.cuda_graph=on --set train.varlen=true
 finish

@@ -5,8 +5,9 @@
 # CPU backend does on the same rank count, with the embedding's rows gathered (dist.embed_rows)
 # too; it repeats itself and resumes on 3 ranks bit for bit (final parameters compared byte by
 # byte), resumes on 2, replays its steps as CUDA graphs with NCCL's collectives captured (the
-# uncaptured run's parameters bit for bit; a replayed step one graph launch and no kernel launch),
-# and its benchmark says the all-reduce and the gather went through NCCL.
+# uncaptured run's parameters bit for bit; a replayed step one graph launch and no kernel launch;
+# also the wt103 recipe's shape: adaptive input and softmax, div_val 2, batch_chunk 2), and its
+# benchmark says the all-reduce and the gather went through NCCL.
 # Usage: test_nccl_train.sh BIN_DIR SOURCE_DIR
 source "$2/tests/train/lib.sh" "$1" "$2"
 command -v mpirun > /dev/null || { echo "SKIPPED: mpirun not found"; exit 77; }
@@ -65,18 +66,34 @@ grep -Eq '^cuda graph: [1-9][0-9]* steps replayed' "$WORK/gpu3.out" && ok "3 ran
 emu nograph3 3 --set run.cuda_graph=off --dump-params "$WORK/nograph3.bin" || { cat "$WORK/nograph3.out"; fail "3 ranks, graphs off: the run failed"; }
 cmp -s "$WORK/gpu3.bin" "$WORK/nograph3.bin" && ok "3 ranks: the graph's replays end with the uncaptured run's parameters, bit for bit" \
   || fail "3 ranks: the captured run's parameters differ from the uncaptured run's"
+# the wt103 recipe's shape (adaptive input and softmax, div_val > 1, two column groups) on 2
+# ranks: captured with its grouping on the device, the uncaptured run's parameters bit for bit
+WT103=(--set model.cutoffs=20,40 --set model.div_val=2 --set train.batch_chunk=2)
+emu adapt2 2 "${WT103[@]}" --dump-params "$WORK/adapt2.bin" || { cat "$WORK/adapt2.out"; fail "2 ranks, adaptive: the run failed"; }
+grep -Eq '^cuda graph: [1-9][0-9]* steps replayed' "$WORK/adapt2.out" && ok "2 ranks, adaptive, batch_chunk 2: $(grep '^cuda graph: [0-9]' "$WORK/adapt2.out")" \
+  || fail "2 ranks, adaptive: no step replayed as a graph: $(grep '^cuda graph' "$WORK/adapt2.out")"
+emu adapt2off 2 "${WT103[@]}" --set run.cuda_graph=off --dump-params "$WORK/adapt2off.bin" \
+  || { cat "$WORK/adapt2off.out"; fail "2 ranks, adaptive, graphs off: the run failed"; }
+cmp -s "$WORK/adapt2.bin" "$WORK/adapt2off.bin" && ok "2 ranks, adaptive: the replays end with the uncaptured run's parameters, bit for bit" \
+  || fail "2 ranks, adaptive: the captured run's parameters differ from the uncaptured run's"
 # a replayed step on 2 ranks: no kernel launch of the host's, one graph launch, and no host
 # synchronisation of its own (the upload ring may make the host wait when it runs a ring ahead of
-# the device, which here lags behind the other rank's host: so the least over the steps is 0)
+# the device, which here lags behind the other rank's host: so the least over the steps is 0, the
+# most one wait per ring slot a step fills, one a column group); the small model, and the wt103
+# recipe's shape
 small_cuda_bench_ini "$WORK/small.ini"
-out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/small.ini" --bench 4 --bench-warmup 3 2>&1) || { printf '%s\n' "$out"; fail "2 ranks: the graph's --bench failed"; }
-line=$(grep -E '^bench: per step: ' <<< "$out" || true)
-if [[ $line =~ launches\ 0\ to\ 0,\ synchronisations\ 0\ to\ [01],\ graph\ launches\ 1\ to\ 1 ]] ||
-   [[ $line =~ ^bench:\ per\ step:\ 0\ kernel\ launches,\ 0\ host\ synchronisations,\ 1\ graph\ launches ]]; then
-  ok "2 ranks, replayed: $line"
-else
-  fail "2 ranks, replayed: expected 0 kernel launches, 1 graph launch and at least one step without a host synchronisation: $line"
-fi
+for v in "small 1" "wt103-shaped 2 --set model.cutoffs=100,300 --set model.div_val=2 --set train.batch_chunk=2"; do
+  name=${v%% *} rest=${v#"$name "} slots=${rest%% *} args=${rest#"$slots"}
+  # shellcheck disable=SC2086
+  out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/small.ini" --bench 4 --bench-warmup 3 $args 2>&1) || { printf '%s\n' "$out"; fail "2 ranks, $name: the graph's --bench failed"; }
+  line=$(grep -E '^bench: per step: ' <<< "$out" || true)
+  if [[ $line =~ launches\ 0\ to\ 0,\ synchronisations\ 0\ to\ ([0-9]+),\ graph\ launches\ 1\ to\ 1 ]] && (( BASH_REMATCH[1] <= slots )) ||
+     [[ $line =~ ^bench:\ per\ step:\ 0\ kernel\ launches,\ 0\ host\ synchronisations,\ 1\ graph\ launches ]]; then
+    ok "2 ranks, $name, replayed: $line"
+  else
+    fail "2 ranks, $name, replayed: expected 0 kernel launches, 1 graph launch, at least one step without a host synchronisation and at most $slots in one: $line"
+  fi
+done
 
 # the benchmark names the path the gradients took
 out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/r.ini" --set run.device=cuda --set run.work_dir="$WORK/bench" \

@@ -5,7 +5,7 @@
  *     gradient, the parameters after Adam);
  *   - its tail logits take sum_i n_i x ld(size of cluster i) activations (the rows padded as
  *     txl_model_ld pads them), the worst case L x B x the widest cluster's ld (the sizing of
- *     before), and txl_run_bytes differs by exactly that;
+ *     before), and txl_run_bytes differs by exactly that and the grouping's slots of the tails;
  *   - a run that never sees targets (generation) holds one row of the widest cluster, and its
  *     log-probabilities are the worst-case run's, bit for bit;
  *   - a segment holding one target more of a cluster than its run was sized for ends the job
@@ -166,9 +166,13 @@ static void test_training(const int32_t *tok, int row_align) {
            row_align, cap.n[1], cap.n[2], (long long)got_c, (long long)got_w);
   ot_check_true(what, got_c == want_c && got_w == want_w && cap.n[1] + cap.n[2] < L * B, "want %lld and %lld",
                 (long long)want_c, (long long)want_w);
+  /* and the tail clusters' slots of the grouping (rows and ids, int32 each): every target's in
+   * each cluster in the worst case */
+  const int64_t slots = 2 * (int64_t)sizeof(int32_t) * (2 * L * B - cap.n[1] - cap.n[2]);
   const int64_t diff = (int64_t)txl_run_bytes(&mw, &ws) - (int64_t)txl_run_bytes(&mc, &cs);
-  snprintf(what, sizeof what, "rows of %d: txl_run_bytes smaller by the tail's difference", row_align);
-  ot_check_true(what, diff == got_w - got_c, "%lld", (long long)diff);
+  snprintf(what, sizeof what, "rows of %d: txl_run_bytes smaller by the tail's and the slots' difference", row_align);
+  ot_check_true(what, diff == got_w - got_c + slots, "%lld, want %lld", (long long)diff,
+                (long long)(got_w - got_c + slots));
 
   TxlRun rw, rc;
   txl_run_create(&rw, &mw, &ws);

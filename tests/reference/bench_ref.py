@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training throughput of the reference Transformer-XL in PyTorch, to compare with txl's own
 benchmark: full steps (forward, backward, gradient clipping, Adam), memory carried from step to
-step, random tokens.
+step, random tokens (Zipf-distributed ids, as txl's --bench draws them).
 
     python3 tests/reference/bench_ref.py --config small --threads 2 --steps 20 --warmup 3
     python3 tests/reference/bench_ref.py --config small --procs 2 --threads 1   (data parallel)
@@ -103,7 +103,13 @@ def run(rank, a, port):
     if B % a.procs:
         sys.exit("bench_ref: batch %d does not divide by %d processes" % (B, a.procs))
     n_steps = a.warmup + a.steps
-    data = torch.randint(0, V, (n_steps * L + 1, B))[:, rank * B // a.procs:(rank + 1) * B // a.procs]
+    # Zipf-distributed ids (weight 1 / (id + 1) over the frequency-sorted vocabulary), as txl's
+    # --bench draws them (src/base/zipf.h): the adaptive softmax's clusters get a corpus's shares
+    g = torch.Generator().manual_seed(0x5eed)
+    cdf = torch.cumsum(1.0 / torch.arange(1, V + 1, dtype=torch.float64, device="cpu"), 0)
+    u = torch.rand((n_steps * L + 1, B), generator=g, dtype=torch.float64, device="cpu") * cdf[-1]
+    data = torch.searchsorted(cdf, u, right=True).clamp_(max=V - 1)[:, rank * B // a.procs:(rank + 1) * B // a.procs]
+    data = data.to("cuda" if gpu else "cpu")
     drop_mode = "torch" if a.fast_dropout else "philox"
 
     mems = None
