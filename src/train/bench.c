@@ -74,22 +74,23 @@ static void print_step_counts(const StepCounts *c) {
            c->steps, c->min[0], c->max[0], c->min[1], c->max[1], c->min[2], c->max[2]);
 }
 
-void txl_bench_tokens(const TxlConfig *c, const TxlZipf *z, int col0, int B, int segment, int32_t *tok) {
-  for (int i = 0; i <= c->tgt_len; i++)
+void txl_bench_tokens(const TxlConfig *c, const TxlZipf *z, int L, int col0, int B, int segment, int32_t *tok) {
+  for (int i = 0; i <= L; i++)
     for (int j = 0; j < B; j++)
       tok[(size_t)i * B + j] = txl_zipf_id(z, txl_philox4x32_10((uint32_t)i, (uint32_t)(col0 + j), (uint32_t)segment,
                                                                 0xbe4c4u, (uint32_t)c->seed, 0u));
 }
 
-void txl_bench_tail_caps(const TxlConfig *c, const TxlDims *dm, int col0, int B, int group_cols, TxlTailCap *cap) {
+void txl_bench_tail_caps(const TxlConfig *c, const TxlDims *dm, int L, int col0, int B, int group_cols,
+                         TxlTailCap *cap) {
   const TxlTailCap none = TXL_TAIL_NOT_COUNTED;
   *cap = none;
   TxlZipf z;
   txl_zipf_make(&z, dm->n_token);
-  int32_t *tok = txl_malloc((size_t)(c->tgt_len + 1) * B * sizeof(int32_t), "synthetic tokens");
+  int32_t *tok = txl_malloc((size_t)(L + 1) * B * sizeof(int32_t), "synthetic tokens");
   for (int s = 0; s < TXL_BENCH_SEGMENTS; s++) {
-    txl_bench_tokens(c, &z, col0, B, s, tok);
-    txl_tail_cap_add_segment(cap, dm, tok, c->tgt_len, B, group_cols);
+    txl_bench_tokens(c, &z, L, col0, B, s, tok);
+    txl_tail_cap_add_segment(cap, dm, tok, L, B, group_cols);
   }
   free(tok);
   txl_zipf_free(&z);
@@ -110,7 +111,7 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
   TxlZipf z;
   txl_zipf_make(&z, V);
   for (int s = 0; s < warmup + steps; s++) {
-    txl_bench_tokens(c, &z, t->col0, B, s % TXL_BENCH_SEGMENTS, tok);
+    txl_bench_tokens(c, &z, L, t->col0, B, s % TXL_BENCH_SEGMENTS, tok);
     if (s == warmup) {
       txl_dist_barrier();
       t0 = txl_now_s();

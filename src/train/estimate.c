@@ -54,6 +54,7 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
   if (train_tail) train.tail = *train_tail;
   if (eval_tail) eval.tail = *eval_tail;
   e->tail_counted = train.tail.known && eval.tail.known;
+  e->tail_fixed = !ops->host_memory;
   e->tail = (double)txl_run_tail_bytes(&shell, &train) + (double)txl_run_tail_bytes(&shell, &eval);
   e->copy = ops->act == TXL_F32 ? 0.0 : P * (double)txl_dtype_size(ops->act);
   e->state = 4.0 * sizeof(float) * P + e->copy;
@@ -182,11 +183,14 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
     char tail[32], worst[32];
     txl_format_bytes(e->tail, tail, sizeof tail);
     txl_format_bytes(e->tail_worst, worst, sizeof worst);
+    const char *worst_is = e->tail_fixed ? "every tail cluster took a whole segment" : "every target fell in the "
+                                                                                       "widest cluster";
     if (e->tail_counted)
-      fprintf(f, "adaptive softmax tail logits (in the above): %s, sized by the most tail targets any segment of the "
-              "corpus holds (%s if every target fell in the widest cluster)\n", tail, worst);
+      fprintf(f, "adaptive softmax tail logits (in the above): %s, sized by the most tail targets any segment of %s "
+              "holds (%s if %s)\n", tail, e->tail_synthetic ? "--bench's synthetic tokens" : "the corpus", worst,
+              worst_is);
     else
-      fprintf(f, "adaptive softmax tail logits (in the above): %s, sized as if every target fell in the widest "
-              "cluster (not counted in a corpus)\n", tail);
+      fprintf(f, "adaptive softmax tail logits (in the above): %s, sized as if %s (not counted in a corpus)\n", tail,
+              worst_is);
   }
 }

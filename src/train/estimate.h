@@ -27,9 +27,12 @@ typedef struct {
   double device;        /* the GPU's share: state + both runs + workspace (0 on the CPU) */
   double host;          /* host memory at the peak (on the CPU everything) */
   /* the adaptive softmax's tail logits in both runs (part of train_run and eval_run; 0 without
-   * tail clusters): as sized, and as they would be if every target fell in the widest cluster */
+   * tail clusters): as sized, and as they would be not counted (the worst case: on the CPU every
+   * target in the widest cluster, on a GPU every tail cluster at a whole segment, tail_fixed) */
   double tail, tail_worst;
-  int tail_counted;     /* both runs' tail targets were counted in the corpus (src/train/tail_cap.h) */
+  int tail_counted;     /* both runs' tail targets were counted (src/train/tail_cap.h) */
+  int tail_fixed;       /* the backend runs every cluster at its capacity (TxlOps.host_memory 0) */
+  int tail_synthetic;   /* counted in --bench's synthetic segments, not a corpus (the caller's) */
 } TxlMemEstimate;
 
 /* Estimates one rank of `world` for a run of `c` over a vocabulary of n_token with the op table

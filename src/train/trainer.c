@@ -184,11 +184,13 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   double count_s = txl_now_s();
   if (!bench) {
     txl_tail_caps_of_config(c, t->corpus, &spec.dims, dist->world, dist->rank, &t->train_tail, &t->eval_tail);
-  } else {
-    int groups, group_cols;
+  } else { /* the evaluation run it does not make: for the estimate */
+    int groups, group_cols, Be, ce;
     const TxlRunShape ts = txl_train_run_shape(c, t->B_local, t->col0);
     txl_run_groups(&ts, &groups, &group_cols);
-    txl_bench_tail_caps(c, &spec.dims, t->col0, t->B_local, group_cols, &t->train_tail);
+    txl_bench_tail_caps(c, &spec.dims, c->tgt_len, t->col0, t->B_local, group_cols, &t->train_tail);
+    txl_shard(c->eval_batch_size, dist->world, dist->rank, &Be, &ce);
+    txl_bench_tail_caps(c, &spec.dims, c->eval_tgt_len, ce, Be, Be, &t->eval_tail);
   }
   train_all = t->train_tail;
   eval_all = t->eval_tail;
@@ -199,18 +201,23 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
   count_s = txl_now_s() - count_s;
 
   /* estimate first, print it, and refuse what cannot fit: nothing large is allocated yet */
-  txl_memory_estimate(c, n_token, t->ops, dist->world, &train_all, bench ? NULL : &eval_all, &t->estimate);
+  txl_memory_estimate(c, n_token, t->ops, dist->world, &train_all, &eval_all, &t->estimate);
+  t->estimate.tail_synthetic = bench;
   print_summary(t, bench);
-  if (!bench && spec.dims.n_clusters > 0 && dist->rank == 0) {
+  if (spec.dims.n_clusters > 0 && dist->rank == 0) {
     char tr[96], ev[96];
     const TxlRunShape most = txl_train_run_shape(c, txl_shard_max(c->batch_size, dist->world), 0);
     int groups, group_cols;
     txl_run_groups(&most, &groups, &group_cols);
     txl_tail_cap_format(&train_all, &spec.dims, tr, sizeof tr);
     txl_tail_cap_format(&eval_all, &spec.dims, ev, sizeof ev);
-    printf("adaptive softmax: the most targets of each tail cluster in any segment (counted in the corpus in %.2f s, "
-           "the largest of any rank's): training %s of %d; evaluation %s of %d\n", count_s, tr, most.L_max * group_cols,
-           ev, c->eval_tgt_len * txl_shard_max(c->eval_batch_size, dist->world));
+    if (!bench)
+      printf("adaptive softmax: the most targets of each tail cluster in any segment (counted in the corpus in %.2f s, "
+             "the largest of any rank's): training %s of %d; evaluation %s of %d\n", count_s, tr,
+             most.L_max * group_cols, ev, c->eval_tgt_len * txl_shard_max(c->eval_batch_size, dist->world));
+    else
+      printf("adaptive softmax: the most targets of each tail cluster in any segment (counted in the %d synthetic "
+             "segments, the largest of any rank's): %s of %d\n", TXL_BENCH_SEGMENTS, tr, most.L_max * group_cols);
     fflush(stdout);
   }
   check_memory(t);

@@ -105,12 +105,13 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup);
 /* --bench's synthetic tokens (bench.c): TXL_BENCH_SEGMENTS segments of Zipf-distributed ids
  * (src/base/zipf.h: the shares of text, so the adaptive softmax's clusters get a corpus's load),
  * keyed by (row, global column, segment, seed) and so the same on every rank count; step s takes
- * segment s % TXL_BENCH_SEGMENTS. tok [(L + 1), B]: this rank's columns col0.. (L = tgt_len). */
+ * segment s % TXL_BENCH_SEGMENTS. tok [(L + 1), B]: this rank's columns col0.. (L: tgt_len). */
 #define TXL_BENCH_SEGMENTS 64
-void txl_bench_tokens(const TxlConfig *c, const TxlZipf *z, int col0, int B, int segment, int32_t *tok);
+void txl_bench_tokens(const TxlConfig *c, const TxlZipf *z, int L, int col0, int B, int segment, int32_t *tok);
 /* The most targets of each tail cluster in one column group (group_cols columns) of any of those
- * segments: the run's tail caps, as a corpus's count gives them (src/train/tail_cap.h). */
-void txl_bench_tail_caps(const TxlConfig *c, const TxlDims *dm, int col0, int B, int group_cols, TxlTailCap *cap);
+ * segments (of L rows): a run's tail caps, as a corpus's count gives them (src/train/tail_cap.h). */
+void txl_bench_tail_caps(const TxlConfig *c, const TxlDims *dm, int L, int col0, int B, int group_cols,
+                         TxlTailCap *cap);
 
 /* Continues from the checkpoint named by run.resume (auto / a file / a directory): checks that
  * the model's shape keys match (else an error listing them), prints the keys that changed, and
