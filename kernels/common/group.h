@@ -8,10 +8,10 @@
 
 #include "src/base/philox.h" /* TXL_HD */
 
-/* The adaptive input's and softmax's grouping of tokens by cluster (the op adaptive_group). Token
- * id v is of cluster i when cut[i] <= v < cut[i + 1] (0 <= i <= last); clusters first..last are
- * grouped (a token of another is in no group). Cluster i owns the slots [base[i], base[i] + cap[i])
- * of the op's rows and ids, after the slots of cluster i - 1. */
+/* What a grouping groups, and where: token id v is of cluster i when cut[i] <= v < cut[i + 1]
+ * (0 <= i <= last); clusters first..last are grouped (a token of another is in no group).
+ * Cluster i owns the slots [base[i], base[i] + cap[i]) of the op's rows and ids, after the slots
+ * of cluster i - 1. */
 #define TXL_GROUP_MAX 8
 typedef struct {
   int first, last;                 /* 0 <= first <= last < TXL_GROUP_MAX                    */

@@ -1,5 +1,5 @@
 /* The adaptive input's and softmax's grouping by cluster, as the CPU backend
- * (kernels/cpu/adaptive_group.c; the op in kernels/ops.def, TxlGroupSpec in kernels/ops.h):
+ * (kernels/cpu/adaptive_group.c; the op in kernels/ops.def, TxlGroupSpec in kernels/common/group.h):
  * stable, so every slot holds what the CPU's pass in token order puts there, bit for bit.
  *
  * One block of TXL_CUDA_THREADS threads (a segment's tokens: thousands, a few microseconds):

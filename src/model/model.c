@@ -206,28 +206,37 @@ static int64_t caps_times(const TxlModel *m, const TxlGroupSpec *g, int (*width)
 static int width_d(const TxlDims *dm, int i) { return (void)i, dm->d_model; }
 
 /* Elements of the tail logits buffer: adaptive.c lays the clusters' logits one after the other,
- * n_i rows of ld(size of cluster i) elements. Fixed products: n_i = cap_i. Else n_i <= cap[i] and
- * sum n_i <= L_max cols (a target falls in one cluster): the largest such sum gives the most rows
- * to the widest clusters first (every row counts 1 against the rows of the segment: a greedy fill
- * is optimal); with no bound (every cap the whole segment) that is the whole segment in the widest
- * cluster. At least one row of the widest: txl_adaptive_logprobs writes one row of each cluster in
- * turn there. */
+ * n_i rows of ld(size of cluster i) elements. Fixed products: n_i = cap_i, every cluster at its
+ * cap. Else n_i <= cap[i] and sum n_i <= L_max cols (a target falls in one cluster): the largest
+ * such sum gives the most rows to the widest clusters first (every row counts 1 against the rows
+ * of the segment: a greedy fill is optimal); with no bound (every cap the whole segment) that is
+ * the whole segment in the widest cluster. At least one row of the widest: txl_adaptive_logprobs
+ * writes one row of each cluster in turn there. */
 static int64_t tail_elems(const TxlModel *m, const TxlRunShape *s, int cols) {
   const TxlDims *dm = &m->spec.dims;
   int cap[TXL_MAX_CLUSTERS], used[TXL_MAX_CLUSTERS] = {0};
-  int64_t ld[TXL_MAX_CLUSTERS] = {0};
+  int64_t ld[TXL_MAX_CLUSTERS] = {0}, widest = 0;
   tail_caps(dm, s, cols, cap);
-  for (int i = 1; i <= dm->n_clusters; i++) ld[i] = txl_model_ld(m, txl_dims_csize(dm, i));
-  int64_t rows = (int64_t)s->L_max * cols, elems = 0, widest = 0;
-  for (int pass = 1; pass <= dm->n_clusters; pass++) {
-    int best = 0;
-    for (int i = 1; i <= dm->n_clusters; i++)
-      if (!used[i] && (!best || ld[i] > ld[best])) best = i;
-    used[best] = 1;
-    const int64_t n = m->ops->host_memory ? (cap[best] < rows ? cap[best] : rows) : cap[best];
-    widest = ld[best] > widest ? ld[best] : widest;
-    elems += n * ld[best];
-    rows -= m->ops->host_memory ? n : 0;
+  for (int i = 1; i <= dm->n_clusters; i++) {
+    ld[i] = txl_model_ld(m, txl_dims_csize(dm, i));
+    widest = ld[i] > widest ? ld[i] : widest;
+  }
+  int64_t elems = 0;
+  if (!m->ops->host_memory) {
+    TxlGroupSpec in, tg;
+    group_specs(m, s, cols, 1, &in, &tg);
+    elems = caps_times(m, &tg, txl_dims_csize);
+  } else {
+    int64_t rows = (int64_t)s->L_max * cols;
+    for (int pass = 1; pass <= dm->n_clusters; pass++) {
+      int best = 0;
+      for (int i = 1; i <= dm->n_clusters; i++)
+        if (!used[i] && (!best || ld[i] > ld[best])) best = i;
+      used[best] = 1;
+      const int64_t n = cap[best] < rows ? cap[best] : rows;
+      elems += n * ld[best];
+      rows -= n;
+    }
   }
   return elems > widest ? elems : widest > 0 ? widest : 1;
 }
@@ -245,8 +254,8 @@ static void walk_adaptive(Alloc *a, TxlRun *r) {
   r->ad_fixed = fixed;
   group_specs(m, s, a->cols, fixed, &r->ad_in, &r->ad_tg);
   r->ad_tg_slot0 = group_slots(&r->ad_in);
-  const size_t slots = (size_t)(r->ad_tg_slot0 + group_slots(&r->ad_tg));
   const size_t tails = (size_t)group_slots(&r->ad_tg); /* sum of the tail caps */
+  const size_t slots = (size_t)r->ad_tg_slot0 + tails;
   r->ad_rows = take(a, (slots ? slots : 1) * sizeof(int32_t), "adaptive rows");
   r->ad_ids = take(a, (slots ? slots : 1) * sizeof(int32_t), "adaptive ids");
   r->ad_head_tg = take(a, L * B * sizeof(int32_t), "head targets");
