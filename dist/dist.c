@@ -1,5 +1,6 @@
 #include "dist/dist.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,20 @@ void txl_dist_allreduce_sum_f64(double *x, int n) { allreduce(x, n, MPI_DOUBLE, 
 void txl_dist_allreduce_max_i32(int *x, int n) { allreduce(x, n, MPI_INT, MPI_MAX, "a maximum across ranks"); }
 
 void txl_dist_allreduce_max_f64(double *x, int n) { allreduce(x, n, MPI_DOUBLE, MPI_MAX, "a maximum across ranks"); }
+
+void txl_dist_share_bytes(void *base, const int64_t *lo, const char *what) {
+  if (g_world == 1) return;
+  int counts[g_world], displs[g_world]; /* a few KiB at most: no allocation in a step */
+  for (int k = 0; k < g_world; k++) {
+    if (lo[k + 1] > INT_MAX) /* MPI's counts and displacements are int */
+      txl_fatal("%s: %lld bytes, more than MPI's %d in one call", what, (long long)lo[k + 1], INT_MAX);
+    counts[k] = (int)(lo[k + 1] - lo[k]);
+    displs[k] = (int)lo[k];
+  }
+  MPI_Request req;
+  MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &req));
+  txl_dist_wait(1, &req, what);
+}
 
 void txl_dist_barrier(void) {
   if (g_world == 1) return;

@@ -116,8 +116,46 @@ static void transport_gather(void *ctx, const void *send, void *recv, int64_t by
   txl_nccl_join(c, c->compute);
 }
 
+/* As transport_start, to `root` alone (in place there; NCCL reads the others' p only). */
+static void transport_reduce(void *ctx, float *p, int64_t n, int root) {
+  TxlNccl *c = (TxlNccl *)ctx;
+  if (n <= 0) return;
+  CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
+  CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
+  for (int64_t off = 0; off < n; off += TXL_NCCL_SLICE) {
+    const size_t count = (size_t)(n - off < TXL_NCCL_SLICE ? n - off : TXL_NCCL_SLICE);
+    NCCL_CHECK(ncclReduce(p + off, p + off, count, ncclFloat, ncclSum, root, c->comm, c->stream));
+  }
+}
+
+/* As the gather: after the compute work so far, and before the compute work after it. */
+static void transport_sum_f64(void *ctx, double *p, int n) {
+  TxlNccl *c = (TxlNccl *)ctx;
+  CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
+  CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
+  NCCL_CHECK(ncclAllReduce(p, p, (size_t)n, ncclFloat64, ncclSum, c->comm, c->stream));
+  txl_nccl_join(c, c->compute);
+}
+
+/* One broadcast per owner, in one group (NCCL may run them at once), each in place. */
+static void transport_share(void *ctx, void *base, const int64_t *lo, int world) {
+  TxlNccl *c = (TxlNccl *)ctx;
+  CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
+  CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
+  NCCL_CHECK(ncclGroupStart());
+  for (int k = 0; k < world; k++)
+    for (int64_t off = lo[k]; off < lo[k + 1]; off += TXL_NCCL_SLICE) {
+      const size_t count = (size_t)(lo[k + 1] - off < TXL_NCCL_SLICE ? lo[k + 1] - off : TXL_NCCL_SLICE);
+      char *p = (char *)base + off;
+      NCCL_CHECK(ncclBroadcast(p, p, count, ncclUint8, k, c->comm, c->stream));
+    }
+  NCCL_CHECK(ncclGroupEnd());
+  txl_nccl_join(c, c->compute);
+}
+
 TxlReduceTransport txl_nccl_transport(TxlNccl *c) {
-  TxlReduceTransport t = {c, transport_start, transport_finish, transport_gather};
+  TxlReduceTransport t = {c, transport_start, transport_finish, transport_gather, transport_reduce, transport_sum_f64,
+                          transport_share};
   return t;
 }
 

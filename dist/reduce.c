@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dist/dist.h"
 #include "dist/wait.h"
@@ -20,6 +21,9 @@ struct TxlReducer {
   int n_pend, cap_pend;
   double wait_s;
   double gathered;      /* bytes sent to txl_reducer_gather */
+  int64_t *owner_lo;    /* [world + 1] txl_reducer_set_owners's, or NULL: every rank gets every sum */
+  int64_t *share_lo;    /* [world + 1] txl_reducer_share's scratch: owner_lo in bytes */
+  int rank;
   TxlReduceTransport transport; /* start == NULL: MPI on host memory */
 };
 
@@ -32,6 +36,7 @@ TxlReducer *txl_reducer_create(float *buf, int64_t n, int64_t bucket_elems, int 
   if (r->bucket < 1) r->bucket = 1;
   r->overlap = overlap;
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r->rank));
   return r;
 }
 
@@ -42,27 +47,83 @@ TxlReducer *txl_reducer_create_with(const TxlReduceTransport *t, float *buf, int
   return r;
 }
 
+static MPI_Request *next_request(TxlReducer *r) {
+  if (r->n_req == r->cap_req) {
+    r->cap_req = r->cap_req ? 2 * r->cap_req : 64;
+    r->req = realloc(r->req, (size_t)r->cap_req * sizeof *r->req);
+    ALLOC_CHECK(r->req);
+  }
+  return &r->req[r->n_req++];
+}
+
+/* The sum of buf[b, b + len) to every rank, or to `root` alone (root >= 0). */
+static void post_one(TxlReducer *r, int64_t b, int64_t len, int root) {
+  float *p = r->buf + b;
+  if (r->transport.start) {
+    if (root < 0) r->transport.start(r->transport.ctx, p, len);
+    else r->transport.reduce(r->transport.ctx, p, len, root);
+    return;
+  }
+  /* without overlap: one bucket after another, as blocking calls would, but under the deadline */
+  MPI_Request one, *req = r->overlap ? next_request(r) : &one;
+  if (root < 0)
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, p, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req));
+  else /* the root sums in place; another rank's p is only sent */
+    MPI_CHECK(MPI_Ireduce(r->rank == root ? MPI_IN_PLACE : p, p, (int)len, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD, req));
+  if (!r->overlap) txl_dist_wait(1, req, "the gradient all-reduce");
+}
+
 static void post(TxlReducer *r, int64_t begin, int64_t end) {
   for (int64_t b = begin; b < end; b += r->bucket) {
-    int64_t len = end - b < r->bucket ? end - b : r->bucket;
-    if (r->transport.start) {
-      r->transport.start(r->transport.ctx, r->buf + b, len);
+    const int64_t e = end - b < r->bucket ? end : b + r->bucket;
+    if (!r->owner_lo) {
+      post_one(r, b, e - b, -1);
       continue;
     }
-    if (!r->overlap) { /* one bucket after another, as blocking calls would, but under the deadline */
-      MPI_Request req;
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
-      txl_dist_wait(1, &req, "the gradient all-reduce");
-      continue;
+    for (int k = 0; k < r->world; k++) { /* the bucket's part in each owner's slice */
+      const int64_t lo = b > r->owner_lo[k] ? b : r->owner_lo[k];
+      const int64_t hi = e < r->owner_lo[k + 1] ? e : r->owner_lo[k + 1];
+      if (hi > lo) post_one(r, lo, hi - lo, k);
     }
-    if (r->n_req == r->cap_req) {
-      r->cap_req = r->cap_req ? 2 * r->cap_req : 64;
-      r->req = realloc(r->req, (size_t)r->cap_req * sizeof *r->req);
-      ALLOC_CHECK(r->req);
-    }
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, r->buf + b, (int)len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                             &r->req[r->n_req++]));
   }
+}
+
+void txl_reducer_set_owners(TxlReducer *r, const int64_t *lo) {
+  if (lo[0] != 0 || lo[r->world] != r->n) txl_fatal("internal: reducer: owners of [%lld, %lld), the buffer is [0, %lld)",
+                                                    (long long)lo[0], (long long)lo[r->world], (long long)r->n);
+  for (int k = 0; k < r->world; k++)
+    if (lo[k + 1] < lo[k]) txl_fatal("internal: reducer: rank %d's slice ends before it starts", k);
+  if (r->transport.start && (!r->transport.reduce || !r->transport.share || !r->transport.sum_f64))
+    txl_fatal("internal: the reducer's transport cannot reduce to owners");
+  if (r->world == 1) return;
+  free(r->owner_lo);
+  r->owner_lo = txl_malloc((size_t)(r->world + 1) * sizeof *r->owner_lo, "reducer: the slices' owners");
+  memcpy(r->owner_lo, lo, (size_t)(r->world + 1) * sizeof *lo);
+  free(r->share_lo);
+  r->share_lo = txl_malloc((size_t)(r->world + 1) * sizeof *r->share_lo, "reducer: the slices in bytes");
+}
+
+void txl_reducer_sum_f64(TxlReducer *r, double *p, int n) {
+  if (r->world == 1 || n <= 0) return;
+  double t0 = txl_now_s();
+  if (r->transport.start) {
+    if (!r->transport.sum_f64) txl_fatal("internal: the reducer's transport cannot sum doubles");
+    r->transport.sum_f64(r->transport.ctx, p, n);
+  } else {
+    txl_dist_allreduce_sum_f64(p, n);
+  }
+  r->wait_s += txl_now_s() - t0;
+}
+
+void txl_reducer_share(TxlReducer *r, void *base, size_t elem_bytes) {
+  if (r->world == 1) return;
+  if (!r->owner_lo) txl_fatal("internal: reducer: a share without owners");
+  int64_t *lo = r->share_lo;
+  for (int k = 0; k <= r->world; k++) lo[k] = r->owner_lo[k] * (int64_t)elem_bytes;
+  double t0 = txl_now_s();
+  if (r->transport.start) r->transport.share(r->transport.ctx, base, lo, r->world);
+  else txl_dist_share_bytes(base, lo, "the parameters' all-gather");
+  r->wait_s += txl_now_s() - t0;
 }
 
 void txl_reducer_ready(TxlReducer *r, int64_t begin, int64_t end) {
@@ -133,5 +194,7 @@ void txl_reducer_destroy(TxlReducer *r) {
   free(r->req);
   free(r->pend_begin);
   free(r->pend_end);
+  free(r->owner_lo);
+  free(r->share_lo);
   free(r);
 }

@@ -26,6 +26,10 @@ typedef struct {
   int32_t pad;
 } TxlGradClip;
 
+/* The most parts a backend splits the gradient norm into (kernels/ops.def: norm_parts): the CUDA
+ * backend's chunk count at most (the CPU's is 64). */
+#define TXL_NORM_PARTS_MAX 4096
+
 /* torch.nn.utils.clip_grad_norm_'s factor (clip / (norm + 1e-6), applied when < 1; clip 0: off)
  * times the inverse of the loss scale (a power of two: exact). */
 static inline TXL_HD float txl_grad_coef(float clip, double norm, double loss_scale) {

@@ -88,38 +88,80 @@ uint64_t txl_cpu_digest(const float *x, int64_t n) {
   return s;
 }
 
-/* sumsq's chunks of the packed view (n values, the segments end to end): a chunk inside one
- * segment is summed where it lies, one spanning segments is first gathered (host scratch of the
- * chunk's length, at most n / 64 + 1 values), so every chunk sees the values sumsq would. */
-double txl_cpu_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
+/* The segment holding packed index i (lengths may be 0; i == n: the last), and its packed start. */
+static int segment_of(int n_seg, const int64_t *seg, int64_t i, int64_t *start) {
+  int s = 0;
+  *start = 0;
+  while (s < n_seg - 1 && *start + seg[2 * s + 1] <= i) *start += seg[2 * s++ + 1];
+  return s;
+}
+
+static int64_t packed_length(int n_seg, const int64_t *seg) {
   int64_t n = 0;
   for (int s = 0; s < n_seg; s++) n += seg[2 * s + 1];
+  return n;
+}
+
+/* Chunk c of sumsq's chunks of the packed view (n values, the segments end to end): one inside a
+ * segment is summed where it lies, one spanning segments is first gathered (host scratch of the
+ * chunk's length, at most n / 64 + 1 values), so every chunk sees the values sumsq would. */
+static double segments_chunk(const float *x, int n_seg, const int64_t *seg, int64_t n, int c) {
+  const int64_t i0 = n * c / TXL_SUMSQ_CHUNKS, i1 = n * (c + 1) / TXL_SUMSQ_CHUNKS;
+  if (i1 == i0) return 0.0;
+  int64_t start;
+  int s = segment_of(n_seg, seg, i0, &start);
+  if (i1 <= start + seg[2 * s + 1]) return chunk_sumsq(x + seg[2 * s] + (i0 - start), i1 - i0);
+  float *tmp = txl_malloc((size_t)(i1 - i0) * sizeof(float), "sum of squares (gathered chunk)");
+  int64_t got = 0;
+  for (int64_t from = i0 - start; got < i1 - i0; s++, from = 0) {
+    int64_t take = seg[2 * s + 1] - from;
+    if (take > i1 - i0 - got) take = i1 - i0 - got;
+    if (take > 0) memcpy(tmp + got, x + seg[2 * s] + from, (size_t)take * sizeof(float));
+    got += take > 0 ? take : 0;
+  }
+  const double sum = chunk_sumsq(tmp, i1 - i0);
+  free(tmp);
+  return sum;
+}
+
+/* The chunk sums added in chunk order: the one addition of sumsq_segments and grad_clip_parts. */
+static double sum_parts(const double *part, int n_parts) {
+  double total = 0.0;
+  for (int c = 0; c < n_parts; c++) total += part[c];
+  return total;
+}
+
+double txl_cpu_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
   double part[TXL_SUMSQ_CHUNKS];
-#pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
-  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) {
-    const int64_t i0 = n * c / TXL_SUMSQ_CHUNKS, i1 = n * (c + 1) / TXL_SUMSQ_CHUNKS;
-    /* the segment holding packed index i0 (lengths may be 0), and its packed start */
-    int s = 0;
-    int64_t start = 0;
-    while (s < n_seg - 1 && start + seg[2 * s + 1] <= i0) start += seg[2 * s++ + 1];
-    if (i1 - i0 == 0 || i1 <= start + seg[2 * s + 1]) {
-      part[c] = i1 > i0 ? chunk_sumsq(x + seg[2 * s] + (i0 - start), i1 - i0) : 0.0;
+  txl_cpu_sumsq_parts(part, x, n_seg, seg, 0, TXL_SUMSQ_CHUNKS);
+  return sum_parts(part, TXL_SUMSQ_CHUNKS);
+}
+
+/* The chunks' starts in the buffer: packed index i0 lies at seg[2s] + (i0 - start) of the segment
+ * holding it (an empty chunk, or one at a segment's end, begins where the next value lies). */
+int txl_cpu_norm_parts(int64_t *bounds, int n_seg, const int64_t *seg) {
+  const int64_t n = packed_length(n_seg, seg);
+  for (int c = 0; c <= TXL_SUMSQ_CHUNKS; c++) {
+    if (n_seg <= 0) {
+      bounds[c] = 0;
       continue;
     }
-    float *tmp = txl_malloc((size_t)(i1 - i0) * sizeof(float), "sum of squares (gathered chunk)");
-    int64_t got = 0;
-    for (int64_t from = i0 - start; got < i1 - i0; s++, from = 0) {
-      int64_t take = seg[2 * s + 1] - from;
-      if (take > i1 - i0 - got) take = i1 - i0 - got;
-      if (take > 0) memcpy(tmp + got, x + seg[2 * s] + from, (size_t)take * sizeof(float));
-      got += take > 0 ? take : 0;
-    }
-    part[c] = chunk_sumsq(tmp, i1 - i0);
-    free(tmp);
+    const int64_t i0 = n * c / TXL_SUMSQ_CHUNKS;
+    int64_t start;
+    const int s = segment_of(n_seg, seg, i0, &start);
+    bounds[c] = c == 0 ? seg[0] : seg[2 * s] + (i0 - start);
   }
-  double total = 0.0;
-  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) total += part[c];
-  return total;
+  return TXL_SUMSQ_CHUNKS;
+}
+
+void txl_cpu_sumsq_parts(double *part, const float *x, int n_seg, const int64_t *seg, int p0, int p1) {
+  const int64_t n = packed_length(n_seg, seg);
+#pragma omp parallel for schedule(static) if (n >= TXL_CPU_PAR_MIN_ELEMS)
+  for (int c = 0; c < TXL_SUMSQ_CHUNKS; c++) part[c] = c >= p0 && c < p1 ? segments_chunk(x, n_seg, seg, n, c) : 0.0;
+}
+
+void txl_cpu_grad_clip_parts(TxlGradClip *r, const double *part, int n_parts, float clip, double loss_scale) {
+  txl_grad_clip_record(r, sum_parts(part, n_parts), clip, loss_scale);
 }
 
 void txl_cpu_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip, double loss_scale) {

@@ -274,6 +274,24 @@ static void count_grad_clip(TxlGradClip *r, const float *gr, int n_seg, const in
   add_n(TXL_COUNT_OPTIMIZER, 2.0 * (double)n, 4.0 * (double)n, chunked_launches(n));
 }
 
+/* the CUDA backend's geometry itself (host arithmetic, nothing runs) */
+static int count_norm_parts(int64_t *bounds, int n_seg, const int64_t *seg) { return txl_cuda_norm_parts(bounds, n_seg, seg); }
+
+/* the first kernel over the parts [p0, p1): each of their elements read once, 2 FLOPs each */
+static void count_sumsq_parts(double *part, const float *x, int n_seg, const int64_t *seg, int p0, int p1) {
+  (void)part, (void)x;
+  int64_t bounds[TXL_NORM_PARTS_MAX + 1];
+  txl_cuda_norm_parts(bounds, n_seg, seg);
+  const double n = p1 > p0 ? (double)(bounds[p1] - bounds[p0]) : 0.0;
+  add_n(TXL_COUNT_OPTIMIZER, 2.0 * n, 4.0 * n, 1.0);
+}
+
+/* the second kernel: the parts read, the record made (a few FLOPs, not counted) */
+static void count_grad_clip_parts(TxlGradClip *r, const double *part, int n_parts, float clip, double loss_scale) {
+  (void)r, (void)part, (void)clip, (void)loss_scale;
+  add_n(TXL_COUNT_OPTIMIZER, (double)n_parts, 8.0 * (double)n_parts, 1.0);
+}
+
 /* reads x; no floating-point work (integer mixing and sums) */
 static uint64_t count_digest(const float *x, int64_t n) {
   (void)x;

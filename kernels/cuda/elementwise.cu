@@ -5,6 +5,7 @@
  *   add            out = a + b (out may alias a, b)  [n]
  *   sumsq          sum x^2 in double, to the host    [n]
  *   sumsq_segments sumsq over the span of segments whose gaps are zero (the padded gradient)
+ *   norm_parts, sumsq_parts, grad_clip_parts  that sum in its chunks (a rank's share of them)
  *   digest         the parameters' 64-bit fingerprint (kernels/common/digest.h), to the host
  * The element-wise ops are one thread per element (grid-stride loops) doing the same single
  * float operation as the CPU, so their fp32 results are the same bits; their bf16 / fp16 results are
@@ -34,6 +35,7 @@
 #define TXL_EW_PART_DOUBLES ((int64_t)1 << 21) /* P * n at most, unless n alone is larger   */
 #define TXL_SUMSQ_MIN_CHUNK 8192              /* elements of one sumsq chunk, at least      */
 #define TXL_SUMSQ_MAX_CHUNKS 4096             /* sumsq chunks, at most                      */
+static_assert(TXL_SUMSQ_MAX_CHUNKS <= TXL_NORM_PARTS_MAX, "the norm's parts are sumsq's chunks");
 
 /* ---- scratch ------------------------------------------------------------------------------ */
 
@@ -206,12 +208,17 @@ struct DigestTerm {
 };
 
 /* Kernel 1: part[c] = sum of term(i, x[i]) over chunk c, the elements c chunk <= i < min((c+1)
- * chunk, n). grid-stride over the chunks, one block each (blockDim.x == TXL_CUDA_THREADS);
- * part [nchunks] */
+ * chunk, n), for c0 <= c < c1, and 0 for the other chunks. grid-stride over the chunks, one block
+ * each (blockDim.x == TXL_CUDA_THREADS); part [nchunks] */
 template <typename T, typename Term>
-static __global__ void chunk_sum_kernel(T *part, const float *x, int64_t n, int64_t chunk, int nchunks, Term term) {
+static __global__ void chunk_sum_kernel(T *part, const float *x, int64_t n, int64_t chunk, int nchunks, int c0, int c1,
+                                        Term term) {
   __shared__ T sh[TXL_CUDA_THREADS];
   for (int c = blockIdx.x; c < nchunks; c += gridDim.x) { /* c is uniform across the block */
+    if (c < c0 || c >= c1) {
+      if (threadIdx.x == 0) part[c] = 0;
+      continue;
+    }
     const int64_t i0 = (int64_t)c * chunk;
     const int64_t i1 = i0 + chunk < n ? i0 + chunk : n;
     T s = 0;
@@ -249,23 +256,44 @@ struct ClipRecord {
   __device__ void operator()(double sumsq) const { txl_grad_clip_record(r, sumsq, clip, loss_scale); }
 };
 
+/* The chunks of a sum over n elements (n >= 0): their count (<= TXL_SUMSQ_MAX_CHUNKS; 0 for
+ * n = 0) and *chunk, the elements of each but the last. */
+static int sum_chunks(int64_t n, int64_t *chunk) {
+  *chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
+  if (*chunk < TXL_SUMSQ_MIN_CHUNK) *chunk = TXL_SUMSQ_MIN_CHUNK;
+  return (int)((n + *chunk - 1) / *chunk);
+}
+
+/* Kernel 1 over the chunks [c0, c1) of x [n] into part [max(nchunks, 1)] (an empty x: one part of
+ * 0, so that a sum has at least one part). */
+template <typename T, typename Term>
+static void chunk_sums(T *part, const float *x, int64_t n, int c0, int c1, Term term) {
+  int64_t chunk;
+  const int nchunks = sum_chunks(n, &chunk);
+  const int blocks = nchunks > 0 ? nchunks : 1;
+  auto partial = chunk_sum_kernel<T, Term>;
+  TXL_LAUNCH(partial, blocks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, blocks, c0, c1, term);
+  CUDA_LAUNCH_CHECK();
+}
+
+/* Kernel 2 over part [nparts], the total handed to out on the device. */
+template <typename T, typename Out>
+static void parts_sum(Out out, const T *part, int nparts) {
+  auto final = final_sum_kernel<T, Out>;
+  TXL_LAUNCH(final, 1, TXL_CUDA_THREADS, 0)(out, part, nparts);
+  CUDA_LAUNCH_CHECK();
+}
+
 /* The sum of term over x [n] (n >= 0) handed to out on the device: the partials in the scratch
  * (8-byte words). Nothing waits. */
 template <typename T, typename Term, typename Out>
 static void chunked_sum_device(const float *x, int64_t n, Term term, Out out) {
   static_assert(sizeof(T) == sizeof(double), "partials of 8 bytes, as the scratch holds");
-  int64_t chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
-  if (chunk < TXL_SUMSQ_MIN_CHUNK) chunk = TXL_SUMSQ_MIN_CHUNK;
-  const int nchunks = (int)((n + chunk - 1) / chunk); /* <= TXL_SUMSQ_MAX_CHUNKS */
+  int64_t chunk;
+  const int nchunks = sum_chunks(n, &chunk), nparts = nchunks > 0 ? nchunks : 1;
   T *part = (T *)scratch(TXL_SUMSQ_MAX_CHUNKS + 1);
-  if (nchunks > 0) {
-    auto partial = chunk_sum_kernel<T, Term>;
-    TXL_LAUNCH(partial, nchunks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, nchunks, term);
-    CUDA_LAUNCH_CHECK();
-  }
-  auto final = final_sum_kernel<T, Out>;
-  TXL_LAUNCH(final, 1, TXL_CUDA_THREADS, 0)(out, part, nchunks);
-  CUDA_LAUNCH_CHECK();
+  chunk_sums<T>(part, x, n, 0, nparts, term);
+  parts_sum<T>(out, part, nparts);
 }
 
 /* The same sum, to the host (through the word after the partials). */
@@ -301,11 +329,34 @@ extern "C" double txl_cuda_sumsq_segments(const float *x, int n_seg, const int64
   return txl_cuda_sumsq(x + begin, n);
 }
 
-/* sumsq_segments' sum made into the record on the device, by the sum's last kernel: the host never
- * waits. */
-extern "C" void txl_cuda_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip,
-                                   double loss_scale) {
+/* The parts are sumsq's chunks of the span (an empty span: one part of nothing). */
+extern "C" int txl_cuda_norm_parts(int64_t *bounds, int n_seg, const int64_t *seg) {
+  int64_t begin = 0, n = 0, chunk;
+  if (n_seg > 0) segment_span(n_seg, seg, &begin, &n);
+  const int nchunks = sum_chunks(n, &chunk), nparts = nchunks > 0 ? nchunks : 1;
+  for (int p = 0; p < nparts; p++) bounds[p] = begin + (int64_t)p * chunk;
+  bounds[nparts] = begin + n;
+  return nparts;
+}
+
+extern "C" void txl_cuda_sumsq_parts(double *part, const float *x, int n_seg, const int64_t *seg, int p0, int p1) {
   int64_t begin = 0, n = 0;
   if (n_seg > 0) segment_span(n_seg, seg, &begin, &n);
-  chunked_sum_device<double>(g + begin, n, SquareTerm(), ClipRecord{r, clip, loss_scale});
+  chunk_sums<double>(part, x + begin, n, p0, p1, SquareTerm());
+}
+
+extern "C" void txl_cuda_grad_clip_parts(TxlGradClip *r, const double *part, int n_parts, float clip,
+                                         double loss_scale) {
+  parts_sum<double>(ClipRecord{r, clip, loss_scale}, part, n_parts);
+}
+
+/* sumsq_segments' sum made into the record on the device, by the sum's last kernel (the host never
+ * waits): sumsq_parts over every part into the scratch, then grad_clip_parts. */
+extern "C" void txl_cuda_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip,
+                                   double loss_scale) {
+  int64_t bounds[TXL_NORM_PARTS_MAX + 1];
+  const int nparts = txl_cuda_norm_parts(bounds, n_seg, seg);
+  double *part = scratch(TXL_SUMSQ_MAX_CHUNKS + 1);
+  txl_cuda_sumsq_parts(part, g, n_seg, seg, 0, nparts);
+  txl_cuda_grad_clip_parts(r, part, nparts, clip, loss_scale);
 }

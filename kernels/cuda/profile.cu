@@ -55,7 +55,9 @@ int family_of(int cf, int op) {
     case TXL_COUNT_SOFTMAX_XENT: return TXL_PROF_SOFTMAX_XENT;
     case TXL_COUNT_DROPOUT: return TXL_PROF_DROPOUT;
     case TXL_COUNT_OPTIMIZER:
-      if (op == OP_sumsq || op == OP_sumsq_segments || op == OP_grad_clip) return TXL_PROF_GRAD_NORM;
+      if (op == OP_sumsq || op == OP_sumsq_segments || op == OP_grad_clip || op == OP_norm_parts || op == OP_sumsq_parts ||
+          op == OP_grad_clip_parts)
+        return TXL_PROF_GRAD_NORM;
       return op == OP_digest ? TXL_PROF_OTHER : TXL_PROF_OPTIMIZER; /* the digest is the replica check's */
     case TXL_COUNT_OTHER: return op == OP_upload || op == OP_to_device ? TXL_PROF_UPLOAD : TXL_PROF_OTHER;
   }

@@ -3,8 +3,8 @@
  * nothing else. Each collective is work that waits on its stream (emu_internal.h): when the
  * stream reaches it, the ranks first exchange what each called (MPI_Iallgather of a descriptor)
  * and a mismatch ends the process; then the send buffer is copied (it is final: everything before
- * it on the stream is complete) and the collective started on the copy (MPI_Iallreduce /
- * MPI_Iallgather); the result goes into the receive buffer when MPI says it is complete, so a
+ * it on the stream is complete) and the collective started on the copy (MPI_Iallreduce,
+ * MPI_Iallgather, MPI_Ireduce, MPI_Ibcast); the result goes into the receive buffer when MPI says it is complete, so a
  * reader that did not wait for the stream sees the old contents, never a part of the new. The
  * collectives of one communicator start in the order they were called, whatever their streams. */
 #include "kernels/emu/nccl_emu.h"
@@ -135,12 +135,12 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 
 /* ---- the collectives ------------------------------------------------------------------------ */
-enum Kind { ALL_REDUCE = 1, ALL_GATHER = 2 };
+enum Kind { ALL_REDUCE = 1, ALL_GATHER = 2, REDUCE = 3, BROADCAST = 4 };
 
 /* What a rank called, compared across ranks before the data moves. */
 struct Call {
   int64_t seq;    /* its number among the communicator's collectives */
-  int32_t kind, type, op, pad;
+  int32_t kind, type, op, root; /* root: of a reduce or broadcast (else 0) */
   uint64_t count; /* elements (all-gather: sent by each rank) */
 };
 
@@ -178,11 +178,24 @@ static MPI_Op mpi_op(ncclRedOp_t op) {
   }
 }
 
-static const char *kind_name(int k) { return k == ALL_REDUCE ? "ncclAllReduce" : k == ALL_GATHER ? "ncclAllGather" : "?"; }
+static const char *kind_name(int k) {
+  switch (k) {
+  case ALL_REDUCE: return "ncclAllReduce";
+  case ALL_GATHER: return "ncclAllGather";
+  case REDUCE: return "ncclReduce";
+  case BROADCAST: return "ncclBroadcast";
+  default: return "?";
+  }
+}
+
+static bool reduces(int k) { return k == ALL_REDUCE || k == REDUCE; }
+static bool rooted(int k) { return k == REDUCE || k == BROADCAST; }
 
 static void describe(const Call &c, char *out, size_t n) {
-  snprintf(out, n, "%s of %llu elements of type %d%s%d", kind_name(c.kind), (unsigned long long)c.count, c.type,
-           c.kind == ALL_REDUCE ? ", operation " : "", c.kind == ALL_REDUCE ? c.op : 0);
+  char op[32] = "", root[32] = "";
+  if (reduces(c.kind)) snprintf(op, sizeof op, ", operation %d", c.op);
+  if (rooted(c.kind)) snprintf(root, sizeof root, ", root %d", c.root);
+  snprintf(out, n, "%s of %llu elements of type %d%s%s", kind_name(c.kind), (unsigned long long)c.count, c.type, op, root);
 }
 
 /* The step of one collective (see the top of this file). */
@@ -207,7 +220,8 @@ struct Collective {
     const Call &mine = all[(size_t)comm->rank];
     for (int r = 0; r < comm->nranks; r++) {
       const Call &o = all[(size_t)r];
-      if (o.seq == mine.seq && o.kind == mine.kind && o.type == mine.type && o.op == mine.op && o.count == mine.count)
+      if (o.seq == mine.seq && o.kind == mine.kind && o.type == mine.type && o.op == mine.op && o.root == mine.root &&
+          o.count == mine.count)
         continue;
       char a[160], b[160];
       describe(mine, a, sizeof a);
@@ -233,11 +247,18 @@ struct Collective {
         in.assign(static_cast<const unsigned char *>(send), static_cast<const unsigned char *>(send) + send_bytes);
       out.resize(recv_bytes);
       const ncclDataType_t t = (ncclDataType_t)call.type;
-      if (call.kind == ALL_REDUCE)
-        MPI_Iallreduce(in.data(), out.data(), (int)call.count, mpi_type(t), mpi_op((ncclRedOp_t)call.op), comm->comm,
-                       &req);
-      else
-        MPI_Iallgather(in.data(), (int)send_bytes, MPI_BYTE, out.data(), (int)send_bytes, MPI_BYTE, comm->comm, &req);
+      const MPI_Op op = mpi_op((ncclRedOp_t)call.op);
+      switch (call.kind) {
+      case ALL_REDUCE: MPI_Iallreduce(in.data(), out.data(), (int)call.count, mpi_type(t), op, comm->comm, &req); break;
+      case REDUCE: /* the root's result only (out is empty elsewhere) */
+        MPI_Ireduce(in.data(), out.data(), (int)call.count, mpi_type(t), op, call.root, comm->comm, &req);
+        break;
+      case BROADCAST: /* the root's copy of its send buffer, to every rank's out */
+        if (comm->rank == call.root) out = in;
+        MPI_Ibcast(out.data(), (int)recv_bytes, MPI_BYTE, call.root, comm->comm, &req);
+        break;
+      default: MPI_Iallgather(in.data(), (int)send_bytes, MPI_BYTE, out.data(), (int)send_bytes, MPI_BYTE, comm->comm, &req);
+      }
       phase = 2;
     }
     if (!test()) return false;
@@ -247,20 +268,27 @@ struct Collective {
 };
 
 static ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, int kind, const void *send, void *recv, size_t count,
-                            ncclDataType_t type, ncclRedOp_t op) {
+                            ncclDataType_t type, ncclRedOp_t op, int root) {
   const char *name = kind_name(kind);
   if (!comm) return fail(NULL, ncclInvalidArgument, "%s: comm is NULL", name);
   if (!type_bytes(type)) return fail(comm, ncclInvalidArgument, "%s: data type %d", name, (int)type);
-  if (kind == ALL_REDUCE && (mpi_type(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL))
+  if (reduces(kind) && (mpi_type(type) == MPI_DATATYPE_NULL || mpi_op(op) == MPI_OP_NULL))
     return fail(comm, ncclInvalidArgument, "%s: data type %d with operation %d: not emulated", name, (int)type, (int)op);
+  if (rooted(kind) && (root < 0 || root >= comm->nranks))
+    return fail(comm, ncclInvalidArgument, "%s: root %d of a communicator of %d ranks", name, root, comm->nranks);
   const size_t elem = type_bytes(type);
-  const size_t send_bytes = count * elem, recv_bytes = kind == ALL_GATHER ? send_bytes * (size_t)comm->nranks : send_bytes;
-  if (count > (size_t)INT32_MAX || send_bytes > (size_t)INT32_MAX)
+  const bool is_root = rooted(kind) && comm->rank == root;
+  /* what this rank sends and receives: a reduce's result reaches the root alone, a broadcast's
+   * send buffer is the root's alone (NCCL reads neither elsewhere) */
+  size_t send_bytes = count * elem, recv_bytes = kind == ALL_GATHER ? send_bytes * (size_t)comm->nranks : send_bytes;
+  if (kind == REDUCE && !is_root) recv_bytes = 0;
+  if (kind == BROADCAST && !is_root) send_bytes = 0;
+  if (count > (size_t)INT32_MAX || count * elem > (size_t)INT32_MAX)
     return fail(comm, ncclInvalidArgument, "%s: %zu elements: more than the emulator moves in one call", name, count);
-  if (count && (!send || !recv)) return fail(comm, ncclInvalidArgument, "%s: a NULL buffer", name);
+  if (count && ((send_bytes && !send) || (recv_bytes && !recv))) return fail(comm, ncclInvalidArgument, "%s: a NULL buffer", name);
   auto c = std::make_shared<Collective>();
   c->comm = comm;
-  c->call = Call{0, kind, (int32_t)type, kind == ALL_REDUCE ? (int32_t)op : 0, 0, (uint64_t)count};
+  c->call = Call{0, kind, (int32_t)type, reduces(kind) ? (int32_t)op : 0, rooted(kind) ? root : 0, (uint64_t)count};
   c->send = send;
   c->recv = recv;
   c->send_bytes = send_bytes;
@@ -278,10 +306,36 @@ static ncclResult_t enqueue(ncclComm_t comm, cudaStream_t stream, int kind, cons
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  return enqueue(comm, stream, ALL_REDUCE, sendbuff, recvbuff, count, datatype, op);
+  return enqueue(comm, stream, ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, 0);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(comm, stream, REDUCE, sendbuff, recvbuff, count, datatype, op, root);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(comm, stream, BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root);
+}
+
+/* A group only lets NCCL start its calls together; the emulator runs them one after another in
+ * call order, one of the schedules NCCL may choose (every rank calls the same ones in the same
+ * order, so none waits for a call another rank makes later). Only the nesting is checked. */
+static int g_group_depth;
+
+ncclResult_t ncclGroupStart(void) {
+  g_group_depth++;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  if (g_group_depth == 0) return fail(NULL, ncclInvalidUsage, "ncclGroupEnd without an ncclGroupStart");
+  g_group_depth--;
+  return ncclSuccess;
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  return enqueue(comm, stream, ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum);
+  return enqueue(comm, stream, ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0);
 }

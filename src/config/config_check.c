@@ -195,6 +195,10 @@ int txl_config_validate(const TxlConfig *c, int world, char *err, size_t errlen)
     txl_cfg_format_double(c->eta_min, b, sizeof b);
     return refuse(c, ON(K(eta_min), K(lr)), err, errlen, "train.eta_min = %s exceeds train.lr = %s", b, a);
   }
+  if (c->shard_optimizer && c->optim == TXL_OPTIM_LAMB)
+    return refuse(c, ON(K(shard_optimizer), K(optim)), err, errlen,
+                  "dist.shard_optimizer cannot shard train.optim = lamb (its trust ratios take norms of whole "
+                  "tensors, which the slices cut): use adam or sgd, or dist.shard_optimizer = false");
   if (c->scheduler == TXL_SCHEDULER_DEV_PERF && c->eval_interval == 0)
     return refuse(c, ON(K(scheduler), K(eval_interval)), err, errlen,
                   "train.scheduler = dev_perf lowers the rate on validation losses, but train.eval_interval = 0 "

@@ -11,6 +11,10 @@ void txl_adam_create(TxlAdam *a, const TxlOps *ops, int64_t n, float beta1, floa
                      float clip) {
   a->ops = ops;
   a->n = n;
+  a->lo = 0;
+  a->hi = n;
+  a->part0 = a->part1 = a->n_parts = 0;
+  a->parts = NULL;
   a->m = ops->alloc((size_t)n * sizeof(float), "Adam first moment");
   a->v = ops->alloc((size_t)n * sizeof(float), "Adam second moment");
   a->t = 0;
@@ -47,7 +51,34 @@ void txl_optim_set_kind(TxlAdam *a, TxlOptimKind kind, float momentum, float wei
   a->table = table;
 }
 
+void txl_optim_shard(TxlAdam *a, const TxlShardPlan *plan, int rank) {
+  if (a->kind == TXL_OPTIMIZER_LAMB) txl_fatal("internal: LAMB sharded (its trust ratios need whole tensors)");
+  if (a->t != 0 || a->parts) txl_fatal("internal: an optimizer sharded after its first step");
+  if (plan->lo[plan->world] != a->n) txl_fatal("internal: a shard plan of %lld floats for %lld", (long long)plan->lo[plan->world], (long long)a->n);
+  a->lo = plan->lo[rank];
+  a->hi = plan->lo[rank + 1];
+  a->part0 = plan->part[rank];
+  a->part1 = plan->part[rank + 1];
+  a->n_parts = plan->n_parts;
+  a->ops->free(a->m);
+  a->ops->free(a->v);
+  const size_t bytes = (size_t)(a->hi - a->lo) * sizeof(float);
+  a->m = a->ops->alloc(bytes, "Adam first moment (this rank's slice)");
+  a->v = a->ops->alloc(bytes, "Adam second moment (this rank's slice)");
+  a->parts = a->ops->alloc((size_t)a->n_parts * sizeof(double), "the gradient norm's parts");
+}
+
+void txl_optim_clip_parts(TxlAdam *a, const float *grad, const TxlParamTable *t) {
+  a->ops->sumsq_parts(a->parts, grad, (int)t->n_runs, t->runs, a->part0, a->part1);
+}
+
+void txl_optim_clip_record(TxlAdam *a, double loss_scale) {
+  a->ops->grad_clip_parts(a->rec, a->parts, a->n_parts, a->clip, loss_scale);
+}
+
 void txl_adam_destroy(TxlAdam *a) {
+  if (a->parts) a->ops->free(a->parts);
+  a->parts = NULL;
   a->ops->free(a->m);
   a->ops->free(a->v);
   a->ops->free(a->rec);
@@ -67,6 +98,7 @@ double txl_grad_norm(const TxlOps *ops, const float *grad, const TxlParamTable *
 /* The unfused ops, with the factor coef given on the host (the caller refreshes params_act and
  * zeroes grad). */
 void txl_adam_step(TxlAdam *a, float *params, float *grad, double norm, double loss_scale, float lr) {
+  if (txl_optim_sharded(a)) txl_fatal("internal: the unfused update of a sharded optimizer");
   const float coef = txl_grad_coef(a->clip, norm, loss_scale); /* kernels/common/clip.h */
   a->t++;
   switch (a->kind) {
@@ -90,6 +122,11 @@ void txl_optim_prepare(TxlAdam *a, float lr) {
 /* The fused passes, with the constants of a->step_dev and the factor of a->rec, both read on the
  * device by Adam and SGD. */
 void txl_optim_apply(TxlAdam *a, float *params, void *params_act, float *grad) {
+  /* the slice [lo, hi) (all of it unless sharded): the moments are its own */
+  const int64_t n = a->hi - a->lo;
+  params += a->lo;
+  grad += a->lo;
+  params_act = (char *)params_act + (size_t)a->lo * txl_dtype_size(a->ops->act);
   switch (a->kind) {
   case TXL_OPTIMIZER_LAMB: {
     TxlGradClip r;
@@ -97,8 +134,8 @@ void txl_optim_apply(TxlAdam *a, float *params, void *params_act, float *grad) {
     if (!isnan(r.coef)) txl_lamb_update(a, params, params_act, grad, r.coef, a->step_host.lr);
     break;
   }
-  case TXL_OPTIMIZER_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, a->n, a->step_dev, &a->rec->coef); break;
-  default: a->ops->adam_fused(params, params_act, grad, a->m, a->v, a->n, a->step_dev, &a->rec->coef); break;
+  case TXL_OPTIMIZER_SGD: a->ops->sgd_fused(params, params_act, grad, a->m, n, a->step_dev, &a->rec->coef); break;
+  default: a->ops->adam_fused(params, params_act, grad, a->m, a->v, n, a->step_dev, &a->rec->coef); break;
   }
 }
 

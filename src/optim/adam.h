@@ -8,6 +8,7 @@
 
 #include "kernels/ops.h"
 #include "src/model/params.h"
+#include "src/optim/shard.h"
 
 /* Which optimizer (the trainer maps train.optim onto it: src/train/config_map.h). */
 typedef enum { TXL_OPTIMIZER_ADAM, TXL_OPTIMIZER_LAMB, TXL_OPTIMIZER_SGD } TxlOptimKind;
@@ -15,7 +16,11 @@ typedef enum { TXL_OPTIMIZER_ADAM, TXL_OPTIMIZER_LAMB, TXL_OPTIMIZER_SGD } TxlOp
 typedef struct {
   const TxlOps *ops;
   int64_t n;      /* floats in the parameter buffer */
-  float *m, *v;   /* [n] device: first and second moments, same layout as the parameters */
+  int64_t lo, hi; /* the parameters whose state this optimizer holds and updates: [lo, hi); [0, n)
+                     unless sharded (txl_optim_shard) */
+  float *m, *v;   /* [hi - lo] device: first and second moments of params[lo, hi) */
+  int part0, part1, n_parts; /* sharded: the gradient norm's parts of [lo, hi), of n_parts */
+  double *parts;  /* sharded: [n_parts] device, the norm's part sums (txl_optim_clip_parts) */
   int t;          /* updates done */
   float beta1, beta2, eps, clip;
   TxlOptimKind kind; /* TXL_OPTIMIZER_ADAM (txl_adam_create's), _LAMB or _SGD (txl_optim_set_kind) */
@@ -33,6 +38,19 @@ void txl_adam_destroy(TxlAdam *a);
 /* Makes a (Adam after txl_adam_create) the optimizer `kind`; LAMB takes
  * one trust ratio per tensor of `table` (the parameter layout; kept by pointer). */
 void txl_optim_set_kind(TxlAdam *a, TxlOptimKind kind, float momentum, float weight_decay, const TxlParamTable *table);
+
+/* ZeRO-1: makes a (just made by txl_adam_create, Adam or SGD) the optimizer of rank `rank`'s slice
+ * of plan (src/optim/shard.h) alone: its moments shrink to the slice, txl_optim_apply updates the
+ * slice alone, and the clipping is taken in parts (txl_optim_clip_parts, summed across the ranks
+ * by the caller, then txl_optim_clip_record). */
+void txl_optim_shard(TxlAdam *a, const TxlShardPlan *plan, int rank);
+static inline int txl_optim_sharded(const TxlAdam *a) { return a->parts != NULL; }
+/* Sharded: a->parts = this rank's part sums of the squares of grad (laid out by t; 0 for every
+ * other part). After the parts are summed across ranks (exact: each part is one rank's, the
+ * others add 0), txl_optim_clip_record makes a->rec from them as txl_optim_clip would from the
+ * whole summed gradient: the same bits. Nothing waits. */
+void txl_optim_clip_parts(TxlAdam *a, const float *grad, const TxlParamTable *t);
+void txl_optim_clip_record(TxlAdam *a, double loss_scale);
 
 /* L2 norm of the gradient buffer laid out by t (accumulated in double): of its tensors, the
  * padding left out; on the CPU the bits of the norm of the packed view (ops->sumsq_segments). */

@@ -179,6 +179,13 @@ void txl_trainer_bench(TxlTrainer *t, int steps, int warmup) {
            "(rank 0), %.1f%% (most on any rank)\n",
            t->dist.world, (double)txl_reducer_size(t->reducer) * sizeof(float) / 1048576.0,
            t->cfg.overlap_comm ? "on" : "off", 100.0 * wait / dt, 100.0 * wait_max / dt);
+  if (t->shard.lo)
+    printf("bench: dist.shard_optimizer: the gradient reduced to each slice's owner instead of to every rank, the "
+           "updated slices gathered by every rank (%.1f MiB of parameters%s); rank 0 holds %.1f MiB of the "
+           "moments' %.1f MiB\n", (double)txl_reducer_size(t->reducer) * sizeof(float) / 1048576.0,
+           t->model.param_act != (void *)t->model.param_buf ? ", and their 16-bit copy" : "",
+           (double)(t->adam.hi - t->adam.lo) * 2.0 * sizeof(float) / 1048576.0,
+           (double)t->adam.n * 2.0 * sizeof(float) / 1048576.0);
   if (t->gather)
     printf("bench: the tied word embedding's %.1f MiB reduced from the output layer's backward on (overlapping "
            "the layers'); its input-side rows gathered instead: %.2f MiB sent per rank per step\n",

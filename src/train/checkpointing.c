@@ -105,6 +105,19 @@ static void free_buffers(TxlCkptBuffers *b) {
   free(b->mems);
 }
 
+/* Both moments whole into b, on every rank: this rank's slice, then (sharded) every other rank's
+ * from its owner; the file is the same as an unsharded run's. collective: all ranks, when sharded */
+static void moments_to_host(TxlTrainer *t, TxlCkptBuffers *b) {
+  const size_t off = (size_t)t->adam.lo, bytes = (size_t)(t->adam.hi - t->adam.lo) * sizeof(float);
+  t->ops->to_host(b->adam_m + off, t->adam.m, bytes);
+  t->ops->to_host(b->adam_v + off, t->adam.v, bytes);
+  if (!t->shard.lo) return;
+  int64_t lo[t->dist.world + 1]; /* the slices in bytes */
+  for (int k = 0; k <= t->dist.world; k++) lo[k] = t->shard.lo[k] * (int64_t)sizeof(float);
+  txl_dist_share_bytes(b->adam_m, lo, "the gather of the optimizer's moments for a checkpoint");
+  txl_dist_share_bytes(b->adam_v, lo, "the gather of the optimizer's moments for a checkpoint");
+}
+
 char *txl_trainer_config_text(const TxlConfig *c) {
   char *buf = NULL;
   size_t len = 0;
@@ -142,8 +155,7 @@ int txl_trainer_try_save(TxlTrainer *t, int is_best, char *err, size_t errlen) {
   TxlCkptBuffers b;
   host_buffers(t, &b);
   t->ops->to_host(b.params, t->model.param_buf, pbytes);
-  t->ops->to_host(b.adam_m, t->adam.m, pbytes);
-  t->ops->to_host(b.adam_v, t->adam.v, pbytes);
+  moments_to_host(t, &b);
   txl_run_mems_to_host(&t->model, &t->run, b.mems);
   TxlCkptState st = t->st; /* the loop's own state; that of the parts that own the rest: */
   st.mem_rows = t->run.mem_rows;
@@ -459,10 +471,12 @@ int txl_trainer_resume(TxlTrainer *t) {
   TxlCkptBuffers b;
   host_buffers(t, &b);
   if (txl_ckpt_read(path, &st, &b, err, sizeof err) != 0) txl_fatal_all("%s", err);
-  const size_t pbytes = (size_t)t->model.table.total * sizeof(float);
   txl_model_set_params(&t->model, b.params);
-  t->ops->to_device(t->adam.m, b.adam_m, pbytes);
-  t->ops->to_device(t->adam.v, b.adam_v, pbytes);
+  { /* this rank's slice of the moments (all of them unless dist.shard_optimizer) */
+    const size_t off = (size_t)t->adam.lo, bytes = (size_t)(t->adam.hi - t->adam.lo) * sizeof(float);
+    t->ops->to_device(t->adam.m, b.adam_m + off, bytes);
+    t->ops->to_device(t->adam.v, b.adam_v + off, bytes);
+  }
   txl_run_mems_to_device(&t->model, &t->run, b.mems);
   free_buffers(&b);
   t->run.mem_rows = st.mem_rows;

@@ -7,6 +7,7 @@
 #include "kernels/common/workspace.h"
 #include "src/base/error.h"
 #include "src/model/model.h"
+#include "src/optim/shard.h"
 #include "src/train/config_map.h"
 #include "data/varlen.h"
 
@@ -57,7 +58,16 @@ void txl_memory_estimate(const TxlConfig *c, int n_token, const TxlOps *ops, int
   e->tail_fixed = !ops->host_memory;
   e->tail = (double)txl_run_tail_bytes(&shell, &train) + (double)txl_run_tail_bytes(&shell, &eval);
   e->copy = ops->act == TXL_F32 ? 0.0 : P * (double)txl_dtype_size(ops->act);
-  e->state = 4.0 * sizeof(float) * P + e->copy;
+  /* the moments: this rank's slice alone when sharded (the largest slice: src/optim/shard.h) */
+  double moments = P;
+  e->sharded = c->shard_optimizer && world > 1 && c->optim != TXL_OPTIM_LAMB;
+  if (e->sharded) {
+    TxlShardPlan plan; /* the table's runs are made by txl_param_table_build */
+    txl_shard_plan_make(&plan, ops, &shell.table, world);
+    moments = (double)txl_shard_plan_max_slice(&plan);
+    txl_shard_plan_free(&plan);
+  }
+  e->state = 2.0 * sizeof(float) * P + 2.0 * sizeof(float) * moments + e->copy;
   e->train_run = (double)txl_run_bytes(&shell, &train);
   e->eval_run = (double)txl_run_bytes(&shell, &eval);
   /* a checkpoint is staged on the host: parameters, both moments and this rank's memory in fp32
@@ -171,7 +181,11 @@ void txl_memory_print(const TxlMemEstimate *e, FILE *f) {
   fprintf(f,
           "memory per rank (estimate): %s on the %s: %s parameters, gradients and Adam moments%s, %s training "
           "activations and memory, %s evaluation run",
-          total, e->on_gpu ? "GPU" : "host", state, e->copy > 0 ? " (with the 16-bit weight copy)" : "", train, eval);
+          total, e->on_gpu ? "GPU" : "host", state,
+          e->sharded ? (e->copy > 0 ? " (this rank's slice of the moments; with the 16-bit weight copy)"
+                                    : " (this rank's slice of the moments)")
+                     : (e->copy > 0 ? " (with the 16-bit weight copy)" : ""),
+          train, eval);
   if (e->on_gpu) {
     char work[32];
     txl_format_bytes(e->workspace, work, sizeof work);

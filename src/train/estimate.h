@@ -19,6 +19,7 @@ typedef struct {
   double flops_per_token; /* forward + backward, per trained token */
   int on_gpu;           /* the model's buffers live in GPU memory */
   double state;         /* parameters, gradients, both Adam moments (and the bf16 weight copy) */
+  int sharded;          /* dist.shard_optimizer applies: the moments are the largest rank's slice */
   double copy;          /* of which the bf16 weight copy */
   double train_run;     /* training activations and the memory of earlier segments */
   double eval_run;      /* the evaluation run, which exists beside the training run while validating */

@@ -97,8 +97,8 @@ void txl_graph_step_run(TxlGraphStep *g, const TxlBackend *b, TxlModel *m, TxlRu
     r->loss_out = g->loss;
     txl_backend_capture_begin(b);
     txl_train_grad(m, r, step, batch_global, reducer, gather, inputs, targets, L, loss_scale);
-    txl_train_clip(m, a, loss_scale);
-    txl_optim_apply(a, m->param_buf, m->param_act, m->grad_buf);
+    txl_train_clip(m, a, reducer, loss_scale);
+    txl_train_apply(m, a, reducer);
     g->graph = txl_backend_capture_end(b);
     r->loss_out = NULL;
     g->L = L;

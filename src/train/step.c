@@ -69,12 +69,34 @@ double txl_train_grad(TxlModel *m, TxlRun *r, int step, int batch_global, TxlRed
   return r->loss_out ? 0.0 : loss_sum / global_tokens;
 }
 
-void txl_train_clip(TxlModel *m, TxlAdam *adam, double loss_scale) {
-  txl_optim_clip(adam, m->grad_buf, &m->table, loss_scale);
+void txl_train_clip(TxlModel *m, TxlAdam *adam, TxlReducer *reducer, double loss_scale) {
+  if (!txl_optim_sharded(adam)) {
+    txl_optim_clip(adam, m->grad_buf, &m->table, loss_scale);
+    return;
+  }
+  txl_optim_clip_parts(adam, m->grad_buf, &m->table); /* the parts of this rank's slice, 0 elsewhere */
+  m->ops->mark(TXL_REGION_ALLREDUCE);
+  txl_reducer_sum_f64(reducer, adam->parts, adam->n_parts); /* exact: one rank's value and zeros */
+  m->ops->mark(TXL_REGION_OPS);
+  txl_optim_clip_record(adam, loss_scale);
 }
 
-void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step) {
+void txl_train_apply(TxlModel *m, TxlAdam *adam, TxlReducer *reducer) {
+  txl_optim_apply(adam, m->param_buf, m->param_act, m->grad_buf);
+  if (!txl_optim_sharded(adam)) return;
+  /* the rest of the gradient is this rank's own, unsummed: zeroed for the next accumulation, as
+   * the fused pass zeroed the slice */
+  m->ops->zero(m->grad_buf, (size_t)adam->lo * sizeof(float));
+  m->ops->zero(m->grad_buf + adam->hi, (size_t)(adam->n - adam->hi) * sizeof(float));
+  m->ops->mark(TXL_REGION_ALLREDUCE);
+  txl_reducer_share(reducer, m->param_buf, sizeof(float));
+  if (m->param_act != (void *)m->param_buf) txl_reducer_share(reducer, m->param_act, txl_dtype_size(m->ops->act));
+  m->ops->mark(TXL_REGION_OPS);
+}
+
+void txl_train_update(TxlModel *m, TxlAdam *adam, TxlReducer *reducer, const TxlSchedule *sched, int step) {
   /* the fused passes: the weights' compute copy refreshed and the gradients zeroed as they go */
-  txl_adam_step_fused(adam, m->param_buf, m->param_act, m->grad_buf, (float)txl_schedule_lr(sched, step));
+  txl_optim_prepare(adam, (float)txl_schedule_lr(sched, step));
+  txl_train_apply(m, adam, reducer);
   m->grad_zero = 1;
 }

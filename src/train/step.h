@@ -30,14 +30,20 @@ void txl_train_upload(TxlModel *m, TxlRun *r, const int32_t *inputs, const int32
 
 /* The norm of that gradient (unscaled: the same on every rank) and the clip factor, into the
  * optimizer's record on the device (txl_optim_clip; the host reads it with txl_optim_read_clip
- * when it needs it). */
-void txl_train_clip(TxlModel *m, TxlAdam *adam, double loss_scale);
+ * when it needs it). A sharded optimizer (dist.shard_optimizer: each rank holds the summed
+ * gradient of its slice alone) takes it in parts, summed across the ranks by `reducer`: the
+ * same bits. collective: all ranks, when sharded */
+void txl_train_clip(TxlModel *m, TxlAdam *adam, TxlReducer *reducer, double loss_scale);
 
 /* The optimizer (train.optim) with the scheduled rate of update `step`, from the gradient in
  * m->grad_buf and the clip factor txl_train_clip left in adam->rec; in the fused passes
  * (txl_adam_step_fused), which also refresh m->param_act and leave m->grad_buf zero for the next
  * txl_train_grad (m->grad_zero). Writes nothing when the record halts the updates (a non-finite
  * norm: kernels/common/clip.h). */
-void txl_train_update(TxlModel *m, TxlAdam *adam, const TxlSchedule *sched, int step);
+void txl_train_update(TxlModel *m, TxlAdam *adam, TxlReducer *reducer, const TxlSchedule *sched, int step);
+/* Its device part, after txl_optim_prepare (a CUDA graph captures it once): txl_optim_apply, and
+ * when sharded the gradient zeroed outside this rank's slice and every rank's updated slice of
+ * m->param_buf and m->param_act shared by `reducer` (collective: all ranks, when sharded). */
+void txl_train_apply(TxlModel *m, TxlAdam *adam, TxlReducer *reducer);
 
 #endif

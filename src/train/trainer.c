@@ -239,6 +239,19 @@ void txl_trainer_setup(TxlTrainer *t, const TxlConfig *cfg, const TxlDist *dist,
                   (float)c->clip);
   txl_optim_set_kind(&t->adam, txl_optim_kind_of(c->optim), (float)c->momentum, (float)c->weight_decay,
                      &t->model.table);
+  if (c->shard_optimizer && t->reducer) { /* ZeRO-1 (src/optim/shard.h); one rank has nothing to shard */
+    txl_shard_plan_make(&t->shard, t->ops, &t->model.table, dist->world);
+    txl_reducer_set_owners(t->reducer, t->shard.lo);
+    txl_optim_shard(&t->adam, &t->shard, dist->rank);
+    if (dist->rank == 0) {
+      const double mib = 2.0 * sizeof(float) / 1048576.0;
+      printf("optimizer state: sharded over %d ranks (dist.shard_optimizer): the moments of at most %lld of %lld "
+             "parameters on a rank, %.1f MiB instead of %.1f\n", dist->world,
+             (long long)txl_shard_plan_max_slice(&t->shard), (long long)t->model.table.total,
+             mib * (double)txl_shard_plan_max_slice(&t->shard), mib * (double)t->model.table.total);
+      fflush(stdout);
+    }
+  }
   { /* run.cuda_graph */
     char why[256] = "";
     const int no = txl_graph_step_why_not(c, &t->model.spec.dims, &t->backend, dist->world, t->fault_step != 0, why,
@@ -287,6 +300,7 @@ void txl_trainer_teardown(TxlTrainer *t) {
   free(t->loss_steps);
   txl_graph_step_destroy(&t->graph, &t->backend, t->ops);
   txl_adam_destroy(&t->adam);
+  txl_shard_plan_free(&t->shard);
   txl_embed_gather_destroy(t->gather, &t->model);
   txl_reducer_destroy(t->reducer);
   txl_run_destroy(&t->run, &t->model);
@@ -338,7 +352,7 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
   t->run.loss_out = NULL;
   if (defer) t->loss_rows[t->loss_pending++] = L;
   inject_fault(t);
-  txl_train_clip(&t->model, &t->adam, scale); /* the norm and clip factor, on the device */
+  txl_train_clip(&t->model, &t->adam, t->reducer, scale); /* the norm and clip factor, on the device */
   t->unseen++;
   t->step_skipped = t->step_nonfinite = 0;
   if (!defer) { /* dynamic loss scaling: this step's fate is decided on the host, now */
@@ -364,7 +378,7 @@ double txl_trainer_step(TxlTrainer *t, const int32_t *inputs, const int32_t *tar
       return loss;
     }
   }
-  txl_train_update(&t->model, &t->adam, &t->sched, t->st.step); /* nothing written once halted */
+  txl_train_update(&t->model, &t->adam, t->reducer, &t->sched, t->st.step); /* nothing written once halted */
   t->st.step++;
   drift_fault(t);
   /* the replicas: every rank's digest of its parameters (computed where they live: 8 bytes to the

@@ -31,6 +31,7 @@ typedef struct {
   TxlRun run;          /* training run state */
   TxlAdam adam;
   TxlReducer *reducer; /* gradient all-reduce; NULL with one rank */
+  TxlShardPlan shard;  /* dist.shard_optimizer on several ranks: the slices (lo NULL: not sharded) */
   TxlEmbedGather *gather; /* the word embedding's input-side rows (embed_gather.h); NULL: none */
   TxlSchedule sched;
   TxlLossScale scaler; /* train.loss_scale (off: S = 1) */

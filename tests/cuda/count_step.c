@@ -207,8 +207,8 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
       zipf_tokens(&z, tok, L, B, step);
       txl_count_reset();
       txl_train_grad(&m, &run, step + 1, c->batch_size, NULL, NULL, tok, tok + B, L, 1.0);
-      txl_train_clip(&m, &adam, 1.0);
-      txl_train_update(&m, &adam, &sched, step);
+      txl_train_clip(&m, &adam, NULL, 1.0);
+      txl_train_update(&m, &adam, NULL, &sched, step);
       step++;
       full = run.last_M == c->mem_len ? full + 1 : 0;
     } while (full < 2);

@@ -46,6 +46,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "src/model/dropout_sites.h"
 #include "tests/cuda/parity.h"
+#include "tests/lib/norm_parts.h"
 
 #define U_F64 (1.0 / 9007199254740992.0) /* 2^-53: the unit roundoff of double */
 
@@ -381,6 +382,11 @@ static void test_sumsq(void) {
   test_sumsq_case(12345, 100.0);
   test_sumsq_case(1000003, 1.0);   /* many chunks of the minimum size */
   test_sumsq_case(33566777, 1.0);  /* past 4096 chunks of 8192: larger chunks */
+  /* the norm in ZeRO-1's parts (a part per chunk: one chunk, a few, hundreds; more ranks than parts) */
+  const int cases[][3] = {{1, 1000, 1}, {7, 30, 3}, {50, 3000, 2}, {100, 40000, 5}, {20, 9000, 7}};
+  for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+    if (!txl_test_norm_parts(txl_ops_cuda(TXL_F32), cases[c][0], cases[c][1], cases[c][2], 200 + c))
+      check_fail("norm_parts / sumsq_parts / grad_clip_parts: not grad_clip's record");
 }
 
 /* ---- digest -------------------------------------------------------------------------------- */

@@ -6,8 +6,8 @@
 # too; it repeats itself and resumes on 3 ranks bit for bit (final parameters compared byte by
 # byte), resumes on 2, replays its steps as CUDA graphs with NCCL's collectives captured (the
 # uncaptured run's parameters bit for bit; a replayed step one graph launch and no kernel launch;
-# also the wt103 recipe's shape: adaptive input and softmax, div_val 2, batch_chunk 2), and its
-# benchmark says the all-reduce and the gather went through NCCL.
+# also the wt103 recipe's shape: adaptive input and softmax, div_val 2, batch_chunk 2), shards
+# the optimizer (dist.shard_optimizer: the unsharded run's bits on 2 ranks), and its benchmark says the all-reduce and the gather went through NCCL.
 # Usage: test_nccl_train.sh BIN_DIR SOURCE_DIR
 source "$2/tests/train/lib.sh" "$1" "$2"
 command -v mpirun > /dev/null || { echo "SKIPPED: mpirun not found"; exit 77; }
@@ -76,13 +76,40 @@ emu adapt2off 2 "${WT103[@]}" --set run.cuda_graph=off --dump-params "$WORK/adap
   || { cat "$WORK/adapt2off.out"; fail "2 ranks, adaptive, graphs off: the run failed"; }
 cmp -s "$WORK/adapt2.bin" "$WORK/adapt2off.bin" && ok "2 ranks, adaptive: the replays end with the uncaptured run's parameters, bit for bit" \
   || fail "2 ranks, adaptive: the captured run's parameters differ from the uncaptured run's"
+# ZeRO-1 (dist.shard_optimizer) through NCCL: the gradient reduced to each slice's owner
+# (ncclReduce), the norm's parts summed (ncclAllReduce of doubles), the slices shared
+# (ncclBroadcast in a group), all captured with the step. On 2 ranks (a sum of two has one order)
+# the unsharded run's parameters bit for bit, with graphs and without, with the embedding's rows
+# gathered too, and stopped and resumed; on 3 the unsharded run within tests/train/test_ranks.sh's
+# bound (the reduces' order may differ from the all-reduce's).
+Z=(--set dist.shard_optimizer=true)
+emu zgpu2 2 "${Z[@]}" --dump-params "$WORK/zgpu2.bin" || { cat "$WORK/zgpu2.out"; fail "2 ranks, sharded: the run failed"; }
+grep -Eq '^cuda graph: [1-9][0-9]* steps replayed' "$WORK/zgpu2.out" && ok "2 ranks, sharded: $(grep '^cuda graph: [0-9]' "$WORK/zgpu2.out")" \
+  || fail "2 ranks, sharded: no step replayed as a graph: $(grep '^cuda graph' "$WORK/zgpu2.out")"
+emu zgpu2off 2 "${Z[@]}" --set run.cuda_graph=off --dump-params "$WORK/zgpu2off.bin" || { cat "$WORK/zgpu2off.out"; fail "2 ranks, sharded, graphs off: the run failed"; }
+emu gpu2rows 2 --set dist.embed_rows=on --dump-params "$WORK/gpu2rows.bin" || { cat "$WORK/gpu2rows.out"; fail "2 ranks, rows: the run failed"; }
+emu zgpu2rows 2 "${Z[@]}" --set dist.embed_rows=on --dump-params "$WORK/zgpu2rows.bin" || { cat "$WORK/zgpu2rows.out"; fail "2 ranks, sharded, rows: the run failed"; }
+rc=0; emu zsplit2 2 "${Z[@]}" --stop-at 4 || rc=$?
+[ $rc -eq 75 ] || { cat "$WORK/zsplit2.out"; fail "2 ranks, sharded: --stop-at 4 exit status $rc"; }
+emu zsplit2 2 "${Z[@]}" --resume "$WORK/zsplit2" --dump-params "$WORK/zsplit2.bin" || { cat "$WORK/zsplit2.out"; fail "2 ranks, sharded: the resume failed"; }
+for pair in "zgpu2 gpu2 sharded," "zgpu2off gpu2 sharded, graphs off," "zgpu2rows gpu2rows sharded, the rows gathered," \
+            "zsplit2 gpu2 sharded, stopped at step 4 and resumed,"; do
+  read -r a b what <<< "$pair"
+  cmp -s "$WORK/$a.bin" "$WORK/$b.bin" && ok "2 ranks, $what the unsharded run's parameters bit for bit" \
+    || fail "2 ranks, $what: the parameters differ from the unsharded run's"
+done
+emu zgpu3 3 "${Z[@]}" --dump-params "$WORK/zgpu3.bin" || { cat "$WORK/zgpu3.out"; fail "3 ranks, sharded: the run failed"; }
+python3 "$SRC/tests/lib/compare_runs.py" "$WORK/zgpu3" "$WORK/gpu3" 2e-5 --kinds train --train-steps 8 \
+  --params "$WORK/zgpu3.bin" "$WORK/gpu3.bin" 1e-5 \
+  && ok "3 ranks, sharded: the unsharded run within the bound" || fail "3 ranks, sharded: differs from the unsharded run"
+
 # a replayed step on 2 ranks: no kernel launch of the host's, one graph launch, and no host
 # synchronisation of its own (the upload ring may make the host wait when it runs a ring ahead of
 # the device, which here lags behind the other rank's host: so the least over the steps is 0, the
 # most one wait per ring slot a step fills, one a column group); the small model, and the wt103
 # recipe's shape
 small_cuda_bench_ini "$WORK/small.ini"
-for v in "small 1" "wt103-shaped 2 --set model.cutoffs=100,300 --set model.div_val=2 --set train.batch_chunk=2"; do
+for v in "small 1" "small-sharded 1 --set dist.shard_optimizer=true" "wt103-shaped 2 --set model.cutoffs=100,300 --set model.div_val=2 --set train.batch_chunk=2"; do
   name=${v%% *} rest=${v#"$name "} slots=${rest%% *} args=${rest#"$slots"}
   # shellcheck disable=SC2086
   out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/small.ini" --bench 4 --bench-warmup 3 $args 2>&1) || { printf '%s\n' "$out"; fail "2 ranks, $name: the graph's --bench failed"; }

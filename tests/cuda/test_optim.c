@@ -303,7 +303,7 @@ static void test_step(const TxlOps *o, TxlOptimKind kind, const char *kind_name,
     txl_train_grad(&fus.m, &fus.run, step, B, NULL, NULL, tok, tok + B, L, loss_scale);
     /* before: the norm on the host; now: the record on the device */
     norm[0] = txl_grad_norm(o, ref.m.grad_buf, &ref.m.table) / loss_scale;
-    txl_train_clip(&fus.m, &fus.adam, loss_scale);
+    txl_train_clip(&fus.m, &fus.adam, NULL, loss_scale);
     TxlGradClip rec;
     txl_optim_read_clip(&fus.adam, &rec);
     norm[1] = rec.norm;
@@ -314,7 +314,7 @@ static void test_step(const TxlOps *o, TxlOptimKind kind, const char *kind_name,
       txl_adam_step(&ref.adam, ref.m.param_buf, ref.m.grad_buf, norm[0], loss_scale,
                     (float)txl_schedule_lr(&sched, step));
       txl_model_params_changed(&ref.m);
-      txl_train_update(&fus.m, &fus.adam, &sched, step);
+      txl_train_update(&fus.m, &fus.adam, NULL, &sched, step);
       snprintf(what, sizeof what, "%s %s step %d: gradient zeroed by the fused pass", o->name, kind_name, step);
       float *z = ot_alloc(n), *gz = ot_alloc(n);
       o->to_host(gz, fus.m.grad_buf, F);

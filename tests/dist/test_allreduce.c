@@ -11,6 +11,8 @@
  * queues each bucket when it is started and sums the queue in its finish, as an asynchronous
  * device transport may. All ranks agree on each verdict; rank 0 prints
  *   size N bucket B overlap O [transport]: PASS|FAIL
+ * then ZeRO-1's reduce to each slice's owner, sum of doubles and share (txl_reducer_set_owners),
+ *   shard size N bucket B overlap O [transport]: PASS|FAIL
  * then the gather of blocks of bytes (txl_reducer_gather) both ways,
  *   gather N bytes [transport]: PASS|FAIL
  * and "allreduce: P passed, F failed"; every rank exits 0 only if nothing failed. */
@@ -64,6 +66,7 @@ static int make_slices(int64_t n, int64_t *cut) {
 typedef struct {
   float *p[4096];
   int64_t n[4096];
+  int root[4096]; /* -1: to every rank (start), else a reduce to that rank */
   int queued;
   int overflow;
 } Deferred;
@@ -75,14 +78,40 @@ static void deferred_start(void *ctx, float *p, int64_t n) {
     return;
   }
   q->p[q->queued] = p;
+  q->root[q->queued] = -1;
   q->n[q->queued++] = n;
+}
+
+static void deferred_reduce(void *ctx, float *p, int64_t n, int root) {
+  Deferred *q = ctx;
+  deferred_start(ctx, p, n);
+  if (!q->overflow) q->root[q->queued - 1] = root;
 }
 
 static void deferred_finish(void *ctx) {
   Deferred *q = ctx;
-  for (int i = 0; i < q->queued; i++)
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, q->p[i], (int)q->n[i], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  for (int i = 0; i < q->queued; i++) {
+    if (q->root[i] < 0) {
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, q->p[i], (int)q->n[i], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      continue;
+    }
+    const int root = q->root[i];
+    MPI_CHECK(MPI_Reduce(g_d.rank == root ? MPI_IN_PLACE : q->p[i], q->p[i], (int)q->n[i], MPI_FLOAT, MPI_SUM, root,
+                         MPI_COMM_WORLD));
+  }
   q->queued = 0;
+}
+
+static void deferred_sum_f64(void *ctx, double *p, int n) {
+  (void)ctx;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+
+/* one broadcast per owner, as the NCCL transport does */
+static void deferred_share(void *ctx, void *base, const int64_t *lo, int world) {
+  (void)ctx;
+  for (int k = 0; k < world; k++)
+    MPI_CHECK(MPI_Bcast((char *)base + lo[k], (int)(lo[k + 1] - lo[k]), MPI_BYTE, k, MPI_COMM_WORLD));
 }
 
 static void deferred_gather(void *ctx, const void *send, void *recv, int64_t bytes) {
@@ -100,7 +129,8 @@ static int gather_case(int64_t bytes, int transport) {
   int fails = 0;
   static Deferred q;
   memset(&q, 0, sizeof q);
-  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather};
+  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
+                                deferred_share};
   float one = 1.0f;
   TxlReducer *r = transport ? txl_reducer_create_with(&t, &one, 1, 1, 1) : txl_reducer_create(&one, 1, 1, 1);
   unsigned char *send = malloc((size_t)bytes), *recv = malloc((size_t)(bytes * g_d.world + GUARD));
@@ -158,7 +188,8 @@ static int run_case(int64_t n, int64_t bucket, int overlap, int transport) {
 
   static Deferred q;
   memset(&q, 0, sizeof q);
-  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather};
+  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
+                                deferred_share};
   TxlReducer *r = transport ? txl_reducer_create_with(&t, buf, n, bucket, overlap)
                             : txl_reducer_create(buf, n, bucket, overlap);
   double waited = 0.0;
@@ -210,6 +241,86 @@ static int run_case(int64_t n, int64_t bucket, int overlap, int transport) {
   return fails;
 }
 
+/* Slices of [0, n) for the ranks, uneven and the same on every rank (rank k's grows with k;
+ * with n < world some are empty): lo[0] = 0, lo[world] = n. */
+static void make_owners(int64_t n, int64_t *lo) {
+  const int64_t w = g_d.world, total = w * (w + 1) / 2;
+  lo[0] = 0;
+  int64_t acc = 0;
+  for (int k = 0; k < g_d.world; k++) {
+    acc += k + 1;
+    lo[k + 1] = n * acc / total;
+  }
+}
+
+/* ZeRO-1's collectives (txl_reducer_set_owners, _sum_f64, _share), two steps: each rank's slice
+ * holds the sums after finish; the doubles' sum is exact; after the share every rank holds every
+ * owner's slice. Returns the problems seen on this rank. */
+static int shard_case(int64_t n, int64_t bucket, int overlap, int transport) {
+  int fails = 0;
+  float *buf = malloc((size_t)(n + GUARD) * sizeof(float));
+  int64_t *lo = malloc((size_t)(g_d.world + 1) * sizeof *lo);
+  if (!buf || !lo) txl_fatal("test_allreduce: out of memory (n = %lld)", (long long)n);
+  make_owners(n, lo);
+  int64_t cut[MAX_SLICES + 1];
+  const int k = make_slices(n, cut);
+  static Deferred q;
+  memset(&q, 0, sizeof q);
+  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
+                                deferred_share};
+  TxlReducer *r = transport ? txl_reducer_create_with(&t, buf, n, bucket, overlap)
+                            : txl_reducer_create(buf, n, bucket, overlap);
+  txl_reducer_set_owners(r, lo);
+  const int64_t mine0 = lo[g_d.rank], mine1 = lo[g_d.rank + 1];
+  for (int step = 0; step < 2 && !fails; step++) {
+    for (int64_t i = 0; i < n; i++) buf[i] = (float)value(g_d.rank, i, step);
+    for (int g = 0; g < GUARD; g++) buf[n + g] = GUARD_VALUE;
+    for (int j = k - 1; j >= 0; j--) txl_reducer_ready(r, cut[j], cut[j + 1]);
+    txl_reducer_finish(r);
+    for (int64_t i = mine0; i < mine1; i++) {
+      int64_t sum = 0;
+      for (int o = 0; o < g_d.world; o++) sum += value(o, i, step);
+      if (buf[i] != (float)sum) {
+        fprintf(stderr, "rank %d: shard size %lld bucket %lld overlap %d step %d: owned element %lld is %.9g, "
+                "expected %lld\n", g_d.rank, (long long)n, (long long)bucket, overlap, step, (long long)i, buf[i],
+                (long long)sum);
+        fails++;
+        break;
+      }
+    }
+    /* the parts: rank o's value at o, zeros elsewhere (the norm's use), summed exactly */
+    double part[9];
+    for (int j = 0; j < 9; j++) part[j] = j % g_d.world == g_d.rank ? 0.1 * (j + 1) + step : 0.0;
+    txl_reducer_sum_f64(r, part, 9);
+    for (int j = 0; j < 9; j++)
+      if (part[j] != 0.1 * (j + 1) + step) {
+        fprintf(stderr, "rank %d: the sum of one rank's part and zeros changed it (%.17g)\n", g_d.rank, part[j]);
+        fails++;
+        break;
+      }
+    /* the share: the owner's (updated) slice to every rank, over what each held */
+    for (int64_t i = 0; i < n; i++) buf[i] = i >= mine0 && i < mine1 ? (float)value(g_d.rank, i, step + 7) : -1.0f;
+    txl_reducer_share(r, buf, sizeof(float));
+    for (int o = 0; o < g_d.world && !fails; o++)
+      for (int64_t i = lo[o]; i < lo[o + 1]; i++)
+        if (buf[i] != (float)value(o, i, step + 7)) {
+          fprintf(stderr, "rank %d: after the share element %lld (rank %d's) is %.9g\n", g_d.rank, (long long)i, o, buf[i]);
+          fails++;
+          break;
+        }
+    for (int g = 0; g < GUARD; g++)
+      if (buf[n + g] != GUARD_VALUE) {
+        fprintf(stderr, "rank %d: shard size %lld: wrote past the end\n", g_d.rank, (long long)n);
+        fails++;
+        break;
+      }
+  }
+  txl_reducer_destroy(r);
+  free(lo);
+  free(buf);
+  return fails;
+}
+
 int main(int argc, char **argv) {
   txl_dist_init(&g_d, &argc, &argv);
   const int64_t sizes[] = {1, 7, 1000, 12345, ((int64_t)1 << 20) + 3};
@@ -231,6 +342,17 @@ int main(int argc, char **argv) {
                    transport ? " transport" : "", fails ? "FAIL" : "PASS");
         }
   }
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int overlap = 0; overlap <= 1; overlap++)
+      for (int transport = 0; transport <= 1; transport++) {
+        const int64_t n = sizes[s], bucket = n > 1000 ? 1000 : 3;
+        int fails = shard_case(n, bucket, overlap, transport);
+        txl_dist_allreduce_max_i32(&fails, 1);
+        if (fails) failed++; else passed++;
+        if (g_d.rank == 0)
+          printf("shard size %lld bucket %lld overlap %d%s: %s\n", (long long)n, (long long)bucket, overlap,
+                 transport ? " transport" : "", fails ? "FAIL" : "PASS");
+      }
   const int64_t gathers[] = {1, 13, 4099, ((int64_t)1 << 20) + 5};
   for (size_t s = 0; s < sizeof gathers / sizeof gathers[0]; s++)
     for (int transport = 0; transport <= 1; transport++) {

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "tests/ops/op_test.h"
+#include "tests/lib/norm_parts.h"
 
 static void test_bias(int64_t rows, int n, OtRng *rng) {
   char name[96];
@@ -216,6 +217,18 @@ int main(void) {
   test_sumsq_segments(40, 1000, &rng);
   test_sumsq_segments(300, 20000, &rng);
   test_sumsq_segments(5, 400000, &rng);
+  printf("norm in parts (dist.shard_optimizer)\n");
+  {
+    const int cases[][3] = {{1, 1000, 1}, {1, 1000, 2}, {7, 30, 3}, {40, 1000, 2}, {300, 20000, 5}, {5, 400000, 8},
+                            {3, 10, 64}, {2, 5, 70}};
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++)
+      for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        ot_check_true("norm_parts / sumsq_parts / grad_clip_parts = grad_clip",
+                      txl_test_norm_parts(txl_ops_cpu(), cases[c][0], cases[c][1], cases[c][2], 100 + c), "see above");
+      }
+    omp_set_num_threads(2);
+  }
   printf("digest\n");
   test_digest(&rng);
   return ot_finish("test_op_elementwise");
