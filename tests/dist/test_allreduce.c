@@ -119,6 +119,15 @@ static void deferred_gather(void *ctx, const void *send, void *recv, int64_t byt
   MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD));
 }
 
+/* A reducer of buf [n] through MPI, or (transport) through the deferring transport g_q, emptied. */
+static Deferred g_q;
+static TxlReducer *new_reducer(float *buf, int64_t n, int64_t bucket, int overlap, int transport) {
+  memset(&g_q, 0, sizeof g_q);
+  const TxlReduceTransport t = {&g_q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
+                                deferred_share};
+  return transport ? txl_reducer_create_with(&t, buf, n, bucket, overlap) : txl_reducer_create(buf, n, bucket, overlap);
+}
+
 /* The byte of rank r's block at i in `step`. */
 static unsigned char gather_byte(int rank, int64_t i, int step) { return (unsigned char)(value(rank, i, step) & 0xff); }
 
@@ -127,12 +136,8 @@ static unsigned char gather_byte(int rank, int64_t i, int step) { return (unsign
  * steps after a reduction of the same reducer. Returns the problems seen on this rank. */
 static int gather_case(int64_t bytes, int transport) {
   int fails = 0;
-  static Deferred q;
-  memset(&q, 0, sizeof q);
-  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
-                                deferred_share};
   float one = 1.0f;
-  TxlReducer *r = transport ? txl_reducer_create_with(&t, &one, 1, 1, 1) : txl_reducer_create(&one, 1, 1, 1);
+  TxlReducer *r = new_reducer(&one, 1, 1, 1, transport);
   unsigned char *send = malloc((size_t)bytes), *recv = malloc((size_t)(bytes * g_d.world + GUARD));
   if (!send || !recv) txl_fatal("test_allreduce: out of memory (gather of %lld bytes)", (long long)bytes);
   for (int step = 0; step < 2; step++) {
@@ -186,12 +191,7 @@ static int run_case(int64_t n, int64_t bucket, int overlap, int transport) {
   int64_t cut[MAX_SLICES + 1];
   const int k = make_slices(n, cut);
 
-  static Deferred q;
-  memset(&q, 0, sizeof q);
-  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
-                                deferred_share};
-  TxlReducer *r = transport ? txl_reducer_create_with(&t, buf, n, bucket, overlap)
-                            : txl_reducer_create(buf, n, bucket, overlap);
+  TxlReducer *r = new_reducer(buf, n, bucket, overlap, transport);
   double waited = 0.0;
   for (int step = 0; step < 2; step++) {
     for (int64_t i = 0; i < n; i++) {
@@ -204,8 +204,8 @@ static int run_case(int64_t n, int64_t bucket, int overlap, int transport) {
 
     for (int j = k - 1; j >= 0; j--) txl_reducer_ready(r, cut[j], cut[j + 1]);
     txl_reducer_finish(r);
-    if (q.overflow || q.queued) {
-      fprintf(stderr, "rank %d: the transport's queue %s\n", g_d.rank, q.overflow ? "overflowed" : "was not drained");
+    if (g_q.overflow || g_q.queued) {
+      fprintf(stderr, "rank %d: the transport's queue %s\n", g_d.rank, g_q.overflow ? "overflowed" : "was not drained");
       fails++;
     }
 
@@ -264,12 +264,7 @@ static int shard_case(int64_t n, int64_t bucket, int overlap, int transport) {
   make_owners(n, lo);
   int64_t cut[MAX_SLICES + 1];
   const int k = make_slices(n, cut);
-  static Deferred q;
-  memset(&q, 0, sizeof q);
-  const TxlReduceTransport t = {&q, deferred_start, deferred_finish, deferred_gather, deferred_reduce, deferred_sum_f64,
-                                deferred_share};
-  TxlReducer *r = transport ? txl_reducer_create_with(&t, buf, n, bucket, overlap)
-                            : txl_reducer_create(buf, n, bucket, overlap);
+  TxlReducer *r = new_reducer(buf, n, bucket, overlap, transport);
   txl_reducer_set_owners(r, lo);
   const int64_t mine0 = lo[g_d.rank], mine1 = lo[g_d.rank + 1];
   for (int step = 0; step < 2 && !fails; step++) {
