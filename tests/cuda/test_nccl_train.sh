@@ -106,10 +106,11 @@ python3 "$SRC/tests/lib/compare_runs.py" "$WORK/zgpu3" "$WORK/gpu3" 2e-5 --kinds
 # a replayed step on 2 ranks: no kernel launch of the host's, one graph launch, and no host
 # synchronisation of its own (the upload ring may make the host wait when it runs a ring ahead of
 # the device, which here lags behind the other rank's host: so the least over the steps is 0, the
-# most one wait per ring slot a step fills, one a column group); the small model, and the wt103
-# recipe's shape
+# most one wait per upload of the step, as each may move the ring to its next slot
+# (kernels/cuda/upload.cu): each column group's inputs and the optimizer's constants, groups + 1);
+# the small model, sharded too, and the wt103 recipe's shape
 small_cuda_bench_ini "$WORK/small.ini"
-for v in "small 1" "small-sharded 1 --set dist.shard_optimizer=true" "wt103-shaped 2 --set model.cutoffs=100,300 --set model.div_val=2 --set train.batch_chunk=2"; do
+for v in "small 2" "small-sharded 2 --set dist.shard_optimizer=true" "wt103-shaped 3 --set model.cutoffs=100,300 --set model.div_val=2 --set train.batch_chunk=2"; do
   name=${v%% *} rest=${v#"$name "} slots=${rest%% *} args=${rest#"$slots"}
   # shellcheck disable=SC2086
   out=$($MPI -n 2 "$BIN/txl-train-emu" "$WORK/small.ini" --bench 4 --bench-warmup 3 $args 2>&1) || { printf '%s\n' "$out"; fail "2 ranks, $name: the graph's --bench failed"; }
