@@ -28,6 +28,35 @@ conf_line() { # KEY DEFAULT EXTRA...
   echo "$key=$def"
 }
 
+# A port P such that P and P+1 are both free on this host, for slurmctld and slurmd. Searched
+# below Linux's ephemeral range (32768 up by default), where no connect() or bind(0) of another
+# process (mpirun's TCP wire-up, say) is handed a port, starting from a place that depends on
+# this shell's pid. A fixed formula alone (20000 + pid % 20000) collides: two tests started one
+# after the other get consecutive pids, so one's slurmd port is the other's slurmctld port, and
+# sinfo then talks to a daemon with another munge key and hangs.
+free_port_pair() {
+  python3 - "$$" <<'PY'
+import socket, sys
+lo, hi = 20000, 32766
+start = lo + (int(sys.argv[1]) * 2) % (hi - lo)
+def free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+for i in range(0, hi - lo, 2):
+    p = lo + (start - lo + i) % (hi - lo)
+    if free(p) and free(p + 1):
+        print(p)
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+
 start_slurm() { # [KEY=VALUE ...]: slurm.conf lines that replace the defaults
   mkdir -p "$S/state" "$S/spool" "$S/munge"
   chmod 700 "$S" "$S/munge"
@@ -37,7 +66,8 @@ start_slurm() { # [KEY=VALUE ...]: slurm.conf lines that replace the defaults
   munged --foreground --force --key-file="$S/munge/key" --socket="$S/munge/sock" \
     --pid-file="$S/munge/pid" --log-file="$S/munged.log" --seed-file="$S/munge/seed" > "$S/munged.stdout" 2>&1 &
   pids+=($!)
-  local port=$((20000 + $$ % 20000))
+  local port
+  port=$(free_port_pair) || die "no free pair of TCP ports for slurmctld and slurmd in 20000-32766"
   cat > "$S/slurm.conf" <<CONF
 ClusterName=txltest
 SlurmctldHost=localhost
@@ -80,13 +110,14 @@ CONF
   pids+=($!)
   slurmd -D -N localhost -f "$S/slurm.conf" > "$S/slurmd.stdout" 2>&1 &
   pids+=($!)
-  local state=""
-  for _ in $(seq 60); do
-    state=$(timeout 5 sinfo -h -n localhost -o %T 2>/dev/null || true)
+  local state="" t0=$SECONDS
+  while [ $((SECONDS - t0)) -lt 30 ]; do
+    state=$(timeout 5 sinfo -h -n localhost -o %T 2>"$S/sinfo.err" || true)
     [ "$state" = idle ] && break
     sleep 0.5
   done
-  [ "$state" = idle ] && ok "private SLURM up: node localhost idle" || die "node not idle after 30 s (state '$state')"
+  [ "$state" = idle ] && ok "private SLURM up on ports $port-$((port + 1)): node localhost idle" \
+    || die "node not idle after $((SECONDS - t0)) s (state '$state'; sinfo: $(tail -n 1 "$S/sinfo.err"))"
 }
 
 # The state of job JOB once it has ended (COMPLETED, FAILED, CANCELLED, ...), waiting up to SECONDS.
