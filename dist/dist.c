@@ -73,14 +73,15 @@ void txl_dist_allreduce_max_i32(int *x, int n) { allreduce(x, n, MPI_INT, MPI_MA
 
 void txl_dist_allreduce_max_f64(double *x, int n) { allreduce(x, n, MPI_DOUBLE, MPI_MAX, "a maximum across ranks"); }
 
-void txl_dist_share_bytes(void *base, const int64_t *lo, const char *what) {
+void txl_dist_share(void *base, const int64_t *lo, size_t elem_bytes, const char *what) {
   if (g_world == 1) return;
   int counts[g_world], displs[g_world]; /* a few KiB at most: no allocation in a step */
+  const int64_t e = (int64_t)elem_bytes;
   for (int k = 0; k < g_world; k++) {
-    if (lo[k + 1] > INT_MAX) /* MPI's counts and displacements are int */
-      txl_fatal("%s: %lld bytes, more than MPI's %d in one call", what, (long long)lo[k + 1], INT_MAX);
-    counts[k] = (int)(lo[k + 1] - lo[k]);
-    displs[k] = (int)lo[k];
+    if (lo[k + 1] > INT_MAX / e) /* MPI's counts and displacements are int */
+      txl_fatal("%s: %lld bytes, more than MPI's %d in one call", what, (long long)(lo[k + 1] * e), INT_MAX);
+    counts[k] = (int)((lo[k + 1] - lo[k]) * e);
+    displs[k] = (int)(lo[k] * e);
   }
   MPI_Request req;
   MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &req));

@@ -41,10 +41,10 @@ int txl_dist_all_equal_u64(uint64_t v);
 /* Maximum in place across ranks. collective: all ranks */
 void txl_dist_allreduce_max_i32(int *x, int n);
 void txl_dist_allreduce_max_f64(double *x, int n);
-/* Rank k's bytes base[lo[k], lo[k + 1]) to every rank, in place, for each rank k (lo [world + 1],
- * increasing; an all-gather of slices of unequal sizes, each within 2^31 - 1 bytes of the start);
- * `what` names it if it times out. collective: all ranks */
-void txl_dist_share_bytes(void *base, const int64_t *lo, const char *what);
+/* Rank k's elements base[lo[k], lo[k + 1]) (of elem_bytes bytes each) to every rank, in place, for
+ * each rank k (lo [world + 1], increasing; an all-gather of slices of unequal sizes, each ending
+ * within 2^31 - 1 bytes of base); `what` names it if it times out. collective: all ranks */
+void txl_dist_share(void *base, const int64_t *lo, size_t elem_bytes, const char *what);
 /* collective: all ranks */
 void txl_dist_barrier(void);
 

@@ -138,14 +138,15 @@ static void transport_sum_f64(void *ctx, double *p, int n) {
 }
 
 /* One broadcast per owner, in one group (NCCL may run them at once), each in place. */
-static void transport_share(void *ctx, void *base, const int64_t *lo, int world) {
+static void transport_share(void *ctx, void *base, const int64_t *lo, size_t elem_bytes, int world) {
   TxlNccl *c = (TxlNccl *)ctx;
+  const int64_t e = (int64_t)elem_bytes;
   CUDA_CHECK(cudaEventRecord(c->ready, c->compute));
   CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
   NCCL_CHECK(ncclGroupStart());
   for (int k = 0; k < world; k++)
-    for (int64_t off = lo[k]; off < lo[k + 1]; off += TXL_NCCL_SLICE) {
-      const size_t count = (size_t)(lo[k + 1] - off < TXL_NCCL_SLICE ? lo[k + 1] - off : TXL_NCCL_SLICE);
+    for (int64_t off = lo[k] * e, end = lo[k + 1] * e; off < end; off += TXL_NCCL_SLICE) {
+      const size_t count = (size_t)(end - off < TXL_NCCL_SLICE ? end - off : TXL_NCCL_SLICE);
       char *p = (char *)base + off;
       NCCL_CHECK(ncclBroadcast(p, p, count, ncclUint8, k, c->comm, c->stream));
     }

@@ -22,7 +22,6 @@ struct TxlReducer {
   double wait_s;
   double gathered;      /* bytes sent to txl_reducer_gather */
   int64_t *owner_lo;    /* [world + 1] txl_reducer_set_owners's, or NULL: every rank gets every sum */
-  int64_t *share_lo;    /* [world + 1] txl_reducer_share's scratch: owner_lo in bytes */
   int rank;
   TxlReduceTransport transport; /* start == NULL: MPI on host memory */
 };
@@ -99,8 +98,6 @@ void txl_reducer_set_owners(TxlReducer *r, const int64_t *lo) {
   free(r->owner_lo);
   r->owner_lo = txl_malloc((size_t)(r->world + 1) * sizeof *r->owner_lo, "reducer: the slices' owners");
   memcpy(r->owner_lo, lo, (size_t)(r->world + 1) * sizeof *lo);
-  free(r->share_lo);
-  r->share_lo = txl_malloc((size_t)(r->world + 1) * sizeof *r->share_lo, "reducer: the slices in bytes");
 }
 
 void txl_reducer_sum_f64(TxlReducer *r, double *p, int n) {
@@ -118,11 +115,9 @@ void txl_reducer_sum_f64(TxlReducer *r, double *p, int n) {
 void txl_reducer_share(TxlReducer *r, void *base, size_t elem_bytes) {
   if (r->world == 1) return;
   if (!r->owner_lo) txl_fatal("internal: reducer: a share without owners");
-  int64_t *lo = r->share_lo;
-  for (int k = 0; k <= r->world; k++) lo[k] = r->owner_lo[k] * (int64_t)elem_bytes;
   double t0 = txl_now_s();
-  if (r->transport.start) r->transport.share(r->transport.ctx, base, lo, r->world);
-  else txl_dist_share_bytes(base, lo, "the parameters' all-gather");
+  if (r->transport.start) r->transport.share(r->transport.ctx, base, r->owner_lo, elem_bytes, r->world);
+  else txl_dist_share(base, r->owner_lo, elem_bytes, "the parameters' all-gather");
   r->wait_s += txl_now_s() - t0;
 }
 
@@ -195,6 +190,5 @@ void txl_reducer_destroy(TxlReducer *r) {
   free(r->pend_begin);
   free(r->pend_end);
   free(r->owner_lo);
-  free(r->share_lo);
   free(r);
 }

@@ -29,9 +29,9 @@ typedef struct {
   void (*reduce)(void *ctx, float *p, int64_t n, int root);
   /* p[0, n) (device memory, doubles) summed in place across ranks, ordered as gather. */
   void (*sum_f64)(void *ctx, double *p, int n);
-  /* base[lo[k], lo[k + 1]) (bytes, device memory) copied from rank k to every rank, for each of
-   * the `world` ranks k, in place; ordered as gather. */
-  void (*share)(void *ctx, void *base, const int64_t *lo, int world);
+  /* The elements base[lo[k], lo[k + 1]) (of elem_bytes bytes each, device memory) copied from
+   * rank k to every rank, for each of the `world` ranks k, in place; ordered as gather. */
+  void (*share)(void *ctx, void *base, const int64_t *lo, size_t elem_bytes, int world);
 } TxlReduceTransport;
 
 /* The same reducer summing through `t` instead of MPI; with overlap 0 every bucket is started in

@@ -256,21 +256,21 @@ struct ClipRecord {
   __device__ void operator()(double sumsq) const { txl_grad_clip_record(r, sumsq, clip, loss_scale); }
 };
 
-/* The chunks of a sum over n elements (n >= 0): their count (<= TXL_SUMSQ_MAX_CHUNKS; 0 for
- * n = 0) and *chunk, the elements of each but the last. */
-static int sum_chunks(int64_t n, int64_t *chunk) {
+/* The parts of a sum over n elements (n >= 0): one per chunk (<= TXL_SUMSQ_MAX_CHUNKS), and one
+ * part of nothing for n = 0, so that a sum has at least one part; *chunk, the elements of each
+ * but the last. */
+static int sum_parts(int64_t n, int64_t *chunk) {
   *chunk = (n + TXL_SUMSQ_MAX_CHUNKS - 1) / TXL_SUMSQ_MAX_CHUNKS;
   if (*chunk < TXL_SUMSQ_MIN_CHUNK) *chunk = TXL_SUMSQ_MIN_CHUNK;
-  return (int)((n + *chunk - 1) / *chunk);
+  const int nchunks = (int)((n + *chunk - 1) / *chunk);
+  return nchunks > 0 ? nchunks : 1;
 }
 
-/* Kernel 1 over the chunks [c0, c1) of x [n] into part [max(nchunks, 1)] (an empty x: one part of
- * 0, so that a sum has at least one part). */
+/* Kernel 1 over the parts [c0, c1) of x [n] into part [sum_parts(n)]. */
 template <typename T, typename Term>
 static void chunk_sums(T *part, const float *x, int64_t n, int c0, int c1, Term term) {
   int64_t chunk;
-  const int nchunks = sum_chunks(n, &chunk);
-  const int blocks = nchunks > 0 ? nchunks : 1;
+  const int blocks = sum_parts(n, &chunk);
   auto partial = chunk_sum_kernel<T, Term>;
   TXL_LAUNCH(partial, blocks, TXL_CUDA_THREADS, 0)(part, x, n, chunk, blocks, c0, c1, term);
   CUDA_LAUNCH_CHECK();
@@ -290,7 +290,7 @@ template <typename T, typename Term, typename Out>
 static void chunked_sum_device(const float *x, int64_t n, Term term, Out out) {
   static_assert(sizeof(T) == sizeof(double), "partials of 8 bytes, as the scratch holds");
   int64_t chunk;
-  const int nchunks = sum_chunks(n, &chunk), nparts = nchunks > 0 ? nchunks : 1;
+  const int nparts = sum_parts(n, &chunk);
   T *part = (T *)scratch(TXL_SUMSQ_MAX_CHUNKS + 1);
   chunk_sums<T>(part, x, n, 0, nparts, term);
   parts_sum<T>(out, part, nparts);
@@ -316,10 +316,11 @@ extern "C" uint64_t txl_cuda_digest(const float *x, int64_t n) {
 }
 
 /* The gaps between the segments hold zeros: sumsq over the span from the first to the end of the
- * last (the same sum as over the segments alone, in sumsq's order of that span). */
+ * last (the same sum as over the segments alone, in sumsq's order of that span); no segments, an
+ * empty span at 0. */
 static void segment_span(int n_seg, const int64_t *seg, int64_t *begin, int64_t *n) {
-  *begin = seg[0];
-  *n = seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0];
+  *begin = n_seg > 0 ? seg[0] : 0;
+  *n = n_seg > 0 ? seg[2 * (n_seg - 1)] + seg[2 * (n_seg - 1) + 1] - seg[0] : 0;
 }
 
 extern "C" double txl_cuda_sumsq_segments(const float *x, int n_seg, const int64_t *seg) {
@@ -331,17 +332,17 @@ extern "C" double txl_cuda_sumsq_segments(const float *x, int n_seg, const int64
 
 /* The parts are sumsq's chunks of the span (an empty span: one part of nothing). */
 extern "C" int txl_cuda_norm_parts(int64_t *bounds, int n_seg, const int64_t *seg) {
-  int64_t begin = 0, n = 0, chunk;
-  if (n_seg > 0) segment_span(n_seg, seg, &begin, &n);
-  const int nchunks = sum_chunks(n, &chunk), nparts = nchunks > 0 ? nchunks : 1;
+  int64_t begin, n, chunk;
+  segment_span(n_seg, seg, &begin, &n);
+  const int nparts = sum_parts(n, &chunk);
   for (int p = 0; p < nparts; p++) bounds[p] = begin + (int64_t)p * chunk;
   bounds[nparts] = begin + n;
   return nparts;
 }
 
 extern "C" void txl_cuda_sumsq_parts(double *part, const float *x, int n_seg, const int64_t *seg, int p0, int p1) {
-  int64_t begin = 0, n = 0;
-  if (n_seg > 0) segment_span(n_seg, seg, &begin, &n);
+  int64_t begin, n;
+  segment_span(n_seg, seg, &begin, &n);
   chunk_sums<double>(part, x + begin, n, p0, p1, SquareTerm());
 }
 
@@ -354,8 +355,9 @@ extern "C" void txl_cuda_grad_clip_parts(TxlGradClip *r, const double *part, int
  * waits): sumsq_parts over every part into the scratch, then grad_clip_parts. */
 extern "C" void txl_cuda_grad_clip(TxlGradClip *r, const float *g, int n_seg, const int64_t *seg, float clip,
                                    double loss_scale) {
-  int64_t bounds[TXL_NORM_PARTS_MAX + 1];
-  const int nparts = txl_cuda_norm_parts(bounds, n_seg, seg);
+  int64_t begin, n, chunk;
+  segment_span(n_seg, seg, &begin, &n);
+  const int nparts = sum_parts(n, &chunk); /* norm_parts' count, without its bounds */
   double *part = scratch(TXL_SUMSQ_MAX_CHUNKS + 1);
   txl_cuda_sumsq_parts(part, g, n_seg, seg, 0, nparts);
   txl_cuda_grad_clip_parts(r, part, nparts, clip, loss_scale);

@@ -112,10 +112,8 @@ static void moments_to_host(TxlTrainer *t, TxlCkptBuffers *b) {
   t->ops->to_host(b->adam_m + off, t->adam.m, bytes);
   t->ops->to_host(b->adam_v + off, t->adam.v, bytes);
   if (!t->shard.lo) return;
-  int64_t lo[t->dist.world + 1]; /* the slices in bytes */
-  for (int k = 0; k <= t->dist.world; k++) lo[k] = t->shard.lo[k] * (int64_t)sizeof(float);
-  txl_dist_share_bytes(b->adam_m, lo, "the gather of the optimizer's moments for a checkpoint");
-  txl_dist_share_bytes(b->adam_v, lo, "the gather of the optimizer's moments for a checkpoint");
+  txl_dist_share(b->adam_m, t->shard.lo, sizeof(float), "the gather of the optimizer's moments for a checkpoint");
+  txl_dist_share(b->adam_v, t->shard.lo, sizeof(float), "the gather of the optimizer's moments for a checkpoint");
 }
 
 char *txl_trainer_config_text(const TxlConfig *c) {

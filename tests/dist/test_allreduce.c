@@ -108,10 +108,11 @@ static void deferred_sum_f64(void *ctx, double *p, int n) {
 }
 
 /* one broadcast per owner, as the NCCL transport does */
-static void deferred_share(void *ctx, void *base, const int64_t *lo, int world) {
+static void deferred_share(void *ctx, void *base, const int64_t *lo, size_t elem_bytes, int world) {
   (void)ctx;
+  const int64_t e = (int64_t)elem_bytes;
   for (int k = 0; k < world; k++)
-    MPI_CHECK(MPI_Bcast((char *)base + lo[k], (int)(lo[k + 1] - lo[k]), MPI_BYTE, k, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast((char *)base + lo[k] * e, (int)((lo[k + 1] - lo[k]) * e), MPI_BYTE, k, MPI_COMM_WORLD));
 }
 
 static void deferred_gather(void *ctx, const void *send, void *recv, int64_t bytes) {
