@@ -89,22 +89,28 @@ struct Fiber {
   FiberState state;
 };
 
-/* One warp's barrier: the lanes arrive, the last one releases them. A shuffle writes its value
- * into slot[gen & 1][lane] and reads the partner's from the same half after the release; the
- * next operation writes the other half, and cannot complete (so nobody can write this half
- * again) before every lane has arrived at it, i.e. has read its result here. */
+/* One warp's barrier: the lanes arrive, the last one releases them. A shuffle (or a warp-wide
+ * instruction: emu_warp_exchange) writes its value into slot[gen & 1][lane] and reads the
+ * partners' from the same half after the release; the next operation writes the other half, and
+ * cannot complete (so nobody can write this half again) before every lane has arrived at it,
+ * i.e. has read its results here. */
 struct Warp {
   int size;     /* lanes in this warp (32 unless the block size is not a multiple of 32) */
   int arrived;
-  int kind;     /* operation of the current arrivals: 0 xor, 1 down, 2 index, 3 __syncwarp */
+  int kind;     /* operation of the current arrivals: an OP_* below */
   int width;
   int done;     /* lanes that returned */
   unsigned gen;
-  uint64_t slot[2][WARP];
+  unsigned char slot[2][WARP][EMU_WARP_PAYLOAD];
 };
 
+enum { OP_SHFL_XOR, OP_SHFL_DOWN, OP_SHFL_IDX, OP_SYNCWARP, OP_FIRST_EXCHANGE };
 static const char *const kOpName[] = {"__shfl_xor_sync", "__shfl_down_sync", "__shfl_sync",
                                       "__syncwarp"};
+/* the name of a warp operation: a shuffle's, or the instruction an exchange stands for */
+static const char *op_name(int kind) {
+  return kind < OP_FIRST_EXCHANGE ? kOpName[kind] : emu_exchange_name(kind - OP_FIRST_EXCHANGE);
+}
 
 enum Backend { BACKEND_UNSET, BACKEND_ASM, BACKEND_UCONTEXT };
 
@@ -324,7 +330,8 @@ static void thread_done(Fiber *f) {
   if (w.arrived > 0)
     fail("returned (lane %d of warp %d) while %d lane(s) of its warp wait in %s: all 32 lanes "
          "must take part in a warp operation with the full mask",
-         lin % WARP, lin / WARP, w.arrived, kOpName[w.kind]);
+         lin % WARP, lin / WARP, w.arrived, op_name(w.kind));
+  emu_ptx_thread_done(lin);
 }
 
 /* The fiber at position pos of a round. */
@@ -416,7 +423,7 @@ static void deadlock(void) {
       "operation (the first in warp %d, at %s), %d returned: the block is split between "
       "__syncthreads and a warp operation",
       S.launch->name, blockIdx.x, blockIdx.y, blockIdx.z, at_block, at_warp, first_warp,
-      first_warp >= 0 ? kOpName[S.warps[(size_t)first_warp].kind] : "-", S.done);
+      first_warp >= 0 ? op_name(S.warps[(size_t)first_warp].kind) : "-", S.done);
 }
 
 static void run_block(void) {
@@ -582,31 +589,32 @@ void __syncthreads(void) {
   to_scheduler(false);
 }
 
-/* Arrival of the running lane at a warp operation; returns the half of the slots it used. */
-static unsigned warp_arrive(int kind, unsigned int mask, uint64_t bits, int width) {
-  Fiber *f = current(kOpName[kind]);
+/* Arrival of the running lane at a warp operation with its payload (bytes <= EMU_WARP_PAYLOAD);
+ * returns the half of the slots it used. */
+static unsigned warp_arrive(int kind, unsigned int mask, const void *payload, size_t bytes, int width) {
+  Fiber *f = current(op_name(kind));
   const int lin = linear_of(f), lane = lin % WARP;
   Warp &w = S.warps[(size_t)(lin / WARP)];
   if (mask != 0xffffffffu)
-    fail("%s with mask 0x%08x: only the full mask 0xffffffff is supported", kOpName[kind], mask);
+    fail("%s with mask 0x%08x: only the full mask 0xffffffff is supported", op_name(kind), mask);
   if (width < 1 || width > WARP || (width & (width - 1)) != 0)
-    fail("%s with width %d: must be a power of 2 in [1, 32]", kOpName[kind], width);
+    fail("%s with width %d: must be a power of 2 in [1, 32]", op_name(kind), width);
   if (w.size != WARP)
     fail("%s in a partial warp (%d lanes; the block has %d threads, not a multiple of 32): "
          "the full mask names lanes that do not exist",
-         kOpName[kind], w.size, S.nthreads);
+         op_name(kind), w.size, S.nthreads);
   if (w.done > 0)
-    fail("%s after a lane of its warp returned: all 32 lanes must take part", kOpName[kind]);
+    fail("%s after a lane of its warp returned: all 32 lanes must take part", op_name(kind));
   if (w.arrived == 0) {
     w.kind = kind;
     w.width = width;
   } else if (w.kind != kind || w.width != width) {
     fail("%s (width %d) while other lanes of the warp wait in %s (width %d): divergent warp "
          "operations",
-         kOpName[kind], width, kOpName[w.kind], w.width);
+         op_name(kind), width, op_name(w.kind), w.width);
   }
   const unsigned half = w.gen & 1u;
-  w.slot[half][lane] = bits;
+  if (bytes > 0) memcpy(w.slot[half][lane], payload, bytes); /* __syncwarp carries none (NULL) */
   if (++w.arrived == w.size) { /* the last lane: release the warp, go on */
     w.arrived = 0;
     w.gen++;
@@ -620,12 +628,12 @@ static unsigned warp_arrive(int kind, unsigned int mask, uint64_t bits, int widt
   return half;
 }
 
-void __syncwarp(unsigned int mask) { warp_arrive(3, mask, 0, WARP); }
+void __syncwarp(unsigned int mask) { warp_arrive(OP_SYNCWARP, mask, NULL, 0, WARP); }
 
 uint64_t txl_emu_shuffle(int kind, unsigned int mask, uint64_t bits, int arg, int width) {
   if (kind == 0 && (arg < 0 || arg >= WARP))
     fail("__shfl_xor_sync with lane mask %d: must be in [0, 32)", arg);
-  const unsigned half = warp_arrive(kind, mask, bits, width);
+  const unsigned half = warp_arrive(kind, mask, &bits, sizeof bits, width);
   const int lin = linear_of(S.cur), lane = lin % WARP;
   const int seg = lane & ~(width - 1); /* first lane of this lane's group of `width` */
   int src;
@@ -638,7 +646,35 @@ uint64_t txl_emu_shuffle(int kind, unsigned int mask, uint64_t bits, int arg, in
   } else { /* index: srcLane modulo width within the group */
     src = seg + (arg & (width - 1));
   }
-  return S.warps[(size_t)(lin / WARP)].slot[half][src];
+  uint64_t out;
+  memcpy(&out, S.warps[(size_t)(lin / WARP)].slot[half][src], sizeof out);
+  return out;
+}
+
+/* ---- what the warp-wide instructions (emu_ptx.cpp) need of the scheduler ------------------ */
+const unsigned char (*emu_warp_exchange(int instruction, const void *mine, size_t bytes))[EMU_WARP_PAYLOAD] {
+  if (bytes > EMU_WARP_PAYLOAD) emu_die("internal: a warp exchange of %zu bytes", bytes);
+  const int kind = OP_FIRST_EXCHANGE + instruction;
+  const unsigned half = warp_arrive(kind, 0xffffffffu, mine, bytes, WARP);
+  return S.warps[(size_t)(linear_of(S.cur) / WARP)].slot[half];
+}
+
+int emu_thread_linear(const char *what) { return linear_of(current(what)); }
+
+void emu_kernel_fail(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fail("%s", msg);
+  abort(); /* not reached: fail does not return */
+}
+
+bool emu_in_dynamic_shared(const void *p, size_t bytes) {
+  const unsigned char *a = (const unsigned char *)p;
+  return S.launch && S.dyn_shared && a >= S.dyn_shared && bytes <= S.launch->shared &&
+         (size_t)(a - S.dyn_shared) <= S.launch->shared - bytes;
 }
 
 /* ---- launch checks: the per-kernel limit of the dynamic shared memory ---------------------- */

@@ -20,7 +20,8 @@
 #include <type_traits>
 
 enum {
-  WARP = 32, /* lanes of a warp */
+  WARP = 32,             /* lanes of a warp */
+  EMU_WARP_PAYLOAD = 64, /* bytes each lane hands to a warp-wide exchange (emu_warp_exchange) */
 };
 
 /* ---- errors and counts (emu_runtime.cpp) ------------------------------------------------- */
@@ -114,5 +115,28 @@ void emu_drain_blocking(void);
 
 /* A kernel or a GEMM that a graph's replay ran (txl_emu_graph_counts' graph_kernels). */
 void emu_graph_kernel(void);
+
+/* ---- the scheduler, for the warp-wide instructions (emu_fibers.cpp, for emu_ptx.cpp) ------- */
+/* A warp-wide instruction (mma.sync, ldmatrix: number `instruction` of emu_exchange_name's
+ * list): the running lane hands over `bytes` (<= EMU_WARP_PAYLOAD) and waits until every lane of
+ * its full warp has (the checks of a shuffle: full warp, no lane returned, no lane at another
+ * operation); returns the 32 lanes' payloads, valid until this lane's next warp operation. */
+const unsigned char (*emu_warp_exchange(int instruction, const void *mine, size_t bytes))[EMU_WARP_PAYLOAD];
+/* the name of warp-wide instruction i in the messages (emu_ptx.cpp) */
+const char *emu_exchange_name(int i);
+/* The running thread's linear index in its block; `what` names the call if outside a kernel. */
+int emu_thread_linear(const char *what);
+/* An error in the running kernel: ends the process with one line naming the kernel, the block
+ * and the thread, as a failed barrier check does. */
+void emu_kernel_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* [p, p + bytes) lies in the running block's dynamic shared memory. */
+bool emu_in_dynamic_shared(const void *p, size_t bytes);
+/* The running thread (linear index lin) returned: what it left undone is an error
+ * (emu_ptx.cpp: cp.async copies never waited for). */
+void emu_ptx_thread_done(int lin);
+
+/* ---- memory (emu_runtime.cpp) --------------------------------------------------------------- */
+/* [p, p + bytes) lies in one live cudaMalloc allocation. */
+bool emu_in_device_memory(const void *p, size_t bytes);
 
 #endif

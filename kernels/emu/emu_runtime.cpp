@@ -252,6 +252,14 @@ static bool in_range(const std::map<uintptr_t, size_t> &m, const void *p) {
   return a < it->first + (it->second ? it->second : 1);
 }
 
+bool emu_in_device_memory(const void *p, size_t bytes) {
+  const uintptr_t a = (uintptr_t)p;
+  auto it = g_device_mem.upper_bound(a);
+  if (it == g_device_mem.begin()) return false;
+  --it;
+  return a >= it->first && bytes <= it->second && a - it->first <= it->second - bytes;
+}
+
 /* A synchronous call of the legacy stream (cudaMemcpy, cudaMemset, cudaMemset2D): the legacy
  * stream's rule, then the global mode's. */
 static cudaError_t legacy_sync_call(void) {

@@ -405,8 +405,6 @@ static void test_arch(void) {
   CUDA_CHECK(cudaFree(ran));
 }
 
-static int run_child(void (*fn)(void), std::string *err);
-
 /* The child of test_unknown_arch: this program again (--device) with an architecture the
  * emulator does not model. */
 static void exec_unknown_arch(void) {
@@ -960,48 +958,6 @@ static void run_divergent(void) { TXL_LAUNCH(divergent_shfl_kernel, 1, 32, 0)(g_
 static void run_mask(void) { TXL_LAUNCH(half_mask_kernel, 1, 32, 0)(g_scratch); }
 static void run_partial(void) { TXL_LAUNCH(partial_warp_kernel, 1, 48, 0)(g_scratch); }
 static void run_host_sync(void) { __syncthreads(); }
-
-/* Runs fn in a child process with its stderr captured; returns the child's wait status. */
-static int run_child(void (*fn)(void), std::string *err) {
-  int fd[2];
-  if (pipe(fd) != 0) {
-    perror("pipe");
-    exit(1);
-  }
-  fflush(stdout);
-  fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    perror("fork");
-    exit(1);
-  }
-  if (pid == 0) {
-    close(fd[0]);
-    dup2(fd[1], 2);
-    fn();
-    _exit(0); /* not reached when the emulator (or ASan) detects the problem */
-  }
-  close(fd[1]);
-  char buf[512];
-  ssize_t got;
-  while ((got = read(fd[0], buf, sizeof buf)) > 0) err->append(buf, (size_t)got);
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return status;
-}
-
-/* Runs fn in a child process; it must exit with status 1 and a message on stderr that contains
- * each of the given strings. */
-static void expect_fatal(const char *what, void (*fn)(void), const char *s1, const char *s2) {
-  std::string err;
-  const int status = run_child(fn, &err);
-  const bool exit1 = WIFEXITED(status) && WEXITSTATUS(status) == 1;
-  const bool has = err.find(s1) != std::string::npos && err.find(s2) != std::string::npos;
-  while (!err.empty() && err.back() == '\n') err.pop_back();
-  check(exit1 && has, "%s: exit %d, \"%s\"", what, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-        err.c_str());
-}
 
 #if defined(__SANITIZE_ADDRESS__)
 /* Under AddressSanitizer the kernels run instrumented on the fiber stacks: out-of-bounds
