@@ -76,6 +76,15 @@ double txl_cuda_time_ms(void (*fn)(void *ctx), void *ctx, int warmup, int iters)
 typedef enum { TXL_GEMM_FP32 = 0, TXL_GEMM_TF32 = 1 } TxlGemmMath;
 void txl_cuda_set_gemm_math(TxlGemmMath math);
 
+/* The route of the relative attention's forward in the bf16 and fp16 tables (rel_attn.cu):
+ * TXL_ATTN_GEMM (the default: gathers, cuBLAS GEMMs and row kernels, the score matrices in
+ * memory) or TXL_ATTN_FUSED (rel_attn_fused.cu: one tensor-core kernel, no score matrix; taken
+ * where the device is sm_80 or newer and the head size at most 128, the GEMM route elsewhere).
+ * Both save the same log-sum-exp, which the backward (the GEMM route's) reads. The fp32 table
+ * always takes the GEMM route. */
+typedef enum { TXL_ATTN_GEMM = 0, TXL_ATTN_FUSED = 1 } TxlAttnImpl;
+void txl_cuda_set_attn_impl(TxlAttnImpl impl);
+
 /* One function per op of kernels/ops.def, with the op's signature: txl_cuda_<name>, and for an op
  * of kind ACT (it has activation tensors, the `void *` of its signature) two more,
  * txl_cuda_<name>_bf16 and txl_cuda_<name>_fp16: txl_cuda_<name> serves the "cuda" table

@@ -65,8 +65,11 @@
 #include "kernels/common/dropout.h"
 #include "kernels/cuda/cost.h"
 #include "kernels/cuda/act.h"
+#include "kernels/cuda/rel_attn_fused.h"
 
 namespace {
+
+TxlAttnImpl g_attn_impl = TXL_ATTN_GEMM; /* txl_cuda_set_attn_impl */
 
 /* Everything a kernel needs to know about the call (by value). */
 struct Geo {
@@ -590,6 +593,12 @@ void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r,
                       const float *rb, const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
   txl_attn_check_call(&s, r, vb, rb);
   if (no_query(s)) return;
+  if constexpr (sizeof(T) == 2) {
+    if (g_attn_impl == TXL_ATTN_FUSED && rel_attn_fused_fits(s, sizeof(T))) {
+      rel_attn_fused_forward<T>(vec, saved, q, kv, r, u, vb, rb, s, drop);
+      return;
+    }
+  }
   const Geo g = make_geo(s, drop, r != nullptr, rb);
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, sizeof(T), 0);
   Run x;
@@ -637,6 +646,11 @@ size_t workspace(int L, int K, int B, int H, int dh, int backward, size_t act) {
 
 } // namespace
 
+extern "C" void txl_cuda_set_attn_impl(TxlAttnImpl impl) {
+  if (impl != TXL_ATTN_GEMM && impl != TXL_ATTN_FUSED) txl_fatal("internal: attention route %d", (int)impl);
+  g_attn_impl = impl;
+}
+
 extern "C" size_t txl_cuda_rel_attn_saved_floats(int L, int K, int B, int H) {
   (void)K;
   return (size_t)B * H * L;
@@ -655,6 +669,15 @@ extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, i
   static const float mark_rb[1] = {0.0f}; /* a stand-in: the count reads no memory */
   const Geo g = make_geo(s, none, bd, rb ? mark_rb : nullptr);
   const size_t e = txl_dtype_size(act);
+  if (!backward && g_attn_impl == TXL_ATTN_FUSED && rel_attn_fused_shape_fits(s, e)) {
+    double bytes = 0.0, tensor = 0.0, core = 0.0;
+    rel_attn_fused_cost(s, e, bd, &bytes, &tensor, &core);
+    c->bytes += bytes;
+    c->tensor_flops += tensor;
+    c->core_flops += core;
+    c->launches += 1.0;
+    return;
+  }
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, e, backward);
   Count x = {c, act != TXL_F32 || tf32 != 0};
   if (act == TXL_BF16)

@@ -125,6 +125,7 @@ static void open_cuda(TxlBackend *b, const TxlDeviceSpec *s, const TxlDist *d, i
   const int bf16 = s->precision == TXL_BACKEND_BF16, fp16 = s->precision == TXL_BACKEND_FP16;
   const int tf32 = s->precision == TXL_BACKEND_TF32;
   txl_cuda_set_gemm_math(tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  txl_cuda_set_attn_impl(s->fused_attn ? TXL_ATTN_FUSED : TXL_ATTN_GEMM);
   b->gpu = gpu;
   b->tf32 = tf32;
   const TxlPeakKind kind = bf16                                    ? TXL_PEAK_BF16

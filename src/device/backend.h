@@ -20,6 +20,7 @@ typedef struct {
   TxlBackendDevice device;
   TxlBackendPrecision precision;
   int threads; /* CPU threads of the rank; <= 0: $OMP_NUM_THREADS, else the node's cores / its ranks */
+  int fused_attn; /* run.attn_impl = fused: the attention's fused forward where the GPU has it */
 } TxlDeviceSpec;
 
 /* "fp32", "tf32", "bf16", "fp16": a precision as run.precision writes it. */

@@ -76,7 +76,7 @@ void txl_schedule_from_config(const TxlConfig *c, TxlSchedule *s) {
 }
 
 TxlDeviceSpec txl_device_spec_of(const TxlConfig *c) {
-  TxlDeviceSpec s = {TXL_BACKEND_CPU, TXL_BACKEND_FP32, c->threads};
+  TxlDeviceSpec s = {TXL_BACKEND_CPU, TXL_BACKEND_FP32, c->threads, c->attn_impl == TXL_ATTN_IMPL_FUSED};
   switch (c->device) {
   case TXL_DEVICE_CPU: s.device = TXL_BACKEND_CPU; break;
   case TXL_DEVICE_CUDA: s.device = TXL_BACKEND_CUDA; break;

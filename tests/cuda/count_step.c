@@ -15,6 +15,7 @@
 #include "src/base/zipf.h"
 #include "src/config/config.h"
 #include "kernels/cuda/count_ops.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "src/model/gemm_of.h"
 #include "src/model/model.h"
 #include "src/train/step.h"
@@ -45,15 +46,19 @@ static const Recipe k_recipes[] = {
 /* run.precision = fp16 counts as bf16: its activations are 2 bytes too, its GEMMs run on the
  * tensor cores at the same H100 rate (989 TFLOP/s dense), and every op does the same work, so
  * its table would repeat bf16's line for line (not printed). */
+/* bf16-fused: bf16 with run.attn_impl = fused (the attention's fused forward, rel_attn_fused.cu;
+ * its backward is the gemm route's). */
 static const struct {
   const char *name;
   TxlDtype act;
   int tf32;
   double tensor_peak; /* H100 SXM dense tensor-core FLOP/s of this precision */
+  TxlAttnImpl attn;
 } k_precisions[] = {
-    {"fp32", TXL_F32, 0, 0.0},
-    {"tf32", TXL_F32, 1, 494e12},
-    {"bf16", TXL_BF16, 0, 989e12},
+    {"fp32", TXL_F32, 0, 0.0, TXL_ATTN_GEMM},
+    {"tf32", TXL_F32, 1, 494e12, TXL_ATTN_GEMM},
+    {"bf16", TXL_BF16, 0, 989e12, TXL_ATTN_GEMM},
+    {"bf16-fused", TXL_BF16, 0, 989e12, TXL_ATTN_FUSED},
 };
 
 /* H100 SXM: fp32 FLOP/s of the CUDA cores, HBM3 bytes/s */
@@ -183,6 +188,7 @@ static void count_recipe(const char *path, const char *name, const TxlConfig *c,
          "segments), assume that distribution\n");
   for (size_t p = 0; p < sizeof k_precisions / sizeof k_precisions[0]; p++) {
     const TxlOps *o = txl_count_ops(k_precisions[p].act, k_precisions[p].tf32);
+    txl_cuda_set_attn_impl(k_precisions[p].attn);
     TxlModelSpec spec;
     txl_model_spec_from_config(c, V, &spec);
     TxlModel m;

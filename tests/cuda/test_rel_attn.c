@@ -96,6 +96,7 @@ static double g_tc_ratio = 0.0;
 typedef struct {
   TxlDtype act;
   int tf32;
+  int fused; /* the forward's fused route (txl_cuda_set_attn_impl; bf16 and fp16 only) */
 } Mode;
 
 static double mode_u(Mode m) { return m.act != TXL_F32 ? act_unit(m.act) : m.tf32 ? U_TF32 : 0.0; }
@@ -173,6 +174,7 @@ static void run_case(const Case *cs, Mode m, int variant) {
   const TxlDtype act = m.act;
   const double uo = mode_u(m), eta = mode_eta(m);
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  txl_cuda_set_attn_impl(m.fused ? TXL_ATTN_FUSED : TXL_ATTN_GEMM);
   const TxlAttnShape s = case_shape(cs);
   const int K = s.M + s.L;
   const TxlDropout drop = {cs->p, 77u, txl_layer_site(3, TXL_LSITE_ATTN_PROB), 11u, NULL};
@@ -180,8 +182,8 @@ static void run_case(const Case *cs, Mode m, int variant) {
   const int64_t nq = (int64_t)s.L * s.B * HD, nkv = (int64_t)K * s.B * 2 * HD,
                 nr = (int64_t)K * HD, nrow = (int64_t)s.B * s.H * s.L;
   char tag[128], what[192];
-  snprintf(tag, sizeof tag, "%s%s%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f", VARIANT_TAGS[variant],
-           act == TXL_BF16 ? "bf16 " : act == TXL_F16 ? "fp16 " : "", m.tf32 ? "tf32 " : "", s.L, s.M, s.B, s.H, dh,
+  snprintf(tag, sizeof tag, "%s%s%s%sL=%d M=%d B=%d H=%d dh=%d col0=%d sl=%d shift=%d p=%.1f", VARIANT_TAGS[variant],
+           act == TXL_BF16 ? "bf16 " : act == TXL_F16 ? "fp16 " : "", m.tf32 ? "tf32 " : "", m.fused ? "fused " : "", s.L, s.M, s.B, s.H, dh,
            s.col0, s.same_length, s.same_shift,
            (double)cs->p);
 
@@ -408,6 +410,7 @@ static void test_padded(const Case *cs, Mode m, int variant, int ldq, int ldkv, 
   const int has_rb = variant == V_SHAW;
   const TxlDtype act = m.act;
   txl_cuda_set_gemm_math(m.tf32 ? TXL_GEMM_TF32 : TXL_GEMM_FP32);
+  txl_cuda_set_attn_impl(m.fused ? TXL_ATTN_FUSED : TXL_ATTN_GEMM);
   const TxlAttnShape s = case_shape(cs);
   TxlAttnShape sp = s;
   sp.ldq = ldq, sp.ldkv = ldkv, sp.ldr = ldr;
@@ -501,7 +504,8 @@ int main(void) {
   };
   /* every case in exact fp32, then in TF32, then in bf16, then in fp16 (file comment); fp16 on
    * sm_75 too (its tensor cores came with sm_70) */
-  static const Mode modes[] = {{TXL_F32, 0}, {TXL_F32, 1}, {TXL_BF16, 0}, {TXL_F16, 0}};
+  static const Mode modes[] = {{TXL_F32, 0, 0}, {TXL_F32, 1, 0}, {TXL_BF16, 0, 0}, {TXL_F16, 0, 0},
+                               {TXL_BF16, 0, 1}, {TXL_F16, 0, 1}};
   const int tc = parity_has_tf32_bf16("the TF32 and bf16 cases");
   for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
     if ((modes[mi].tf32 || modes[mi].act == TXL_BF16) && !tc) continue;
@@ -529,6 +533,7 @@ int main(void) {
       }
   }
   txl_cuda_set_gemm_math(TXL_GEMM_FP32);
+  txl_cuda_set_attn_impl(TXL_ATTN_GEMM);
   printf("tf32, bf16 and fp16 cases: largest err/bound %.3e\n", g_tc_ratio);
   return parity_end();
 }

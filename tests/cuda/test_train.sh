@@ -53,10 +53,14 @@ if [ "$tc" = 1 ]; then
   run tf32 1 --set run.device=cuda --set run.precision=tf32
   run bf16 1 --set run.device=cuda --set run.precision=bf16
   again bf16_again 1 --set run.device=cuda --set run.precision=bf16
+  # the fused attention forward (run.attn_impl = fused), also left out under the sanitizers:
+  # its kernel runs under them in cuda_rel_attn_emu
+  again bf16_fused 1 --set run.device=cuda --set run.precision=bf16 --set run.attn_impl=fused
 fi
 # fp16: fp16 tensor cores came with sm_70, so it runs on every architecture txl supports
 run fp16 1 --set run.device=cuda --set run.precision=fp16
 again fp16_again 1 --set run.device=cuda --set run.precision=fp16
+again fp16_fused 1 --set run.device=cuda --set run.precision=fp16 --set run.attn_impl=fused
 # --stop-at 9 on the GPU in precision PREC (a checkpoint, exit 75), then a resume to the end:
 # $WORK/stopNAME, its parameters in $WORK/resumedNAME.bin
 stop_and_resume() { # PREC NAME
@@ -157,9 +161,9 @@ grep -q "| scale 2^16, 0 skipped |" "$WORK/fp16.txt" && ! grep -Eq "scale 2\^[0-
 # parameter drift above.
 # Two ranks against one: only the order of the gradient sums changes (see tests/train/test_ranks.sh),
 # TOL_RANKS = 2e-5 as there.
-python3 - "$WORK" "$gpus" "$tc" <<'PY' && ok "GPU = CPU run, TF32, bf16 and fp16 close, ranks equal" || fail "runs disagree"
+python3 - "$WORK" "$gpus" "$tc" "$repeat" <<'PY' && ok "GPU = CPU run, TF32, bf16 and fp16 close, ranks equal" || fail "runs disagree"
 import json, sys
-w, gpus, tc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+w, gpus, tc, fused = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 def losses(name):
     return [(r["kind"], r["loss"]) for r in map(json.loads, open(f"{w}/{name}/metrics.jsonl"))
             if r["kind"] in ("train", "valid", "test")]
@@ -191,6 +195,12 @@ if tc:
 else:
     print("no TF32 / bf16 on this device: those runs are not compared")
 ok = compare("fp16", "cpu", 2.5e-3) and ok
+# the fused forward rounds the same operands once as the gemm route (q + u, q + vb, P~), so the
+# same count of roundings and the same tolerances
+if fused:
+    if tc:
+        ok = compare("bf16_fused", "cpu", 2e-2) and ok
+    ok = compare("fp16_fused", "cpu", 2.5e-3) and ok
 ok = compare_eval("fp16", "h", 6.25e-4) and ok
 e_cpu, e_gpu = eval_losses("cpu"), eval_losses("cuda")
 if len(e_cpu) != 3 or len(e_gpu) != 3:
