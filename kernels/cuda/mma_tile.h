@@ -61,6 +61,28 @@ static __device__ __forceinline__ void txl_tile_load_b_kn(uint32_t b[2][2], cons
   b[0][0] = r[0], b[0][1] = r[1], b[1][0] = r[2], b[1][1] = r[3];
 }
 
+/* c[16][N] = A B^T for a row-major [16][K] tile a and a row-major [N][K] tile b (N a multiple
+ * of 16, K of 16): the warp's one product of the Q K^T kind, c as N / 8 accumulator tiles. */
+template <class MM, int N, int K>
+static __device__ __forceinline__ void txl_tile_mma_abt(float c[N / 8][4], const uint16_t *a, int lda,
+                                                        const uint16_t *b, int ldb) {
+  static_assert(N % 16 == 0 && K % 16 == 0, "whole m16n8k16 pairs");
+  #pragma unroll
+  for (int n = 0; n < N / 8; n++) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+  #pragma unroll
+  for (int kk = 0; kk < K / 16; kk++) {
+    uint32_t af[4];
+    txl_tile_load_a(af, a + 16 * kk, lda);
+    #pragma unroll
+    for (int np = 0; np < N / 16; np++) {
+      uint32_t bf[2][2];
+      txl_tile_load_b_nk(bf, b + 16 * np * ldb + 16 * kk, ldb);
+      MM::mma(c[2 * np], af, bf[0], c[2 * np]);
+      MM::mma(c[2 * np + 1], af, bf[1], c[2 * np + 1]);
+    }
+  }
+}
+
 /* The A fragment (k16) of two n8 accumulator tiles side by side, c0 (columns 0-7) and c1
  * (columns 8-15), rounded to the operand type T: the C/D layout of m16n8 puts (row g, columns
  * 2t, 2t + 1) in c[0], c[1] and (row g + 8, ...) in c[2], c[3], which is A's layout of

@@ -55,16 +55,18 @@ static __device__ __forceinline__ uint32_t txl_tf32_from_float(float x) {
 }
 
 /* ---- mma.sync: one warp, every lane with its fragments -------------------------------------- */
+/* the shapes with four A registers and two B registers, d = a b + c in fp32 */
+#define TXL_PTX_MMA_A4B2(instr)                                                                             \
+  asm volatile(instr " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"                       \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                             \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),    \
+                 "f"(c[2]), "f"(c[3]))
 static __device__ __forceinline__ void txl_mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2],
                                                              const float c[4]) {
 #ifdef TXL_CUDA_EMU
   txl_emu_mma(TXL_EMU_MMA_BF16_M16N8K16, d, a, b, c);
 #elif defined(TXL_PTX_SM80)
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%10,%11,%12,%13};\n"
-               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-                 "f"(c[2]), "f"(c[3]));
+  TXL_PTX_MMA_A4B2("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
 #else
   (void)d, (void)a, (void)b, (void)c;
   __trap();
@@ -76,11 +78,7 @@ static __device__ __forceinline__ void txl_mma_f16_m16n8k16(float d[4], const ui
 #ifdef TXL_CUDA_EMU
   txl_emu_mma(TXL_EMU_MMA_F16_M16N8K16, d, a, b, c);
 #elif defined(TXL_PTX_SM80)
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%10,%11,%12,%13};\n"
-               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-                 "f"(c[2]), "f"(c[3]));
+  TXL_PTX_MMA_A4B2("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
 #else
   (void)d, (void)a, (void)b, (void)c;
   __trap();
@@ -93,11 +91,7 @@ static __device__ __forceinline__ void txl_mma_tf32_m16n8k8(float d[4], const ui
 #ifdef TXL_CUDA_EMU
   txl_emu_mma(TXL_EMU_MMA_TF32_M16N8K8, d, a, b, c);
 #elif defined(TXL_PTX_SM80)
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%10,%11,%12,%13};\n"
-               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-                 "f"(c[2]), "f"(c[3]));
+  TXL_PTX_MMA_A4B2("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32");
 #else
   (void)d, (void)a, (void)b, (void)c;
   __trap();

@@ -135,39 +135,13 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
     __syncthreads();
     if (!warp_rows || j0 > wjhi || j0 + BK - 1 < wjlo) continue; /* warp-uniform: nothing this warp sees */
     float s[BK / 8][4];
-    #pragma unroll
-    for (int n = 0; n < BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    #pragma unroll
-    for (int kk = 0; kk < DT / 16; kk++) {
-      uint32_t af[4];
-      txl_tile_load_a(af, squ + 16 * warp * LD + 16 * kk, LD);
-      #pragma unroll
-      for (int np = 0; np < BK / 16; np++) {
-        uint32_t bf[2][2];
-        txl_tile_load_b_nk(bf, sk + 16 * np * LD + 16 * kk, LD);
-        MM::mma(s[2 * np], af, bf[0], s[2 * np]);
-        MM::mma(s[2 * np + 1], af, bf[1], s[2 * np + 1]);
-      }
-    }
+    txl_tile_mma_abt<MM, BK, DT>(s, squ + 16 * warp * LD, LD, sk, LD);
     float *bd = sbd + warp * 16 * BW;
     if (r) {
       /* the warp's band starts at row 16 (NW - 1 - warp) of sr: p = L-1-(wi0+15)+j0 on */
       const uint16_t *band = sr + 16 * (NW - 1 - warp) * LD;
       float tb[BW / 8][4];
-      #pragma unroll
-      for (int n = 0; n < BW / 8; n++) tb[n][0] = tb[n][1] = tb[n][2] = tb[n][3] = 0.0f;
-      #pragma unroll
-      for (int kk = 0; kk < DT / 16; kk++) {
-        uint32_t af[4];
-        txl_tile_load_a(af, sqv + 16 * warp * LD + 16 * kk, LD);
-        #pragma unroll
-        for (int np = 0; np < BW / 16; np++) {
-          uint32_t bf[2][2];
-          txl_tile_load_b_nk(bf, band + 16 * np * LD + 16 * kk, LD);
-          MM::mma(tb[2 * np], af, bf[0], tb[2 * np]);
-          MM::mma(tb[2 * np + 1], af, bf[1], tb[2 * np + 1]);
-        }
-      }
+      txl_tile_mma_abt<MM, BW, DT>(tb, sqv + 16 * warp * LD, LD, band, LD);
       __syncwarp();
       #pragma unroll
       for (int n = 0; n < BW / 8; n++) {
