@@ -501,6 +501,10 @@ int main(void) {
                                                  three groups of 4 (the online sum across them),
                                                  M < mem_len, a flat softmax                     */
       {4, 0, 2, 2, 8, 0, 1, 0, 0.0f, 3},      /* same_shift 0, M = 0: no query sees any key     */
+      {130, 0, 1, 1, 64, 1, 0, 0, 0.1f, 3},   /* L = 130: three query tiles of the fused kernel
+                                                 (64 rows), the last of 2; M = 0              */
+      {16, 3800, 1, 1, 64, 0, 1, 3800, 0.0f, 1}, /* evaluation memory 3,800 (enwik8 large's):
+                                                 K = 3,816 keys, 120 key tiles, a flat softmax */
   };
   /* every case in exact fp32, then in TF32, then in bf16, then in fp16 (file comment); fp16 on
    * sm_75 too (its tensor cores came with sm_70) */
