@@ -23,15 +23,21 @@
 #include "kernels/common/fp16.h"
 #include "kernels/cuda/ptx.h"
 
-/* The 16-bit operand types: their bits and their mma. */
+/* The 16-bit operand types: their bits (and a value from them) and their mma. */
 struct TxlMmaBf16 {
   static __device__ __forceinline__ uint32_t bits(float x) { return (uint32_t)txl_bf16_from_float(x); }
+  static __device__ __forceinline__ float value(uint16_t b) { return txl_bf16_to_float(b); }
   static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
     txl_mma_bf16_m16n8k16(d, a, b, c);
   }
 };
 struct TxlMmaF16 {
   static __device__ __forceinline__ uint32_t bits(float x) { return (uint32_t)txl_fp16_from_float(x).bits; }
+  static __device__ __forceinline__ float value(uint16_t b) {
+    txl_fp16 h;
+    h.bits = b;
+    return txl_fp16_to_float(h);
+  }
   static __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
     txl_mma_f16_m16n8k16(d, a, b, c);
   }
@@ -41,6 +47,15 @@ struct TxlMmaF16 {
 static __device__ __forceinline__ void txl_tile_load_a(uint32_t a[4], const uint16_t *tile, int ld) {
   const int lane = (int)(threadIdx.x % 32);
   txl_ldmatrix_x4(a, tile + (lane % 16) * ld + 8 * (lane / 16));
+}
+
+/* a[4]: the A fragment of A[m][k] = x[k][m], m and k in [0, 16), of a row-major [k][m] tile x
+ * (A the transpose of what is stored: a backward's dS^T). .x4.trans, lane L addresses row
+ * (L % 8) + 8 (L / 16) at column 8 ((L / 8) % 2): matrix r is x's block (rows 8 (r / 2), columns
+ * 8 (r % 2)), transposed: A's block (rows 8 (r % 2), columns 8 (r / 2)), register r. */
+static __device__ __forceinline__ void txl_tile_load_a_t(uint32_t a[4], const uint16_t *x, int ld) {
+  const int lane = (int)(threadIdx.x % 32);
+  txl_ldmatrix_x4_trans(a, x + (lane % 8 + 8 * (lane / 16)) * ld + 8 * ((lane / 8) % 2));
 }
 
 /* b[2][2]: the B fragments of two n8 tiles, B[k][n] = x[n][k] for n in [0, 16), k in [0, 16), of

@@ -606,7 +606,7 @@ void rel_attn_forward(T *vec, float *saved, const T *q, const T *kv, const T *r,
 }
 
 template <typename T>
-void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, float *drb, const T *dvec, const T *q,
+void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, float *drb, const T *dvec, const T *vec, const T *q,
                        const T *kv, const T *r, const float *u, const float *vb, const float *rb, const float *saved,
                        const TxlAttnShape &s, const TxlDropout &drop, void *work, TxlDtype act) {
   check_grads(s, r, u, vb, rb, dr, du, dvb, drb);
@@ -617,6 +617,12 @@ void rel_attn_backward(T *dq, T *dkv, T *dr, float *du, float *dvb, float *drb, 
     if (K > 0 && s.B > 0 && HD > 0)
       txl_cuda_zero_rows(dkv, (int64_t)K * s.B, (size_t)2 * HD * sizeof(T), (size_t)s.ldkv * sizeof(T));
     return;
+  }
+  if constexpr (sizeof(T) == 2) {
+    if (g_attn_impl == TXL_ATTN_FUSED && rel_attn_fused_backward_fits(s, sizeof(T))) {
+      rel_attn_fused_backward<T>(dq, dkv, dr, du, dvb, drb, dvec, vec, q, kv, r, u, vb, rb, saved, s, drop, work);
+      return;
+    }
   }
   const Geo g = make_geo(s, drop, r != nullptr, rb);
   const Plan p = make_plan(s.L, K, s.B, s.H, s.dh, sizeof(T), 1);
@@ -639,9 +645,16 @@ void count_plan(Count &x, const Geo &g, const Plan &p, int backward, TxlDtype ac
     forward_plan<T>(x, g, p, w, t, f, t, t, t, g.has_bd ? f : nullptr, g.has_bd && !g.rb ? f : nullptr, act);
 }
 
+/* The GEMM route's plan, or the fused backward's buffers where they are larger (either route may
+ * run: txl_cuda_set_attn_impl). */
 size_t workspace(int L, int K, int B, int H, int dh, int backward, size_t act) {
   if (L <= 0 || K <= 0 || B <= 0 || H <= 0 || dh <= 0) return 0;
-  return make_plan(L, K, B, H, dh, act, backward).bytes;
+  const size_t gemm = make_plan(L, K, B, H, dh, act, backward).bytes;
+  if (!backward || act != 2) return gemm;
+  TxlAttnShape s = {};
+  s.L = L, s.M = K - L, s.B = B, s.H = H, s.dh = dh;
+  const size_t fused = rel_attn_fused_backward_workspace(s);
+  return fused > gemm ? fused : gemm;
 }
 
 } // namespace
@@ -678,6 +691,15 @@ extern "C" void txl_cuda_rel_attn_cost(TxlAttnShape s, TxlDtype act, int tf32, i
     c->launches += 1.0;
     return;
   }
+  if (backward && g_attn_impl == TXL_ATTN_FUSED && rel_attn_fused_backward_shape_fits(s, e)) {
+    double bytes = 0.0, tensor = 0.0, core = 0.0, launches = 0.0;
+    rel_attn_fused_backward_cost(s, e, bd, rb, &bytes, &tensor, &core, &launches);
+    c->bytes += bytes;
+    c->tensor_flops += tensor;
+    c->core_flops += core;
+    c->launches += launches;
+    return;
+  }
   const Plan p = make_plan(s.L, g.K, s.B, s.H, s.dh, e, backward);
   Count x = {c, act != TXL_F32 || tf32 != 0};
   if (act == TXL_BF16)
@@ -701,9 +723,9 @@ void txl_act_rel_attn_backward(void *dq, void *dkv, void *dr, float *du, float *
                                const void *vec, const void *q, const void *kv, const void *r, const float *u,
                                const float *vb, const float *rb, const float *saved, TxlAttnShape s, TxlDropout drop,
                                void *work) {
-  (void)vec; /* D_i comes from the fp32 dP~ and P~, not from the stored vec */
+  /* vec: the fused route's D_i = dvec_i . vec_i (the GEMM route sums the fp32 P~ dP~ instead) */
   using T = typename TxlAct<AT>::T;
-  rel_attn_backward((T *)dq, (T *)dkv, (T *)dr, du, dvb, drb, (const T *)dvec, (const T *)q, (const T *)kv,
+  rel_attn_backward((T *)dq, (T *)dkv, (T *)dr, du, dvb, drb, (const T *)dvec, (const T *)vec, (const T *)q, (const T *)kv,
                     (const T *)r, u, vb, rb, saved, s, drop, work, AT);
 }
 TXL_CUDA_ACT_ENTRIES(rel_attn_backward)

@@ -33,6 +33,7 @@
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/mma_tile.h"
 #include "kernels/cuda/rel_attn_fused.h"
+#include "kernels/cuda/rel_attn_tile.h"
 
 namespace {
 
@@ -42,66 +43,16 @@ namespace {
 constexpr int BQ = 64, BK = 32, NW = TXL_ATTN_FUSED_THREADS / 32, BW = 16 + BK, DT_MAX = 128;
 static_assert(BQ == 16 * NW, "a warp owns 16 query rows");
 
-/* The head size padded to the kernel's instantiations: 32, 64 or 128. */
-int padded_head(int dh) { return dh <= 32 ? 32 : dh <= 64 ? 64 : 128; }
-
 size_t shared_bytes(int dt) {
   const size_t ld = (size_t)dt + 8;
   return (size_t)(2 * BQ + 2 * BK + BQ + BK) * ld * 2 + (size_t)NW * 16 * BW * sizeof(float);
 }
 
-/* The 16-bit storage type's mma (kernels/cuda/mma_tile.h). */
-template <typename T> struct MmaOf;
-template <> struct MmaOf<txl_bf16> { using M = TxlMmaBf16; };
-template <> struct MmaOf<txl_fp16> { using M = TxlMmaF16; };
-
-struct Args {
-  int L, M, K, B, H, dh, ldq, ldkv, ldr, col0, same_length, same_shift;
-  float scale;
-  int dropout;
-  uint32_t threshold;
-  float dscale;
-  TxlDropout drop;
-};
-
-__device__ __forceinline__ int imin(int x, int y) { return x < y ? x : y; }
-
-__device__ __forceinline__ int first_key(const Args &a, int i) {
-  const int lo = a.same_length ? i - a.same_shift + 1 : 0;
-  return lo < 0 ? 0 : lo;
-}
-
-__device__ __forceinline__ float drop_factor(const Args &a, int i, int c, int h, int j) {
-  const uint32_t f = (uint32_t)h * (uint32_t)a.K + (uint32_t)j;
-  const TxlPhilox4 w = txl_dropout_words(a.drop, (uint32_t)i, (uint32_t)(a.col0 + c), f);
-  const uint32_t k = f & 3u; /* selected, not indexed: an indexed word would live in local memory */
-  const uint32_t word = k == 0 ? w.v[0] : k == 1 ? w.v[1] : k == 2 ? w.v[2] : w.v[3];
-  return (word >> 8) >= a.threshold ? a.dscale : 0.0f;
-}
-
-/* Rows [0, n) of a [n][LD] tile from rows row0 + x of src (x-th row at src + x * stride), the
- * row's dh features plus bias, rounded to T; zeros where the row is outside [0, limit) or the
- * feature past dh. All threads of the block. */
-template <typename T, typename MM, int DT>
-__device__ void load_tile(uint16_t *dst, int n, const T *src, int64_t stride, int row0, int limit, const float *bias,
-                          int dh) {
-  constexpr int LD = DT + 8;
-  for (int t = (int)threadIdx.x; t < n * DT; t += (int)blockDim.x) {
-    const int x = t / DT, e = t % DT, row = row0 + x;
-    float v = 0.0f;
-    if (e < dh && row >= 0 && row < limit) {
-      v = txl_ld(src + (int64_t)row * stride + e);
-      if (bias) v += bias[e];
-    }
-    dst[x * LD + e] = (uint16_t)MM::bits(v);
-  }
-}
-
 template <typename T, int DT>
 __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T *vec, float *lse, const T *q, const T *kv, const T *r,
                                                                 const float *u, const float *vb, const float *rb,
-                                                                Args a) {
-  using MM = typename MmaOf<T>::M;
+                                                                TxlAttnArgs a) {
+  using MM = typename TxlMmaOf<T>::M;
   constexpr int LD = DT + 8, NT = DT / 8; /* n8 tiles of a head row */
   TXL_DYNAMIC_SHARED(uint16_t, sm);
   uint16_t *squ = sm, *sqv = squ + BQ * LD, *sk = sqv + BQ * LD, *sv = sk + BK * LD, *sr = sv + BK * LD;
@@ -111,16 +62,16 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
   const int HD = a.H * a.dh;
   const int64_t qrow = (int64_t)a.B * a.ldq, kvrow = (int64_t)a.B * a.ldkv;
   const T *qh = q + (int64_t)c * a.ldq + (int64_t)h * a.dh;
-  load_tile<T, MM, DT>(squ, BQ, qh, qrow, i0, a.L, u ? u + h * a.dh : nullptr, a.dh);
-  if (r) load_tile<T, MM, DT>(sqv, BQ, qh, qrow, i0, a.L, vb ? vb + h * a.dh : nullptr, a.dh);
+  txl_attn_load_tile<T, MM, DT>(squ, BQ, qh, qrow, i0, a.L, u ? u + h * a.dh : nullptr, a.dh);
+  if (r) txl_attn_load_tile<T, MM, DT>(sqv, BQ, qh, qrow, i0, a.L, vb ? vb + h * a.dh : nullptr, a.dh);
 
   /* the keys any row of the block sees: [jlo, jhi] */
-  const int ilast = imin(i0 + BQ, a.L) - 1;
-  const int jlo = first_key(a, i0), jhi = a.M + ilast;
+  const int ilast = txl_attn_imin(i0 + BQ, a.L) - 1;
+  const int jlo = txl_attn_first_key(a, i0), jhi = a.M + ilast;
   const int wi0 = i0 + 16 * warp; /* this warp's first row */
   const bool warp_rows = wi0 < a.L;
-  const int wlast = imin(wi0 + 15, a.L - 1);
-  const int wjlo = warp_rows ? first_key(a, wi0) : 0, wjhi = warp_rows ? a.M + wlast : -1;
+  const int wlast = txl_attn_imin(wi0 + 15, a.L - 1);
+  const int wjlo = warp_rows ? txl_attn_first_key(a, wi0) : 0, wjhi = warp_rows ? a.M + wlast : -1;
   float o[NT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   #pragma unroll
   for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -128,10 +79,10 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
   const T *rh = r ? r + (int64_t)h * a.dh : nullptr;
   for (int j0 = jlo / BK * BK; j0 <= jhi; j0 += BK) {
     __syncthreads(); /* the previous tile's reads are done */
-    load_tile<T, MM, DT>(sk, BK, kh, kvrow, j0, a.K, nullptr, a.dh);
-    load_tile<T, MM, DT>(sv, BK, vh, kvrow, j0, a.K, nullptr, a.dh);
+    txl_attn_load_tile<T, MM, DT>(sk, BK, kh, kvrow, j0, a.K, nullptr, a.dh);
+    txl_attn_load_tile<T, MM, DT>(sv, BK, vh, kvrow, j0, a.K, nullptr, a.dh);
     const int pb = a.L - 1 - (i0 + BQ - 1) + j0; /* the band's first position */
-    if (r) load_tile<T, MM, DT>(sr, BQ + BK, rh, a.ldr, pb, a.K, nullptr, a.dh);
+    if (r) txl_attn_load_tile<T, MM, DT>(sr, BQ + BK, rh, a.ldr, pb, a.K, nullptr, a.dh);
     __syncthreads();
     if (!warp_rows || j0 > wjhi || j0 + BK - 1 < wjlo) continue; /* warp-uniform: nothing this warp sees */
     float s[BK / 8][4];
@@ -160,7 +111,7 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
       for (int x = 0; x < 4; x++) {
         const int rr = g + 8 * (x / 2), cc = 8 * n + 2 * t4 + x % 2, i = wi0 + rr, j = j0 + cc;
         float sc = -INFINITY;
-        if (i < a.L && j >= first_key(a, i) && j <= a.M + i) {
+        if (i < a.L && j >= txl_attn_first_key(a, i) && j <= a.M + i) {
           sc = a.scale * s[n][x];
           if (r) sc += a.scale * bd[rr * BW + 15 - rr + cc];
           if (rb) sc += a.scale * rb[(int64_t)(a.L - 1 - i + j) * a.H + h];
@@ -195,7 +146,7 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
         const float p = s[n][x] == -INFINITY ? 0.0f : expf(s[n][x] - base[y]);
         l[y] += p;
         float f = 1.0f;
-        if (a.dropout && p != 0.0f) f = drop_factor(a, wi0 + g + 8 * y, c, h, j0 + 8 * n + 2 * t4 + x % 2);
+        if (a.dropout && p != 0.0f) f = txl_attn_drop_factor(a, wi0 + g + 8 * y, c, h, j0 + 8 * n + 2 * t4 + x % 2);
         s[n][x] = p * f;
       }
     /* O += P~ V: the probabilities' accumulators as A (k = 16 keys), V's B by ldmatrix .trans */
@@ -235,27 +186,9 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
   }
 }
 
-/* The device's arch and opt-in shared memory, asked once (one device per process). */
-struct DeviceLimits {
-  int major, optin;
-};
-
-DeviceLimits device_limits() {
-  static DeviceLimits d = {-1, 0};
-  if (d.major < 0) {
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    cudaDeviceProp p;
-    CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-    d.major = p.major;
-    d.optin = (int)p.sharedMemPerBlockOptin;
-  }
-  return d;
-}
-
 template <typename T, int DT>
 void launch(T *vec, float *lse, const T *q, const T *kv, const T *r, const float *u, const float *vb, const float *rb,
-            const Args &a) {
+            const TxlAttnArgs &a) {
   auto kern = fused_forward_kernel<T, DT>;
   const size_t bytes = shared_bytes(DT);
   static bool raised = false; /* the kernel's dynamic shared-memory limit, raised once */
@@ -276,22 +209,15 @@ int rel_attn_fused_shape_fits(const TxlAttnShape &s, size_t act_bytes) {
 
 int rel_attn_fused_fits(const TxlAttnShape &s, size_t act_bytes) {
   if (!rel_attn_fused_shape_fits(s, act_bytes)) return 0;
-  const DeviceLimits d = device_limits();
-  return d.major >= 8 && shared_bytes(padded_head(s.dh)) <= (size_t)d.optin;
+  const TxlAttnDevice d = txl_attn_device();
+  return d.major >= 8 && shared_bytes(txl_attn_padded_head(s.dh)) <= (size_t)d.optin;
 }
 
 template <typename T>
 void rel_attn_fused_forward(T *vec, float *lse, const T *q, const T *kv, const T *r, const float *u, const float *vb,
                             const float *rb, const TxlAttnShape &s, const TxlDropout &drop) {
-  Args a;
-  a.L = s.L, a.M = s.M, a.K = s.M + s.L, a.B = s.B, a.H = s.H, a.dh = s.dh;
-  a.ldq = s.ldq, a.ldkv = s.ldkv, a.ldr = s.ldr, a.col0 = s.col0;
-  a.same_length = s.same_length, a.same_shift = s.same_shift, a.scale = s.scale;
-  a.dropout = drop.p > 0.0f;
-  a.threshold = txl_dropout_threshold(drop.p);
-  a.dscale = txl_dropout_scale(drop.p);
-  a.drop = drop;
-  switch (padded_head(s.dh)) {
+  const TxlAttnArgs a = txl_attn_args(s, drop);
+  switch (txl_attn_padded_head(s.dh)) {
     case 32: launch<T, 32>(vec, lse, q, kv, r, u, vb, rb, a); break;
     case 64: launch<T, 64>(vec, lse, q, kv, r, u, vb, rb, a); break;
     default: launch<T, 128>(vec, lse, q, kv, r, u, vb, rb, a); break;
@@ -307,7 +233,7 @@ template void rel_attn_fused_forward<txl_fp16>(txl_fp16 *, float *, const txl_fp
 
 void rel_attn_fused_cost(const TxlAttnShape &s, size_t act_bytes, int has_bd, double *bytes, double *tensor_flops,
                          double *core_flops) {
-  const int dt = padded_head(s.dh), K = s.M + s.L;
+  const int dt = txl_attn_padded_head(s.dh), K = s.M + s.L;
   const double tiles_q = (double)((s.L + BQ - 1) / BQ), blocks = tiles_q * s.H * s.B;
   /* key tiles per query tile: at most all of them (the masks skip some; counted as all) */
   const double tiles_k = (double)((K + BK - 1) / BK), e = (double)act_bytes;

@@ -235,7 +235,8 @@ enum { TQ_LD = 40, TV_LD = 24 }; /* row pitches (elements) of the Q and K tiles 
 /* One warp: Q, K [16][32] and V [16][16] (16-bit bits, row-major) copied into the dynamic shared
  * memory, S [16][16] = Q K^T and O [16][16] = T(S) V out (fp32, row-major). */
 template <class T>
-static __global__ void tile_kernel(const uint16_t *q, const uint16_t *k, const uint16_t *v, float *S, float *O) {
+static __global__ void tile_kernel(const uint16_t *q, const uint16_t *k, const uint16_t *v, float *S, float *O,
+                                   float *U) {
   TXL_DYNAMIC_SHARED(uint16_t, sm);
   uint16_t *sq = sm, *sk = sm + 16 * TQ_LD, *sv = sm + 32 * TQ_LD;
   const int lane = (int)threadIdx.x, g = lane / 4, t = lane % 4;
@@ -260,10 +261,17 @@ static __global__ void tile_kernel(const uint16_t *q, const uint16_t *k, const u
   float o0[4], o1[4];
   T::mma(o0, p, b[0], zero);
   T::mma(o1, p, b[1], zero);
+  /* U = Q[:, 0:16]^T V: A from the transposed storage (txl_tile_load_a_t) */
+  uint32_t qt[4];
+  txl_tile_load_a_t(qt, sq, TQ_LD);
+  float u0[4], u1[4];
+  T::mma(u0, qt, b[0], zero);
+  T::mma(u1, qt, b[1], zero);
   for (int i = 0; i < 4; i++) {
     const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
     S[row * 16 + col] = s0[i], S[row * 16 + col + 8] = s1[i];
     O[row * 16 + col] = o0[i], O[row * 16 + col + 8] = o1[i];
+    U[row * 16 + col] = u0[i], U[row * 16 + col + 8] = u1[i];
   }
 }
 
@@ -283,23 +291,24 @@ static void test_tiles(bool bf16) {
   CUDA_CHECK(cudaMalloc(&dq, sizeof hq));
   CUDA_CHECK(cudaMalloc(&dk, sizeof hk));
   CUDA_CHECK(cudaMalloc(&dv, sizeof hv));
-  float *dS = dev_alloc(256), *dO = dev_alloc(256);
+  float *dS = dev_alloc(256), *dO = dev_alloc(256), *dU = dev_alloc(256);
   CUDA_CHECK(cudaMemcpy(dq, hq, sizeof hq, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(dk, hk, sizeof hk, cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemcpy(dv, hv, sizeof hv, cudaMemcpyHostToDevice));
   const size_t shared = (32 * TQ_LD + 16 * TV_LD) * sizeof(uint16_t);
   if (bf16) {
     auto kern = tile_kernel<TxlMmaBf16>;
-    TXL_LAUNCH(kern, 1, 32, shared)(dq, dk, dv, dS, dO);
+    TXL_LAUNCH(kern, 1, 32, shared)(dq, dk, dv, dS, dO, dU);
   } else {
     auto kern = tile_kernel<TxlMmaF16>;
-    TXL_LAUNCH(kern, 1, 32, shared)(dq, dk, dv, dS, dO);
+    TXL_LAUNCH(kern, 1, 32, shared)(dq, dk, dv, dS, dO, dU);
   }
   CUDA_LAUNCH_CHECK();
-  float S[256], O[256];
+  float S[256], O[256], U[256];
   CUDA_CHECK(cudaMemcpy(S, dS, sizeof S, cudaMemcpyDeviceToHost));
   CUDA_CHECK(cudaMemcpy(O, dO, sizeof O, cudaMemcpyDeviceToHost));
-  int bad_s = 0, bad_o = 0;
+  CUDA_CHECK(cudaMemcpy(U, dU, sizeof U, cudaMemcpyDeviceToHost));
+  int bad_s = 0, bad_o = 0, bad_u = 0;
   for (int i = 0; i < 16; i++)
     for (int j = 0; j < 16; j++) {
       double sij = 0, oij = 0;
@@ -311,14 +320,20 @@ static void test_tiles(bool bf16) {
         oij += sx * v[x * 16 + j];
       }
       bad_o += O[i * 16 + j] != (float)oij;
+      double uij = 0; /* sums of 16 products of halves and eighths: exact */
+      for (int x = 0; x < 16; x++) uij += (double)q[x * 32 + i] * v[x * 16 + j];
+      bad_u += U[i * 16 + j] != (float)uij;
     }
-  check(bad_s == 0 && bad_o == 0, "mma_tile.h (%s): S = Q K^T (ldmatrix A, B from K's rows) %d of 256 wrong; "
-        "O = S V (S's accumulators as A, V by ldmatrix .trans) %d of 256 wrong", bf16 ? "bf16" : "f16", bad_s, bad_o);
+  check(bad_s == 0 && bad_o == 0 && bad_u == 0,
+        "mma_tile.h (%s): S = Q K^T (ldmatrix A, B from K's rows) %d of 256 wrong; "
+        "O = S V (S's accumulators as A, V by ldmatrix .trans) %d of 256 wrong; "
+        "U = Q^T V (A by ldmatrix .trans of Q's rows) %d of 256 wrong", bf16 ? "bf16" : "f16", bad_s, bad_o, bad_u);
   CUDA_CHECK(cudaFree(dq));
   CUDA_CHECK(cudaFree(dk));
   CUDA_CHECK(cudaFree(dv));
   CUDA_CHECK(cudaFree(dS));
   CUDA_CHECK(cudaFree(dO));
+  CUDA_CHECK(cudaFree(dU));
 }
 
 /* ---- cp.async ---------------------------------------------------------------------------------- */

@@ -96,7 +96,9 @@ static double g_tc_ratio = 0.0;
 typedef struct {
   TxlDtype act;
   int tf32;
-  int fused; /* the forward's fused route (txl_cuda_set_attn_impl; bf16 and fp16 only) */
+  int fused; /* the fused route (txl_cuda_set_attn_impl; bf16 and fp16 only): forward, and backward
+                for dh <= 64 (its D_i = dvec_i . vec_i reads the stored vec: one more rounding of
+                u_o, inside the four of the backward chain, as dvec and v are exact inputs) */
 } Mode;
 
 static double mode_u(Mode m) { return m.act != TXL_F32 ? act_unit(m.act) : m.tf32 ? U_TF32 : 0.0; }

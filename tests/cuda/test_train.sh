@@ -53,8 +53,8 @@ if [ "$tc" = 1 ]; then
   run tf32 1 --set run.device=cuda --set run.precision=tf32
   run bf16 1 --set run.device=cuda --set run.precision=bf16
   again bf16_again 1 --set run.device=cuda --set run.precision=bf16
-  # the fused attention forward (run.attn_impl = fused), also left out under the sanitizers:
-  # its kernel runs under them in cuda_rel_attn_emu
+  # the fused attention (run.attn_impl = fused: forward and backward), also left out under the
+  # sanitizers: its kernels run under them in cuda_rel_attn_emu
   again bf16_fused 1 --set run.device=cuda --set run.precision=bf16 --set run.attn_impl=fused
 fi
 # fp16: fp16 tensor cores came with sm_70, so it runs on every architecture txl supports
@@ -195,8 +195,9 @@ if tc:
 else:
     print("no TF32 / bf16 on this device: those runs are not compared")
 ok = compare("fp16", "cpu", 2.5e-3) and ok
-# the fused forward rounds the same operands once as the gemm route (q + u, q + vb, P~), so the
-# same count of roundings and the same tolerances
+# the fused route rounds the same operands once as the gemm route (q + u, q + vb, P~, dS, dBD), and
+# its backward's D_i = dvec_i . vec_i reads the stored vec (one rounding of a forward output): the
+# same tolerances
 if fused:
     if tc:
         ok = compare("bf16_fused", "cpu", 2e-2) and ok
