@@ -98,6 +98,21 @@ static __device__ __forceinline__ void txl_tile_mma_abt(float c[N / 8][4], const
   }
 }
 
+/* c[16][N] += A B for one k16 step: A's fragment a (16 x 16), B rows [0, 16) of a row-major [k][n]
+ * tile b with N columns (N a multiple of 16; V of P V, K of dS K), by ldmatrix .trans. */
+template <class MM, int N>
+static __device__ __forceinline__ void txl_tile_mma_kn(float c[N / 8][4], const uint32_t a[4], const uint16_t *b,
+                                                       int ldb) {
+  static_assert(N % 16 == 0, "whole m16n8k16 pairs");
+  #pragma unroll
+  for (int np = 0; np < N / 16; np++) {
+    uint32_t bf[2][2];
+    txl_tile_load_b_kn(bf, b + 16 * np, ldb);
+    MM::mma(c[2 * np], a, bf[0], c[2 * np]);
+    MM::mma(c[2 * np + 1], a, bf[1], c[2 * np + 1]);
+  }
+}
+
 /* The A fragment (k16) of two n8 accumulator tiles side by side, c0 (columns 0-7) and c1
  * (columns 8-15), rounded to the operand type T: the C/D layout of m16n8 puts (row g, columns
  * 2t, 2t + 1) in c[0], c[1] and (row g + 8, ...) in c[2], c[3], which is A's layout of

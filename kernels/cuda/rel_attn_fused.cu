@@ -154,13 +154,7 @@ __global__ void __launch_bounds__(TXL_ATTN_FUSED_THREADS) fused_forward_kernel(T
     for (int kk = 0; kk < BK / 16; kk++) {
       uint32_t af[4];
       txl_tile_c_to_a<MM>(af, s[2 * kk], s[2 * kk + 1]);
-      #pragma unroll
-      for (int np = 0; np < NT / 2; np++) {
-        uint32_t bf[2][2];
-        txl_tile_load_b_kn(bf, sv + 16 * kk * LD + 16 * np, LD);
-        MM::mma(o[2 * np], af, bf[0], o[2 * np]);
-        MM::mma(o[2 * np + 1], af, bf[1], o[2 * np + 1]);
-      }
+      txl_tile_mma_kn<MM, DT>(o, af, sv + 16 * kk * LD, LD);
     }
   }
   if (!warp_rows) return;

@@ -240,13 +240,7 @@ __global__ void __launch_bounds__(TXL_ATTN_BWD_THREADS)
     for (int kk = 0; kk < QK / 16; kk++) {
       uint32_t af[4];
       txl_tile_c_to_a<MM>(af, s[2 * kk], s[2 * kk + 1]);
-      #pragma unroll
-      for (int np = 0; np < NT / 2; np++) {
-        uint32_t bf[2][2];
-        txl_tile_load_b_kn(bf, sk + 16 * kk * LD + 16 * np, LD);
-        MM::mma(dqu[2 * np], af, bf[0], dqu[2 * np]);
-        MM::mma(dqu[2 * np + 1], af, bf[1], dqu[2 * np + 1]);
-      }
+      txl_tile_mma_kn<MM, DT>(dqu, af, sk + 16 * kk * LD, LD);
     }
     if (r) { /* dqv += dBD Rband */
       __syncwarp();
@@ -254,13 +248,7 @@ __global__ void __launch_bounds__(TXL_ATTN_BWD_THREADS)
       for (int kk = 0; kk < QW / 16; kk++) {
         uint32_t af[4];
         txl_tile_load_a(af, db + 16 * kk, QWL);
-        #pragma unroll
-        for (int np = 0; np < NT / 2; np++) {
-          uint32_t bf[2][2];
-          txl_tile_load_b_kn(bf, band + 16 * kk * LD + 16 * np, LD);
-          MM::mma(dqv[2 * np], af, bf[0], dqv[2 * np]);
-          MM::mma(dqv[2 * np + 1], af, bf[1], dqv[2 * np + 1]);
-        }
+        txl_tile_mma_kn<MM, DT>(dqv, af, band + 16 * kk * LD, LD);
       }
     }
   }
@@ -392,16 +380,8 @@ __global__ void __launch_bounds__(TXL_ATTN_BWD_THREADS)
       uint32_t ap[4], as[4];
       txl_tile_c_to_a<MM>(ap, st[2 * kk], st[2 * kk + 1]);
       txl_tile_c_to_a<MM>(as, dpt[2 * kk], dpt[2 * kk + 1]);
-      #pragma unroll
-      for (int np = 0; np < NT / 2; np++) {
-        uint32_t bo[2][2], bq[2][2];
-        txl_tile_load_b_kn(bo, sdo + 16 * kk * LD + 16 * np, LD);
-        txl_tile_load_b_kn(bq, squ + 16 * kk * LD + 16 * np, LD);
-        MM::mma(dv[2 * np], ap, bo[0], dv[2 * np]);
-        MM::mma(dv[2 * np + 1], ap, bo[1], dv[2 * np + 1]);
-        MM::mma(dk[2 * np], as, bq[0], dk[2 * np]);
-        MM::mma(dk[2 * np + 1], as, bq[1], dk[2 * np + 1]);
-      }
+      txl_tile_mma_kn<MM, DT>(dv, ap, sdo + 16 * kk * LD, LD);
+      txl_tile_mma_kn<MM, DT>(dk, as, squ + 16 * kk * LD, LD);
     }
   }
   #pragma unroll
@@ -501,13 +481,7 @@ __global__ void __launch_bounds__(TXL_ATTN_BWD_THREADS, 1)
       for (int kk = 0; kk < RQ / 16; kk++) {
         uint32_t af[4];
         txl_tile_load_a_t(af, sds + 16 * kk * RPL + 16 * warp, RPL);
-        #pragma unroll
-        for (int np = 0; np < NT / 2; np++) {
-          uint32_t bf[2][2];
-          txl_tile_load_b_kn(bf, sqv + 16 * kk * LD + 16 * np, LD);
-          MM::mma(dr[2 * np], af, bf[0], dr[2 * np]);
-          MM::mma(dr[2 * np + 1], af, bf[1], dr[2 * np + 1]);
-        }
+        txl_tile_mma_kn<MM, DT>(dr, af, sqv + 16 * kk * LD, LD);
       }
       if (rb && threadIdx.x < RP)
         for (int row = 0; row < RQ; row++) drb += MM::value(sds[row * RPL + threadIdx.x]);
