@@ -63,26 +63,37 @@ static float tf32_value(uint32_t reg) {
   return f;
 }
 
-/* A [16][k] and B [k][8] of the whole warp, from every lane's fragments (ptx.h's layouts) */
-static void decode(TxlEmuMma shape, const unsigned char (*lanes)[EMU_WARP_PAYLOAD], double A[16][16],
-                   double B[16][8]) {
+/* what lane (g, t) of the warp reads of A [16][k] and B [k][8], from the fragments of the lanes
+ * holding it (ptx.h's layouts): A's rows g and g + 8, which lanes 4g .. 4g + 3 hold, and B's
+ * columns 2t and 2t + 1, which lanes 8t .. 8t + 7 hold; the rest of A and B is left unset (a
+ * lane decoding only its own inputs: the same values, an eighth of the conversions) */
+static void decode(TxlEmuMma shape, const unsigned char (*lanes)[EMU_WARP_PAYLOAD], int my_g, int my_t,
+                   double A[16][16], double B[16][8]) {
   for (int lane = 0; lane < WARP; lane++) {
+    const int g = lane / 4, t = lane % 4;
+    const bool rows = g == my_g, cols = g / 2 == my_t;
+    if (!rows && !cols) continue;
     MmaFragments f;
     memcpy(&f, lanes[lane], sizeof f);
-    const int g = lane / 4, t = lane % 4;
     switch (shape) {
     case TXL_EMU_MMA_BF16_M16N8K16:
     case TXL_EMU_MMA_F16_M16N8K16:
-      for (int i = 0; i < 8; i++) A[g + 8 * ((i / 2) % 2)][2 * t + i % 2 + 8 * (i / 4)] = half_value(shape, f.a[i / 2], i % 2);
-      for (int j = 0; j < 4; j++) B[2 * t + j % 2 + 8 * (j / 2)][g] = half_value(shape, f.b[j / 2], j % 2);
+      if (rows)
+        for (int i = 0; i < 8; i++) A[g + 8 * ((i / 2) % 2)][2 * t + i % 2 + 8 * (i / 4)] = half_value(shape, f.a[i / 2], i % 2);
+      if (cols)
+        for (int j = 0; j < 4; j++) B[2 * t + j % 2 + 8 * (j / 2)][g] = half_value(shape, f.b[j / 2], j % 2);
       break;
     case TXL_EMU_MMA_TF32_M16N8K8:
-      for (int i = 0; i < 4; i++) A[g + 8 * (i % 2)][t + 4 * (i / 2)] = tf32_value(f.a[i]);
-      for (int j = 0; j < 2; j++) B[t + 4 * j][g] = tf32_value(f.b[j]);
+      if (rows)
+        for (int i = 0; i < 4; i++) A[g + 8 * (i % 2)][t + 4 * (i / 2)] = tf32_value(f.a[i]);
+      if (cols)
+        for (int j = 0; j < 2; j++) B[t + 4 * j][g] = tf32_value(f.b[j]);
       break;
     case TXL_EMU_MMA_F16_M16N8K8:
-      for (int i = 0; i < 4; i++) A[g + 8 * (i / 2)][2 * t + i % 2] = half_value(shape, f.a[i / 2], i % 2);
-      for (int j = 0; j < 2; j++) B[2 * t + j][g] = half_value(shape, f.b[0], j);
+      if (rows)
+        for (int i = 0; i < 4; i++) A[g + 8 * (i / 2)][2 * t + i % 2] = half_value(shape, f.a[i / 2], i % 2);
+      if (cols)
+        for (int j = 0; j < 2; j++) B[2 * t + j][g] = half_value(shape, f.b[0], j);
       break;
     }
   }
@@ -109,9 +120,9 @@ void txl_emu_mma(TxlEmuMma shape, float d[4], const uint32_t *a, const uint32_t 
     }
   const float cc[4] = {c[0], c[1], c[2], c[3]}; /* d may alias c */
   const unsigned char (*lanes)[EMU_WARP_PAYLOAD] = emu_warp_exchange(EX_MMA_FIRST + shape, &mine, sizeof mine);
-  double A[16][16], B[16][8];
-  decode(shape, lanes, A, B);
   const int lane = emu_thread_linear(name) % WARP, g = lane / 4, t = lane % 4;
+  double A[16][16], B[16][8];
+  decode(shape, lanes, g, t, A, B);
   for (int i = 0; i < 4; i++) {
     const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
     double sum = (double)cc[i];
