@@ -392,11 +392,12 @@ static void refusal(const TxlTrainer *t, const char *path, const TxlCkptFile *ne
       if (!strcmp(target, newer[i].name))
         snprintf(named + strlen(named), sizeof named - strlen(named), "; %s names %s", pointers[k], target);
   }
-  snprintf(msg, len,
+  const int w = snprintf(msg, len,
            "%s is step %lld of a run that went on: %s holds %d newer checkpoint%s of it (the newest %s%s), which "
            "continuing from step %lld would overwrite: branch off into another run.work_dir, or discard them with "
            "--set run.discard_newer=true", path, (long long)t->st.step, dir, n, n > 1 ? "s" : "", newer[0].name, named,
            (long long)t->st.step);
+  if (w >= 0 && (size_t)w >= len && len >= 4) memcpy(msg + len - 4, "...", 4); /* cut: say so */
 }
 
 /* Going back to an older checkpoint never destroys the run's future: the checkpoints of its
