@@ -67,10 +67,14 @@ size_t dkv_shared(int dt) {
   const size_t ld = (size_t)dt + 8;
   return (size_t)(2 * KB + 3 * KQ + KQ + KB) * ld * 2 + (size_t)NW * KW * KWL * 4 + 2 * KQ * 4;
 }
+/* dr_kernel's operands of AC and dP (q + u, dvec, the k and v bands) and those two products' bands
+ * (fp32) share one region: the products are stored there once every warp has read the operands */
+TXL_HD inline size_t dr_overlay(int dt) {
+  const size_t operands = (size_t)(2 * RQ + 2 * (RQ + RP)) * ((size_t)dt + 8) * 2, bands = (size_t)NW * 2 * 16 * RW * 4;
+  return operands > bands ? operands : bands;
+}
 size_t dr_shared(int dt) {
-  const size_t ld = (size_t)dt + 8;
-  return (size_t)(RP + 3 * RQ + 2 * (RQ + RP)) * ld * 2 + (size_t)NW * 2 * 16 * RW * 4 + (size_t)RQ * RPL * 2 +
-         2 * RQ * 4;
+  return (size_t)(RP + RQ) * ((size_t)dt + 8) * 2 + dr_overlay(dt) + (size_t)RQ * RPL * 2 + 2 * RQ * 4;
 }
 
 /* The column groups of dr_kernel. */
@@ -411,10 +415,11 @@ __global__ void __launch_bounds__(TXL_ATTN_BWD_THREADS, 1)
   using MM = typename TxlMmaOf<T>::M;
   constexpr int LD = DT + 8, NT = DT / 8;
   TXL_DYNAMIC_SHARED(uint16_t, sm);
-  uint16_t *sr = sm, *squ = sr + RP * LD, *sqv = squ + RQ * LD, *sdo = sqv + RQ * LD, *sk = sdo + RQ * LD;
+  /* sr, sqv; then squ, sdo, sk, sv, which sac, sdp overlay (dr_shared); then sds, slse, sD */
+  uint16_t *sr = sm, *sqv = sr + RP * LD, *squ = sqv + RQ * LD, *sdo = squ + RQ * LD, *sk = sdo + RQ * LD;
   uint16_t *sv = sk + (RQ + RP) * LD;
-  float *sac = reinterpret_cast<float *>(sv + (RQ + RP) * LD), *sdp = sac + NW * 16 * RW;
-  uint16_t *sds = reinterpret_cast<uint16_t *>(sdp + NW * 16 * RW);
+  float *sac = reinterpret_cast<float *>(squ), *sdp = sac + NW * 16 * RW;
+  uint16_t *sds = reinterpret_cast<uint16_t *>(reinterpret_cast<unsigned char *>(squ) + dr_overlay(DT));
   float *slse = reinterpret_cast<float *>(sds + RQ * RPL), *sD = slse + RQ;
   const int p0 = (int)blockIdx.x * RP, h = (int)blockIdx.y, grp = (int)blockIdx.z, G = (int)gridDim.z;
   const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -446,14 +451,20 @@ __global__ void __launch_bounds__(TXL_ATTN_BWD_THREADS, 1)
       __syncthreads();
       const int wi0 = i0 + 16 * warp;
       uint16_t *ds_rows = sds + 16 * warp * RPL;
-      if (wi0 < a.L && wi0 + 15 >= a.L - 1 - plast) { /* warp-uniform */
-        {
-          float t[RW / 8][4];
-          txl_tile_mma_abt<MM, RW, DT>(t, squ + 16 * warp * LD, LD, sk + 16 * warp * LD, LD);
-          store_acc<RW>(ac, RW, t);
-          txl_tile_mma_abt<MM, RW, DT>(t, sdo + 16 * warp * LD, LD, sv + 16 * warp * LD, LD);
-          store_acc<RW>(dpb, RW, t);
+      const bool rows_seen = wi0 < a.L && wi0 + 15 >= a.L - 1 - plast; /* warp-uniform */
+      {
+        float tac[RW / 8][4], tdp[RW / 8][4];
+        if (rows_seen) {
+          txl_tile_mma_abt<MM, RW, DT>(tac, squ + 16 * warp * LD, LD, sk + 16 * warp * LD, LD);
+          txl_tile_mma_abt<MM, RW, DT>(tdp, sdo + 16 * warp * LD, LD, sv + 16 * warp * LD, LD);
         }
+        __syncthreads(); /* every warp has read squ, sdo, sk, sv, which sac and sdp overlay */
+        if (rows_seen) {
+          store_acc<RW>(ac, RW, tac);
+          store_acc<RW>(dpb, RW, tdp);
+        }
+      }
+      if (rows_seen) {
         __syncwarp();
         float bd[RP / 8][4];
         txl_tile_mma_abt<MM, RP, DT>(bd, sqv + 16 * warp * LD, LD, sr, LD);

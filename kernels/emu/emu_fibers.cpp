@@ -21,9 +21,10 @@
  * switch (the order is the same as through the scheduler): a kernel without barriers costs two
  * switches per block, not per thread. A round in which no thread can run while some have not
  * returned is a deadlock, reported with what each group waits at.
- * TXL_EMU_ORDER=reverse runs the rounds in decreasing thread order instead. A kernel whose result
+ * TXL_EMU_ORDER=reverse runs the rounds in decreasing thread order instead; TXL_EMU_ORDER=warps
+ * runs one warp at a time up to the block's next barrier (run_block). A kernel whose result
  * depends on the order (a thread reading what another writes with no barrier between them: a
- * race on a GPU) gives different results in the two orders, so the tests run both.
+ * race on a GPU) gives different results in two of the orders, so the tests run several.
  *
  * AddressSanitizer: every switch is announced with __sanitizer_start_switch_fiber /
  * __sanitizer_finish_switch_fiber, so the kernels run instrumented under -fsanitize=address
@@ -123,6 +124,7 @@ static struct {
   const TxlEmuLaunchDesc *launch;
   int nthreads;
   bool reverse;             /* TXL_EMU_ORDER=reverse: rounds in decreasing thread order */
+  bool by_warp;             /* TXL_EMU_ORDER=warps: one warp at a time (see run_block)   */
   int idx;                  /* the scheduler's position in the round (see at_round)      */
   bool progress;            /* a thread ran in this round */
   Fiber *cur;               /* the running fiber, NULL in the scheduler */
@@ -204,9 +206,11 @@ static bool shadow_stack_enabled(void) {
 static void read_environment(void) {
   (void)txl_emu_arch(); /* an unknown TXL_EMU_ARCH ends here, before any launch */
   const char *order = getenv("TXL_EMU_ORDER");
-  if (order && order[0] && strcmp(order, "forward") != 0 && strcmp(order, "reverse") != 0)
-    emu_die("TXL_EMU_ORDER=%s: expected forward or reverse", order);
+  if (order && order[0] && strcmp(order, "forward") != 0 && strcmp(order, "reverse") != 0 &&
+      strcmp(order, "warps") != 0)
+    emu_die("TXL_EMU_ORDER=%s: expected forward, reverse or warps", order);
   S.reverse = order && strcmp(order, "reverse") == 0;
+  S.by_warp = order && strcmp(order, "warps") == 0;
   const char *env = getenv("TXL_EMU_FIBERS");
   const bool want_ucontext = env && strcmp(env, "ucontext") == 0;
   const bool want_asm = env && strcmp(env, "asm") == 0;
@@ -229,7 +233,7 @@ extern "C" const char *txl_emu_fiber_backend(void) {
 
 extern "C" const char *txl_emu_order(void) {
   if (S.backend == BACKEND_UNSET) read_environment();
-  return S.reverse ? "reverse" : "forward";
+  return S.reverse ? "reverse" : S.by_warp ? "warps" : "forward";
 }
 
 static void fiber_slots(int n) {
@@ -441,28 +445,41 @@ static void run_block(void) {
     f->state = NOT_STARTED;
     f->asan_fake = NULL;
   }
+  /* TXL_EMU_ORDER=warps: the rounds of one warp's lanes until none of them can run (all wait at
+   * __syncthreads or returned), then the next warp's. The other orders keep the warps in step
+   * through their warp operations (each round moves every warp past one); this one lets a warp
+   * run ahead up to the block's next barrier, as a GPU may: a warp writing shared memory that
+   * another still reads, with no __syncthreads between them, changes a result here. */
+  const int span = S.by_warp ? WARP : n;
   while (S.done < n) {
     S.progress = false;
-    for (S.idx = 0; S.idx < n; S.idx++) { /* fiber_main may advance S.idx */
-      Fiber *f = at_round(S.idx);
-      if (f->state == NOT_STARTED) {
-        f->stack = take_stack();
-        f->state = RUNNABLE;
+    for (int first = 0; first < n; first += span) {
+      const int end = first + span < n ? first + span : n;
+      bool ran;
+      do {
+        ran = false;
+        for (S.idx = first; S.idx < end; S.idx++) { /* fiber_main may advance S.idx */
+          Fiber *f = at_round(S.idx);
+          if (f->state == NOT_STARTED) {
+            f->stack = take_stack();
+            f->state = RUNNABLE;
 #ifdef TXL_EMU_HAVE_ASM
-        if (S.backend == BACKEND_ASM)
-          prepare_asm(f);
-        else
+            if (S.backend == BACKEND_ASM)
+              prepare_asm(f);
+            else
 #endif
-          prepare_ucontext(f);
-      } else if (f->state != RUNNABLE) {
-        continue;
-      }
-      S.progress = true;
-      Fiber *back = resume(f);
-      if (back->state == DONE) { /* its stack is free again */
-        S.free_stacks.push_back(back->stack);
-        back->stack = NULL;
-      }
+              prepare_ucontext(f);
+          } else if (f->state != RUNNABLE) {
+            continue;
+          }
+          S.progress = ran = true;
+          Fiber *back = resume(f);
+          if (back->state == DONE) { /* its stack is free again */
+            S.free_stacks.push_back(back->stack);
+            back->stack = NULL;
+          }
+        }
+      } while (ran && S.by_warp);
     }
     if (!S.progress) deadlock();
   }

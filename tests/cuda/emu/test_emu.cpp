@@ -255,19 +255,39 @@ static __global__ void race_kernel(int *out) {
   out[t] = sm[(t + 1) % n]; /* missing __syncthreads before this read */
 }
 
+/* A race between warps that a warp operation before the write and one after it hide from the
+ * forward and reverse orders (both move every warp past one warp operation a round, so every slot
+ * is written before any is read): each thread reads the slot of its partner in the other warp. */
+static __global__ void warp_race_kernel(int *out) {
+  TXL_DYNAMIC_SHARED(int, sm);
+  const int n = (int)blockDim.x, t = (int)threadIdx.x;
+  const int v = __shfl_xor_sync(0xffffffffu, t, 1);
+  sm[t] = __shfl_xor_sync(0xffffffffu, v, 1); /* t */
+  (void)__shfl_xor_sync(0xffffffffu, v, 1);
+  out[t] = sm[(t + 32) % n]; /* missing __syncthreads before this read */
+}
+
 static void test_order(void) {
   const int n = 64;
   int *out;
   CUDA_CHECK(cudaMalloc(&out, n * sizeof(int)));
   TXL_LAUNCH(race_kernel, 1, n, n * sizeof(int))(out);
   CUDA_LAUNCH_CHECK();
-  const bool reverse = strcmp(txl_emu_order(), "reverse") == 0;
-  /* forward: thread 0 reads slot 1 before thread 1 wrote it (the 0xFF poison, -1) and the last
-   * thread reads slot 0 written; reverse: the other way round */
+  const bool reverse = strcmp(txl_emu_order(), "reverse") == 0, warps = strcmp(txl_emu_order(), "warps") == 0;
+  /* forward (and warps: warp 0 runs first): thread 0 reads slot 1 before thread 1 wrote it (the
+   * 0xFF poison, -1) and the last thread reads slot 0 written; reverse: the other way round */
   const int want0 = reverse ? 2 : -1, want_last = reverse ? -1 : 1;
   check(out[0] == want0 && out[n - 1] == want_last,
         "order %s: a missing barrier shows (thread 0 read %d, want %d; thread %d read %d, want %d)",
         txl_emu_order(), out[0], want0, n - 1, out[n - 1], want_last);
+  TXL_LAUNCH(warp_race_kernel, 1, n, n * sizeof(int))(out);
+  CUDA_LAUNCH_CHECK();
+  /* warps: warp 0 reads warp 1's slots before warp 1 ran (the poison); the other orders: written */
+  const int want_w0 = warps ? -1 : 32, want_w1 = 0;
+  check(out[0] == want_w0 && out[32] == want_w1,
+        "order %s: a missing barrier between warps in step %s (thread 0 read %d, want %d; thread 32 read %d, "
+        "want %d)",
+        txl_emu_order(), warps ? "shows" : "stays hidden", out[0], want_w0, out[32], want_w1);
   CUDA_CHECK(cudaFree(out));
 }
 
@@ -972,7 +992,8 @@ static __global__ void stack_oob_kernel(int *x) {
   int local[8];
   for (int k = 0; k < 8; k++) local[k] = k;
   volatile int at = 8 + (int)threadIdx.x; /* hidden from the compiler's own checks */
-  const int *p = local;                    /* and from UBSan's array bounds check */
+  int *volatile hidden = local;            /* and from UBSan's bounds and object-size checks */
+  const int *p = hidden;
   x[threadIdx.x] = p[at];
 }
 static void run_global_oob(void) { TXL_LAUNCH(global_oob_kernel, 1, 32, 0)(g_scratch); }
@@ -983,8 +1004,9 @@ static void expect_asan(const char *what, void (*fn)(void), const char *kind) {
   std::string err;
   const int status = run_child(fn, &err);
   const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  check(!clean && err.find(kind) != std::string::npos, "AddressSanitizer in a kernel: %s: %s",
-        what, err.find(kind) != std::string::npos ? kind : "not reported");
+  const bool found = err.find(kind) != std::string::npos;
+  check(!clean && found, "AddressSanitizer in a kernel: %s: %s", what, found ? kind : "not reported");
+  if (!found) fprintf(stderr, "  the child's stderr: %s\n", err.empty() ? "(empty)" : err.substr(0, 400).c_str());
 }
 #endif
 
