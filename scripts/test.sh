@@ -44,9 +44,9 @@ stage "build (ASan+UBSan)" bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Deb
 # Open MPI and OpenBLAS keep allocations until exit by design: leaks are not what this run checks.
 # Left out there, to keep the whole under 45 minutes: the parity tests' reverse-thread-order twins
 # (*_emu_reverse) and cuda_rel_attn_emu_warps, which look for a missing barrier (the first ctest
-# stage does) and touch the same memory as their forward twins; and cuda_nccl_train_emu (5.5 minutes under ASan), whose kernels
-# cuda_train_emu runs under ASan and whose NCCL path (dist/nccl.c, kernels/emu/emu_nccl.cpp)
-# dist_nccl_emu_np2..4 and dist_timeout_nccl_emu run there; and cuda_graph_emu (4 minutes under
+# stage does) and touch the same memory as their forward twins; and cuda_nccl_train_emu (5.5
+# minutes under ASan), whose kernels cuda_train_emu runs under ASan and whose NCCL path
+# (dist/nccl.c, kernels/emu/emu_nccl.cpp) dist_nccl_emu_np2..4 and dist_timeout_nccl_emu run there; and cuda_graph_emu (4 minutes under
 # ASan), whose capture and replay cuda_emu_selftest_capture and cuda_bench_counts_emu's graph
 # cases run there; and cuda_rel_attn_emu_sm_80/_sm_86, which differ from cuda_rel_attn_emu only in
 # the shared-memory limit the fused kernel is checked against (the same code, the same memory).

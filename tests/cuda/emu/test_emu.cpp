@@ -261,9 +261,8 @@ static __global__ void race_kernel(int *out) {
 static __global__ void warp_race_kernel(int *out) {
   TXL_DYNAMIC_SHARED(int, sm);
   const int n = (int)blockDim.x, t = (int)threadIdx.x;
-  const int v = __shfl_xor_sync(0xffffffffu, t, 1);
-  sm[t] = __shfl_xor_sync(0xffffffffu, v, 1); /* t */
-  (void)__shfl_xor_sync(0xffffffffu, v, 1);
+  sm[t] = __shfl_xor_sync(0xffffffffu, t ^ 1, 1); /* t, from the partner lane */
+  (void)__shfl_xor_sync(0xffffffffu, t, 1);
   out[t] = sm[(t + 32) % n]; /* missing __syncthreads before this read */
 }
 
